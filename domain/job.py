@@ -1,0 +1,169 @@
+"""The Job aggregate: one job's decision-relevant facts, in order, ending in a seal.
+
+A job is started with its seed and the snapshots it declares, records each fact as an event whose
+id and sequence index come from the seed (seed 000 section 5), and is sealed once complete. The
+seal carries the number of events before it and a digest over their MACs, so a stream that lost
+its tail no longer matches its seal. The seal itself is witnessed by a second aggregate, so that
+deleting the seal (the stream's last event) is detected too.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Any
+
+from eventsourcing.domain import event
+
+from domain.aggregate import MaceAggregate
+from domain.canonical import canonical_json
+from domain.determinism import event_id
+from domain.naming import aggregate_id
+from domain.snapshot import SnapshotKind
+
+JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+EVENT_TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+
+
+class CaptureMode(StrEnum):
+    """How much model I/O a job keeps (seed 003): what production replay can later reconstruct."""
+
+    NONE = "none"
+    PROMPTS_ONLY = "prompts_only"
+    FULL_IO = "full_io"
+
+
+class JobSealedError(ValueError):
+    """A sealed job is complete: nothing more may be recorded on it."""
+
+
+def validate_job_id(job_id: str) -> str:
+    if not JOB_ID_PATTERN.fullmatch(job_id):
+        msg = (
+            f"invalid job id {job_id!r}: expected 1-128 characters of letters, digits and . _ : -,"
+            " starting with a letter or digit"
+        )
+        raise ValueError(msg)
+    return job_id
+
+
+def job_aggregate_id(job_id: str) -> Any:
+    return aggregate_id(f"job:{job_id}")
+
+
+class Job(MaceAggregate):
+    @staticmethod
+    def create_id(job_id: str) -> Any:
+        return job_aggregate_id(job_id)
+
+    @classmethod
+    def clock_seed_of(cls, created_with: dict[str, Any]) -> str:
+        return str(created_with["job_seed"])
+
+    @property
+    def clock_seed(self) -> str:
+        return self.job_seed
+
+    @classmethod
+    def start(
+        cls,
+        job_id: str,
+        job_seed: str,
+        job_input: str,
+        snapshot_ids: dict[str, str],
+        capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY,
+    ) -> Job:
+        validate_job_id(job_id)
+        if not job_seed:
+            msg = "job seed must not be empty"
+            raise ValueError(msg)
+        unknown = sorted(set(snapshot_ids) - {k.value for k in SnapshotKind})
+        if unknown:
+            msg = f"unknown snapshot kind(s) {unknown}: expected {[k.value for k in SnapshotKind]}"
+            raise ValueError(msg)
+        canonical_json(job_input)  # refuses what could not be stored canonically
+        return cls(
+            job_id=job_id,
+            job_seed=job_seed,
+            job_input=job_input,
+            snapshot_ids=dict(sorted(snapshot_ids.items())),
+            capture_mode=CaptureMode(capture_mode).value,
+        )
+
+    @event("Started")
+    def __init__(
+        self,
+        job_id: str,
+        job_seed: str,
+        job_input: str,
+        snapshot_ids: dict[str, str],
+        capture_mode: str,
+    ) -> None:
+        self.job_id = job_id
+        self.job_seed = job_seed
+        self.job_input = job_input
+        self.snapshot_ids = snapshot_ids
+        self.capture_mode = capture_mode
+        self.next_sequence_index = 0
+        self.sealed = False
+        self.sealed_event_count: int | None = None
+        self.sealed_mac_digest: str | None = None
+
+    def record(self, event_type: str, payload: dict[str, Any]) -> str:
+        """Record one fact; returns its deterministic event id."""
+        if self.sealed:
+            msg = f"job {self.job_id} is sealed: nothing more may be recorded"
+            raise JobSealedError(msg)
+        if not EVENT_TYPE_PATTERN.fullmatch(event_type):
+            msg = f"invalid event type {event_type!r}: expected a letter then letters, digits or _"
+            raise ValueError(msg)
+        canonical_json(payload)
+        index = self.next_sequence_index
+        new_id = event_id(self.job_seed, index, event_type)
+        self._recorded(
+            sequence_index=index, event_type=event_type, event_id=new_id, payload=payload
+        )
+        return new_id
+
+    @event("Recorded")
+    def _recorded(
+        self, sequence_index: int, event_type: str, event_id: str, payload: dict[str, Any]
+    ) -> None:
+        self.next_sequence_index = sequence_index + 1
+
+    def seal(self, event_count: int, mac_digest: str) -> None:
+        if self.sealed:
+            msg = f"job {self.job_id} is already sealed"
+            raise JobSealedError(msg)
+        if event_count != self.version:
+            msg = f"seal counts {event_count} events but job {self.job_id} has {self.version}"
+            raise ValueError(msg)
+        self._sealed(event_count=event_count, mac_digest=mac_digest)
+
+    @event("Sealed")
+    def _sealed(self, event_count: int, mac_digest: str) -> None:
+        self.sealed = True
+        self.sealed_event_count = event_count
+        self.sealed_mac_digest = mac_digest
+
+
+class JobSealWitness(MaceAggregate):
+    """A second, independent record of a job's seal, written in the same transaction."""
+
+    @staticmethod
+    def create_id(job_id: str) -> Any:
+        return aggregate_id(f"job-seal:{job_id}")
+
+    @classmethod
+    def clock_seed_of(cls, created_with: dict[str, Any]) -> str:
+        return f"job-seal:{created_with['job_id']}"
+
+    @property
+    def clock_seed(self) -> str:
+        return f"job-seal:{self.job_id}"
+
+    @event("Witnessed")
+    def __init__(self, job_id: str, event_count: int, mac_digest: str) -> None:
+        self.job_id = job_id
+        self.event_count = event_count
+        self.mac_digest = mac_digest

@@ -1,0 +1,1 @@
+"""How MACE Ledger is stored, signed and served: eventsourcing wiring, keys, CLI."""

@@ -1,0 +1,60 @@
+"""Verify a whole ledger: every MAC, every stream's contiguity, every seal and its witness.
+
+One pass over the events ordered by stream; memory holds one stream at a time. The first failure
+stops the pass and is reported with its stream and version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import groupby
+from uuid import UUID
+
+import orjson
+from eventsourcing.utils import get_topic
+
+from domain.job import Job, JobSealWitness, job_aggregate_id
+from domain.naming import aggregate_id
+from infrastructure.keyring import Keyring
+from infrastructure.settings import Store
+from infrastructure.signed_record import IntegrityFailure
+from infrastructure.store_scan import StoreReader
+from infrastructure.stream_integrity import SEAL_TOPIC, verify_stream
+
+JOB_STARTED_TOPIC = get_topic(Job.Started)
+WITNESS_TOPIC = get_topic(JobSealWitness.Witnessed)
+
+
+@dataclass(frozen=True)
+class LedgerVerification:
+    events: int
+    streams: int
+    jobs: int
+    sealed_jobs: int
+
+
+def verify_ledger(store: Store, keyring: Keyring) -> LedgerVerification:
+    events = streams = jobs = sealed_jobs = 0
+    with StoreReader(store) as reader:
+        for stream, group in groupby(reader.scan(), key=lambda r: r.originator_id):
+            stream_id = stream if isinstance(stream, UUID) else UUID(stream)
+            verified = verify_stream(keyring, stream_id, list(group))
+            events += len(verified)
+            streams += 1
+            first, last = verified[0], verified[-1]
+            if first.stored.topic == JOB_STARTED_TOPIC:
+                jobs += 1
+                if last.stored.topic == SEAL_TOPIC:
+                    sealed_jobs += 1
+                    job_id = orjson.loads(first.body)["job_id"]
+                    if reader.topic_at(aggregate_id(f"job-seal:{job_id}"), 1) != WITNESS_TOPIC:
+                        reason = "seal has no witness"
+                        raise IntegrityFailure(stream_id, last.stored.originator_version, reason)
+            elif first.stored.topic == WITNESS_TOPIC:
+                witness = orjson.loads(first.body)
+                job_stream = job_aggregate_id(witness["job_id"])
+                seal_version = witness["event_count"] + 1
+                if reader.topic_at(job_stream, seal_version) != SEAL_TOPIC:
+                    reason = f"seal missing: witnessed after {witness['event_count']} events"
+                    raise IntegrityFailure(job_stream, seal_version, reason)
+    return LedgerVerification(events=events, streams=streams, jobs=jobs, sealed_jobs=sealed_jobs)

@@ -1,0 +1,1 @@
+"""What MACE derives from the ordered events: reducers, replay, diffs, reports. Pure."""
