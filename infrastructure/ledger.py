@@ -18,6 +18,7 @@ from domain.naming import aggregate_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, Snapshot, snapshot_aggregate_id
 from infrastructure.event_store import VerifyingEventStore
 from infrastructure.keyring import Keyring, load_keyring
+from infrastructure.ledger_verification import LedgerVerification, verify_ledger
 from infrastructure.mapper import SignedMapper
 from infrastructure.settings import Settings, SQLiteStore, Store
 from infrastructure.signed_record import IntegrityFailure, mac_digest
@@ -84,15 +85,11 @@ class Ledger(Application[UUID]):
 
     # Snapshots
 
-    def put_snapshot(
-        self,
-        kind: str,
-        payload: dict[str, Any],
-        schema_version: int = 1,
-        seed_namespace: str | None = None,
-    ) -> tuple[Snapshot, bool]:
-        """Store a snapshot; an identical one already stored is returned with ``created=False``."""
-        snapshot = Snapshot.declare(kind, payload, schema_version, seed_namespace)
+    def put_snapshot(self, snapshot: Snapshot) -> tuple[Snapshot, bool]:
+        """Store a declared snapshot; an identical one already stored is returned, not re-stored.
+
+        Returns the stored snapshot and whether this call created it.
+        """
         try:
             return self.get_snapshot(snapshot.snapshot_id), False
         except NotFoundError:
@@ -109,6 +106,12 @@ class Ledger(Application[UUID]):
             msg = f"invalid snapshot id {snapshot_id!r}: expected 64 lowercase hex characters"
             raise ValueError(msg)
         return self._get(Snapshot, snapshot_aggregate_id(snapshot_id), f"snapshot {snapshot_id}")
+
+    def verify_all(self) -> LedgerVerification:
+        """Check every stored event's MAC, every stream's versions, every seal and witness."""
+        table = getattr(self.recorder, "events_table_name", None)
+        assert isinstance(table, str)
+        return verify_ledger(self.store, table, self.keyring)
 
     # Jobs
 

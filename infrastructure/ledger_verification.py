@@ -33,9 +33,9 @@ class LedgerVerification:
     sealed_jobs: int
 
 
-def verify_ledger(store: Store, keyring: Keyring) -> LedgerVerification:
+def verify_ledger(store: Store, table: str, keyring: Keyring) -> LedgerVerification:
     events = streams = jobs = sealed_jobs = 0
-    with StoreReader(store) as reader:
+    with StoreReader(store, table) as reader:
         for stream, group in groupby(reader.scan(), key=lambda r: r.originator_id):
             stream_id = stream if isinstance(stream, UUID) else UUID(stream)
             verified = verify_stream(keyring, stream_id, list(group))

@@ -18,7 +18,6 @@ from psycopg import sql
 
 from infrastructure.settings import PostgresStore, SQLiteStore, Store
 
-TABLE = "stored_events"
 SCAN_PAGE = 2000
 
 
@@ -29,8 +28,9 @@ class StoreReader:
     PostgreSQL), the other answers look-ups made while the scan is under way.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, table: str) -> None:
         self.store = store
+        self.table = table
         self._stack = ExitStack()
         self._scan_conn: sqlite3.Connection | psycopg.Connection[tuple[object, ...]] | None = None
         self._lookup_conn: sqlite3.Connection | psycopg.Connection[tuple[object, ...]] | None = None
@@ -61,15 +61,19 @@ class StoreReader:
         store = self.store
         assert isinstance(store, PostgresStore)
         if store.schema:
-            return sql.SQL("{}.{}").format(sql.Identifier(store.schema), sql.Identifier(TABLE))
-        return sql.Identifier(TABLE)
+            return sql.SQL("{}.{}").format(sql.Identifier(store.schema), sql.Identifier(self.table))
+        return sql.Identifier(self.table)
+
+    def _sqlite_table(self) -> str:
+        # eventsourcing chose the name; quote it as an identifier all the same.
+        return '"' + self.table.replace('"', '""') + '"'
 
     def scan(self) -> Iterator[StoredEvent]:
         """Every stored event, ordered by stream then version."""
         conn = self._scan_conn = self._scan_conn or self._connect()
         if isinstance(conn, sqlite3.Connection):
             cursor = conn.execute(
-                f"SELECT originator_id, originator_version, topic, state FROM {TABLE} "  # noqa: S608
+                f"SELECT originator_id, originator_version, topic, state FROM {self._sqlite_table()} "  # noqa: S608
                 "ORDER BY originator_id, originator_version"
             )
             while rows := cursor.fetchmany(SCAN_PAGE):
@@ -95,7 +99,7 @@ class StoreReader:
         conn = self._lookup_conn = self._lookup_conn or self._connect()
         if isinstance(conn, sqlite3.Connection):
             row = conn.execute(
-                f"SELECT topic FROM {TABLE} "  # noqa: S608
+                f"SELECT topic FROM {self._sqlite_table()} "  # noqa: S608
                 "WHERE originator_id = ? AND originator_version = ?",
                 (originator_id.hex, version),
             ).fetchone()

@@ -1,0 +1,59 @@
+"""Shared fixtures. The PostgreSQL harness logic lives in ``postgres_server.py``."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+from postgres_server import (
+    UNAVAILABLE,
+    PostgresServer,
+    describe_plan,
+    drop_database,
+    fresh_database,
+    provide_postgres,
+)
+
+# Stores, ledgers and raw table access for storage tests (SQLite and PostgreSQL).
+pytest_plugins = ["ledger_fixtures"]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return describe_plan()
+
+
+# --- PostgreSQL ---------------------------------------------------------------------------------
+
+_database_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """The session's PostgreSQL server; tests that need it skip (fail in CI) when there is none."""
+    with provide_postgres() as server:
+        if server is None:
+            pytest.skip(UNAVAILABLE)
+        yield server
+
+
+@pytest.fixture
+def make_postgres_database(postgres_server: PostgresServer) -> Iterator[Callable[[], str]]:
+    """Call it for a new, empty database URL; every database it made is dropped after the test."""
+    names: list[str] = []
+
+    def make() -> str:
+        name = f"mace_t_{os.getpid()}_{next(_database_numbers)}"
+        names.append(name)
+        return fresh_database(postgres_server, name)
+
+    yield make
+    for name in names:
+        drop_database(postgres_server, name)
+
+
+@pytest.fixture
+def postgres_url(make_postgres_database: Callable[[], str]) -> str:
+    """A fresh, empty PostgreSQL database for this test only."""
+    return make_postgres_database()
