@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_STORE = "sqlite:///./mace.db"
@@ -107,7 +107,8 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="MACE_", extra="ignore")
 
-    store: str = DEFAULT_STORE
+    # May carry a database password: never in a repr; describe it through parsed_store().
+    store: str = Field(default=DEFAULT_STORE, repr=False)
     signing_keys: SecretStr | None = None
     active_key_id: str | None = None
     env: Literal["development", "production"] = "development"
