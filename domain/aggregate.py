@@ -60,7 +60,7 @@ class MaceAggregate(BaseAggregate[UUID]):
         cls,
         event_class: type[CanInitAggregate[UUID]],
         *,
-        id: UUID | None = None,  # noqa: A002 (eventsourcing's own keyword)
+        id: UUID | None = None,
         **kwargs: Any,
     ) -> Self:
         seed = cls.clock_seed_of(kwargs)

@@ -52,6 +52,23 @@ def job_aggregate_id(job_id: str) -> Any:
 
 
 class Job(MaceAggregate):
+    class Started(MaceAggregate.Created):
+        job_id: str
+        job_seed: str
+        job_input: str
+        snapshot_ids: dict[str, str]
+        capture_mode: str
+
+    class Recorded(MaceAggregate.Event):
+        sequence_index: int
+        event_type: str
+        event_id: str
+        payload: dict[str, Any]
+
+    class Sealed(MaceAggregate.Event):
+        event_count: int
+        mac_digest: str
+
     @staticmethod
     def create_id(job_id: str) -> Any:
         return job_aggregate_id(job_id)
@@ -90,7 +107,7 @@ class Job(MaceAggregate):
             capture_mode=CaptureMode(capture_mode).value,
         )
 
-    @event("Started")
+    @event(Started)
     def __init__(
         self,
         job_id: str,
@@ -125,7 +142,7 @@ class Job(MaceAggregate):
         )
         return new_id
 
-    @event("Recorded")
+    @event(Recorded)
     def _recorded(
         self, sequence_index: int, event_type: str, event_id: str, payload: dict[str, Any]
     ) -> None:
@@ -140,7 +157,7 @@ class Job(MaceAggregate):
             raise ValueError(msg)
         self._sealed(event_count=event_count, mac_digest=mac_digest)
 
-    @event("Sealed")
+    @event(Sealed)
     def _sealed(self, event_count: int, mac_digest: str) -> None:
         self.sealed = True
         self.sealed_event_count = event_count
@@ -149,6 +166,11 @@ class Job(MaceAggregate):
 
 class JobSealWitness(MaceAggregate):
     """A second, independent record of a job's seal, written in the same transaction."""
+
+    class Witnessed(MaceAggregate.Created):
+        job_id: str
+        event_count: int
+        mac_digest: str
 
     @staticmethod
     def create_id(job_id: str) -> Any:
@@ -162,7 +184,7 @@ class JobSealWitness(MaceAggregate):
     def clock_seed(self) -> str:
         return f"job-seal:{self.job_id}"
 
-    @event("Witnessed")
+    @event(Witnessed)
     def __init__(self, job_id: str, event_count: int, mac_digest: str) -> None:
         self.job_id = job_id
         self.event_count = event_count

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from domain.canonical import CanonicalJSONError, canonical_json
 from domain.errors import MaceError
-from domain.snapshot import SnapshotKind, Snapshot
+from domain.snapshot import Snapshot, SnapshotKind
 from infrastructure.keyring import KeyringError
 from infrastructure.ledger import Ledger, NotFoundError
 from infrastructure.settings import Settings, SettingsError
@@ -38,7 +38,9 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="mace", description="MACE Ledger: signed, replayable records of agent runs.")
+    parser = Parser(
+        prog="mace", description="MACE Ledger: signed, replayable records of agent runs."
+    )
     parser.add_argument("--version", action="version", version=f"mace {version('mace-ledger')}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 from uuid import UUID
 
@@ -36,15 +37,15 @@ class VerifyingEventStore(EventStore[UUID]):
         limit: int | None = None,
         **_: Any,
     ) -> Iterator[DomainEventProtocol[UUID]]:
-        records = self.recorder.select_events(
-            originator_id, gt=gt, lte=lte, desc=desc, limit=limit
-        )
+        records = self.recorder.select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
         if desc:
             verified = [verify_record(self.keyring, r) for r in records]
-            for newer, older in zip(verified, verified[1:], strict=False):
+            for newer, older in pairwise(verified):
                 expected = newer.stored.originator_version - 1
                 if older.stored.originator_version != expected:
-                    raise IntegrityFailure(originator_id, expected, f"version {expected} is missing")
+                    raise IntegrityFailure(
+                        originator_id, expected, f"version {expected} is missing"
+                    )
         else:
             verified = verify_stream(self.keyring, originator_id, records, (gt or 0) + 1)
         return iter([self.signed_mapper.decode(r) for r in verified])

@@ -172,7 +172,7 @@ def load_keyring(settings: Settings, *, create: bool) -> Keyring:
         raise KeyringError(msg)
     if not path.exists():
         if not create:
-            msg = f"no signing keys: keyring file {path} does not exist and MACE_SIGNING_KEYS is unset"
+            msg = f"no signing keys: no keyring file {path} and MACE_SIGNING_KEYS is unset"
             raise KeyringError(msg)
         try:
             _create_keyring_file(path)

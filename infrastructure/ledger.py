@@ -70,7 +70,7 @@ class Ledger(Application[UUID]):
 
     def _get(self, cls: type[A], aggregate_uuid: UUID, what: str) -> A:
         try:
-            aggregate = self.repository.get(aggregate_uuid)
+            aggregate: object = self.repository.get(aggregate_uuid)
         except AggregateNotFoundError:
             raise NotFoundError(f"no {what}") from None
         if not isinstance(aggregate, cls):
@@ -127,7 +127,9 @@ class Ledger(Application[UUID]):
         self._save_new(job, what=f"job {job_id}")
         return job
 
-    def record_job_events(self, job_id: str, events: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    def record_job_events(
+        self, job_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[str]:
         """Append facts to a job in one atomic write; returns their deterministic event ids."""
         job = self.get_job(job_id)
         ids = [job.record(event_type, payload) for event_type, payload in events]
@@ -176,7 +178,9 @@ class Ledger(Application[UUID]):
         witness = self.verifying_store.signed_mapper.decode(witness_records[0])
         count = witness.event_count  # type: ignore[attr-defined]
         if not job.sealed:
-            raise IntegrityFailure(job.id, count + 1, f"seal missing: witnessed after {count} events")
+            raise IntegrityFailure(
+                job.id, count + 1, f"seal missing: witnessed after {count} events"
+            )
         if (count, witness.mac_digest) != (  # type: ignore[attr-defined]
             job.sealed_event_count,
             job.sealed_mac_digest,

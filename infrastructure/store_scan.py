@@ -72,8 +72,9 @@ class StoreReader:
         """Every stored event, ordered by stream then version."""
         conn = self._scan_conn = self._scan_conn or self._connect()
         if isinstance(conn, sqlite3.Connection):
+            table = self._sqlite_table()
             cursor = conn.execute(
-                f"SELECT originator_id, originator_version, topic, state FROM {self._sqlite_table()} "  # noqa: S608
+                f"SELECT originator_id, originator_version, topic, state FROM {table} "  # noqa: S608
                 "ORDER BY originator_id, originator_version"
             )
             while rows := cursor.fetchmany(SCAN_PAGE):

@@ -80,7 +80,7 @@ class RawTable:
             dbname=store.dbname,
             autocommit=True,
         ) as pg:
-            cursor = pg.execute(statement.encode(), params)  # type: ignore[call-overload]
+            cursor = pg.execute(statement.encode(), params)
             return list(cursor.fetchall()) if cursor.description else []
 
     def key(self, stream: UUID) -> str | UUID:

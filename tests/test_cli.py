@@ -101,8 +101,10 @@ def test_verify_reports_tampering_with_exit_1(
         (["snapshot", "put", "--kind", "router", "{notjson}"], "is not JSON"),
         (["snapshot", "put", "--kind", "router", "{array}"], "must hold a JSON object, not list"),
         (["snapshot", "put", "--kind", "router", "{missing}"], "cannot read"),
-        (["snapshot", "put", "--kind", "router", "{file}", "--schema-version", "0"],
-         "schema_version must be a positive integer"),
+        (
+            ["snapshot", "put", "--kind", "router", "{file}", "--schema-version", "0"],
+            "schema_version must be a positive integer",
+        ),
         (["snapshot", "show", "abc"], "invalid snapshot id 'abc'"),
         (["snapshot", "show", "0" * 64], "no snapshot " + "0" * 64),
         (["verify"], "the following arguments are required: --all"),
@@ -141,7 +143,10 @@ def test_bad_input_creates_no_store(
     code, _, err = run(capsys, "snapshot", "put", "--kind", "nope", write_json(tmp_path, ROUTER))
     assert code == 2 and "unknown snapshot kind" in err
     code, _, err = run(capsys, "verify", "--all")
-    assert code == 2 and err == f"mace: error: no ledger at sqlite:///{tmp_path}/never.db (set MACE_STORE)\n"
+    assert (
+        code == 2
+        and err == f"mace: error: no ledger at sqlite:///{tmp_path}/never.db (set MACE_STORE)\n"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["snapshot.json"]
 
 

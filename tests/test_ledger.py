@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from ledger_fixtures import RawTable, settings_for
 
@@ -20,8 +22,10 @@ def record_sample_job(ledger: Ledger, job_id: str = "job-1", seed: str = "s1") -
     ledger.start_job(job_id, seed, "2 + 2", {"router": snapshot.snapshot_id})
     ledger.record_job_events(
         job_id,
-        [("ROUTER_DECISION", {"agent": "math_agent", "why": "matched_R1_math"}),
-         ("FINAL_OUTPUT", {"text": "4"})],
+        [
+            ("ROUTER_DECISION", {"agent": "math_agent", "why": "matched_R1_math"}),
+            ("FINAL_OUTPUT", {"text": "4"}),
+        ],
     )
     return ledger.seal_job(job_id)
 
@@ -42,9 +46,7 @@ def test_snapshot_is_content_addressed_and_stored_once(ledger: Ledger) -> None:
 
 def test_snapshot_id_follows_seed_000_section_5(ledger: Ledger) -> None:
     snapshot = Snapshot.declare("privacy", {"pii_fields": ["email"]}, 2, "tenant-a/privacy")
-    # sha256(config_hash + ":" + schema_version + ":" + seed_namespace), config_hash over canonical bytes
-    import hashlib
-
+    # sha256(config_hash:schema_version:seed_namespace), config_hash over the canonical JSON
     config_hash = hashlib.sha256(b'{"pii_fields":["email"]}').hexdigest()
     expected = hashlib.sha256(f"{config_hash}:2:tenant-a/privacy".encode()).hexdigest()
     assert (snapshot.config_hash, snapshot.snapshot_id) == (config_hash, expected)
@@ -119,9 +121,11 @@ def test_key_rotation_keeps_old_events_verifiable(settings: object, store_url: s
         table = RawTable(settings_for(store_url))
         assert table.state(job_aggregate_id("old"), 1).startswith(b"mace1.k1.")
         assert table.state(job_aggregate_id("new"), 1).startswith(b"mace1.k2.")
-    with Ledger.open(settings_for(store_url, "k2", active="k2")) as without_k1:
-        with pytest.raises(IntegrityFailure, match="unknown key id 'k1'"):
-            without_k1.get_job("old")
+    with (
+        Ledger.open(settings_for(store_url, "k2", active="k2")) as without_k1,
+        pytest.raises(IntegrityFailure, match="unknown key id 'k1'"),
+    ):
+        without_k1.get_job("old")
 
 
 def test_verify_all_counts_everything(ledger: Ledger) -> None:
