@@ -1,0 +1,1 @@
+"""The pure domain: no I/O, no wall clock, no unseeded randomness."""

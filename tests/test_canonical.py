@@ -1,0 +1,246 @@
+"""Golden bytes and properties of the canonical serializer.
+
+Signatures and replay equality are computed over these bytes, so the tests pin exact output:
+any change here is a format change that breaks every stored signature.
+"""
+
+import json
+import math
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from domain.canonical import (
+    NUMERIC_EPSILON,
+    NUMERIC_PRECISION,
+    CanonicalJSONError,
+    canonical_json,
+    digest,
+    sha256_hex,
+)
+
+INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+FINITE_FLOATS = st.floats(allow_nan=False, allow_infinity=False)
+JSON_VALUES: st.SearchStrategy[Any] = st.recursive(
+    st.none() | st.booleans() | INT64 | FINITE_FLOATS | st.text(),
+    lambda children: st.lists(children, max_size=5)
+    | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    max_leaves=30,
+)
+
+
+def test_constants_follow_seed_000() -> None:
+    assert NUMERIC_PRECISION == 9
+    assert NUMERIC_EPSILON == 1e-9
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"b": 1, "a": {"d": [3, 2, 1], "c": None}}, b'{"a":{"c":null,"d":[3,2,1]},"b":1}'),
+        (
+            {"é": 1, "z": 2, "Z": 3, "_": 4, "aa": 5, "a": 6},
+            '{"Z":3,"_":4,"a":6,"aa":5,"z":2,"é":1}',
+        ),
+        ({"\U0001f600": 1, "\uffff": 2}, '{"\uffff":2,"\U0001f600":1}'),  # code point, not UTF-16
+        ({}, b"{}"),
+        ([], b"[]"),
+        ([{}, [], [[]]], b"[{},[],[[]]]"),
+        ((1, (2, "x")), b'[1,[2,"x"]]'),
+        (True, b"true"),
+        (False, b"false"),
+        (None, b"null"),
+        ([True, False, None, 0, 1], b"[true,false,null,0,1]"),
+        (2**63 - 1, b"9223372036854775807"),
+        (-(2**63), b"-9223372036854775808"),
+        (-0, b"0"),
+    ],
+    ids=lambda v: repr(v)[:40],
+)
+def test_golden_structures(value: object, expected: bytes | str) -> None:
+    want = expected.encode() if isinstance(expected, str) else expected
+    assert canonical_json(value) == want
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("é", '"é"'.encode()),
+        ("日本", b'"\xe6\x97\xa5\xe6\x9c\xac"'),
+        ("😀", b'"\xf0\x9f\x98\x80"'),
+        ("\u2028\u2029", b'"\xe2\x80\xa8\xe2\x80\xa9"'),
+        ("e\u0301", b'"e\xcc\x81"'),  # no normalisation: stays decomposed
+        ('q"b\\s/', b'"q\\"b\\\\s/"'),
+        ("\b\t\n\f\r", b'"\\b\\t\\n\\f\\r"'),
+        ("\x00\x01\x1b\x1f", b'"\\u0000\\u0001\\u001b\\u001f"'),
+        ("\x7f", b'"\x7f"'),
+        ("plain ascii", b'"plain ascii"'),
+        ("", b'""'),
+    ],
+    ids=ascii,
+)
+def test_golden_strings(value: str, expected: bytes) -> None:
+    assert canonical_json(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (0.1 + 0.2, b"0.3"),
+        (1e-10, b"0.0"),
+        (-0.0, b"0.0"),
+        (0.0, b"0.0"),
+        (-1e-12, b"0.0"),
+        (5e-10, b"0.0"),  # half-even: the tie goes to the even 0
+        (1.5e-9, b"2e-09"),  # half-even: the tie goes to the even 2
+        (1e-9, b"1e-09"),
+        (1.5e-07, b"1.5e-07"),
+        (2.5000000004, b"2.5"),
+        (2.0000000005, b"2.0"),
+        (2.0000000015, b"2.000000002"),
+        (-2.0000000005, b"-2.0"),
+        (0.1234567891234, b"0.123456789"),
+        (2.5, b"2.5"),
+        (3.0, b"3.0"),
+        (123.0, b"123.0"),
+        (1e20, b"1e+20"),
+        (1e16, b"1e+16"),
+        (-1e20, b"-1e+20"),
+        (123456789.123456789, b"123456789.12345679"),
+        (1.7976931348623157e308, b"1.7976931348623157e+308"),
+        (5e-324, b"0.0"),
+    ],
+    ids=repr,
+)
+def test_golden_floats(value: float, expected: bytes) -> None:
+    assert canonical_json(value) == expected
+
+
+def test_golden_document_and_digest() -> None:
+    document = {
+        "z": [0.1 + 0.2, -0.0, 1e20, (1, "é")],
+        "a": {"y": "\u2028", "x": True, "w": None},
+    }
+    expected = '{"a":{"w":null,"x":true,"y":"\u2028"},"z":[0.3,0.0,1e+20,[1,"é"]]}'.encode()
+    assert canonical_json(document) == expected
+    assert digest(document) == sha256_hex(expected)
+    assert sha256_hex(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+@pytest.mark.parametrize(
+    ("value", "message", "path"),
+    [
+        ({"a": [0, 1, {"b": float("nan")}]}, "non-finite float at $.a[2].b", "$.a[2].b"),
+        ({"a b": [float("inf")]}, 'non-finite float at $["a b"][0]', '$["a b"][0]'),
+        ([float("-inf")], "non-finite float at $[0]", "$[0]"),
+        (float("nan"), "non-finite float at $", "$"),
+        ({"x": 2**63}, "integer outside signed 64-bit range at $.x", "$.x"),
+        ([-(2**63) - 1], "integer outside signed 64-bit range at $[0]", "$[0]"),
+        ({"k": {1: "v"}}, "non-string object key of type int at $.k", "$.k"),
+        ({"_ok9": {"é": b"x"}}, 'unsupported type bytes at $._ok9["é"]', '$._ok9["é"]'),
+        ({'q"\\': Decimal("1.5")}, 'unsupported type Decimal at $["q\\"\\\\"]', '$["q\\"\\\\"]'),
+        (
+            {"9a": datetime(2020, 1, 1, tzinfo=UTC)},
+            'unsupported type datetime at $["9a"]',
+            '$["9a"]',
+        ),
+        ([[{1, 2}]], "unsupported type set at $[0][0]", "$[0][0]"),
+        ({"o": object()}, "unsupported type object at $.o", "$.o"),
+        (
+            {"s": ["ok", "\ud800"]},
+            "string with lone surrogate (not encodable as UTF-8) at $.s[1]",
+            "$.s[1]",
+        ),
+        (
+            {"m": {"\udc00": 1}},
+            "object key with lone surrogate (not encodable as UTF-8) at $.m",
+            "$.m",
+        ),
+        ("\ud83d\ude00", "string with lone surrogate (not encodable as UTF-8) at $", "$"),
+    ],
+    ids=lambda v: ascii(v)[:40],
+)
+def test_refusals_name_the_path(value: object, message: str, path: str) -> None:
+    with pytest.raises(CanonicalJSONError) as caught:
+        canonical_json(value)
+    assert str(caught.value) == message
+    assert caught.value.path == path
+    assert isinstance(caught.value, ValueError)
+
+
+def test_boundary_integers() -> None:
+    assert canonical_json([2**63 - 1, -(2**63)]) == b"[9223372036854775807,-9223372036854775808]"
+    with pytest.raises(CanonicalJSONError, match=r"at \$$"):
+        canonical_json(2**63)
+
+
+def _shuffled(value: Any, data: st.DataObject) -> Any:
+    """The same JSON value with every object rebuilt in a drawn insertion order."""
+    if isinstance(value, dict):
+        keys = data.draw(st.permutations(list(value)))
+        return {key: _shuffled(value[key], data) for key in keys}
+    if isinstance(value, list):
+        return [_shuffled(item, data) for item in value]
+    return value
+
+
+def _whitespace_outside_strings(encoded: bytes) -> list[int]:
+    """Offsets of JSON whitespace bytes outside string literals.
+
+    Multi-byte UTF-8 sequences only use bytes >= 0x80, so a byte-level scan that tracks string
+    literals (a quote not preceded by an escaping backslash toggles them) is exact.
+    """
+    found: list[int] = []
+    in_string = False
+    escaped = False
+    for offset, byte in enumerate(encoded):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in b" \t\n\r":
+            found.append(offset)
+    return found
+
+
+@given(JSON_VALUES, st.data())
+def test_insertion_order_does_not_matter(value: Any, data: st.DataObject) -> None:
+    assert canonical_json(_shuffled(value, data)) == canonical_json(value)
+
+
+@given(JSON_VALUES)
+def test_idempotent_through_a_parser(value: Any) -> None:
+    encoded = canonical_json(value)
+    assert canonical_json(orjson.loads(encoded)) == encoded
+    assert canonical_json(json.loads(encoded)) == encoded
+
+
+@given(JSON_VALUES)
+def test_output_is_utf8_json_without_whitespace(value: Any) -> None:
+    encoded = canonical_json(value)
+    json.loads(encoded.decode("utf-8", errors="strict"))
+    assert _whitespace_outside_strings(encoded) == []
+    assert not any(byte < 0x20 for byte in encoded)  # control characters are always escaped
+
+
+def test_whitespace_scanner_sees_through_strings() -> None:
+    assert _whitespace_outside_strings(b'{"a b":"\\" x"}') == []
+    assert _whitespace_outside_strings(b'{"a": 1}') == [5]
+
+
+@given(FINITE_FLOATS)
+def test_rounding_is_stable(value: float) -> None:
+    rounded = float(canonical_json(value))
+    assert canonical_json(rounded) == canonical_json(value)
+    assert float(canonical_json(rounded)) == rounded
+    assert math.isclose(rounded, value, rel_tol=0.0, abs_tol=NUMERIC_EPSILON / 2 + math.ulp(value))
