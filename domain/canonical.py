@@ -13,7 +13,9 @@ import hashlib
 import math
 import re
 from decimal import ROUND_HALF_EVEN, Context, Decimal, DivisionByZero, InvalidOperation, Overflow
-from typing import Final
+from typing import Any, Final
+
+import orjson
 
 NUMERIC_PRECISION: Final = 9
 """Decimal places every float is rounded to before it is written."""
@@ -83,6 +85,14 @@ def canonical_json(obj: object) -> bytes:
         path = "$" + "".join(_segment(part) for part in reversed(refusal.segments))
         raise CanonicalJSONError(refusal.reason, path) from None
     return "".join(out).encode("utf-8")
+
+
+def canonical_copy(obj: object) -> Any:
+    """``obj`` as it will read back from storage (floats rounded, tuples as lists).
+
+    Aggregates keep this copy, so the state a live run sees is the state a replay rebuilds.
+    """
+    return orjson.loads(canonical_json(obj))
 
 
 def sha256_hex(data: bytes) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
-from domain.canonical import canonical_json
+from domain.canonical import canonical_copy, canonical_json
 from domain.determinism import event_id
 from domain.naming import aggregate_id
 from domain.snapshot import SnapshotKind
@@ -134,7 +134,7 @@ class Job(MaceAggregate):
         if not EVENT_TYPE_PATTERN.fullmatch(event_type):
             msg = f"invalid event type {event_type!r}: expected a letter then letters, digits or _"
             raise ValueError(msg)
-        canonical_json(payload)
+        payload = canonical_copy(payload)
         index = self.next_sequence_index
         new_id = event_id(self.job_seed, index, event_type)
         self._recorded(

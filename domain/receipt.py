@@ -14,7 +14,7 @@ from typing import Any
 from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
-from domain.canonical import canonical_json
+from domain.canonical import canonical_copy
 from domain.naming import aggregate_id
 
 RECEIPT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -54,13 +54,12 @@ class Receipt(MaceAggregate):
         if policy_snapshot is not None and set(policy_snapshot) != POLICY_SNAPSHOT_KEYS:
             msg = f"policy_snapshot must have exactly the keys {sorted(POLICY_SNAPSHOT_KEYS)}"
             raise ValueError(msg)
-        canonical_json(body)
         return cls(
             receipt_id=receipt_id,
             tenant=tenant,
             mode=mode,
-            body=body,
-            policy_snapshot=policy_snapshot,
+            body=canonical_copy(body),
+            policy_snapshot=None if policy_snapshot is None else canonical_copy(policy_snapshot),
             parent_receipt_id=parent_receipt_id,
         )
 

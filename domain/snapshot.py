@@ -16,7 +16,7 @@ from typing import Any
 from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
-from domain.canonical import digest
+from domain.canonical import canonical_copy, digest
 from domain.determinism import ID_GENERATORS, snapshot_id
 from domain.naming import aggregate_id
 
@@ -86,6 +86,7 @@ class Snapshot(MaceAggregate):
         if not NAMESPACE_PATTERN.fullmatch(namespace):
             msg = f"invalid seed namespace {namespace!r}: expected [a-z0-9_./-], at most 64"
             raise ValueError(msg)
+        payload = canonical_copy(payload)
         config_hash = digest(payload)
         new_id = snapshot_id(config_hash, schema_version, namespace)
         return cls(

@@ -1,0 +1,33 @@
+"""The domain's deciding code runs without the wall clock or unseeded randomness.
+
+Every command of every aggregate, and the event a live run would store, is exercised inside
+`forbid_nondeterminism`; timestamps must come from the deterministic clock alone.
+"""
+
+from __future__ import annotations
+
+from forbidden_calls import forbid_nondeterminism
+
+from domain.determinism import DeterministicClock
+from domain.governance import Governance
+from domain.job import Job, JobSealWitness
+from domain.receipt import Receipt
+from domain.snapshot import Snapshot
+
+
+def test_aggregate_commands_touch_no_clock_or_randomness() -> None:
+    with forbid_nondeterminism():
+        snapshot = Snapshot.declare("router", {"rules": [{"id": "R1", "weight": 0.5}]})
+        job = Job.start("job-1", "s1", "2 + 2", {"router": snapshot.snapshot_id})
+        job.record("ROUTER_DECISION", {"agent": "math_agent"})
+        job.seal(job.version, "0" * 64)
+        witness = JobSealWitness(job_id="job-1", event_count=2, mac_digest="0" * 64)
+        governance = Governance.open("job:job-1")
+        governance.cast_vote("force-continue", "approve", "ada", ["council"], "2026-11-22T00:00Z")
+        governance.halt(snapshot.snapshot_id, "INTEGRITY_FAILURE", "ops", ["admin"], "t")
+        governance.clear_halt(snapshot.snapshot_id, "ada", ["council"], "t")
+        receipt = Receipt.emit("r1", "tenant-a", "live", {"context_hash": "x"}, None)
+    for aggregate in (snapshot, job, witness, governance, receipt):
+        clock = DeterministicClock(aggregate.clock_seed)
+        stamps = [e.timestamp for e in aggregate.collect_events()]
+        assert stamps == [clock.at(v) for v in range(1, len(stamps) + 1)]
