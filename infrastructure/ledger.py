@@ -105,7 +105,16 @@ class Ledger(Application[UUID]):
         if not SNAPSHOT_ID_PATTERN.fullmatch(snapshot_id):
             msg = f"invalid snapshot id {snapshot_id!r}: expected 64 lowercase hex characters"
             raise ValueError(msg)
-        return self._get(Snapshot, snapshot_aggregate_id(snapshot_id), f"snapshot {snapshot_id}")
+        snapshot = self._get(
+            Snapshot, snapshot_aggregate_id(snapshot_id), f"snapshot {snapshot_id}"
+        )
+        # Content-addressed: the id must still follow from what the snapshot says.
+        again = Snapshot.declare(
+            snapshot.kind, snapshot.payload, snapshot.schema_version, snapshot.seed_namespace
+        )
+        if (again.snapshot_id, again.config_hash) != (snapshot.snapshot_id, snapshot.config_hash):
+            raise IntegrityFailure(snapshot.id, 1, "snapshot id does not match its content")
+        return snapshot
 
     def verify_all(self) -> LedgerVerification:
         """Check every stored event's MAC, every stream's versions, every seal and witness."""

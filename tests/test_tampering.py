@@ -17,6 +17,7 @@ from test_ledger import record_sample_job
 from domain.errors import ErrorCode
 from domain.job import Job, job_aggregate_id
 from domain.naming import aggregate_id
+from domain.snapshot import Snapshot
 from infrastructure.ledger import Ledger
 from infrastructure.signed_record import IntegrityFailure
 
@@ -104,3 +105,20 @@ def test_tampered_snapshot_is_refused(ledger: Ledger, raw_table: RawTable) -> No
     raw_table.set_column(stream, 1, "state", raw_table.state(stream, 1).replace(b"R1", b"R9"))
     with pytest.raises(IntegrityFailure, match="MAC mismatch"):
         ledger.get_snapshot(snapshot)
+
+
+def test_snapshot_whose_id_no_longer_matches_its_content_is_refused(ledger: Ledger) -> None:
+    # A correctly signed record that claims a wrong content address (a bug, or a stolen key).
+    declared = Snapshot.declare("router", {"rules": []})
+    forged = Snapshot(
+        snapshot_id=declared.snapshot_id,
+        kind="router",
+        schema_version=1,
+        payload={"rules": ["something else"]},
+        config_hash=declared.config_hash,
+        seed_namespace=declared.seed_namespace,
+        generator=declared.generator,
+    )
+    ledger.save(forged)
+    with pytest.raises(IntegrityFailure, match="snapshot id does not match its content"):
+        ledger.get_snapshot(declared.snapshot_id)
