@@ -17,6 +17,7 @@ from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggre
 from pydantic import BaseModel, ConfigDict
 
 from domain.determinism import DeterministicClock
+from domain.naming import aggregate_id
 
 
 class DomainEvent(BaseModel):
@@ -38,7 +39,14 @@ class DomainEvent(BaseModel):
 
 
 class MaceAggregate(BaseAggregate[UUID]):
-    """An aggregate whose events are stamped by a clock seeded from its own identity."""
+    """An aggregate named ``<NAME_PREFIX>:<key>``, stamped by a clock seeded from its identity.
+
+    The id is the UUIDv5 of that stable name, so creating the same aggregate twice collides in the
+    event log. By default the clock seed is the stable name too; a Job overrides it with its seed.
+    """
+
+    NAME_PREFIX: ClassVar[str]
+    NAME_FIELD: ClassVar[str]
 
     class Event(DomainEvent, CanMutateAggregate[UUID]):
         pass
@@ -47,13 +55,17 @@ class MaceAggregate(BaseAggregate[UUID]):
         originator_topic: str
 
     @classmethod
+    def id_for(cls, key: str) -> UUID:
+        return aggregate_id(f"{cls.NAME_PREFIX}:{key}")
+
+    @classmethod
     def clock_seed_of(cls, created_with: dict[str, Any]) -> str:
         """The clock seed, computed from the arguments the aggregate is created with."""
-        raise NotImplementedError
+        return f"{cls.NAME_PREFIX}:{created_with[cls.NAME_FIELD]}"
 
     @property
     def clock_seed(self) -> str:
-        raise NotImplementedError
+        return f"{self.NAME_PREFIX}:{getattr(self, self.NAME_FIELD)}"
 
     @classmethod
     def _create(
@@ -63,9 +75,12 @@ class MaceAggregate(BaseAggregate[UUID]):
         id: UUID | None = None,
         **kwargs: Any,
     ) -> Self:
-        seed = cls.clock_seed_of(kwargs)
-        kwargs["timestamp"] = DeterministicClock(seed).at(cls.INITIAL_VERSION)
-        return super()._create(event_class, id=id, **kwargs)
+        kwargs["timestamp"] = DeterministicClock(cls.clock_seed_of(kwargs)).at(cls.INITIAL_VERSION)
+        own_id = cls.id_for(str(kwargs[cls.NAME_FIELD]))
+        if id is not None and id != own_id:
+            msg = f"{cls.__name__} ids follow from their names; {id} is not {own_id}"
+            raise ValueError(msg)
+        return super()._create(event_class, id=own_id, **kwargs)
 
     def trigger_event(self, event_class: type[CanMutateAggregate[UUID]], **kwargs: Any) -> None:
         kwargs["timestamp"] = DeterministicClock(self.clock_seed).at(self.version + 1)

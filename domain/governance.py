@@ -15,7 +15,6 @@ from typing import Any
 from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
-from domain.naming import aggregate_id
 
 SCOPE_PATTERN = re.compile(r"^(global|(job|snapshot):[A-Za-z0-9][A-Za-z0-9._:-]{0,127})$")
 ACTOR_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
@@ -37,8 +36,12 @@ class GovernanceError(ValueError):
     """A governance command that the record does not allow."""
 
 
-def governance_aggregate_id(scope: str) -> Any:
-    return aggregate_id(f"governance:{scope}")
+def _council_member(actor_id: str, roles: list[str], action: str) -> tuple[str, list[str]]:
+    actor, actor_roles = _actor(actor_id, roles)
+    if Role.COUNCIL.value not in actor_roles:
+        msg = f"only the council may {action}; {actor} does not hold the council role"
+        raise GovernanceError(msg)
+    return actor, actor_roles
 
 
 def _actor(actor_id: str, roles: list[str]) -> tuple[str, list[str]]:
@@ -54,17 +57,8 @@ def _actor(actor_id: str, roles: list[str]) -> tuple[str, list[str]]:
 
 
 class Governance(MaceAggregate):
-    @staticmethod
-    def create_id(scope: str) -> Any:
-        return governance_aggregate_id(scope)
-
-    @classmethod
-    def clock_seed_of(cls, created_with: dict[str, Any]) -> str:
-        return f"governance:{created_with['scope']}"
-
-    @property
-    def clock_seed(self) -> str:
-        return f"governance:{self.scope}"
+    NAME_PREFIX = "governance"
+    NAME_FIELD = "scope"
 
     @classmethod
     def open(cls, scope: str) -> Governance:
@@ -82,10 +76,7 @@ class Governance(MaceAggregate):
     def cast_vote(
         self, motion: str, vote: str, actor_id: str, roles: list[str], recorded_at: str
     ) -> None:
-        actor, actor_roles = _actor(actor_id, roles)
-        if Role.COUNCIL.value not in actor_roles:
-            msg = f"actor {actor} does not hold the council role"
-            raise GovernanceError(msg)
+        actor, actor_roles = _council_member(actor_id, roles, "vote")
         self._vote_cast(
             motion=motion,
             vote=Vote(vote).value,
@@ -123,10 +114,7 @@ class Governance(MaceAggregate):
     def clear_halt(
         self, snapshot_id: str, actor_id: str, roles: list[str], recorded_at: str
     ) -> None:
-        actor, actor_roles = _actor(actor_id, roles)
-        if Role.COUNCIL.value not in actor_roles:
-            msg = f"only the council may clear a halt; {actor} does not hold the council role"
-            raise GovernanceError(msg)
+        actor, actor_roles = _council_member(actor_id, roles, "clear a halt")
         if snapshot_id not in self.halted:
             msg = f"snapshot {snapshot_id} is not halted in scope {self.scope}"
             raise GovernanceError(msg)

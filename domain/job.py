@@ -18,7 +18,6 @@ from eventsourcing.domain import event
 from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_copy, canonical_json
 from domain.determinism import event_id
-from domain.naming import aggregate_id
 from domain.snapshot import SnapshotKind
 
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -47,10 +46,6 @@ def validate_job_id(job_id: str) -> str:
     return job_id
 
 
-def job_aggregate_id(job_id: str) -> Any:
-    return aggregate_id(f"job:{job_id}")
-
-
 class Job(MaceAggregate):
     class Started(MaceAggregate.Created):
         job_id: str
@@ -69,9 +64,8 @@ class Job(MaceAggregate):
         event_count: int
         mac_digest: str
 
-    @staticmethod
-    def create_id(job_id: str) -> Any:
-        return job_aggregate_id(job_id)
+    NAME_PREFIX = "job"
+    NAME_FIELD = "job_id"
 
     @classmethod
     def clock_seed_of(cls, created_with: dict[str, Any]) -> str:
@@ -172,17 +166,8 @@ class JobSealWitness(MaceAggregate):
         event_count: int
         mac_digest: str
 
-    @staticmethod
-    def create_id(job_id: str) -> Any:
-        return aggregate_id(f"job-seal:{job_id}")
-
-    @classmethod
-    def clock_seed_of(cls, created_with: dict[str, Any]) -> str:
-        return f"job-seal:{created_with['job_id']}"
-
-    @property
-    def clock_seed(self) -> str:
-        return f"job-seal:{self.job_id}"
+    NAME_PREFIX = "job-seal"
+    NAME_FIELD = "job_id"
 
     @event(Witnessed)
     def __init__(self, job_id: str, event_count: int, mac_digest: str) -> None:

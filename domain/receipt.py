@@ -15,28 +15,14 @@ from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_copy
-from domain.naming import aggregate_id
 
 RECEIPT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 POLICY_SNAPSHOT_KEYS = frozenset({"bundle_hash", "bundle_yaml", "captured_at"})
 
 
-def receipt_aggregate_id(receipt_id: str) -> Any:
-    return aggregate_id(f"receipt:{receipt_id}")
-
-
 class Receipt(MaceAggregate):
-    @staticmethod
-    def create_id(receipt_id: str) -> Any:
-        return receipt_aggregate_id(receipt_id)
-
-    @classmethod
-    def clock_seed_of(cls, created_with: dict[str, Any]) -> str:
-        return f"receipt:{created_with['receipt_id']}"
-
-    @property
-    def clock_seed(self) -> str:
-        return f"receipt:{self.receipt_id}"
+    NAME_PREFIX = "receipt"
+    NAME_FIELD = "receipt_id"
 
     @classmethod
     def emit(

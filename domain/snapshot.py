@@ -18,7 +18,6 @@ from eventsourcing.domain import event
 from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_copy, digest
 from domain.determinism import ID_GENERATORS, snapshot_id
-from domain.naming import aggregate_id
 
 NAMESPACE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_./-]{0,63}$")
 SNAPSHOT_ID_PATTERN = re.compile(r"^[0-9a-f]{64}$")
@@ -43,26 +42,13 @@ def parse_kind(kind: str) -> SnapshotKind:
         raise ValueError(msg) from None
 
 
-def snapshot_aggregate_id(snapshot_id_hex: str) -> Any:
-    return aggregate_id(f"snapshot:{snapshot_id_hex}")
-
-
 def default_namespace(kind: SnapshotKind) -> str:
     return f"mace/{kind.value}"
 
 
 class Snapshot(MaceAggregate):
-    @staticmethod
-    def create_id(snapshot_id: str) -> Any:
-        return snapshot_aggregate_id(snapshot_id)
-
-    @classmethod
-    def clock_seed_of(cls, created_with: dict[str, Any]) -> str:
-        return str(created_with["snapshot_id"])
-
-    @property
-    def clock_seed(self) -> str:
-        return self.snapshot_id
+    NAME_PREFIX = "snapshot"
+    NAME_FIELD = "snapshot_id"
 
     @classmethod
     def declare(

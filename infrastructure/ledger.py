@@ -13,15 +13,14 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError, RecordConflictError
 
 from domain.aggregate import MaceAggregate
-from domain.job import CaptureMode, Job, JobSealWitness, job_aggregate_id, validate_job_id
-from domain.naming import aggregate_id
-from domain.snapshot import SNAPSHOT_ID_PATTERN, Snapshot, snapshot_aggregate_id
+from domain.job import CaptureMode, Job, JobSealWitness, validate_job_id
+from domain.snapshot import SNAPSHOT_ID_PATTERN, Snapshot
 from infrastructure.event_store import VerifyingEventStore
 from infrastructure.keyring import Keyring, load_keyring
 from infrastructure.ledger_verification import LedgerVerification, verify_ledger
 from infrastructure.mapper import SignedMapper
 from infrastructure.settings import Settings, SQLiteStore, Store
-from infrastructure.signed_record import IntegrityFailure, mac_digest
+from infrastructure.signed_record import IntegrityFailure, VerifiedRecord, mac_digest
 
 A = TypeVar("A", bound=MaceAggregate)
 
@@ -105,9 +104,7 @@ class Ledger(Application[UUID]):
         if not SNAPSHOT_ID_PATTERN.fullmatch(snapshot_id):
             msg = f"invalid snapshot id {snapshot_id!r}: expected 64 lowercase hex characters"
             raise ValueError(msg)
-        snapshot = self._get(
-            Snapshot, snapshot_aggregate_id(snapshot_id), f"snapshot {snapshot_id}"
-        )
+        snapshot = self._get(Snapshot, Snapshot.id_for(snapshot_id), f"snapshot {snapshot_id}")
         # Content-addressed: the id must still follow from what the snapshot says.
         again = Snapshot.declare(
             snapshot.kind, snapshot.payload, snapshot.schema_version, snapshot.seed_namespace
@@ -147,12 +144,7 @@ class Ledger(Application[UUID]):
 
     def seal_job(self, job_id: str) -> Job:
         """Seal a job: count and digest its events' MACs, witnessed in the same transaction."""
-        validate_job_id(job_id)
-        records = self.verifying_store.read_verified(job_aggregate_id(job_id))
-        if not records:
-            raise NotFoundError(f"no job {job_id}")
-        job = self._decode_job(records)
-        self._check_witness(job)
+        job, records = self._load_job(job_id)
         digest = mac_digest(r.mac for r in records)
         job.seal(len(records), digest)
         witness = JobSealWitness(job_id=job_id, event_count=len(records), mac_digest=digest)
@@ -160,15 +152,19 @@ class Ledger(Application[UUID]):
         return job
 
     def get_job(self, job_id: str) -> Job:
+        return self._load_job(job_id)[0]
+
+    def _load_job(self, job_id: str) -> tuple[Job, list[VerifiedRecord]]:
+        """The job, verified in full (versions, MACs, seal and its witness), with its records."""
         validate_job_id(job_id)
-        records = self.verifying_store.read_verified(job_aggregate_id(job_id))
+        records = self.verifying_store.read_verified(Job.id_for(job_id))
         if not records:
             raise NotFoundError(f"no job {job_id}")
         job = self._decode_job(records)
         self._check_witness(job)
-        return job
+        return job, records
 
-    def _decode_job(self, records: Sequence[Any]) -> Job:
+    def _decode_job(self, records: Sequence[VerifiedRecord]) -> Job:
         events = [self.verifying_store.signed_mapper.decode(r) for r in records]
         job: Job | None = None
         for domain_event in events:
@@ -179,7 +175,7 @@ class Ledger(Application[UUID]):
 
     def _check_witness(self, job: Job) -> None:
         """A witnessed seal must still be in the job's stream, and say the same."""
-        witness_records = self.verifying_store.read_verified(aggregate_id(f"job-seal:{job.job_id}"))
+        witness_records = self.verifying_store.read_verified(JobSealWitness.id_for(job.job_id))
         if not witness_records:
             if job.sealed:
                 raise IntegrityFailure(job.id, job.version, "seal has no witness")

@@ -13,8 +13,7 @@ from uuid import UUID
 import orjson
 from eventsourcing.utils import get_topic
 
-from domain.job import Job, JobSealWitness, job_aggregate_id
-from domain.naming import aggregate_id
+from domain.job import Job, JobSealWitness
 from infrastructure.keyring import Keyring
 from infrastructure.settings import Store
 from infrastructure.signed_record import IntegrityFailure
@@ -47,12 +46,12 @@ def verify_ledger(store: Store, table: str, keyring: Keyring) -> LedgerVerificat
                 if last.stored.topic == SEAL_TOPIC:
                     sealed_jobs += 1
                     job_id = orjson.loads(first.body)["job_id"]
-                    if reader.topic_at(aggregate_id(f"job-seal:{job_id}"), 1) != WITNESS_TOPIC:
+                    if reader.topic_at(JobSealWitness.id_for(job_id), 1) != WITNESS_TOPIC:
                         reason = "seal has no witness"
                         raise IntegrityFailure(stream_id, last.stored.originator_version, reason)
             elif first.stored.topic == WITNESS_TOPIC:
                 witness = orjson.loads(first.body)
-                job_stream = job_aggregate_id(witness["job_id"])
+                job_stream = Job.id_for(witness["job_id"])
                 seal_version = witness["event_count"] + 1
                 if reader.topic_at(job_stream, seal_version) != SEAL_TOPIC:
                     reason = f"seal missing: witnessed after {witness['event_count']} events"

@@ -28,8 +28,9 @@ INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 FINITE_FLOATS = st.floats(allow_nan=False, allow_infinity=False)
 JSON_VALUES: st.SearchStrategy[Any] = st.recursive(
     st.none() | st.booleans() | INT64 | FINITE_FLOATS | st.text(),
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5)
+    ),
     max_leaves=30,
 )
 

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from ledger_fixtures import RawTable, settings_for
 
-from domain.naming import aggregate_id
+from domain.snapshot import Snapshot
 from infrastructure.cli import main
 from infrastructure.settings import Settings
 
@@ -74,7 +74,7 @@ def test_verify_reports_tampering_with_exit_1(
         capsys, "snapshot", "put", "--kind", "router", write_json(tmp_path, ROUTER), "--json"
     )
     snapshot_id = orjson.loads(out)["snapshot_id"]
-    stream = aggregate_id(f"snapshot:{snapshot_id}")
+    stream = Snapshot.id_for(snapshot_id)
     table = RawTable(cli_env)
     table.set_column(stream, 1, "state", table.state(stream, 1).replace(b"R4", b"R1"))
 

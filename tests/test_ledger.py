@@ -8,7 +8,7 @@ import pytest
 from ledger_fixtures import RawTable, settings_for
 
 from domain.determinism import DeterministicClock, event_id
-from domain.job import Job, JobSealedError, job_aggregate_id
+from domain.job import Job, JobSealedError
 from domain.naming import aggregate_id
 from domain.snapshot import Snapshot
 from infrastructure.ledger import ConflictError, Ledger, NotFoundError
@@ -81,7 +81,7 @@ def test_same_job_gives_byte_identical_events_in_two_stores(
     other_settings = settings_for(f"sqlite:///{tmp_path}/other.db")
     with Ledger.open(other_settings) as other:
         record_sample_job(other)
-    stream = job_aggregate_id("job-1")
+    stream = Job.id_for("job-1")
     assert raw_table.rows(stream) == RawTable(other_settings).rows(stream)
 
 
@@ -121,8 +121,8 @@ def test_key_rotation_keeps_old_events_verifiable(settings: object, store_url: s
         summary = rotated.verify_all()
         assert (summary.jobs, summary.sealed_jobs) == (2, 2)
         table = RawTable(settings_for(store_url))
-        assert table.state(job_aggregate_id("old"), 1).startswith(b"mace1.k1.")
-        assert table.state(job_aggregate_id("new"), 1).startswith(b"mace1.k2.")
+        assert table.state(Job.id_for("old"), 1).startswith(b"mace1.k1.")
+        assert table.state(Job.id_for("new"), 1).startswith(b"mace1.k2.")
     with (
         Ledger.open(settings_for(store_url, "k2", active="k2")) as without_k1,
         pytest.raises(IntegrityFailure, match="unknown key id 'k1'"),

@@ -15,13 +15,12 @@ from ledger_fixtures import RawTable
 from test_ledger import record_sample_job
 
 from domain.errors import ErrorCode
-from domain.job import Job, job_aggregate_id
-from domain.naming import aggregate_id
+from domain.job import Job, JobSealWitness
 from domain.snapshot import Snapshot
 from infrastructure.ledger import Ledger
 from infrastructure.signed_record import IntegrityFailure
 
-JOB = job_aggregate_id("job-1")
+JOB = Job.id_for("job-1")
 
 
 def flip_byte(table: RawTable) -> None:
@@ -92,7 +91,7 @@ def test_tampering_fails_closed(ledger: Ledger, raw_table: RawTable, case: str) 
 
 def test_deleting_the_seal_witness_is_detected(ledger: Ledger, raw_table: RawTable) -> None:
     record_sample_job(ledger)
-    raw_table.delete(aggregate_id("job-seal:job-1"), 1)
+    raw_table.delete(JobSealWitness.id_for("job-1"), 1)
     with pytest.raises(IntegrityFailure, match="seal has no witness"):
         ledger.get_job("job-1")
     with pytest.raises(IntegrityFailure, match="seal has no witness"):
@@ -101,7 +100,7 @@ def test_deleting_the_seal_witness_is_detected(ledger: Ledger, raw_table: RawTab
 
 def test_tampered_snapshot_is_refused(ledger: Ledger, raw_table: RawTable) -> None:
     snapshot = record_sample_job(ledger).snapshot_ids["router"]
-    stream = aggregate_id(f"snapshot:{snapshot}")
+    stream = Snapshot.id_for(snapshot)
     raw_table.set_column(stream, 1, "state", raw_table.state(stream, 1).replace(b"R1", b"R9"))
     with pytest.raises(IntegrityFailure, match="MAC mismatch"):
         ledger.get_snapshot(snapshot)

@@ -13,7 +13,7 @@ from infrastructure.signed_record import sign_record
 
 
 def test_v1_event_is_upcast_on_read(ledger: Ledger) -> None:
-    gadget_id = Gadget.create_id("lamp")
+    gadget_id = Gadget.id_for("lamp")
     topic = get_topic(Gadget.Registered)
     v1_body = canonical_json(
         {
@@ -33,7 +33,7 @@ def test_v1_event_is_upcast_on_read(ledger: Ledger) -> None:
 
 def test_current_version_is_written_and_read_back(ledger: Ledger) -> None:
     ledger.save(Gadget(name="desk", colour="green"))
-    gadget: Gadget = ledger.repository.get(Gadget.create_id("desk"))
+    gadget: Gadget = ledger.repository.get(Gadget.id_for("desk"))
     assert gadget.colour == "green"
     event = next(iter(ledger.events.get(gadget.id)))
     assert getattr(type(event), "class_version", None) == 2

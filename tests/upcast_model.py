@@ -7,21 +7,11 @@ from typing import Any
 from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
-from domain.naming import aggregate_id
 
 
 class Gadget(MaceAggregate):
-    @staticmethod
-    def create_id(name: str) -> Any:
-        return aggregate_id(f"gadget:{name}")
-
-    @classmethod
-    def clock_seed_of(cls, created_with: dict[str, Any]) -> str:
-        return str(created_with["name"])
-
-    @property
-    def clock_seed(self) -> str:
-        return self.name
+    NAME_PREFIX = "gadget"
+    NAME_FIELD = "name"
 
     @event("Registered")
     def __init__(self, name: str, colour: str) -> None:
