@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError, Application, project_aggregate
 from eventsourcing.persistence import IntegrityError, RecordConflictError
 
 from domain.aggregate import MaceAggregate
@@ -165,10 +165,8 @@ class Ledger(Application[UUID]):
         return job, records
 
     def _decode_job(self, records: Sequence[VerifiedRecord]) -> Job:
-        events = [self.verifying_store.signed_mapper.decode(r) for r in records]
-        job: Job | None = None
-        for domain_event in events:
-            job = domain_event.mutate(job)  # type: ignore[attr-defined]
+        decode = self.verifying_store.signed_mapper.decode
+        job: object = project_aggregate(None, [decode(r) for r in records])
         if not isinstance(job, Job):
             raise IntegrityFailure(records[0].stored.originator_id, 1, "stream is not a Job")
         return job
@@ -181,12 +179,13 @@ class Ledger(Application[UUID]):
                 raise IntegrityFailure(job.id, job.version, "seal has no witness")
             return
         witness = self.verifying_store.signed_mapper.decode(witness_records[0])
-        count = witness.event_count  # type: ignore[attr-defined]
+        if not isinstance(witness, JobSealWitness.Witnessed):
+            stream = witness_records[0].stored.originator_id
+            raise IntegrityFailure(stream, 1, "stream is not a seal witness")
         if not job.sealed:
-            raise IntegrityFailure(
-                job.id, count + 1, f"seal missing: witnessed after {count} events"
-            )
-        if (count, witness.mac_digest) != (  # type: ignore[attr-defined]
+            reason = f"seal missing: witnessed after {witness.event_count} events"
+            raise IntegrityFailure(job.id, witness.event_count + 1, reason)
+        if (witness.event_count, witness.mac_digest) != (
             job.sealed_event_count,
             job.sealed_mac_digest,
         ):

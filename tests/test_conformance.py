@@ -8,6 +8,7 @@ the recorder suites that apply; tracking and process recorders are not used by M
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,7 +32,16 @@ class OnConfiguredStore:
         self.factory = InfrastructureFactory.construct(
             Environment("Ledger", configured_env(store_url))
         )
+        threads_before = set(threading.enumerate())
         yield
+        # Some shipped tests signal their reader threads to stop but do not join them; closing
+        # the datastore under a reader still inside sqlite3 crashes the interpreter. (Daemon
+        # threads are the connection pool's own workers, which close() stops.)
+        for thread in set(threading.enumerate()) - threads_before:
+            if thread.daemon:
+                continue
+            thread.join(timeout=60)
+            assert not thread.is_alive(), f"{thread.name} outlived its test"
         self.factory.close()
 
     def create_recorder(self) -> ApplicationRecorder:

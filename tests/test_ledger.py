@@ -8,8 +8,10 @@ import pytest
 from ledger_fixtures import RawTable, settings_for
 
 from domain.determinism import DeterministicClock, event_id
+from domain.governance import Governance, GovernanceError
 from domain.job import Job, JobSealedError
 from domain.naming import aggregate_id
+from domain.receipt import Receipt
 from domain.snapshot import Snapshot
 from infrastructure.ledger import ConflictError, Ledger, NotFoundError
 from infrastructure.signed_record import IntegrityFailure
@@ -137,3 +139,30 @@ def test_verify_all_counts_everything(ledger: Ledger) -> None:
     summary = ledger.verify_all()
     # 1 snapshot + 2 sealed jobs (4 events + 1 witness each) + 1 open job
     assert (summary.events, summary.streams, summary.jobs, summary.sealed_jobs) == (12, 6, 3, 2)
+
+
+def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger) -> None:
+    council = Governance.open("job:job-1")
+    council.cast_vote("force-continue", "approve", "ada", ["council"], "2026-11-22T10:00:00Z")
+    council.halt("f" * 64, "INTEGRITY_FAILURE", "ops", ["admin"], "2026-11-22T10:01:00Z")
+    receipt = Receipt.emit(
+        "r-1",
+        "tenant-a",
+        "live",
+        {"context_hash": "abc", "selected": [{"memory_id": "m1", "score": 0.1 + 0.2}]},
+        {"bundle_hash": None, "bundle_yaml": None, "captured_at": "2026-11-22T10:00:00Z"},
+    )
+    ledger.save(council, receipt)
+
+    stored_council: Governance = ledger.repository.get(Governance.id_for("job:job-1"))
+    stored_receipt: Receipt = ledger.repository.get(Receipt.id_for("r-1"))
+    assert stored_council.votes == [
+        {"motion": "force-continue", "vote": "approve", "actor_id": "ada"}
+    ]
+    assert stored_council.halted == {"f" * 64: "INTEGRITY_FAILURE"}
+    assert stored_receipt.body["selected"][0]["score"] == 0.3
+    assert stored_receipt.policy_snapshot is not None
+    summary = ledger.verify_all()
+    assert (summary.events, summary.streams) == (4, 2)
+    with pytest.raises(GovernanceError, match="only the council may clear a halt"):
+        stored_council.clear_halt("f" * 64, "ops", ["admin"], "2026-11-22T10:02:00Z")
