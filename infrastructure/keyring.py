@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import logging
 import os
 import re
@@ -174,12 +175,9 @@ def load_keyring(settings: Settings, *, create: bool) -> Keyring:
         if not create:
             msg = f"no signing keys: no keyring file {path} and MACE_SIGNING_KEYS is unset"
             raise KeyringError(msg)
-        try:
+        # Another process may create it first; either way the file on disk is the keyring.
+        with contextlib.suppress(FileExistsError):
             _create_keyring_file(path)
-        except FileExistsError:
-            pass
-        else:
-            logger.warning("created development keyring %s (mode 0600)", path)
     logger.warning(
         "using development keyring %s; set MACE_SIGNING_KEYS and MACE_ACTIVE_KEY_ID for real use",
         path,

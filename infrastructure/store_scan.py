@@ -53,6 +53,7 @@ class StoreReader:
             user=store.user,
             password=store.password,
             dbname=store.dbname,
+            autocommit=True,
         )
         self._stack.callback(pg.close)
         return pg
@@ -108,6 +109,5 @@ class StoreReader:
             query = sql.SQL(
                 "SELECT topic FROM {} WHERE originator_id = %s AND originator_version = %s"
             ).format(self._table())
-            conn.autocommit = True
             row = conn.execute(query, (originator_id, version)).fetchone()
         return None if row is None else str(row[0])
