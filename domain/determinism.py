@@ -105,10 +105,11 @@ class DeterministicRNG:
     from the same seed.
     """
 
-    def __init__(self, job_seed: Seed, stream: str = "main") -> None:
+    def __init__(self, job_seed: Seed, stream: str = "main", *, start: int = 0) -> None:
+        """``start`` resumes the stream after that many blocks (a reducer keeps it in its state)."""
         self._key = seed_bytes(job_seed)
         self._prefix = f"rng:{stream}:".encode()
-        self._draws = 0
+        self._draws = int(_counter("start", start))
 
     @property
     def draws(self) -> int:
@@ -182,10 +183,15 @@ class DeterministicClock:
 
     def iso(self, counter: int) -> str:
         """`at` as ISO-8601 UTC, ``YYYY-MM-DDTHH:MM:SS.ffffffZ``, always with microseconds."""
-        return self.at(counter).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return iso_text(self.at(counter))
 
     def _hmac_int(self, message: bytes) -> int:
         return int.from_bytes(hmac.digest(self._key, message, "sha256"), "big")
+
+
+def iso_text(instant: datetime) -> str:
+    """A UTC instant as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``: how every MACE timestamp is written."""
+    return instant.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _seed_text(seed: Seed) -> str:

@@ -10,14 +10,16 @@ deleting the seal (the stream's last event) is detected too.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+from uuid import UUID
 
-from eventsourcing.domain import event
+from eventsourcing.domain import DomainEventProtocol, event
 
 from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_copy, canonical_json
-from domain.determinism import event_id
+from domain.determinism import DeterministicClock, event_id
 from domain.snapshot import SnapshotKind
 
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -44,6 +46,16 @@ def validate_job_id(job_id: str) -> str:
         )
         raise ValueError(msg)
     return job_id
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedFact:
+    """One recorded event of a job, as its stream holds it."""
+
+    sequence_index: int
+    event_type: str
+    event_id: str
+    payload: dict[str, Any]
 
 
 class Job(MaceAggregate):
@@ -116,6 +128,7 @@ class Job(MaceAggregate):
         self.snapshot_ids = snapshot_ids
         self.capture_mode = capture_mode
         self.next_sequence_index = 0
+        self.facts: list[RecordedFact] = []
         self.sealed = False
         self.sealed_event_count: int | None = None
         self.sealed_mac_digest: str | None = None
@@ -141,6 +154,7 @@ class Job(MaceAggregate):
         self, sequence_index: int, event_type: str, event_id: str, payload: dict[str, Any]
     ) -> None:
         self.next_sequence_index = sequence_index + 1
+        self.facts.append(RecordedFact(sequence_index, event_type, event_id, payload))
 
     def seal(self, event_count: int, mac_digest: str) -> None:
         if self.sealed:
@@ -174,3 +188,48 @@ class JobSealWitness(MaceAggregate):
         self.job_id = job_id
         self.event_count = event_count
         self.mac_digest = mac_digest
+
+
+class JobRegistry(MaceAggregate):
+    """The store's job counter: every job recorded in this store, numbered from 0 in order.
+
+    A derived job id (seed 004 D3) includes the job's number, so the same runs in the same order
+    get the same ids in any fresh store. Registering is written in the job's own transaction; two
+    jobs racing for one number conflict, and the loser retries with the next. Each event carries
+    the count, so the next number follows from the last event alone and a new job need not read
+    the whole registry.
+    """
+
+    class Opened(MaceAggregate.Created):
+        store: str
+
+    class Registered(MaceAggregate.Event):
+        job_id: str
+        job_number: int
+
+    NAME_PREFIX = "job-registry"
+    NAME_FIELD = "store"
+    STORE = "store"
+
+    @event(Opened)
+    def __init__(self, store: str) -> None:
+        self.store = store
+
+    @classmethod
+    def first_registration(cls, job_id: str) -> list[DomainEventProtocol[UUID]]:
+        """The events that open the registry and register its first job (number 0)."""
+        registry = cls(store=cls.STORE)
+        return [*registry.collect_events(), cls.registration(registry.version, job_id)]
+
+    @classmethod
+    def registration(cls, last_version: int, job_id: str) -> JobRegistry.Registered:
+        """The event registering ``job_id`` after the registry's event at ``last_version``."""
+        version = last_version + 1
+        clock = DeterministicClock(f"{cls.NAME_PREFIX}:{cls.STORE}")
+        return cls.Registered(
+            originator_id=cls.id_for(cls.STORE),
+            originator_version=version,
+            timestamp=clock.at(version),
+            job_id=job_id,
+            job_number=version - 2,
+        )

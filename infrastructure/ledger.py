@@ -5,24 +5,36 @@ Every event it stores is signed by the active key and verified on every read, be
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar, Final, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, project_aggregate
+from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError, RecordConflictError
 
 from domain.aggregate import MaceAggregate
-from domain.job import CaptureMode, Job, JobSealWitness, validate_job_id
-from domain.snapshot import SNAPSHOT_ID_PATTERN, Snapshot
+from domain.capture import apply_capture
+from domain.determinism import derive_id, iso_text
+from domain.events import JobCompleted, RunCompleted, RunEvent, RunStarted
+from domain.job import CaptureMode, Job, JobRegistry, JobSealWitness, validate_job_id
+from domain.memory import SemEntry, SemRecord, SemValueError, canonical_key
+from domain.snapshot import SNAPSHOT_ID_PATTERN, Snapshot, SnapshotKind
+from domain.stage0.config import DEFAULT_CONFIGS, BrainStateConfig, SelfRepConfig, parse_config
 from infrastructure.event_store import VerifyingEventStore
 from infrastructure.keyring import Keyring, load_keyring
 from infrastructure.ledger_verification import LedgerVerification, verify_ledger
 from infrastructure.mapper import SignedMapper
 from infrastructure.settings import Settings, SQLiteStore, Store
-from infrastructure.signed_record import IntegrityFailure, VerifiedRecord, mac_digest
+from infrastructure.signed_record import IntegrityFailure, VerifiedRecord, mac_digest, record_mac
+from projections.reflective_log import ReflectiveLog, complete_job
+from projections.stage0_runtime import Stage0Snapshots, run_stage0
 
 A = TypeVar("A", bound=MaceAggregate)
+T = TypeVar("T")
+
+ATTEMPTS: Final = 5
+"""How often a write that lost a race (job number, SEM entry) is recomputed and retried."""
 
 
 class NotFoundError(LookupError):
@@ -31,6 +43,10 @@ class NotFoundError(LookupError):
 
 class ConflictError(ValueError):
     """The record already exists, or changed underneath this command."""
+
+
+class SnapshotError(ValueError):
+    """A snapshot named for a job is absent, of the wrong kind, or unusable for its kind."""
 
 
 class Ledger(Application[UUID]):
@@ -190,3 +206,248 @@ class Ledger(Application[UUID]):
             job.sealed_mac_digest,
         ):
             raise IntegrityFailure(job.id, job.version, "seal disagrees with its witness")
+
+    # Recording whole jobs: one transaction for the job, its seal, its number and its SEM writes
+
+    def _retrying(self, attempt: Callable[[], T], what: str) -> T:
+        """Run ``attempt`` again when it lost a race with another writer; it recomputes all."""
+        for _ in range(ATTEMPTS):
+            try:
+                return attempt()
+            except (IntegrityError, RecordConflictError):
+                continue
+        raise ConflictError(f"{what}: the store kept changing underneath; try again")
+
+    def _registry_version(self) -> int:
+        """The job registry's version: 0 before the first job, then one more per job."""
+        registry = JobRegistry.id_for(JobRegistry.STORE)
+        last = next(self.verifying_store.get(registry, desc=True, limit=1), None)
+        return 0 if last is None else last.originator_version
+
+    @staticmethod
+    def _registration(registry_version: int, job_id: str) -> list[DomainEventProtocol[UUID]]:
+        if registry_version == 0:
+            return JobRegistry.first_registration(job_id)
+        return [JobRegistry.registration(registry_version, job_id)]
+
+    def _commit_job(
+        self,
+        job: Job,
+        registry_version: int,
+        final_output: Any,
+        configs: tuple[SelfRepConfig | None, BrainStateConfig | None],
+        sem_writes: Sequence[SemEntry] = (),
+    ) -> ReflectiveLog:
+        """Close, seal, number and store a job built in memory, all in one transaction."""
+        if self._job_exists(job.job_id):
+            raise ConflictError(f"job {job.job_id} already exists")
+        stored = {sid for sid in job.snapshot_ids.values() if self._snapshot_stored(sid)}
+        completion = complete_job(job, final_output, stored, *configs)
+        job.record(JobCompleted.EVENT_TYPE, completion.payload())
+        events = list(job.collect_events())
+        macs = [record_mac(self.mapper.to_stored_event(e).state) for e in events]
+        digest = mac_digest(macs)
+        job.seal(len(events), digest)
+        witness = JobSealWitness(job_id=job.job_id, event_count=len(events), mac_digest=digest)
+        registration = self._registration(registry_version, job.job_id)
+        self.save(*events, job, witness, *registration, *sem_writes)
+        return ReflectiveLog.of(job)
+
+    def _job_exists(self, job_id: str) -> bool:
+        return (
+            next(iter(self.recorder.select_events(Job.id_for(job_id), limit=1)), None) is not None
+        )
+
+    def _snapshot_stored(self, snapshot_id: str) -> bool:
+        try:
+            self.get_snapshot(snapshot_id)
+        except NotFoundError:
+            return False
+        return True
+
+    @staticmethod
+    def _job_id(job_id: str | None, seed: str, job_input: str, registry_version: int) -> str:
+        """The given id, or seed 004 D3's ``HMAC(seed, "job:" + input + ":" + job number)``.
+
+        The job number is how many jobs the store recorded before this one.
+        """
+        if job_id is not None:
+            return job_id
+        return derive_id(seed, "job", job_input, max(0, registry_version - 1))
+
+    # Stage-0 jobs
+
+    def default_snapshot_ids(self) -> dict[str, str]:
+        """Store the Stage-0 default snapshots (once) and return their ids by kind."""
+        ids: dict[str, str] = {}
+        for kind, config in DEFAULT_CONFIGS.items():
+            stored, _ = self.put_snapshot(Snapshot.declare(kind.value, config.model_dump()))
+            ids[kind.value] = stored.snapshot_id
+        return ids
+
+    def stage0_snapshots(self, snapshot_ids: dict[str, str]) -> Stage0Snapshots:
+        """The five named snapshots, each present, of its kind and usable by the runtime."""
+        payloads: dict[SnapshotKind, dict[str, Any]] = {}
+        for kind in SnapshotKind:
+            snapshot_id = snapshot_ids.get(kind.value)
+            if snapshot_id is None:
+                raise SnapshotError(f"no {kind.value} snapshot named")
+            try:
+                snapshot = self.get_snapshot(snapshot_id)
+            except NotFoundError:
+                raise SnapshotError(
+                    f"no {kind.value} snapshot {snapshot_id} in the ledger"
+                ) from None
+            if snapshot.kind != kind.value:
+                msg = f"snapshot {snapshot_id} is a {snapshot.kind} snapshot, not {kind.value}"
+                raise SnapshotError(msg)
+            payloads[kind] = snapshot.payload
+        try:
+            return Stage0Snapshots.parse(payloads)
+        except ValueError as exc:
+            raise SnapshotError(f"unusable snapshot: {_first_line(exc)}") from None
+
+    def run_job(
+        self,
+        text: str,
+        seed: str,
+        *,
+        job_id: str | None = None,
+        user: str = "default",
+        capture_mode: CaptureMode = CaptureMode.FULL_IO,
+        snapshot_ids: dict[str, str] | None = None,
+    ) -> ReflectiveLog:
+        """Run one job through the Stage-0 runtime and record all of it, sealed."""
+        ids = {**self.default_snapshot_ids(), **(snapshot_ids or {})}
+        snapshots = self.stage0_snapshots(ids)
+        if job_id is not None:
+            validate_job_id(job_id)
+
+        def attempt() -> ReflectiveLog:
+            version = self._registry_version()
+            this_id = self._job_id(job_id, seed, text, version)
+            job = Job.start(this_id, seed, text, ids, capture_mode)
+            run = run_stage0(this_id, seed, text, user, snapshots, self, capture_mode)
+            for event in run.events:
+                job.record(event.EVENT_TYPE, event.payload())
+            configs = (snapshots.selfrep, snapshots.brainstate)
+            return self._commit_job(job, version, run.final_output, configs, run.sem_writes)
+
+        return self._retrying(attempt, "run")
+
+    # Runs recorded by an outside emitter
+
+    def record_run(
+        self, started: RunStarted, events: Sequence[RunEvent], completed: RunCompleted
+    ) -> ReflectiveLog:
+        """Record a run produced elsewhere (start, events, completion) as one sealed job."""
+        capture = CaptureMode(started.capture_mode)
+        ids = {kind.value: sid for kind, sid in started.snapshot_ids.items()}
+        configs = (
+            self._config_if_usable(ids, SnapshotKind.SELFREP),
+            self._config_if_usable(ids, SnapshotKind.BRAINSTATE),
+        )
+
+        def attempt() -> ReflectiveLog:
+            version = self._registry_version()
+            job_id = self._job_id(started.job_id, started.seed_text, started.input, version)
+            job = Job.start(job_id, started.seed_text, started.input, ids, capture)
+            for event in events:
+                captured = apply_capture(event, capture)
+                job.record(captured.EVENT_TYPE, captured.payload())
+            return self._commit_job(job, version, completed.final_output, configs)
+
+        return self._retrying(attempt, "record run")
+
+    def _config_if_usable(self, ids: dict[str, str], kind: SnapshotKind) -> Any:
+        snapshot_id = ids.get(kind.value)
+        if snapshot_id is None or not self._snapshot_stored(snapshot_id):
+            return None
+        snapshot = self.get_snapshot(snapshot_id)
+        try:
+            return parse_config(kind, snapshot.payload) if snapshot.kind == kind.value else None
+        except ValueError:
+            return None
+
+    # Reading jobs back
+
+    def reflective_log(self, job_id: str) -> ReflectiveLog:
+        return ReflectiveLog.of(self.get_job(job_id))
+
+    def job_ids(self) -> Iterator[str]:
+        """Every job in the order this store recorded it."""
+        registry = JobRegistry.id_for(JobRegistry.STORE)
+        for event in self.verifying_store.get(registry):
+            if isinstance(event, JobRegistry.Registered):
+                yield event.job_id
+
+    def job_stream(self, job_id: str) -> list[dict[str, Any]]:
+        """A job's events in stream order, as ``mace events`` prints them."""
+        validate_job_id(job_id)
+        records = self.verifying_store.read_verified(Job.id_for(job_id))
+        if not records:
+            raise NotFoundError(f"no job {job_id}")
+        self._check_witness(self._decode_job(records))
+        decode = self.verifying_store.signed_mapper.decode
+        return [_stream_entry(decode(record)) for record in records]
+
+    # Semantic memory
+
+    def entry(self, key: str) -> SemEntry | None:
+        """The stored SEM entry under a canonical key (the runtime's `SemSource`)."""
+        try:
+            return self._get(SemEntry, SemEntry.id_for(key), f"SEM entry {key}")
+        except NotFoundError:
+            return None
+
+    def sem_get(
+        self, raw_key: str, snapshot_ids: dict[str, str] | None = None
+    ) -> tuple[str, SemRecord]:
+        """S7: the record under a key, after S1-S4; a miss says so (S9)."""
+        snapshots = self.stage0_snapshots({**self.default_snapshot_ids(), **(snapshot_ids or {})})
+        key = canonical_key(raw_key, snapshots.brainstate.sem)
+        entry = self.entry(key)
+        return key, (SemRecord(exists=False) if entry is None else entry.read())
+
+    def sem_put(
+        self, raw_key: str, value: Any, snapshot_ids: dict[str, str] | None = None
+    ) -> tuple[str, SemRecord]:
+        """S5/S8: store a fact from outside any job; the write is an event on the key."""
+        snapshots = self.stage0_snapshots({**self.default_snapshot_ids(), **(snapshot_ids or {})})
+        key = canonical_key(raw_key, snapshots.brainstate.sem)
+        attribute = key.rsplit("/", 1)[1]
+        if attribute in snapshots.privacy.deny_sem_attributes:
+            raise SemValueError(f"the privacy policy denies storing attribute {attribute!r}")
+
+        def attempt() -> SemRecord:
+            entry = self.entry(key)
+            if entry is None:
+                entry = SemEntry.first_write(key, value, "cli")
+            else:
+                entry.write(value, "cli")
+            self.save(entry)
+            return entry.read()
+
+        return key, self._retrying(attempt, f"SEM write to {key}")
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _stream_entry(event: DomainEventProtocol[UUID]) -> dict[str, Any]:
+    assert isinstance(event, Job.Event)
+    base = {"version": event.originator_version, "timestamp": iso_text(event.timestamp)}
+    if isinstance(event, Job.Recorded):
+        return base | {
+            "sequence_index": event.sequence_index,
+            "event_id": event.event_id,
+            "event_type": event.event_type,
+            "payload": event.payload,
+        }
+    name = "JobStarted" if isinstance(event, Job.Started) else "JobSealed"
+    payload = event.model_dump(
+        mode="json",
+        exclude={"originator_id", "originator_version", "timestamp", "originator_topic"},
+    )
+    return base | {"sequence_index": None, "event_id": None, "event_type": name, "payload": payload}

@@ -82,6 +82,11 @@ def verify_record(keyring: Keyring, stored: StoredEvent) -> VerifiedRecord:
     return VerifiedRecord(stored=stored, key_id=key_id, mac=mac, body=body)
 
 
+def record_mac(state: bytes) -> bytes:
+    """The MAC inside a record this process has just signed (so its envelope is well formed)."""
+    return bytes.fromhex(state.split(SEPARATOR, 3)[2].decode("ascii"))
+
+
 def mac_digest(macs: Iterable[bytes]) -> str:
     """SHA-256 over a stream's MACs in version order: what a seal commits to."""
     h = hashlib.sha256()

@@ -1,0 +1,99 @@
+"""Capture modes (seed 003) and the replayability check at job end (seed 000 section 9).
+
+``full_io`` keeps a model call's prompt and response, ``prompts_only`` the prompt and the
+response's hash, ``none`` the hashes only. Hashes are always kept, so a later replay can still
+prove what was said even where it cannot say it again. A job is replayable only if production
+replay would find everything it needs: every declared snapshot in the ledger and the content of
+every model and tool output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Set
+from typing import TypeVar, cast
+
+from domain.events import AgentOutput, MissingArtifact, ModelCallEnvelope, RunEvent, ToolResult
+from domain.job import CaptureMode
+from domain.snapshot import SnapshotKind
+
+E = TypeVar("E", bound=RunEvent)
+
+_KEEPS: dict[CaptureMode, frozenset[str]] = {
+    CaptureMode.FULL_IO: frozenset({"prompt", "response"}),
+    CaptureMode.PROMPTS_ONLY: frozenset({"prompt"}),
+    CaptureMode.NONE: frozenset(),
+}
+
+
+def apply_capture(event: E, mode: CaptureMode) -> E:
+    """The event as the capture mode lets it be stored (model I/O only; hashes always kept)."""
+    if not isinstance(event, AgentOutput | ModelCallEnvelope):
+        return event
+    dropped = {"prompt", "response"} - _KEEPS[mode]
+    return cast(E, event.model_copy(update=dict.fromkeys(dropped)))
+
+
+def _step(event: RunEvent) -> str | None:
+    if isinstance(event, AgentOutput):
+        return f"iteration {event.iteration} agent {event.agent}"
+    if isinstance(event, ModelCallEnvelope):
+        return f"model call {event.call_id} ({event.model_id} {event.model_version})"
+    if isinstance(event, ToolResult):
+        return f"tool result {event.call_id}"
+    return None
+
+
+def _missing_content(event: RunEvent) -> list[str]:
+    if isinstance(event, AgentOutput) and event.status == "failed":
+        return [] if event.prompt is not None else ["prompt"]
+    if isinstance(event, AgentOutput | ModelCallEnvelope):
+        return [name for name in ("prompt", "response") if getattr(event, name) is None]
+    if isinstance(event, ToolResult) and event.status == "ok" and event.result is None:
+        return ["result"]
+    return []
+
+
+def missing_artifacts(
+    snapshot_ids: dict[str, str],
+    stored_snapshots: Set[str],
+    events: Iterable[tuple[int, RunEvent]],
+    mode: CaptureMode,
+) -> list[MissingArtifact]:
+    """What production replay of this job would lack, in stream order, snapshots first."""
+    missing: list[MissingArtifact] = []
+    for kind in SnapshotKind:
+        snapshot_id = snapshot_ids.get(kind.value)
+        if snapshot_id is None:
+            reason = f"the job declares no {kind.value} snapshot"
+        elif snapshot_id not in stored_snapshots:
+            reason = f"snapshot {snapshot_id} is not in the ledger"
+        else:
+            continue
+        missing.append(
+            MissingArtifact(
+                sequence_index=None,
+                event_type="JobStarted",
+                step=f"{kind.value} snapshot",
+                missing=["snapshot"],
+                reason=reason,
+            )
+        )
+    for index, event in events:
+        absent = _missing_content(event)
+        step = _step(event)
+        if not absent or step is None:
+            continue
+        if isinstance(event, ToolResult):
+            reason = "the emitter recorded the tool result's hash only"
+        else:
+            reason = f"capture mode {mode.value} stores the hash of {' and '.join(absent)} only"
+        missing.append(
+            MissingArtifact(
+                sequence_index=index,
+                event_type=event.EVENT_TYPE,
+                step=step,
+                missing=absent,
+                reason=reason,
+            )
+        )
+    return missing

@@ -1,0 +1,461 @@
+"""Run Event Schema v1: every fact a job records, from the Stage-0 runtime or an outside emitter.
+
+One versioned pydantic model per event type (seed 003's types, the seed 002 trace fields on model
+calls, and the ReflectiveLog entries of seeds 000 and 004). A job's stream is ``RunStarted``,
+then events, then ``RunCompleted`` from the emitter; the ledger adds ``JobCompleted`` (its own
+verdict on replayability) and the seal. Every value must have a canonical encoding, so NaN, huge
+integers and the like are refused when an event is built, with the path of the offending field.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, model_validator
+
+from domain.canonical import canonical_json, digest
+from domain.job import CaptureMode, validate_job_id
+from domain.snapshot import SNAPSHOT_ID_PATTERN, SnapshotKind
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Iteration = Annotated[int, Field(ge=0, le=1_000_000)]
+
+
+class RunEvent(BaseModel):
+    """Base of every Run Event Schema v1 model; ``type`` names the model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    schema_version: Literal[1] = 1
+    EVENT_TYPE: ClassVar[str]
+
+    @model_validator(mode="after")
+    def _canonical(self) -> RunEvent:
+        canonical_json(self.model_dump(mode="python"))
+        return self
+
+    def payload(self) -> dict[str, Any]:
+        """What the ledger stores for this event (its type is stored beside it)."""
+        data = self.model_dump(mode="json")
+        data.pop("type")
+        return data
+
+    def trace_entry(self) -> dict[str, Any]:
+        """This event as an entry of an iteration trace: its facts, without the framing."""
+        return {k: v for k, v in self.payload().items() if k not in {"schema_version", "iteration"}}
+
+
+def hash_of(value: Any) -> str:
+    """``request_hash``/``response_hash``: SHA-256 of the canonical JSON of the content."""
+    return digest(value)
+
+
+class _HashedContent(RunEvent):
+    """A call whose request and response may be kept or reduced to their hashes (capture modes).
+
+    A hash may be left out when its content is given; it is then computed. A hash given with its
+    content must match it.
+    """
+
+    CONTENT_FIELDS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("prompt", "request_hash"),
+        ("response", "response_hash"),
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_hashes(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for content, hash_field in cls.CONTENT_FIELDS:
+            value = data.get(content)
+            if value is None:
+                continue
+            computed = hash_of(value)
+            given = data.get(hash_field)
+            if given is None:
+                data[hash_field] = computed
+            elif given != computed:
+                msg = f"{hash_field} does not match the sha256 of the canonical JSON of {content}"
+                raise ValueError(msg)
+        return data
+
+
+# Framing: the emitter's start and end of a run.
+
+
+class RunStarted(RunEvent):
+    type: Literal["RunStarted"] = "RunStarted"
+    EVENT_TYPE = "RunStarted"
+    job_id: str | None = None
+    seed: int | str
+    input: str
+    snapshot_ids: dict[SnapshotKind, str] = Field(default_factory=dict)
+    capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY
+
+    @model_validator(mode="after")
+    def _check(self) -> RunStarted:
+        if self.job_id is not None:
+            validate_job_id(self.job_id)
+        if isinstance(self.seed, bool) or self.seed == "":
+            msg = "seed must be a non-empty string or an integer"
+            raise ValueError(msg)
+        for kind, snapshot_id in self.snapshot_ids.items():
+            if not SNAPSHOT_ID_PATTERN.fullmatch(snapshot_id):
+                msg = f"snapshot_ids.{kind.value}: expected 64 lowercase hex characters"
+                raise ValueError(msg)
+        return self
+
+    @property
+    def seed_text(self) -> str:
+        return str(self.seed)
+
+
+class RunCompleted(RunEvent):
+    type: Literal["RunCompleted"] = "RunCompleted"
+    EVENT_TYPE = "RunCompleted"
+    final_output: JsonValue
+
+
+# The ReflectiveLog of a Stage-0 job (seed 000 section 3, seed 004 section 5).
+
+
+class InputReceived(RunEvent):
+    """The percept an iteration starts from."""
+
+    type: Literal["InputReceived"] = "InputReceived"
+    EVENT_TYPE = "InputReceived"
+    iteration: Iteration
+    text: str
+    user: Name
+
+
+class RouterDecision(RunEvent):
+    type: Literal["RouterDecision"] = "RouterDecision"
+    EVENT_TYPE = "RouterDecision"
+    iteration: Iteration
+    rule_id: str | None
+    agent: Name
+    why: Name
+    fallback: Literal["F3"] | None = None
+
+
+class SemRead(RunEvent):
+    type: Literal["SemRead"] = "SemRead"
+    EVENT_TYPE = "SemRead"
+    iteration: Iteration
+    key: str
+    exists: bool
+    value: JsonValue = None
+    last_updated: str | None = None
+
+
+class SemWrite(RunEvent):
+    type: Literal["SemWrite"] = "SemWrite"
+    EVENT_TYPE = "SemWrite"
+    iteration: Iteration
+    key: str
+    value: JsonValue
+    status: Literal["written", "failed"]
+    last_updated: str | None = None
+    reason: str | None = None
+
+
+class AgentOutput(_HashedContent):
+    """One agent's answer; prompt and response are kept as the capture mode says.
+
+    ``declined``: the agent had no way to answer (the request goes on to ``generic_agent``, F3);
+    ``failed``: it raised, ``error`` says what (F4).
+    """
+
+    type: Literal["AgentOutput"] = "AgentOutput"
+    EVENT_TYPE = "AgentOutput"
+    iteration: Iteration
+    agent: Name
+    status: Literal["ok", "declined", "failed"]
+    request_hash: Sha256
+    response_hash: Sha256
+    prompt: JsonValue = None
+    response: JsonValue = None
+    error: str | None = None
+
+
+class IterationTrace(RunEvent):
+    """One iteration's entry in the ReflectiveLog: the fields replay must reproduce exactly."""
+
+    type: Literal["IterationTrace"] = "IterationTrace"
+    EVENT_TYPE = "IterationTrace"
+    iteration: Iteration
+    router_decision: dict[str, JsonValue]
+    selected_agents: list[str]
+    agent_outputs: list[dict[str, JsonValue]]
+    sem_reads: list[dict[str, JsonValue]]
+    sem_writes: list[dict[str, JsonValue]]
+    final_output: JsonValue
+    council_votes: list[dict[str, JsonValue]] = Field(default_factory=list)
+    claims: list[dict[str, JsonValue]] = Field(default_factory=list)
+    evidence_items: list[dict[str, JsonValue]] = Field(default_factory=list)
+    brainstate_before: dict[str, JsonValue]
+    brainstate_after: dict[str, JsonValue]
+
+
+EQUALITY_FIELDS: tuple[str, ...] = (
+    "router_decision",
+    "selected_agents",
+    "agent_outputs",
+    "sem_reads",
+    "sem_writes",
+    "final_output",
+    "council_votes",
+    "claims",
+    "evidence_items",
+    "brainstate_before",
+    "brainstate_after",
+)
+"""Seed 004 section 5: the fields replay must match exactly, in the order they are compared."""
+
+
+# Seed 003's types, with the seed 002 trace fields on model calls.
+
+
+class StageTransition(RunEvent):
+    type: Literal["StageTransition"] = "StageTransition"
+    EVENT_TYPE = "StageTransition"
+    from_stage: str | None = None
+    to_stage: Name
+    reason: str | None = None
+
+
+class PolicySnapshotRef(RunEvent):
+    type: Literal["PolicySnapshotRef"] = "PolicySnapshotRef"
+    EVENT_TYPE = "PolicySnapshotRef"
+    policy_bundle_hash: Sha256
+    snapshot_id: Sha256 | None = None
+    uri: str | None = None
+
+
+class RetrievalRequest(RunEvent):
+    type: Literal["RetrievalRequest"] = "RetrievalRequest"
+    EVENT_TYPE = "RetrievalRequest"
+    request_id: Name
+    query: str
+    retrieval_config_hash: Sha256 | None = None
+    request_hash: Sha256
+
+
+class RetrievalHit(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    uri: Name
+    score: float
+    explain: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class RetrievalResponse(RunEvent):
+    type: Literal["RetrievalResponse"] = "RetrievalResponse"
+    EVENT_TYPE = "RetrievalResponse"
+    request_id: Name
+    hits: list[RetrievalHit]
+    retrieved_context_hashes: list[Sha256] = Field(default_factory=list)
+    response_hash: Sha256
+
+
+class ToolCall(RunEvent):
+    type: Literal["ToolCall"] = "ToolCall"
+    EVENT_TYPE = "ToolCall"
+    call_id: Name
+    tool: Name
+    tool_schema_hash: Sha256
+    arguments: JsonValue = None
+    request_hash: Sha256
+
+
+class ToolResult(_HashedContent):
+    """A tool's response; without ``result`` only its hash is kept and it cannot be re-applied."""
+
+    CONTENT_FIELDS = (("result", "response_hash"),)
+    type: Literal["ToolResult"] = "ToolResult"
+    EVENT_TYPE = "ToolResult"
+    call_id: Name
+    status: Literal["ok", "error"]
+    result: JsonValue = None
+    response_hash: Sha256
+
+
+class PatchApply(RunEvent):
+    type: Literal["PatchApply"] = "PatchApply"
+    EVENT_TYPE = "PatchApply"
+    patch_id: Name
+    target: Name
+    patch_hash: Sha256
+    applied: bool
+
+
+class GateDecision(RunEvent):
+    type: Literal["GateDecision"] = "GateDecision"
+    EVENT_TYPE = "GateDecision"
+    gate: Name
+    decision: Literal["allow", "deny", "escalate"]
+    reason: str | None = None
+    policy_bundle_hash: Sha256 | None = None
+
+
+class ErrorEvent(RunEvent):
+    type: Literal["ErrorEvent"] = "ErrorEvent"
+    EVENT_TYPE = "ErrorEvent"
+    code: Name
+    message: str
+    step: str | None = None
+
+
+class BranchMerged(RunEvent):
+    type: Literal["BranchMerged"] = "BranchMerged"
+    EVENT_TYPE = "BranchMerged"
+    branch: Name
+    into: Name
+    merge_hash: Sha256 | None = None
+
+
+class CapsuleExported(RunEvent):
+    type: Literal["CapsuleExported"] = "CapsuleExported"
+    EVENT_TYPE = "CapsuleExported"
+    capsule_uri: Name
+    digest: Sha256
+
+
+class CapsuleImported(RunEvent):
+    type: Literal["CapsuleImported"] = "CapsuleImported"
+    EVENT_TYPE = "CapsuleImported"
+    capsule_uri: Name
+    digest: Sha256
+
+
+class ModelCallEnvelope(_HashedContent):
+    """One model call with everything seed 002 says a replay trace must pin."""
+
+    type: Literal["ModelCallEnvelope"] = "ModelCallEnvelope"
+    EVENT_TYPE = "ModelCallEnvelope"
+    call_id: Name
+    model_id: Name
+    model_version: Name
+    prompt_bundle_hash: Sha256
+    tool_schema_hash: Sha256 | None = None
+    temperature: float = Field(ge=0)
+    seed: int | str | None = None
+    retrieved_context_hashes: list[Sha256] = Field(default_factory=list)
+    request_hash: Sha256
+    response_hash: Sha256
+    prompt: JsonValue = None
+    response: JsonValue = None
+
+
+# The ledger's own verdict, recorded after the emitter's last event and before the seal.
+
+
+class MissingArtifact(BaseModel):
+    """A step whose content was not stored, so production replay cannot reconstruct it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sequence_index: int | None
+    event_type: str
+    step: str
+    missing: list[str]
+    reason: str
+
+
+class MaterialisedState(BaseModel):
+    """A reducer's state as the run saw it: the value and the digest of its canonical bytes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    digest: Sha256
+    state: dict[str, JsonValue]
+
+    @classmethod
+    def of(cls, state: dict[str, Any]) -> MaterialisedState:
+        return cls(digest=digest(state), state=state)
+
+
+class JobCompleted(RunEvent):
+    type: Literal["JobCompleted"] = "JobCompleted"
+    EVENT_TYPE = "JobCompleted"
+    final_output: JsonValue
+    replayable: bool
+    missing_artifacts: list[MissingArtifact]
+    selfrep: MaterialisedState | None
+    brainstate: MaterialisedState | None
+
+
+EMITTED_TYPES: tuple[type[RunEvent], ...] = (
+    InputReceived,
+    RouterDecision,
+    SemRead,
+    SemWrite,
+    AgentOutput,
+    IterationTrace,
+    StageTransition,
+    PolicySnapshotRef,
+    RetrievalRequest,
+    RetrievalResponse,
+    ToolCall,
+    ToolResult,
+    PatchApply,
+    GateDecision,
+    ErrorEvent,
+    BranchMerged,
+    CapsuleExported,
+    CapsuleImported,
+    ModelCallEnvelope,
+)
+"""What an emitter may send between ``RunStarted`` and ``RunCompleted``."""
+
+_RECORDED: tuple[type[RunEvent], ...] = (RunStarted, RunCompleted, JobCompleted, *EMITTED_TYPES)
+ALL_TYPES: dict[str, type[RunEvent]] = {cls.EVENT_TYPE: cls for cls in _RECORDED}
+
+EmittedEvent = Annotated[
+    InputReceived
+    | RouterDecision
+    | SemRead
+    | SemWrite
+    | AgentOutput
+    | IterationTrace
+    | StageTransition
+    | PolicySnapshotRef
+    | RetrievalRequest
+    | RetrievalResponse
+    | ToolCall
+    | ToolResult
+    | PatchApply
+    | GateDecision
+    | ErrorEvent
+    | BranchMerged
+    | CapsuleExported
+    | CapsuleImported
+    | ModelCallEnvelope,
+    Field(discriminator="type"),
+]
+IngestLine = Annotated[
+    RunStarted | RunCompleted | EmittedEvent,
+    Field(discriminator="type"),
+]
+INGEST_LINE: TypeAdapter[Any] = TypeAdapter(IngestLine)
+
+
+def decode_recorded(event_type: str, payload: dict[str, Any]) -> RunEvent:
+    """The Run Event a job's recorded ``(event_type, payload)`` holds."""
+    cls = ALL_TYPES.get(event_type)
+    if cls is None:
+        msg = f"unknown run event type {event_type!r}"
+        raise ValueError(msg)
+    return cls.model_validate({**payload, "type": event_type})
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of one line of a run file (``mace schema``)."""
+    schema = INGEST_LINE.json_schema()
+    schema["$id"] = "https://mace-ledger.dev/schemas/run-event-v1.json"
+    schema["title"] = "MACE Run Event Schema v1"
+    return schema

@@ -1,0 +1,201 @@
+"""What each of a Stage-0 job's five snapshots says, as validated models, and their defaults.
+
+A job runs under exactly the snapshots it declares (seed 000 section 1). Their payloads are
+parsed here, so a snapshot that the runtime could not use is refused before anything runs:
+
+- ``router``: the ordered rules R1-R4 (rule order is part of the snapshot).
+- ``selfrep``: who the system is and which agents it has, with their status.
+- ``brainstate``: the working memory a job starts with, and the SEM vocabulary (synonyms, S4).
+- ``privacy``: which SEM attributes must never be stored.
+- ``governance``: the caps a replay of the job runs under.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from domain.memory import SNAKE_CASE, SemVocabulary
+from domain.snapshot import SnapshotKind
+
+AGENT_NAME = r"^[a-z][a-z0-9_]{0,63}$"
+GENERIC_AGENT = "generic_agent"
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class RouterRule(_Config):
+    rule_id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    pattern: str
+    agent: str = Field(pattern=AGENT_NAME)
+    why: str = Field(pattern=r"^[A-Za-z0-9_]{1,64}$")
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            msg = f"not a valid regular expression: {exc}"
+            raise ValueError(msg) from None
+        return pattern
+
+
+class RouterConfig(_Config):
+    """Rules tried in order with ``re.search``; the first that matches decides."""
+
+    rules: list[RouterRule] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> RouterConfig:
+        ids = [rule.rule_id for rule in self.rules]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            msg = f"rule ids must be unique, repeated: {duplicates}"
+            raise ValueError(msg)
+        return self
+
+
+class AgentProfile(_Config):
+    status: Literal["available", "unavailable", "degraded"] = "available"
+
+
+class SelfRepConfig(_Config):
+    name: str = "MACE"
+    stage: int = 0
+    agents: dict[str, AgentProfile]
+
+    @field_validator("agents")
+    @classmethod
+    def _agent_names(cls, agents: dict[str, AgentProfile]) -> dict[str, AgentProfile]:
+        bad = sorted(name for name in agents if not re.fullmatch(AGENT_NAME, name))
+        if bad:
+            msg = f"agent names must be snake_case identifiers: {bad}"
+            raise ValueError(msg)
+        return agents
+
+
+class WorkingMemoryNode(_Config):
+    node_id: str
+    kind: str
+    label: str
+    apt: float = Field(ge=0, le=1)
+
+
+class WorkingMemoryConfig(_Config):
+    capacity: int = Field(default=7, ge=1, le=256)
+    decay: float = Field(default=0.9, gt=0, le=1)
+    jitter: float = Field(default=0.01, ge=0, le=0.5)
+    nodes: list[WorkingMemoryNode] = Field(default_factory=list)
+
+
+class BrainStateConfig(_Config):
+    working_memory: WorkingMemoryConfig = Field(default_factory=WorkingMemoryConfig)
+    sem: SemVocabulary = Field(default_factory=SemVocabulary)
+
+
+class PrivacyPolicy(_Config):
+    deny_sem_attributes: list[str] = Field(default_factory=list)
+
+    @field_validator("deny_sem_attributes")
+    @classmethod
+    def _snake(cls, attributes: list[str]) -> list[str]:
+        bad = [a for a in attributes if not SNAKE_CASE.fullmatch(a)]
+        if bad:
+            msg = f"attributes must be snake_case: {bad}"
+            raise ValueError(msg)
+        return attributes
+
+
+class GovernanceConfig(_Config):
+    replay_max_seconds: float = Field(default=60, gt=0, le=86_400)
+    replay_max_iterations: int = Field(default=1000, ge=1, le=1_000_000)
+
+
+CONFIG_MODELS: dict[SnapshotKind, type[_Config]] = {
+    SnapshotKind.ROUTER: RouterConfig,
+    SnapshotKind.SELFREP: SelfRepConfig,
+    SnapshotKind.BRAINSTATE: BrainStateConfig,
+    SnapshotKind.PRIVACY: PrivacyPolicy,
+    SnapshotKind.GOVERNANCE: GovernanceConfig,
+}
+
+
+def parse_config(kind: SnapshotKind, payload: dict[str, Any]) -> Any:
+    """The snapshot's payload as the model of its kind; ValueError says what is wrong."""
+    return CONFIG_MODELS[kind].model_validate(payload)
+
+
+DEFAULT_ROUTER = RouterConfig(
+    rules=[
+        RouterRule(
+            rule_id="R1",
+            pattern=r"^\s*\d+\s*([+\-*/^])\s*\d+\s*$",
+            agent="math_agent",
+            why="matched_R1_math",
+        ),
+        RouterRule(
+            rule_id="R2",
+            pattern=r"(?i)\bmy\s+favou?rite\b|^\s*remember\s+(?:that\s+)?my\b",
+            agent="profile_agent",
+            why="matched_R2_profile",
+        ),
+        RouterRule(
+            rule_id="R3",
+            pattern=r"(?i)^\s*(?:what\s+is|what's|who\s+is|who's|define|when\s+was|where\s+is)\b",
+            agent="knowledge_agent",
+            why="matched_R3_knowledge",
+        ),
+        RouterRule(rule_id="R4", pattern=r".*", agent=GENERIC_AGENT, why="matched_R4_fallback"),
+    ]
+)
+
+DEFAULT_SELFREP = SelfRepConfig(
+    agents={
+        name: AgentProfile()
+        for name in ("math_agent", "profile_agent", "knowledge_agent", GENERIC_AGENT)
+    }
+)
+
+DEFAULT_BRAINSTATE = BrainStateConfig(
+    sem=SemVocabulary(
+        synonyms={
+            "entity_type": {"countries": "country", "cities": "city", "people": "person"},
+            "entity_id": {"uk": "united_kingdom", "usa": "united_states", "us": "united_states"},
+            "attribute": {
+                "favourite_color": "favorite_color",
+                "favourite_colour": "favorite_color",
+                "favorite_colour": "favorite_color",
+                "capital_city": "capital",
+            },
+        },
+        entity_types={
+            "france": "country",
+            "germany": "country",
+            "japan": "country",
+            "united_kingdom": "country",
+            "united_states": "country",
+            "paris": "city",
+            "tokyo": "city",
+        },
+    )
+)
+
+DEFAULT_PRIVACY = PrivacyPolicy(
+    deny_sem_attributes=["password", "pin", "ssn", "credit_card", "credit_card_number"]
+)
+
+DEFAULT_GOVERNANCE = GovernanceConfig()
+
+DEFAULT_CONFIGS: dict[SnapshotKind, _Config] = {
+    SnapshotKind.SELFREP: DEFAULT_SELFREP,
+    SnapshotKind.BRAINSTATE: DEFAULT_BRAINSTATE,
+    SnapshotKind.ROUTER: DEFAULT_ROUTER,
+    SnapshotKind.PRIVACY: DEFAULT_PRIVACY,
+    SnapshotKind.GOVERNANCE: DEFAULT_GOVERNANCE,
+}
+"""The snapshots a job declares when it names none: Stage-0 as seed 004 describes it."""

@@ -1,0 +1,128 @@
+"""A job's ReflectiveLog (seed 000 sections 3, 5 and 9), read from its ordered, verified events.
+
+`complete_job` is the enforcement check at job end: it folds the reducers over everything the
+job recorded, lists what production replay would lack and sets ``replayable`` from that list,
+whether the job ran here or was recorded by an outside emitter. `ReflectiveLog.of` reads the
+whole log back from a job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+from dataclasses import dataclass
+from typing import Any
+
+from domain.capture import missing_artifacts
+from domain.events import (
+    IterationTrace,
+    JobCompleted,
+    MaterialisedState,
+    RunEvent,
+    decode_recorded,
+)
+from domain.job import CaptureMode, Job
+from domain.snapshot import SnapshotKind
+from domain.stage0.config import BrainStateConfig, SelfRepConfig
+from projections.brainstate import fold_brainstate
+from projections.selfrep import fold_selfrep
+
+
+def recorded_events(job: Job) -> list[tuple[int, RunEvent]]:
+    """The job's recorded facts as Run Events, with their sequence indexes."""
+    return [(f.sequence_index, decode_recorded(f.event_type, f.payload)) for f in job.facts]
+
+
+def complete_job(
+    job: Job,
+    final_output: Any,
+    stored_snapshots: Set[str],
+    selfrep: SelfRepConfig | None,
+    brainstate: BrainStateConfig | None,
+) -> JobCompleted:
+    """The job's closing verdict over everything it recorded: answer, states, replayability."""
+    indexed = recorded_events(job)
+    events = [event for _, event in indexed]
+    missing = missing_artifacts(
+        job.snapshot_ids, stored_snapshots, indexed, CaptureMode(job.capture_mode)
+    )
+    return JobCompleted(
+        final_output=final_output,
+        replayable=not missing,
+        missing_artifacts=missing,
+        selfrep=None if selfrep is None else MaterialisedState.of(fold_selfrep(selfrep, events)),
+        brainstate=(
+            None
+            if brainstate is None
+            else MaterialisedState.of(fold_brainstate(brainstate, events, job.job_seed))
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ReflectiveLog:
+    job_id: str
+    job_seed: str
+    job_input: str
+    capture_mode: str
+    snapshot_ids: dict[str, str | None]
+    iteration_trace: list[dict[str, Any]]
+    completion: JobCompleted | None
+    sealed: bool
+
+    @classmethod
+    def of(cls, job: Job) -> ReflectiveLog:
+        traces: list[dict[str, Any]] = []
+        completion: JobCompleted | None = None
+        for _, event in recorded_events(job):
+            if isinstance(event, IterationTrace):
+                traces.append(event.trace_entry())
+            elif isinstance(event, JobCompleted):
+                completion = event
+        return cls(
+            job_id=job.job_id,
+            job_seed=job.job_seed,
+            job_input=job.job_input,
+            capture_mode=job.capture_mode,
+            snapshot_ids={
+                f"{k.value}_snapshot_id": job.snapshot_ids.get(k.value) for k in SnapshotKind
+            },
+            iteration_trace=traces,
+            completion=completion,
+            sealed=job.sealed,
+        )
+
+    @property
+    def status(self) -> str:
+        if self.sealed:
+            return "sealed"
+        return "completed" if self.completion is not None else "open"
+
+    def summary(self) -> dict[str, Any]:
+        """What ``mace jobs`` lists for a job."""
+        completion = self.completion
+        return {
+            "job_id": self.job_id,
+            "status": self.status,
+            "capture_mode": self.capture_mode,
+            "replayable": None if completion is None else completion.replayable,
+            "missing_artifacts": (
+                [] if completion is None else [m.model_dump() for m in completion.missing_artifacts]
+            ),
+        }
+
+    def as_json(self) -> dict[str, Any]:
+        completion = self.completion
+        return {
+            "job_id": self.job_id,
+            "job_seed": self.job_seed,
+            "input": self.job_input,
+            "capture_mode": self.capture_mode,
+            **self.snapshot_ids,
+            "iteration_trace": self.iteration_trace,
+            "final_answer": None if completion is None else completion.final_output,
+            "replayable": None if completion is None else completion.replayable,
+            "missing_artifacts": (
+                [] if completion is None else [m.model_dump() for m in completion.missing_artifacts]
+            ),
+            "sealed": self.sealed,
+        }

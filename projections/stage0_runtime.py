@@ -1,0 +1,262 @@
+"""The Stage-0 runtime: one job, from its input to its final answer, as an ordered list of events.
+
+The live run and a replay both call `run_stage0`: it reads the snapshots and SEM, never the
+clock or the outside world, and returns what happened instead of storing it. The caller stores
+the events and the SEM writes in one transaction (live) or compares them with the record
+(replay). The SelfRepresentation and BrainState it decides with are folded, by the reducers,
+from the very events it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from domain.capture import apply_capture
+from domain.events import (
+    AgentOutput,
+    InputReceived,
+    IterationTrace,
+    MaterialisedState,
+    RouterDecision,
+    RunEvent,
+    SemRead,
+    SemWrite,
+    hash_of,
+)
+from domain.job import CaptureMode
+from domain.memory import (
+    MISS,
+    SemEntry,
+    SemKeyError,
+    SemRecord,
+    SemValueError,
+    SemVocabulary,
+    canonical_key,
+)
+from domain.snapshot import SnapshotKind
+from domain.stage0.agents import AGENTS, AgentReply, AgentRequest, CannotHandle
+from domain.stage0.config import (
+    BrainStateConfig,
+    GovernanceConfig,
+    PrivacyPolicy,
+    RouterConfig,
+    SelfRepConfig,
+    parse_config,
+)
+from domain.stage0.router import decide
+from projections.brainstate import fold_brainstate
+from projections.selfrep import available_agents, fold_selfrep
+
+
+@dataclass(frozen=True, slots=True)
+class Stage0Snapshots:
+    """The five snapshots a job runs under, parsed."""
+
+    selfrep: SelfRepConfig
+    brainstate: BrainStateConfig
+    router: RouterConfig
+    privacy: PrivacyPolicy
+    governance: GovernanceConfig
+
+    @classmethod
+    def parse(cls, payloads: dict[SnapshotKind, dict[str, Any]]) -> Stage0Snapshots:
+        return cls(**{kind.value: parse_config(kind, payloads[kind]) for kind in SnapshotKind})
+
+
+class SemSource(Protocol):
+    def entry(self, key: str) -> SemEntry | None:
+        """The stored entry under a canonical key, as a fresh object the caller may change."""
+
+
+class RecordingMemory:
+    """The agents' `Memory`: canonical keys, the privacy policy, and every access an event.
+
+    Writes go to `SemEntry` aggregates held here until the caller stores them with the job; a
+    read of a key this job wrote sees that write.
+    """
+
+    def __init__(
+        self,
+        source: SemSource,
+        vocabulary: SemVocabulary,
+        privacy: PrivacyPolicy,
+        emit: Callable[[RunEvent], None],
+        iteration: int,
+        writer: str,
+    ) -> None:
+        self._source = source
+        self._vocabulary = vocabulary
+        self._privacy = privacy
+        self._emit = emit
+        self._iteration = iteration
+        self._writer = writer
+        self.written: dict[str, SemEntry] = {}
+
+    def key(self, raw: str) -> str:
+        return canonical_key(raw, self._vocabulary)
+
+    def _entry(self, key: str) -> SemEntry | None:
+        return self.written.get(key) or self._source.entry(key)
+
+    def read(self, key: str) -> SemRecord:
+        entry = self._entry(key)
+        record = MISS if entry is None else entry.read()
+        self._emit(SemRead(iteration=self._iteration, key=key, **record.as_json()))
+        return record
+
+    def write(self, raw: str, value: Any) -> tuple[str, SemRecord | None]:
+        try:
+            key = self.key(raw)
+            attribute = key.rsplit("/", 1)[1]
+            if attribute in self._privacy.deny_sem_attributes:
+                msg = f"the privacy policy denies storing attribute {attribute!r}"
+                raise SemValueError(msg)
+            entry = self._entry(key)
+            if entry is None:
+                entry = SemEntry.first_write(key, value, self._writer)
+            else:
+                entry.write(value, self._writer)
+        except (SemKeyError, SemValueError) as exc:
+            self._emit(
+                SemWrite(
+                    iteration=self._iteration,
+                    key=raw,
+                    value=value,
+                    status="failed",
+                    reason=str(exc),
+                )
+            )
+            return raw, None
+        self.written[key] = entry
+        record = entry.read()
+        self._emit(
+            SemWrite(
+                iteration=self._iteration,
+                key=key,
+                value=record.value,
+                status="written",
+                last_updated=record.last_updated,
+            )
+        )
+        return key, record
+
+
+@dataclass
+class Stage0Run:
+    """What one job did: its events in order (as captured) and the SEM writes to store."""
+
+    events: list[RunEvent] = field(default_factory=list)
+    final_output: str = ""
+    sem_writes: list[SemEntry] = field(default_factory=list)
+
+
+def run_stage0(
+    job_id: str,
+    job_seed: str,
+    text: str,
+    user: str,
+    snapshots: Stage0Snapshots,
+    source: SemSource,
+    capture_mode: CaptureMode,
+) -> Stage0Run:
+    """Run one Stage-0 iteration: perceive, route, dispatch (with F3/F4 fallbacks), trace."""
+    run = Stage0Run()
+
+    def emit(event: RunEvent) -> None:
+        run.events.append(apply_capture(event, capture_mode))
+
+    iteration = 0
+    brainstate_before = fold_brainstate(snapshots.brainstate, run.events, job_seed)
+    emit(InputReceived(iteration=iteration, text=text, user=user))
+    selfrep = fold_selfrep(snapshots.selfrep, run.events)
+    decision = decide(snapshots.router, text, available_agents(selfrep))
+    routed = RouterDecision(
+        iteration=iteration,
+        rule_id=decision.rule_id,
+        agent=decision.agent,
+        why=decision.why,
+        fallback=decision.fallback,
+    )
+    emit(routed)
+    memory = RecordingMemory(
+        source,
+        snapshots.brainstate.sem,
+        snapshots.privacy,
+        emit,
+        iteration,
+        writer=f"job:{job_id}",
+    )
+    request = AgentRequest(text=text, user=user, vocabulary=snapshots.brainstate.sem)
+    selected = [decision.agent]
+    reply, status = _dispatch(decision.agent, request, memory, iteration, emit)
+    if status != "ok":
+        fallback = AgentRequest(
+            text=text,
+            user=user,
+            vocabulary=snapshots.brainstate.sem,
+            after_failure=status == "failed",
+        )
+        selected.append("generic_agent")
+        reply, _ = _dispatch("generic_agent", fallback, memory, iteration, emit)
+    assert reply is not None  # generic_agent always answers
+    brainstate_after = fold_brainstate(snapshots.brainstate, run.events, job_seed)
+    this_iteration = [e for e in run.events if getattr(e, "iteration", None) == iteration]
+    emit(
+        IterationTrace(
+            iteration=iteration,
+            router_decision=routed.trace_entry(),
+            selected_agents=selected,
+            agent_outputs=[e.trace_entry() for e in this_iteration if isinstance(e, AgentOutput)],
+            sem_reads=[e.trace_entry() for e in this_iteration if isinstance(e, SemRead)],
+            sem_writes=[e.trace_entry() for e in this_iteration if isinstance(e, SemWrite)],
+            final_output=reply.text,
+            council_votes=[],
+            claims=reply.claims,
+            evidence_items=reply.evidence,
+            brainstate_before=MaterialisedState.of(brainstate_before).model_dump(),
+            brainstate_after=MaterialisedState.of(brainstate_after).model_dump(),
+        )
+    )
+    run.final_output = reply.text
+    run.sem_writes = list(memory.written.values())
+    return run
+
+
+def _dispatch(
+    agent: str,
+    request: AgentRequest,
+    memory: RecordingMemory,
+    iteration: int,
+    emit: Callable[[RunEvent], None],
+) -> tuple[AgentReply | None, str]:
+    """Call one agent and record its output; F3 if it declines, F4 if it raises."""
+    prompt = {"text": request.text, "user": request.user, "after_failure": request.after_failure}
+    reply: AgentReply | None = None
+    error: str | None = None
+    try:
+        reply = AGENTS[agent](request, memory)
+        status = "ok"
+    except CannotHandle:
+        status = "declined"
+    except Exception as exc:  # F4: any failure of a module degrades it, the job goes on
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+    response = (
+        None
+        if reply is None
+        else {"text": reply.text, "claims": reply.claims, "evidence": reply.evidence}
+    )
+    emit(
+        AgentOutput(
+            iteration=iteration,
+            agent=agent,
+            status=status,
+            prompt=prompt,
+            response=response,
+            request_hash=hash_of(prompt),
+            response_hash=hash_of(response),
+            error=error,
+        )
+    )
+    return reply, status
