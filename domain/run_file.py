@@ -1,0 +1,82 @@
+"""A run recorded elsewhere, as JSON lines: ``RunStarted``, events, ``RunCompleted``.
+
+The whole file is validated before anything is recorded, so a malformed line (reported with its
+number and field) leaves the ledger untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import orjson
+from pydantic import ValidationError
+
+from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
+
+LINE_TYPES = (
+    RunStarted.EVENT_TYPE,
+    RunCompleted.EVENT_TYPE,
+    *(t.EVENT_TYPE for t in EMITTED_TYPES),
+)
+
+
+class RunFileError(ValueError):
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedRun:
+    started: RunStarted
+    events: list[RunEvent]
+    completed: RunCompleted
+
+
+def describe(exc: ValidationError) -> str:
+    """``field a.b[2]: message`` for the first problem, the event type tag left out."""
+    error = exc.errors()[0]
+    path = ""
+    for part in list(error["loc"])[1:]:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"field {path.lstrip('.')}: {message}" if path else message
+
+
+def parse_line(number: int, line: bytes) -> RunEvent:
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise RunFileError(number, f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise RunFileError(number, f"expected a JSON object, got {type(data).__name__}")
+    if data.get("type") not in LINE_TYPES:
+        given = "missing" if "type" not in data else repr(data["type"])
+        raise RunFileError(number, f"field type: {given}, expected one of {', '.join(LINE_TYPES)}")
+    try:
+        event: RunEvent = INGEST_LINE.validate_python(data)
+    except ValidationError as exc:
+        raise RunFileError(number, describe(exc)) from None
+    return event
+
+
+def parse_run(lines: Iterable[bytes]) -> ParsedRun:
+    """Validate a whole run file; RunFileError names the first bad line and field."""
+    parsed = [
+        (number, parse_line(number, line))
+        for number, line in enumerate(lines, start=1)
+        if line.strip()
+    ]
+    if not parsed:
+        raise RunFileError(1, "no events: a run is RunStarted, its events, then RunCompleted")
+    first_line, started = parsed[0]
+    if not isinstance(started, RunStarted):
+        raise RunFileError(first_line, f"a run starts with RunStarted, not {started.EVENT_TYPE}")
+    last_line, completed = parsed[-1]
+    if not isinstance(completed, RunCompleted) or len(parsed) < 2:
+        raise RunFileError(last_line, "a run ends with RunCompleted")
+    for number, event in parsed[1:-1]:
+        if isinstance(event, RunStarted | RunCompleted):
+            raise RunFileError(number, f"{event.EVENT_TYPE} may only open or close the run")
+    return ParsedRun(started, [event for _, event in parsed[1:-1]], completed)

@@ -1,0 +1,80 @@
+"""What every ``mace`` command shares: the parser that fails in one line, input and output."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import orjson
+
+from domain.canonical import canonical_json
+from domain.snapshot import SnapshotKind, parse_kind
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad usage or input: exit 2, nothing written."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def emit_json(data: dict[str, Any]) -> None:
+    sys.stdout.buffer.write(canonical_json(data) + b"\n")
+    sys.stdout.flush()
+
+
+def read_bytes(source: str) -> tuple[str, bytes]:
+    """The bytes of a file, or of standard input for ``-``, with a name for messages."""
+    name = "standard input" if source == "-" else source
+    try:
+        return name, sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {name}: {exc.strerror}") from None
+
+
+def parse_json(name: str, raw: bytes | str) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"{name} is not JSON: {exc}") from None
+
+
+def read_json_object(source: str) -> dict[str, Any]:
+    name, raw = read_bytes(source)
+    data = parse_json(name, raw)
+    if not isinstance(data, dict):
+        raise UsageError(f"{name} must hold a JSON object, not {type(data).__name__}")
+    return data
+
+
+def add_snapshot_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--snapshot",
+        action="append",
+        default=[],
+        metavar="KIND=ID",
+        help="use this stored snapshot instead of the Stage-0 default (repeatable)",
+    )
+
+
+def snapshot_overrides(options: list[str]) -> dict[str, str]:
+    """``["router=<id>", ...]`` as ``{"router": "<id>"}``; each kind at most once."""
+    chosen: dict[str, str] = {}
+    for option in options:
+        kind_text, separator, snapshot_id = option.partition("=")
+        if not separator or not snapshot_id:
+            raise UsageError(f"--snapshot {option!r}: expected KIND=SNAPSHOT_ID")
+        try:
+            kind: SnapshotKind = parse_kind(kind_text)
+        except ValueError as exc:
+            raise UsageError(f"--snapshot {option!r}: {exc}") from None
+        if kind.value in chosen:
+            raise UsageError(f"--snapshot names the {kind.value} snapshot twice")
+        chosen[kind.value] = snapshot_id
+    return chosen

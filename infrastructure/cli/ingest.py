@@ -1,0 +1,54 @@
+"""``mace ingest`` (record a run produced elsewhere) and ``mace schema`` (its JSON Schema)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from domain.canonical import canonical_json
+from domain.events import json_schema
+from domain.run_file import RunFileError, parse_run
+from infrastructure.cli.common import EXIT_OK, UsageError, emit_json, read_bytes
+from infrastructure.ledger import Ledger
+from infrastructure.settings import Settings
+
+
+def add_parsers(commands: Any) -> None:
+    ingest = commands.add_parser("ingest", help="record a run from a JSON-lines file")
+    ingest.add_argument("file", help="Run Event Schema v1 lines, or - for standard input")
+    ingest.add_argument("--json", action="store_true", help="print canonical JSON")
+    ingest.set_defaults(handler=ingest_run)
+    schema = commands.add_parser("schema", help="print the JSON Schema of a run file's lines")
+    schema.set_defaults(handler=print_schema)
+
+
+def ingest_run(args: argparse.Namespace, settings: Settings) -> int:
+    name, raw = read_bytes(args.file)
+    try:
+        run = parse_run(raw.split(b"\n"))
+    except RunFileError as exc:
+        raise UsageError(f"{name} {exc}") from None
+    with Ledger.open(settings) as ledger:
+        log = ledger.record_run(run.started, run.events, run.completed)
+    assert log.completion is not None
+    missing = [m.model_dump() for m in log.completion.missing_artifacts]
+    if args.json:
+        emit_json(
+            {
+                "job_id": log.job_id,
+                "events": len(run.events),
+                "replayable": log.completion.replayable,
+                "missing_artifacts": missing,
+            }
+        )
+        return EXIT_OK
+    print(f"job {log.job_id}: {len(run.events)} events recorded and sealed")
+    print(f"  replayable: {'yes' if log.completion.replayable else 'no'}")
+    for item in missing:
+        print(f"    missing {', '.join(item['missing'])} of {item['step']}: {item['reason']}")
+    return EXIT_OK
+
+
+def print_schema(args: argparse.Namespace, settings: Settings) -> int:
+    print(canonical_json(json_schema()).decode())
+    return EXIT_OK

@@ -1,0 +1,144 @@
+"""``mace run``, ``mace events`` and ``mace jobs``: record a Stage-0 job and read jobs back."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from domain.canonical import CanonicalJSONError, canonical_json
+from domain.events import ALL_TYPES
+from domain.job import CaptureMode
+from infrastructure.cli.common import (
+    EXIT_OK,
+    UsageError,
+    add_snapshot_option,
+    emit_json,
+    snapshot_overrides,
+)
+from infrastructure.ledger import Ledger
+from infrastructure.settings import Settings
+from projections.reflective_log import ReflectiveLog
+
+STREAM_TYPES = ("JobStarted", *sorted(ALL_TYPES), "JobSealed")
+
+
+def add_parsers(commands: Any) -> None:
+    run = commands.add_parser("run", help="run one job through the Stage-0 runtime and record it")
+    run.add_argument("text", help="the job's input")
+    run.add_argument("--seed", required=True, help="the job seed (integer or string)")
+    run.add_argument("--job-id", help="default: derived from the seed, input and job counter")
+    run.add_argument(
+        "--capture",
+        choices=[m.value for m in CaptureMode],
+        default=CaptureMode.FULL_IO.value,
+        help="how much agent I/O to keep (default full_io: production-replayable)",
+    )
+    run.add_argument("--user", default="default", help="whose profile facts the job may use")
+    add_snapshot_option(run)
+    run.add_argument("--json", action="store_true", help="print canonical JSON")
+    run.set_defaults(handler=run_job)
+
+    events = commands.add_parser("events", help="print a job's events in order")
+    events.add_argument("job_id")
+    events.add_argument("--type", dest="event_type", help="only events of this type")
+    events.add_argument("--json", action="store_true", help="canonical JSON lines")
+    events.set_defaults(handler=job_events)
+
+    listing = commands.add_parser("jobs", help="list jobs, their replayability and gaps")
+    listing.add_argument(
+        "--non-replayable", action="store_true", help="only jobs production replay cannot redo"
+    )
+    listing.add_argument("--json", action="store_true", help="canonical JSON lines")
+    listing.set_defaults(handler=list_jobs)
+
+
+def run_job(args: argparse.Namespace, settings: Settings) -> int:
+    if not args.seed:
+        raise UsageError("--seed must not be empty")
+    overrides = snapshot_overrides(args.snapshot)
+    try:
+        canonical_json([args.text, args.seed, args.user])
+    except CanonicalJSONError as exc:
+        raise UsageError(f"input cannot be recorded: {exc}") from None
+    with Ledger.open(settings) as ledger:
+        try:
+            log = ledger.run_job(
+                args.text,
+                args.seed,
+                job_id=args.job_id,
+                user=args.user,
+                capture_mode=CaptureMode(args.capture),
+                snapshot_ids=overrides,
+            )
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    report = run_report(log)
+    if args.json:
+        emit_json(report)
+        return EXIT_OK
+    decision = report["router_decision"]
+    print(f"job {log.job_id}")
+    print(f"  answer: {report['final_output']}")
+    print(f"  route: {decision['rule_id']} -> {decision['agent']} ({decision['why']})")
+    print(f"  agents: {', '.join(report['selected_agents'])}")
+    print(f"  replayable: {'yes' if report['replayable'] else 'no'}")
+    for missing in report["missing_artifacts"]:
+        print(f"    missing {', '.join(missing['missing'])} of {missing['step']}")
+    return EXIT_OK
+
+
+def run_report(log: ReflectiveLog) -> dict[str, Any]:
+    """What ``mace run --json`` prints: the job's answer and its one iteration's decisions."""
+    assert log.completion is not None
+    trace = log.iteration_trace[0]
+    return {
+        "job_id": log.job_id,
+        "job_seed": log.job_seed,
+        "input": log.job_input,
+        "capture_mode": log.capture_mode,
+        "final_output": log.completion.final_output,
+        "replayable": log.completion.replayable,
+        "missing_artifacts": [m.model_dump() for m in log.completion.missing_artifacts],
+        "router_decision": trace["router_decision"],
+        "selected_agents": trace["selected_agents"],
+        "sem_reads": trace["sem_reads"],
+        "sem_writes": trace["sem_writes"],
+        "snapshot_ids": log.snapshot_ids,
+    }
+
+
+def job_events(args: argparse.Namespace, settings: Settings) -> int:
+    if args.event_type is not None and args.event_type not in STREAM_TYPES:
+        raise UsageError(f"unknown event type {args.event_type!r}: expected one of {STREAM_TYPES}")
+    with Ledger.open(settings, create=False) as ledger:
+        try:
+            stream = ledger.job_stream(args.job_id)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    for entry in stream:
+        if args.event_type is not None and entry["event_type"] != args.event_type:
+            continue
+        if args.json:
+            emit_json(entry)
+            continue
+        index = "-" if entry["sequence_index"] is None else entry["sequence_index"]
+        payload = canonical_json(entry["payload"]).decode()
+        print(f"{entry['version']:>4} #{index} {entry['event_type']} {payload}")
+    return EXIT_OK
+
+
+def list_jobs(args: argparse.Namespace, settings: Settings) -> int:
+    with Ledger.open(settings, create=False) as ledger:
+        summaries = [ledger.reflective_log(job_id).summary() for job_id in ledger.job_ids()]
+    if args.non_replayable:
+        summaries = [s for s in summaries if s["replayable"] is not True]
+    for summary in summaries:
+        if args.json:
+            emit_json(summary)
+            continue
+        replayable = {True: "replayable", False: "NOT replayable", None: "open"}
+        print(f"{summary['job_id']}  {summary['status']}  {replayable[summary['replayable']]}")
+        for missing in summary["missing_artifacts"]:
+            reason = missing["reason"]
+            print(f"    missing {', '.join(missing['missing'])} of {missing['step']}: {reason}")
+    return EXIT_OK
