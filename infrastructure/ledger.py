@@ -145,9 +145,16 @@ class Ledger(Application[UUID]):
         snapshot_ids: dict[str, str],
         capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY,
     ) -> Job:
+        """Start a job to be recorded piece by piece; it is numbered in the store's registry."""
         job = Job.start(job_id, job_seed, job_input, snapshot_ids, capture_mode)
-        self._save_new(job, what=f"job {job_id}")
-        return job
+
+        def attempt() -> Job:
+            if self._job_exists(job_id):
+                raise ConflictError(f"job {job_id} already exists")
+            self.save(job, *self._registration(self._registry_version(), job_id))
+            return job
+
+        return self._retrying(attempt, f"start of job {job_id}")
 
     def record_job_events(
         self, job_id: str, events: Sequence[tuple[str, dict[str, Any]]]

@@ -1,7 +1,9 @@
 """Verify a whole ledger: every MAC, every stream's contiguity, every seal and its witness.
 
-One pass over the events ordered by stream; memory holds one stream at a time. The first failure
-stops the pass and is reported with its stream and version.
+One pass over the events ordered by stream; memory holds one stream at a time (and the ids of the
+jobs, to check them against the store's job registry: a job stream deleted whole, or one written
+around the registry, is caught there). The first failure stops the pass and is reported with its
+stream and version.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from uuid import UUID
 import orjson
 from eventsourcing.utils import get_topic
 
-from domain.job import Job, JobSealWitness
+from domain.job import Job, JobRegistry, JobSealWitness
 from infrastructure.keyring import Keyring
 from infrastructure.settings import Store
 from infrastructure.signed_record import IntegrityFailure
@@ -22,6 +24,8 @@ from infrastructure.stream_integrity import SEAL_TOPIC, verify_stream
 
 JOB_STARTED_TOPIC = get_topic(Job.Started)
 WITNESS_TOPIC = get_topic(JobSealWitness.Witnessed)
+REGISTERED_TOPIC = get_topic(JobRegistry.Registered)
+REGISTRY = JobRegistry.id_for(JobRegistry.STORE)
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,8 @@ class LedgerVerification:
 
 def verify_ledger(store: Store, table: str, keyring: Keyring) -> LedgerVerification:
     events = streams = jobs = sealed_jobs = 0
+    job_ids: set[str] = set()
+    registered: dict[str, int] = {}
     with StoreReader(store, table) as reader:
         for stream, group in groupby(reader.scan(), key=lambda r: r.originator_id):
             stream_id = stream if isinstance(stream, UUID) else UUID(stream)
@@ -41,8 +47,15 @@ def verify_ledger(store: Store, table: str, keyring: Keyring) -> LedgerVerificat
             events += len(verified)
             streams += 1
             first, last = verified[0], verified[-1]
+            if stream_id == REGISTRY:
+                for record in verified:
+                    if record.stored.topic == REGISTERED_TOPIC:
+                        registered[orjson.loads(record.body)["job_id"]] = (
+                            record.stored.originator_version
+                        )
             if first.stored.topic == JOB_STARTED_TOPIC:
                 jobs += 1
+                job_ids.add(orjson.loads(first.body)["job_id"])
                 if last.stored.topic == SEAL_TOPIC:
                     sealed_jobs += 1
                     job_id = orjson.loads(first.body)["job_id"]
@@ -56,4 +69,17 @@ def verify_ledger(store: Store, table: str, keyring: Keyring) -> LedgerVerificat
                 if reader.topic_at(job_stream, seal_version) != SEAL_TOPIC:
                     reason = f"seal missing: witnessed after {witness['event_count']} events"
                     raise IntegrityFailure(job_stream, seal_version, reason)
+    _check_registry(job_ids, registered)
     return LedgerVerification(events=events, streams=streams, jobs=jobs, sealed_jobs=sealed_jobs)
+
+
+def _check_registry(job_ids: set[str], registered: dict[str, int]) -> None:
+    """Every job is registered once, and every registered job still has its stream."""
+    vanished = sorted(set(registered) - job_ids, key=registered.__getitem__)
+    if vanished:
+        reason = f"registered job {vanished[0]} has no events"
+        raise IntegrityFailure(Job.id_for(vanished[0]), 1, reason)
+    unregistered = sorted(job_ids - set(registered))
+    if unregistered:
+        reason = f"job {unregistered[0]} is not in the job registry"
+        raise IntegrityFailure(REGISTRY, len(registered) + 1, reason)

@@ -111,7 +111,8 @@ def test_bad_job_input_is_refused_and_nothing_written(ledger: Ledger, raw_table:
     ledger.start_job("job-3", "s1", "x", {})
     with pytest.raises(ValueError, match=r"\$\.x"):
         ledger.record_job_events("job-3", [("OK", {"a": 1}), ("BAD", {"x": float("nan")})])
-    assert raw_table.execute("SELECT COUNT(*) FROM {table}") == [(1,)]
+    # job-3's start and its registration (the registry's opening and job number 0), no more.
+    assert raw_table.execute("SELECT COUNT(*) FROM {table}") == [(3,)]
 
 
 def test_key_rotation_keeps_old_events_verifiable(settings: object, store_url: str) -> None:
@@ -138,7 +139,8 @@ def test_verify_all_counts_everything(ledger: Ledger) -> None:
     ledger.start_job("open", "s3", "still running", {})
     summary = ledger.verify_all()
     # 1 snapshot + 2 sealed jobs (4 events + 1 witness each) + 1 open job
-    assert (summary.events, summary.streams, summary.jobs, summary.sealed_jobs) == (12, 6, 3, 2)
+    # + the job registry (opened, then 3 jobs registered)
+    assert (summary.events, summary.streams, summary.jobs, summary.sealed_jobs) == (16, 7, 3, 2)
 
 
 def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger) -> None:

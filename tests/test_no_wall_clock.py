@@ -31,7 +31,12 @@ from domain.determinism import (
     snapshot_id,
     wm_id,
 )
+from domain.job import CaptureMode
+from domain.memory import SemEntry
+from domain.stage0.config import DEFAULT_CONFIGS
+from projections.stage0_runtime import Stage0Snapshots, run_stage0
 
+FULL_IO = CaptureMode.FULL_IO
 ROOT = Path(__file__).resolve().parent.parent
 PURE_PACKAGES = ("domain", "projections")
 FORBIDDEN_MODULES = frozenset({"random", "secrets", "time"})
@@ -187,3 +192,41 @@ def test_pure_layers_never_touch_clock_or_randomness() -> None:
         for line in violations(path.read_text("utf-8"), str(path.relative_to(ROOT)))
     ]
     assert found == []
+
+
+class InMemorySem:
+    """A SEM source that is a dict: the runtime's only window on memory."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, SemEntry] = {}
+
+    def entry(self, key: str) -> SemEntry | None:
+        return self.entries.get(key)
+
+
+def test_deciding_a_stage0_job_is_quiet() -> None:
+    """Routing, every agent and F-path, SEM, both reducers: no clock, no unseeded randomness.
+
+    (Storage is outside the decision: eventsourcing's connection pool reads the clock to age
+    connections, which is why this runs the runtime on an in-memory memory source.)
+    """
+    snapshots = Stage0Snapshots.parse(
+        {kind: config.model_dump() for kind, config in DEFAULT_CONFIGS.items()}
+    )
+    memory = InMemorySem()
+    inputs = [
+        "2 + 3",
+        "4 / 0",
+        "my favorite color is blue",
+        "what is my favorite color",
+        "what is the capital of france",
+        "remember my password is x",
+        "hello",
+    ]
+    with forbid_nondeterminism() as found:
+        for number, text in enumerate(inputs):
+            run = run_stage0(f"job-{number}", "s1", text, "ada", snapshots, memory, FULL_IO)
+            for entry in run.sem_writes:
+                memory.entries[entry.key] = entry
+    assert found == []
+    assert run.final_output.startswith("I currently")

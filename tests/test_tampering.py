@@ -121,3 +121,17 @@ def test_snapshot_whose_id_no_longer_matches_its_content_is_refused(ledger: Ledg
     ledger.save(forged)
     with pytest.raises(IntegrityFailure, match="snapshot id does not match its content"):
         ledger.get_snapshot(declared.snapshot_id)
+
+
+def test_deleting_a_whole_job_is_caught_by_the_job_registry(
+    ledger: Ledger, raw_table: RawTable
+) -> None:
+    record_sample_job(ledger, "job-1")
+    record_sample_job(ledger, "job-2", seed="s2")
+    raw_table.execute(
+        "DELETE FROM {table} WHERE originator_id IN (%s, %s)",
+        (raw_table.key(JOB), raw_table.key(JobSealWitness.id_for("job-1"))),
+    )
+    with pytest.raises(IntegrityFailure, match="registered job job-1 has no events") as failure:
+        ledger.verify_all()
+    assert (failure.value.stream, failure.value.version) == (str(JOB), 1)
