@@ -44,7 +44,8 @@ def _step(event: RunEvent) -> str | None:
 
 
 def _missing_content(event: RunEvent) -> list[str]:
-    if isinstance(event, AgentOutput) and event.status == "failed":
+    if isinstance(event, AgentOutput) and event.status != "ok":
+        # A declined or failed agent gave no response: only its prompt could be missing.
         return [] if event.prompt is not None else ["prompt"]
     if isinstance(event, AgentOutput | ModelCallEnvelope):
         return [name for name in ("prompt", "response") if getattr(event, name) is None]
@@ -83,10 +84,11 @@ def missing_artifacts(
         step = _step(event)
         if not absent or step is None:
             continue
-        if isinstance(event, ToolResult):
-            reason = "the emitter recorded the tool result's hash only"
+        dropped = [name for name in absent if name not in _KEEPS[mode]]
+        if isinstance(event, ToolResult) or not dropped:
+            reason = f"the emitter recorded the hash of {' and '.join(absent)} only"
         else:
-            reason = f"capture mode {mode.value} stores the hash of {' and '.join(absent)} only"
+            reason = f"capture mode {mode.value} stores the hash of {' and '.join(dropped)} only"
         missing.append(
             MissingArtifact(
                 sequence_index=index,

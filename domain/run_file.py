@@ -13,6 +13,7 @@ import orjson
 from pydantic import ValidationError
 
 from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
+from domain.validation_messages import first_problem
 
 LINE_TYPES = (
     RunStarted.EVENT_TYPE,
@@ -34,16 +35,6 @@ class ParsedRun:
     completed: RunCompleted
 
 
-def describe(exc: ValidationError) -> str:
-    """``field a.b[2]: message`` for the first problem, the event type tag left out."""
-    error = exc.errors()[0]
-    path = ""
-    for part in list(error["loc"])[1:]:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    message = str(error["msg"]).removeprefix("Value error, ")
-    return f"field {path.lstrip('.')}: {message}" if path else message
-
-
 def parse_line(number: int, line: bytes) -> RunEvent:
     try:
         data = orjson.loads(line)
@@ -57,7 +48,7 @@ def parse_line(number: int, line: bytes) -> RunEvent:
     try:
         event: RunEvent = INGEST_LINE.validate_python(data)
     except ValidationError as exc:
-        raise RunFileError(number, describe(exc)) from None
+        raise RunFileError(number, first_problem(exc, skip=1)) from None
     return event
 
 

@@ -12,6 +12,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application, project_aggregate
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError, RecordConflictError
+from pydantic import ValidationError
 
 from domain.aggregate import MaceAggregate
 from domain.capture import apply_capture
@@ -21,6 +22,7 @@ from domain.job import CaptureMode, Job, JobRegistry, JobSealWitness, validate_j
 from domain.memory import SemEntry, SemRecord, SemValueError, canonical_key
 from domain.snapshot import SNAPSHOT_ID_PATTERN, Snapshot, SnapshotKind
 from domain.stage0.config import DEFAULT_CONFIGS, BrainStateConfig, SelfRepConfig, parse_config
+from domain.validation_messages import first_problem
 from infrastructure.event_store import VerifyingEventStore
 from infrastructure.keyring import Keyring, load_keyring
 from infrastructure.ledger_verification import LedgerVerification, verify_ledger
@@ -308,11 +310,14 @@ class Ledger(Application[UUID]):
             if snapshot.kind != kind.value:
                 msg = f"snapshot {snapshot_id} is a {snapshot.kind} snapshot, not {kind.value}"
                 raise SnapshotError(msg)
+            try:
+                parse_config(kind, snapshot.payload)
+            except ValidationError as exc:
+                problem = first_problem(exc)
+                msg = f"{kind.value} snapshot {snapshot_id} cannot be used: {problem}"
+                raise SnapshotError(msg) from None
             payloads[kind] = snapshot.payload
-        try:
-            return Stage0Snapshots.parse(payloads)
-        except ValueError as exc:
-            raise SnapshotError(f"unusable snapshot: {_first_line(exc)}") from None
+        return Stage0Snapshots.parse(payloads)
 
     def run_job(
         self,
@@ -436,10 +441,6 @@ class Ledger(Application[UUID]):
             return entry.read()
 
         return key, self._retrying(attempt, f"SEM write to {key}")
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _stream_entry(event: DomainEventProtocol[UUID]) -> dict[str, Any]:
