@@ -54,8 +54,8 @@ def hash_of(value: Any) -> str:
 class _HashedContent(RunEvent):
     """A call whose request and response may be kept or reduced to their hashes (capture modes).
 
-    A hash may be left out when its content is given; it is then computed. A hash given with its
-    content must match it.
+    A hash may be left out when its content is given; it is then computed (so once built, the
+    event always has both hashes). A hash given with its content must match it.
     """
 
     CONTENT_FIELDS: ClassVar[tuple[tuple[str, str], ...]] = (
@@ -70,11 +70,13 @@ class _HashedContent(RunEvent):
             return data
         data = dict(data)
         for content, hash_field in cls.CONTENT_FIELDS:
-            value = data.get(content)
+            value, given = data.get(content), data.get(hash_field)
             if value is None:
+                if given is None:
+                    msg = f"{hash_field} is required when {content} is not given"
+                    raise ValueError(msg)
                 continue
             computed = hash_of(value)
-            given = data.get(hash_field)
             if given is None:
                 data[hash_field] = computed
             elif given != computed:
@@ -175,8 +177,8 @@ class AgentOutput(_HashedContent):
     iteration: Iteration
     agent: Name
     status: Literal["ok", "declined", "failed"]
-    request_hash: Sha256
-    response_hash: Sha256
+    request_hash: Sha256 | None = None
+    response_hash: Sha256 | None = None
     prompt: JsonValue = None
     response: JsonValue = None
     error: str | None = None
@@ -281,7 +283,7 @@ class ToolResult(_HashedContent):
     call_id: Name
     status: Literal["ok", "error"]
     result: JsonValue = None
-    response_hash: Sha256
+    response_hash: Sha256 | None = None
 
 
 class PatchApply(RunEvent):
@@ -345,8 +347,8 @@ class ModelCallEnvelope(_HashedContent):
     temperature: float = Field(ge=0)
     seed: int | str | None = None
     retrieved_context_hashes: list[Sha256] = Field(default_factory=list)
-    request_hash: Sha256
-    response_hash: Sha256
+    request_hash: Sha256 | None = None
+    response_hash: Sha256 | None = None
     prompt: JsonValue = None
     response: JsonValue = None
 
