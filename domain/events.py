@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    model_validator,
+)
 
 from domain.canonical import canonical_json, digest
 from domain.job import CaptureMode, validate_job_id
@@ -92,7 +101,7 @@ class RunStarted(RunEvent):
     type: Literal["RunStarted"] = "RunStarted"
     EVENT_TYPE = "RunStarted"
     job_id: str | None = None
-    seed: int | str
+    seed: StrictInt | StrictStr
     input: str
     snapshot_ids: dict[SnapshotKind, str] = Field(default_factory=dict)
     capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY
@@ -345,7 +354,7 @@ class ModelCallEnvelope(_HashedContent):
     prompt_bundle_hash: Sha256
     tool_schema_hash: Sha256 | None = None
     temperature: float = Field(ge=0)
-    seed: int | str | None = None
+    seed: StrictInt | StrictStr | None = None
     retrieved_context_hashes: list[Sha256] = Field(default_factory=list)
     request_hash: Sha256 | None = None
     response_hash: Sha256 | None = None

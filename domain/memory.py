@@ -23,7 +23,7 @@ from eventsourcing.domain import event
 from pydantic import BaseModel, ConfigDict, Field
 
 from domain.aggregate import MaceAggregate
-from domain.canonical import canonical_copy, canonical_json
+from domain.canonical import CanonicalJSONError, canonical_copy, canonical_json
 from domain.determinism import iso_text
 
 KEY_PATTERN: Final = re.compile(r"^[a-z0-9_\/]+$")
@@ -121,7 +121,10 @@ def validate_value(value: Any) -> Any:
     if value is None:
         msg = "a SEM value must not be null: a missing fact is a miss (S9), not a stored null"
         raise SemValueError(msg)
-    size = len(canonical_json(value))
+    try:
+        size = len(canonical_json(value))
+    except CanonicalJSONError as exc:
+        raise SemValueError(f"a SEM value must have a canonical JSON encoding: {exc}") from None
     if size > MAX_VALUE_BYTES:
         msg = f"a SEM value holds stable facts (S6): {size} bytes exceeds {MAX_VALUE_BYTES}"
         raise SemValueError(msg)

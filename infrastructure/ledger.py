@@ -51,6 +51,14 @@ class SnapshotError(ValueError):
     """A snapshot named for a job is absent, of the wrong kind, or unusable for its kind."""
 
 
+def default_snapshots() -> dict[SnapshotKind, Snapshot]:
+    """The Stage-0 default snapshots, declared (not stored): fresh aggregates on every call."""
+    return {
+        kind: Snapshot.declare(kind.value, config.model_dump())
+        for kind, config in DEFAULT_CONFIGS.items()
+    }
+
+
 class Ledger(Application[UUID]):
     name = "Ledger"
     # Streams are read in full and verified; pages of 1000 keep scans cheap.
@@ -245,12 +253,16 @@ class Ledger(Application[UUID]):
         registry_version: int,
         final_output: Any,
         configs: tuple[SelfRepConfig | None, BrainStateConfig | None],
-        sem_writes: Sequence[SemEntry] = (),
+        with_job: Sequence[SemEntry | Snapshot] = (),
     ) -> ReflectiveLog:
-        """Close, seal, number and store a job built in memory, all in one transaction."""
+        """Close, seal, number and store a job built in memory, all in one transaction.
+
+        ``with_job``: the job's SEM writes and the snapshots first stored for it.
+        """
         if self._job_exists(job.job_id):
             raise ConflictError(f"job {job.job_id} already exists")
         stored = {sid for sid in job.snapshot_ids.values() if self._snapshot_stored(sid)}
+        stored |= {s.snapshot_id for s in with_job if isinstance(s, Snapshot)}
         completion = complete_job(job, final_output, stored, *configs)
         job.record(JobCompleted.EVENT_TYPE, completion.payload())
         events = list(job.collect_events())
@@ -259,7 +271,7 @@ class Ledger(Application[UUID]):
         job.seal(len(events), digest)
         witness = JobSealWitness(job_id=job.job_id, event_count=len(events), mac_digest=digest)
         registration = self._registration(registry_version, job.job_id)
-        self.save(*events, job, witness, *registration, *sem_writes)
+        self.save(*events, job, witness, *registration, *with_job)
         return ReflectiveLog.of(job)
 
     def _job_exists(self, job_id: str) -> bool:
@@ -289,35 +301,54 @@ class Ledger(Application[UUID]):
     def default_snapshot_ids(self) -> dict[str, str]:
         """Store the Stage-0 default snapshots (once) and return their ids by kind."""
         ids: dict[str, str] = {}
-        for kind, config in DEFAULT_CONFIGS.items():
-            stored, _ = self.put_snapshot(Snapshot.declare(kind.value, config.model_dump()))
+        for kind, snapshot in default_snapshots().items():
+            stored, _ = self.put_snapshot(snapshot)
             ids[kind.value] = stored.snapshot_id
         return ids
 
-    def stage0_snapshots(self, snapshot_ids: dict[str, str]) -> Stage0Snapshots:
-        """The five named snapshots, each present, of its kind and usable by the runtime."""
+    def stage0_snapshots(
+        self, overrides: dict[str, str]
+    ) -> tuple[dict[str, str], Stage0Snapshots, set[str]]:
+        """The snapshots a Stage-0 job runs under: those named, the defaults for the rest.
+
+        Returns their ids by kind, the parsed snapshots, and the ids of defaults not stored yet
+        (stored with the first job that uses them, so that refused input writes nothing).
+        """
+        defaults = default_snapshots()
+        ids: dict[str, str] = {}
         payloads: dict[SnapshotKind, dict[str, Any]] = {}
+        unstored: set[str] = set()
         for kind in SnapshotKind:
-            snapshot_id = snapshot_ids.get(kind.value)
-            if snapshot_id is None:
-                raise SnapshotError(f"no {kind.value} snapshot named")
-            try:
-                snapshot = self.get_snapshot(snapshot_id)
-            except NotFoundError:
-                raise SnapshotError(
-                    f"no {kind.value} snapshot {snapshot_id} in the ledger"
-                ) from None
-            if snapshot.kind != kind.value:
-                msg = f"snapshot {snapshot_id} is a {snapshot.kind} snapshot, not {kind.value}"
-                raise SnapshotError(msg)
-            try:
-                parse_config(kind, snapshot.payload)
-            except ValidationError as exc:
-                problem = first_problem(exc)
-                msg = f"{kind.value} snapshot {snapshot_id} cannot be used: {problem}"
-                raise SnapshotError(msg) from None
+            if kind.value not in overrides:
+                default = defaults[kind]
+                ids[kind.value] = default.snapshot_id
+                payloads[kind] = default.payload
+                if not self._snapshot_stored(default.snapshot_id):
+                    unstored.add(default.snapshot_id)
+                continue
+            snapshot = self._named_snapshot(kind, overrides[kind.value])
+            ids[kind.value] = snapshot.snapshot_id
             payloads[kind] = snapshot.payload
-        return Stage0Snapshots.parse(payloads)
+        return ids, Stage0Snapshots.parse(payloads), unstored
+
+    def _named_snapshot(self, kind: SnapshotKind, snapshot_id: str) -> Snapshot:
+        """A stored snapshot a caller named for ``kind``: present, of that kind, usable."""
+        try:
+            snapshot = self.get_snapshot(snapshot_id)
+        except NotFoundError:
+            raise SnapshotError(f"no {kind.value} snapshot {snapshot_id} in the ledger") from None
+        except ValueError as exc:
+            raise SnapshotError(f"{kind.value} snapshot: {exc}") from None
+        if snapshot.kind != kind.value:
+            msg = f"snapshot {snapshot_id} is a {snapshot.kind} snapshot, not {kind.value}"
+            raise SnapshotError(msg)
+        try:
+            parse_config(kind, snapshot.payload)
+        except ValidationError as exc:
+            problem = first_problem(exc)
+            msg = f"{kind.value} snapshot {snapshot_id} cannot be used: {problem}"
+            raise SnapshotError(msg) from None
+        return snapshot
 
     def run_job(
         self,
@@ -330,10 +361,10 @@ class Ledger(Application[UUID]):
         snapshot_ids: dict[str, str] | None = None,
     ) -> ReflectiveLog:
         """Run one job through the Stage-0 runtime and record all of it, sealed."""
-        ids = {**self.default_snapshot_ids(), **(snapshot_ids or {})}
-        snapshots = self.stage0_snapshots(ids)
         if job_id is not None:
             validate_job_id(job_id)
+        Job.start(job_id or "validation", seed, text, {}, capture_mode)  # refuse bad input now
+        ids, snapshots, unstored = self.stage0_snapshots(snapshot_ids or {})
 
         def attempt() -> ReflectiveLog:
             version = self._registry_version()
@@ -343,7 +374,10 @@ class Ledger(Application[UUID]):
             for event in run.events:
                 job.record(event.EVENT_TYPE, event.payload())
             configs = (snapshots.selfrep, snapshots.brainstate)
-            return self._commit_job(job, version, run.final_output, configs, run.sem_writes)
+            new_defaults = [s for s in default_snapshots().values() if s.snapshot_id in unstored]
+            return self._commit_job(
+                job, version, run.final_output, configs, [*run.sem_writes, *new_defaults]
+            )
 
         return self._retrying(attempt, "run")
 
@@ -416,8 +450,7 @@ class Ledger(Application[UUID]):
         self, raw_key: str, snapshot_ids: dict[str, str] | None = None
     ) -> tuple[str, SemRecord]:
         """S7: the record under a key, after S1-S4; a miss says so (S9)."""
-        snapshots = self.stage0_snapshots({**self.default_snapshot_ids(), **(snapshot_ids or {})})
-        key = canonical_key(raw_key, snapshots.brainstate.sem)
+        key = canonical_key(raw_key, self.stage0_snapshots(snapshot_ids or {})[1].brainstate.sem)
         entry = self.entry(key)
         return key, (SemRecord(exists=False) if entry is None else entry.read())
 
@@ -425,7 +458,7 @@ class Ledger(Application[UUID]):
         self, raw_key: str, value: Any, snapshot_ids: dict[str, str] | None = None
     ) -> tuple[str, SemRecord]:
         """S5/S8: store a fact from outside any job; the write is an event on the key."""
-        snapshots = self.stage0_snapshots({**self.default_snapshot_ids(), **(snapshot_ids or {})})
+        snapshots = self.stage0_snapshots(snapshot_ids or {})[1]
         key = canonical_key(raw_key, snapshots.brainstate.sem)
         attribute = key.rsplit("/", 1)[1]
         if attribute in snapshots.privacy.deny_sem_attributes:

@@ -93,12 +93,19 @@ class RecordingMemory:
         self._iteration = iteration
         self._writer = writer
         self.written: dict[str, SemEntry] = {}
+        self.source_failure: Exception | None = None
 
     def key(self, raw: str) -> str:
         return canonical_key(raw, self._vocabulary)
 
     def _entry(self, key: str) -> SemEntry | None:
-        return self.written.get(key) or self._source.entry(key)
+        if key in self.written:
+            return self.written[key]
+        try:
+            return self._source.entry(key)
+        except Exception as exc:
+            self.source_failure = exc  # the store failed, not the agent: see `_dispatch`
+            raise
 
     def read(self, key: str) -> SemRecord:
         entry = self._entry(key)
@@ -171,7 +178,8 @@ def run_stage0(
     brainstate_before = fold_brainstate(snapshots.brainstate, run.events, job_seed)
     emit(InputReceived(iteration=iteration, text=text, user=user))
     selfrep = fold_selfrep(snapshots.selfrep, run.events)
-    decision = decide(snapshots.router, text, available_agents(selfrep))
+    # F3 covers both: an agent the SelfRepresentation does not offer, and one with no module.
+    decision = decide(snapshots.router, text, available_agents(selfrep) & AGENTS.keys())
     routed = RouterDecision(
         iteration=iteration,
         rule_id=decision.rule_id,
@@ -241,6 +249,10 @@ def _dispatch(
     except CannotHandle:
         status = "declined"
     except Exception as exc:  # F4: any failure of a module degrades it, the job goes on
+        if exc is memory.source_failure:
+            # Memory could not be read (an integrity failure, an unreachable store): that is no
+            # module's fault, and a job that cannot read its facts cannot be recorded at all.
+            raise
         status, error = "failed", f"{type(exc).__name__}: {exc}"
     response = (
         None

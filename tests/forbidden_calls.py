@@ -10,6 +10,7 @@ is never seen.
 
 import _random
 import datetime
+import gc
 import os
 import sys
 import threading
@@ -101,6 +102,12 @@ def forbid_nondeterminism() -> Iterator[list[str]]:
             found.append(f"{name} called from {_location(caller)}")
 
     previous, previous_threads = sys.getprofile(), threading.getprofile()
+    # A garbage collection inside the block runs other libraries' gc callbacks (hypothesis times
+    # its collections with perf_counter), which are not the code under test: collect first and
+    # hold the collector off until the block ends.
+    gc_was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
     sys.setprofile(profile)
     threading.setprofile(profile)
     try:
@@ -108,6 +115,8 @@ def forbid_nondeterminism() -> Iterator[list[str]]:
     finally:
         sys.setprofile(previous)
         threading.setprofile(previous_threads)
+        if gc_was_enabled:
+            gc.enable()
     if found:
         listing = "\n  ".join(found)
         msg = f"wall clock or unseeded randomness used in a deterministic block:\n  {listing}"

@@ -1,0 +1,50 @@
+"""What the pure Stage-0 tests share: the seed 004 text and a SEM held in a dict.
+
+The specification lives beside the repository (``/work/shared/seeds``); tests that compare our
+constants with its text skip, saying so, where it is not available.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from domain.memory import SemEntry
+
+SEED_004 = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "004_b33ece0496ab8fac.txt"
+
+
+def seed_004_text() -> str:
+    """Seed 004 verbatim, or a skip when the specification is not beside the repository."""
+    if not SEED_004.is_file():
+        pytest.skip(f"the seed 004 specification is not at {SEED_004}")
+    return SEED_004.read_text(encoding="utf-8")
+
+
+def quoted_sentences(text: str) -> list[str]:
+    """Everything the seed writes between typographic quotes “ and ”."""
+    return re.findall("\u201c(.*?)\u201d", text)
+
+
+def fact(key: str, *values: Any) -> SemEntry:
+    """A SEM entry under ``key`` that was written each of ``values`` in turn."""
+    first, *rest = values
+    entry = SemEntry.first_write(key, first, source="test")
+    for value in rest:
+        entry.write(value, source="test")
+    return entry
+
+
+class InMemorySem:
+    """A `SemSource` over a dict ``key -> SemEntry``; it hands out copies, as a store does."""
+
+    def __init__(self, *entries: SemEntry) -> None:
+        self.entries: dict[str, SemEntry] = {entry.key: entry for entry in entries}
+
+    def entry(self, key: str) -> SemEntry | None:
+        found = self.entries.get(key)
+        return None if found is None else copy.deepcopy(found)
