@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from pydantic import SecretStr
 
+from infrastructure.cli import main
 from infrastructure.ledger import Ledger
 from infrastructure.settings import PostgresStore, Settings, SQLiteStore
 
@@ -118,3 +119,21 @@ class RawTable:
 @pytest.fixture
 def raw_table(settings: Settings, ledger: Ledger) -> RawTable:
     return RawTable(settings)
+
+
+@pytest.fixture
+def cli_env(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The environment a ``mace`` command sees: the store under test and the test keys."""
+    settings = settings_for(store_url)
+    monkeypatch.setenv("MACE_STORE", store_url)
+    assert settings.signing_keys is not None
+    monkeypatch.setenv("MACE_SIGNING_KEYS", settings.signing_keys.get_secret_value())
+    monkeypatch.setenv("MACE_ACTIVE_KEY_ID", "k1")
+    return settings
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``mace *argv``: exit code, standard output, standard error."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -44,3 +44,20 @@ class InMemorySem:
     def entry(self, key: str) -> SemEntry | None:
         found = self.entries.get(key)
         return None if found is None else copy.deepcopy(found)
+
+
+SEED_003_TYPES = (  # seed 003, Run Event Schema v1
+    "StageTransition",
+    "PolicySnapshotRef",
+    "RetrievalRequest",
+    "RetrievalResponse",
+    "ToolCall",
+    "ToolResult",
+    "PatchApply",
+    "GateDecision",
+    "ErrorEvent",
+    "BranchMerged",
+    "CapsuleExported",
+    "CapsuleImported",
+    "ModelCallEnvelope",
+)

@@ -9,29 +9,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-from ledger_fixtures import RawTable, settings_for
+from ledger_fixtures import RawTable, run
 
 from domain.snapshot import Snapshot
-from infrastructure.cli import main
 from infrastructure.settings import Settings
 
 ROUTER = {"rules": [{"id": "R4", "agent": "generic_agent", "why": "matched_R4_fallback"}]}
-
-
-@pytest.fixture
-def cli_env(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    settings = settings_for(store_url)
-    monkeypatch.setenv("MACE_STORE", store_url)
-    assert settings.signing_keys is not None
-    monkeypatch.setenv("MACE_SIGNING_KEYS", settings.signing_keys.get_secret_value())
-    monkeypatch.setenv("MACE_ACTIVE_KEY_ID", "k1")
-    return settings
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def write_json(tmp_path: Path, data: object, name: str = "snapshot.json") -> str:

@@ -13,53 +13,18 @@ from typing import Any
 import orjson
 import psycopg
 import pytest
-from ledger_fixtures import RawTable, settings_for
+from ledger_fixtures import RawTable, run
+from stage0_support import SEED_003_TYPES
 
 from domain.canonical import canonical_json
 from domain.determinism import derive_id, event_id
 from domain.events import hash_of
-from domain.snapshot import Snapshot, SnapshotKind
-from domain.stage0.config import DEFAULT_CONFIGS
+from domain.snapshot import SnapshotKind
 from domain.stage0.replies import F1_SEM_MISS
-from infrastructure.cli import main
+from infrastructure.ledger import default_snapshots
 from infrastructure.settings import Settings, SQLiteStore
 
-SEED_003_TYPES = (
-    "StageTransition",
-    "PolicySnapshotRef",
-    "RetrievalRequest",
-    "RetrievalResponse",
-    "ToolCall",
-    "ToolResult",
-    "PatchApply",
-    "GateDecision",
-    "ErrorEvent",
-    "BranchMerged",
-    "CapsuleExported",
-    "CapsuleImported",
-    "ModelCallEnvelope",
-)
-
-DEFAULT_IDS = {
-    kind.value: Snapshot.declare(kind.value, config.model_dump()).snapshot_id
-    for kind, config in DEFAULT_CONFIGS.items()
-}
-
-
-@pytest.fixture
-def cli_env(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    settings = settings_for(store_url)
-    monkeypatch.setenv("MACE_STORE", store_url)
-    assert settings.signing_keys is not None
-    monkeypatch.setenv("MACE_SIGNING_KEYS", settings.signing_keys.get_secret_value())
-    monkeypatch.setenv("MACE_ACTIVE_KEY_ID", "k1")
-    return settings
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+DEFAULT_IDS = {kind.value: s.snapshot_id for kind, s in default_snapshots().items()}
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:

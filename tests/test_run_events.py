@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 from pydantic import ValidationError
+from stage0_support import SEED_003_TYPES
 
 from domain.capture import apply_capture, missing_artifacts
 from domain.events import (
@@ -56,21 +57,6 @@ from domain.snapshot import SnapshotKind
 
 H = hash_of("x")
 OTHER = hash_of("y")
-SEED_003_TYPES = (
-    "StageTransition",
-    "PolicySnapshotRef",
-    "RetrievalRequest",
-    "RetrievalResponse",
-    "ToolCall",
-    "ToolResult",
-    "PatchApply",
-    "GateDecision",
-    "ErrorEvent",
-    "BranchMerged",
-    "CapsuleExported",
-    "CapsuleImported",
-    "ModelCallEnvelope",
-)
 SEED_002_FIELDS = (
     "model_id",
     "model_version",
