@@ -96,7 +96,22 @@ class Job(MaceAggregate):
         snapshot_ids: dict[str, str],
         capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY,
     ) -> Job:
-        validate_job_id(job_id)
+        cls.check_start(job_id, job_seed, job_input, snapshot_ids)
+        return cls(
+            job_id=job_id,
+            job_seed=job_seed,
+            job_input=job_input,
+            snapshot_ids=dict(sorted(snapshot_ids.items())),
+            capture_mode=CaptureMode(capture_mode).value,
+        )
+
+    @staticmethod
+    def check_start(
+        job_id: str | None, job_seed: str, job_input: str, snapshot_ids: dict[str, str]
+    ) -> None:
+        """Refuse what a job cannot start with; ``job_id=None`` when the id is yet to be derived."""
+        if job_id is not None:
+            validate_job_id(job_id)
         if not job_seed:
             msg = "job seed must not be empty"
             raise ValueError(msg)
@@ -105,13 +120,6 @@ class Job(MaceAggregate):
             msg = f"unknown snapshot kind(s) {unknown}: expected {[k.value for k in SnapshotKind]}"
             raise ValueError(msg)
         canonical_json(job_input)  # refuses what could not be stored canonically
-        return cls(
-            job_id=job_id,
-            job_seed=job_seed,
-            job_input=job_input,
-            snapshot_ids=dict(sorted(snapshot_ids.items())),
-            capture_mode=CaptureMode(capture_mode).value,
-        )
 
     @event(Started)
     def __init__(

@@ -19,7 +19,7 @@ from domain.capture import apply_capture
 from domain.determinism import derive_id, iso_text
 from domain.events import JobCompleted, RunCompleted, RunEvent, RunStarted
 from domain.job import CaptureMode, Job, JobRegistry, JobSealWitness, validate_job_id
-from domain.memory import SemEntry, SemRecord, SemValueError, canonical_key
+from domain.memory import SemEntry, SemRecord, canonical_key
 from domain.snapshot import SNAPSHOT_ID_PATTERN, Snapshot, SnapshotKind
 from domain.stage0.config import DEFAULT_CONFIGS, BrainStateConfig, SelfRepConfig, parse_config
 from domain.validation_messages import first_problem
@@ -254,14 +254,17 @@ class Ledger(Application[UUID]):
         final_output: Any,
         configs: tuple[SelfRepConfig | None, BrainStateConfig | None],
         with_job: Sequence[SemEntry | Snapshot] = (),
+        stored: set[str] | None = None,
     ) -> ReflectiveLog:
         """Close, seal, number and store a job built in memory, all in one transaction.
 
-        ``with_job``: the job's SEM writes and the snapshots first stored for it.
+        ``with_job``: the job's SEM writes and the snapshots first stored for it. ``stored``: the
+        declared snapshot ids the caller already knows are in the ledger (else each is looked up).
         """
         if self._job_exists(job.job_id):
             raise ConflictError(f"job {job.job_id} already exists")
-        stored = {sid for sid in job.snapshot_ids.values() if self._snapshot_stored(sid)}
+        if stored is None:
+            stored = {sid for sid in job.snapshot_ids.values() if self._snapshot_stored(sid)}
         stored |= {s.snapshot_id for s in with_job if isinstance(s, Snapshot)}
         completion = complete_job(job, final_output, stored, *configs)
         job.record(JobCompleted.EVENT_TYPE, completion.payload())
@@ -361,9 +364,7 @@ class Ledger(Application[UUID]):
         snapshot_ids: dict[str, str] | None = None,
     ) -> ReflectiveLog:
         """Run one job through the Stage-0 runtime and record all of it, sealed."""
-        if job_id is not None:
-            validate_job_id(job_id)
-        Job.start(job_id or "validation", seed, text, {}, capture_mode)  # refuse bad input now
+        Job.check_start(job_id, seed, text, {})
         ids, snapshots, unstored = self.stage0_snapshots(snapshot_ids or {})
 
         def attempt() -> ReflectiveLog:
@@ -374,10 +375,12 @@ class Ledger(Application[UUID]):
             for event in run.events:
                 job.record(event.EVENT_TYPE, event.payload())
             configs = (snapshots.selfrep, snapshots.brainstate)
+            # Another writer may have stored a default since: recheck, or the retry conflicts too.
+            unstored.intersection_update(s for s in unstored if not self._snapshot_stored(s))
             new_defaults = [s for s in default_snapshots().values() if s.snapshot_id in unstored]
-            return self._commit_job(
-                job, version, run.final_output, configs, [*run.sem_writes, *new_defaults]
-            )
+            present = set(ids.values()) - unstored
+            with_job: list[SemEntry | Snapshot] = [*run.sem_writes, *new_defaults]
+            return self._commit_job(job, version, run.final_output, configs, with_job, present)
 
         return self._retrying(attempt, "run")
 
@@ -460,9 +463,7 @@ class Ledger(Application[UUID]):
         """S5/S8: store a fact from outside any job; the write is an event on the key."""
         snapshots = self.stage0_snapshots(snapshot_ids or {})[1]
         key = canonical_key(raw_key, snapshots.brainstate.sem)
-        attribute = key.rsplit("/", 1)[1]
-        if attribute in snapshots.privacy.deny_sem_attributes:
-            raise SemValueError(f"the privacy policy denies storing attribute {attribute!r}")
+        snapshots.privacy.check_storable(key)
 
         def attempt() -> SemRecord:
             entry = self.entry(key)

@@ -116,10 +116,7 @@ class RecordingMemory:
     def write(self, raw: str, value: Any) -> tuple[str, SemRecord | None]:
         try:
             key = self.key(raw)
-            attribute = key.rsplit("/", 1)[1]
-            if attribute in self._privacy.deny_sem_attributes:
-                msg = f"the privacy policy denies storing attribute {attribute!r}"
-                raise SemValueError(msg)
+            self._privacy.check_storable(key)
             entry = self._entry(key)
             if entry is None:
                 entry = SemEntry.first_write(key, value, self._writer)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from domain.memory import SNAKE_CASE, SemVocabulary
+from domain.memory import SNAKE_CASE, SemValueError, SemVocabulary
 from domain.snapshot import SnapshotKind
 
 AGENT_NAME = r"^[a-z][a-z0-9_]{0,63}$"
@@ -109,6 +109,13 @@ class PrivacyPolicy(_Config):
             msg = f"attributes must be snake_case: {bad}"
             raise ValueError(msg)
         return attributes
+
+    def check_storable(self, key: str) -> None:
+        """Refuse a canonical SEM key whose attribute the policy never lets memory keep."""
+        attribute = key.rsplit("/", 1)[-1]
+        if attribute in self.deny_sem_attributes:
+            msg = f"the privacy policy denies storing attribute {attribute!r}"
+            raise SemValueError(msg)
 
 
 class GovernanceConfig(_Config):
