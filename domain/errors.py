@@ -1,7 +1,8 @@
 """The exact error codes of the specification, and the one exception type that carries them.
 
 Codes are compared as strings by machines (alerts, tests, HTTP clients), so they are spelled once,
-here, exactly as seed 000 section 8 gives them, plus the two that DESIGN.md section 5 adds.
+here, exactly as seed 000 section 8 gives them, plus the two that DESIGN.md section 5 adds and
+``ACCESS_DENIED`` for a replay the actor's roles do not allow (seed 000 section 10).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class ErrorCode(StrEnum):
     FORCE_CONTINUE_REQUIRED = "FORCE_CONTINUE_REQUIRED"
     REPLAY_TIMEOUT = "REPLAY_TIMEOUT"
     FORCE_HALT_REPLAY = "FORCE_HALT_REPLAY"
+    ACCESS_DENIED = "ACCESS_DENIED"
 
 
 class MaceError(Exception):

@@ -1,23 +1,32 @@
-"""Governance: the signed, append-only record of council decisions over a scope.
+"""Governance: the signed, append-only record of who asked for what, and what the council decided.
 
-A scope is what the decisions are about (``job:<id>``, ``snapshot:<id>`` or ``global``). Votes,
-halts and clears are human actions: the wall-clock instant a person acted arrives as
+A scope is what the decisions are about: ``job:<id>`` (force-continue requests, council votes,
+every replay request and result for that job), ``snapshot:<id>`` (halts and their clears) or
+``global``. Everything here is a human action: the wall-clock instant a person acted arrives as
 ``recorded_at`` (ops metadata, never a decision input), while the event's own timestamp stays on
 the deterministic clock like every other MACE event.
+
+Seed 000 section 10 and section 7: a force-continue needs an admin's request *and* a council
+approval; the approval must come from someone other than the requesting admin, or one person
+could approve their own exception. A halt (``FORCE_HALT_REPLAY``) stays until the council appends
+its clear (``FORCE_HALT_CLEAR``).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
+from domain.errors import ErrorCode, MaceError
 
 SCOPE_PATTERN = re.compile(r"^(global|(job|snapshot):[A-Za-z0-9][A-Za-z0-9._:-]{0,127})$")
 ACTOR_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+MAX_REASON = 500
 
 
 class Role(StrEnum):
@@ -32,33 +41,126 @@ class Vote(StrEnum):
     REJECT = "reject"
 
 
+class Motion(StrEnum):
+    """What the council votes on for a job."""
+
+    FORCE_CONTINUE = "force_continue"
+    PRODUCTION_REPLAY = "production_replay"
+
+
+class HaltCause(StrEnum):
+    INTEGRITY_FAILURE = "INTEGRITY_FAILURE"
+    SECURITY_INCIDENT = "SECURITY_INCIDENT"
+
+
 class GovernanceError(ValueError):
     """A governance command that the record does not allow."""
 
 
-def _council_member(actor_id: str, roles: list[str], action: str) -> tuple[str, list[str]]:
-    actor, actor_roles = _actor(actor_id, roles)
-    if Role.COUNCIL.value not in actor_roles:
-        msg = f"only the council may {action}; {actor} does not hold the council role"
-        raise GovernanceError(msg)
-    return actor, actor_roles
+class AccessDenied(MaceError):
+    """The actor's roles do not allow what they asked for."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.ACCESS_DENIED, message)
 
 
-def _actor(actor_id: str, roles: list[str]) -> tuple[str, list[str]]:
-    if not ACTOR_PATTERN.fullmatch(actor_id):
-        msg = f"invalid actor id {actor_id!r}"
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who acts, and the roles they act in (validated, roles sorted and unique)."""
+
+    actor_id: str
+    roles: tuple[str, ...]
+
+    @classmethod
+    def of(cls, actor_id: str, roles: list[str] | tuple[str, ...]) -> Actor:
+        if not ACTOR_PATTERN.fullmatch(actor_id):
+            msg = (
+                f"invalid actor id {actor_id!r}: expected 1-128 letters, digits and . _ @ -,"
+                " starting with a letter or digit"
+            )
+            raise GovernanceError(msg)
+        try:
+            normalised = tuple(sorted({Role(r).value for r in roles}))
+        except ValueError:
+            msg = f"unknown role in {list(roles)}: expected some of {[r.value for r in Role]}"
+            raise GovernanceError(msg) from None
+        if not normalised:
+            msg = f"actor {actor_id} holds no role: expected some of {[r.value for r in Role]}"
+            raise GovernanceError(msg)
+        return cls(actor_id, normalised)
+
+    def holds(self, role: Role) -> bool:
+        return role.value in self.roles
+
+    def as_json(self) -> dict[str, Any]:
+        return {"actor_id": self.actor_id, "roles": list(self.roles)}
+
+
+def _reason(reason: str) -> str:
+    reason = reason.strip()
+    if not reason or len(reason) > MAX_REASON or "\n" in reason:
+        msg = f"a reason must be one line of 1-{MAX_REASON} characters"
         raise GovernanceError(msg)
-    try:
-        normalised = sorted({Role(r).value for r in roles})
-    except ValueError:
-        msg = f"unknown role in {roles}: expected {[r.value for r in Role]}"
-        raise GovernanceError(msg) from None
-    return actor_id, normalised
+    return reason
 
 
 class Governance(MaceAggregate):
     NAME_PREFIX = "governance"
     NAME_FIELD = "scope"
+
+    class Opened(MaceAggregate.Created):
+        LOG_NAME: ClassVar[str] = "GOVERNANCE_OPENED"
+        scope: str
+
+    class VoteCast(MaceAggregate.Event):
+        LOG_NAME: ClassVar[str] = "COUNCIL_VOTE"
+        motion: str
+        vote: str
+        actor_id: str
+        roles: list[str]
+        recorded_at: str
+
+    class ForceContinueRequested(MaceAggregate.Event):
+        LOG_NAME: ClassVar[str] = "FORCE_CONTINUE_REQUEST"
+        reason: str
+        actor_id: str
+        roles: list[str]
+        recorded_at: str
+
+    class HaltSet(MaceAggregate.Event):
+        LOG_NAME: ClassVar[str] = "FORCE_HALT_REPLAY"
+        snapshot_id: str
+        cause: str
+        reason: str
+        actor_id: str
+        roles: list[str]
+        recorded_at: str
+
+    class HaltCleared(MaceAggregate.Event):
+        LOG_NAME: ClassVar[str] = "FORCE_HALT_CLEAR"
+        snapshot_id: str
+        actor_id: str
+        roles: list[str]
+        recorded_at: str
+
+    class ReplayRequested(MaceAggregate.Event):
+        LOG_NAME: ClassVar[str] = "REPLAY_REQUEST"
+        attempt: int
+        mode: str
+        force_continue: bool
+        actor_id: str
+        roles: list[str]
+        recorded_at: str
+
+    class ReplayResulted(MaceAggregate.Event):
+        LOG_NAME: ClassVar[str] = "REPLAY_RESULT"
+        attempt: int
+        ok: bool
+        error_code: str | None
+        authoritative: bool
+        divergences: int
+        report_digest: str
+        recorded_at: str
 
     @classmethod
     def open(cls, scope: str) -> Governance:
@@ -67,63 +169,212 @@ class Governance(MaceAggregate):
             raise GovernanceError(msg)
         return cls(scope=scope)
 
-    @event("Opened")
+    @event(Opened)
     def __init__(self, scope: str) -> None:
         self.scope = scope
-        self.votes: list[dict[str, Any]] = []
+        self.votes: dict[str, list[tuple[str, str]]] = {}
+        self.force_requested_by: str | None = None
         self.halted: dict[str, str] = {}
+        self.replay_attempts = 0
 
-    def cast_vote(
-        self, motion: str, vote: str, actor_id: str, roles: list[str], recorded_at: str
-    ) -> None:
-        actor, actor_roles = _council_member(actor_id, roles, "vote")
+    # Council votes and force-continue
+
+    def cast_vote(self, motion: str, vote: str, actor: Actor, recorded_at: str) -> None:
+        self._require(actor, Role.COUNCIL, "vote")
+        motion = self._motion(motion)
+        if (
+            motion == Motion.FORCE_CONTINUE
+            and vote == Vote.APPROVE
+            and actor.actor_id == self.force_requested_by
+        ):
+            msg = (
+                f"{actor.actor_id} requested this force-continue: the council approval must come"
+                " from someone else"
+            )
+            raise GovernanceError(msg)
         self._vote_cast(
-            motion=motion,
+            motion=motion.value,
             vote=Vote(vote).value,
-            actor_id=actor,
-            roles=actor_roles,
+            actor_id=actor.actor_id,
+            roles=list(actor.roles),
             recorded_at=recorded_at,
         )
 
-    @event("VoteCast")
+    @event(VoteCast)
     def _vote_cast(
         self, motion: str, vote: str, actor_id: str, roles: list[str], recorded_at: str
     ) -> None:
-        self.votes.append({"motion": motion, "vote": vote, "actor_id": actor_id})
+        self.votes.setdefault(motion, []).append((actor_id, vote))
+
+    def request_force_continue(self, reason: str, actor: Actor, recorded_at: str) -> None:
+        self._require(actor, Role.ADMIN, "request a force-continue")
+        self._job_scope("a force-continue")
+        self._force_continue_requested(
+            reason=_reason(reason),
+            actor_id=actor.actor_id,
+            roles=list(actor.roles),
+            recorded_at=recorded_at,
+        )
+
+    @event(ForceContinueRequested)
+    def _force_continue_requested(
+        self, reason: str, actor_id: str, roles: list[str], recorded_at: str
+    ) -> None:
+        self.force_requested_by = actor_id
+
+    def approved(self, motion: Motion) -> bool:
+        """The council's latest vote on the motion approves it (a later reject withdraws it)."""
+        votes = self.votes.get(motion.value, [])
+        return bool(votes) and votes[-1][1] == Vote.APPROVE.value
+
+    def force_continue_allowed(self) -> bool:
+        """An admin requested a force-continue and another person, for the council, approved."""
+        if self.force_requested_by is None or not self.approved(Motion.FORCE_CONTINUE):
+            return False
+        approver = self.votes[Motion.FORCE_CONTINUE.value][-1][0]
+        return approver != self.force_requested_by
+
+    # Halts
 
     def halt(
-        self, snapshot_id: str, reason: str, actor_id: str, roles: list[str], recorded_at: str
+        self, snapshot_id: str, cause: HaltCause, reason: str, actor: Actor, recorded_at: str
     ) -> None:
-        actor, actor_roles = _actor(actor_id, roles)
+        """Set FORCE_HALT_REPLAY on a snapshot; a snapshot already halted stays as it is."""
         if snapshot_id in self.halted:
             return
         self._halt_set(
             snapshot_id=snapshot_id,
-            reason=reason,
-            actor_id=actor,
-            roles=actor_roles,
+            cause=HaltCause(cause).value,
+            reason=_reason(reason),
+            actor_id=actor.actor_id,
+            roles=list(actor.roles),
             recorded_at=recorded_at,
         )
 
-    @event("HaltSet")
+    @event(HaltSet)
     def _halt_set(
-        self, snapshot_id: str, reason: str, actor_id: str, roles: list[str], recorded_at: str
+        self,
+        snapshot_id: str,
+        cause: str,
+        reason: str,
+        actor_id: str,
+        roles: list[str],
+        recorded_at: str,
     ) -> None:
-        self.halted[snapshot_id] = reason
+        self.halted[snapshot_id] = f"{cause}: {reason}"
 
-    def clear_halt(
-        self, snapshot_id: str, actor_id: str, roles: list[str], recorded_at: str
-    ) -> None:
-        actor, actor_roles = _council_member(actor_id, roles, "clear a halt")
+    def clear_halt(self, snapshot_id: str, actor: Actor, recorded_at: str) -> None:
+        self._require(actor, Role.COUNCIL, "clear a halt")
         if snapshot_id not in self.halted:
             msg = f"snapshot {snapshot_id} is not halted in scope {self.scope}"
             raise GovernanceError(msg)
         self._halt_cleared(
-            snapshot_id=snapshot_id, actor_id=actor, roles=actor_roles, recorded_at=recorded_at
+            snapshot_id=snapshot_id,
+            actor_id=actor.actor_id,
+            roles=list(actor.roles),
+            recorded_at=recorded_at,
         )
 
-    @event("HaltCleared")
+    @event(HaltCleared)
     def _halt_cleared(
         self, snapshot_id: str, actor_id: str, roles: list[str], recorded_at: str
     ) -> None:
         del self.halted[snapshot_id]
+
+    # Replay attempts
+
+    def request_replay(
+        self, mode: str, force_continue: bool, actor: Actor, recorded_at: str
+    ) -> int:
+        """Append REPLAY_REQUEST; returns the attempt's number (from 1, per job)."""
+        self._job_scope("a replay")
+        attempt = self.replay_attempts + 1
+        self._replay_requested(
+            attempt=attempt,
+            mode=mode,
+            force_continue=force_continue,
+            actor_id=actor.actor_id,
+            roles=list(actor.roles),
+            recorded_at=recorded_at,
+        )
+        return attempt
+
+    @event(ReplayRequested)
+    def _replay_requested(
+        self,
+        attempt: int,
+        mode: str,
+        force_continue: bool,
+        actor_id: str,
+        roles: list[str],
+        recorded_at: str,
+    ) -> None:
+        self.replay_attempts = attempt
+
+    def record_replay_result(
+        self,
+        attempt: int,
+        ok: bool,
+        error_code: str | None,
+        authoritative: bool,
+        divergences: int,
+        report_digest: str,
+        recorded_at: str,
+    ) -> None:
+        """Append REPLAY_RESULT for an attempt this record requested."""
+        if not 1 <= attempt <= self.replay_attempts:
+            msg = f"replay attempt {attempt} was never requested in scope {self.scope}"
+            raise GovernanceError(msg)
+        self._replay_resulted(
+            attempt=attempt,
+            ok=ok,
+            error_code=error_code,
+            authoritative=authoritative,
+            divergences=divergences,
+            report_digest=report_digest,
+            recorded_at=recorded_at,
+        )
+
+    @event(ReplayResulted)
+    def _replay_resulted(
+        self,
+        attempt: int,
+        ok: bool,
+        error_code: str | None,
+        authoritative: bool,
+        divergences: int,
+        report_digest: str,
+        recorded_at: str,
+    ) -> None:
+        pass  # a result changes no decision: it is the record that the attempt ended so
+
+    # Checks
+
+    def _job_scope(self, what: str) -> None:
+        if not self.scope.startswith("job:"):
+            msg = f"{what} belongs to a job's governance, not to scope {self.scope}"
+            raise GovernanceError(msg)
+
+    @staticmethod
+    def _motion(motion: str) -> Motion:
+        try:
+            return Motion(motion)
+        except ValueError:
+            msg = f"unknown motion {motion!r}: expected one of {[m.value for m in Motion]}"
+            raise GovernanceError(msg) from None
+
+    @staticmethod
+    def _require(actor: Actor, role: Role, action: str) -> None:
+        if not actor.holds(role):
+            held = list(actor.roles)
+            raise AccessDenied(
+                f"only the {role.value} role may {action}; {actor.actor_id} holds {held}"
+            )
+
+
+def governance_scope_of_job(job_id: str) -> str:
+    return f"job:{job_id}"
+
+
+def governance_scope_of_snapshot(snapshot_id: str) -> str:
+    return f"snapshot:{snapshot_id}"

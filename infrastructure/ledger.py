@@ -24,31 +24,24 @@ from domain.snapshot import SNAPSHOT_ID_PATTERN, Snapshot, SnapshotKind
 from domain.stage0.config import DEFAULT_CONFIGS, BrainStateConfig, SelfRepConfig, parse_config
 from domain.validation_messages import first_problem
 from infrastructure.event_store import VerifyingEventStore
+from infrastructure.governance_service import GovernanceService
 from infrastructure.keyring import Keyring, load_keyring
+from infrastructure.ledger_errors import ConflictError, NotFoundError, SnapshotError
 from infrastructure.ledger_verification import LedgerVerification, verify_ledger
 from infrastructure.mapper import SignedMapper
+from infrastructure.replay_service import ReplayService
 from infrastructure.settings import Settings, SQLiteStore, Store
 from infrastructure.signed_record import IntegrityFailure, VerifiedRecord, mac_digest, record_mac
 from projections.reflective_log import ReflectiveLog, complete_job
 from projections.stage0_runtime import Stage0Snapshots, run_stage0
+
+__all__ = ["ConflictError", "Ledger", "NotFoundError", "SnapshotError", "default_snapshots"]
 
 A = TypeVar("A", bound=MaceAggregate)
 T = TypeVar("T")
 
 ATTEMPTS: Final = 5
 """How often a write that lost a race (job number, SEM entry) is recomputed and retried."""
-
-
-class NotFoundError(LookupError):
-    """The named job, snapshot or other record is not in the ledger."""
-
-
-class ConflictError(ValueError):
-    """The record already exists, or changed underneath this command."""
-
-
-class SnapshotError(ValueError):
-    """A snapshot named for a job is absent, of the wrong kind, or unusable for its kind."""
 
 
 def default_snapshots() -> dict[SnapshotKind, Snapshot]:
@@ -69,6 +62,8 @@ class Ledger(Application[UUID]):
         self.store = store
         self.keyring = keyring
         super().__init__(env=store.eventsourcing_env())
+        self.governance = GovernanceService(self)
+        self.replays = ReplayService(self)
 
     @classmethod
     def open(cls, settings: Settings | None = None, *, create: bool = True) -> Ledger:
@@ -93,7 +88,7 @@ class Ledger(Application[UUID]):
         assert isinstance(self.events, VerifyingEventStore)
         return self.events
 
-    def _get(self, cls: type[A], aggregate_uuid: UUID, what: str) -> A:
+    def get_aggregate(self, cls: type[A], aggregate_uuid: UUID, what: str) -> A:
         try:
             aggregate: object = self.repository.get(aggregate_uuid)
         except AggregateNotFoundError:
@@ -130,7 +125,9 @@ class Ledger(Application[UUID]):
         if not SNAPSHOT_ID_PATTERN.fullmatch(snapshot_id):
             msg = f"invalid snapshot id {snapshot_id!r}: expected 64 lowercase hex characters"
             raise ValueError(msg)
-        snapshot = self._get(Snapshot, Snapshot.id_for(snapshot_id), f"snapshot {snapshot_id}")
+        snapshot = self.get_aggregate(
+            Snapshot, Snapshot.id_for(snapshot_id), f"snapshot {snapshot_id}"
+        )
         # Content-addressed: the id must still follow from what the snapshot says.
         again = Snapshot.declare(
             snapshot.kind, snapshot.payload, snapshot.schema_version, snapshot.seed_namespace
@@ -159,12 +156,12 @@ class Ledger(Application[UUID]):
         job = Job.start(job_id, job_seed, job_input, snapshot_ids, capture_mode)
 
         def attempt() -> Job:
-            if self._job_exists(job_id):
+            if self.job_exists(job_id):
                 raise ConflictError(f"job {job_id} already exists")
             self.save(job, *self._registration(self._registry_version(), job_id))
             return job
 
-        return self._retrying(attempt, f"start of job {job_id}")
+        return self.retrying(attempt, f"start of job {job_id}")
 
     def record_job_events(
         self, job_id: str, events: Sequence[tuple[str, dict[str, Any]]]
@@ -226,7 +223,7 @@ class Ledger(Application[UUID]):
 
     # Recording whole jobs: one transaction for the job, its seal, its number and its SEM writes
 
-    def _retrying(self, attempt: Callable[[], T], what: str) -> T:
+    def retrying(self, attempt: Callable[[], T], what: str) -> T:
         """Run ``attempt`` again when it lost a race with another writer; it recomputes all."""
         for _ in range(ATTEMPTS):
             try:
@@ -261,7 +258,7 @@ class Ledger(Application[UUID]):
         ``with_job``: the job's SEM writes and the snapshots first stored for it. ``stored``: the
         declared snapshot ids the caller already knows are in the ledger (else each is looked up).
         """
-        if self._job_exists(job.job_id):
+        if self.job_exists(job.job_id):
             raise ConflictError(f"job {job.job_id} already exists")
         if stored is None:
             stored = {sid for sid in job.snapshot_ids.values() if self._snapshot_stored(sid)}
@@ -277,10 +274,12 @@ class Ledger(Application[UUID]):
         self.save(*events, job, witness, *registration, *with_job)
         return ReflectiveLog.of(job)
 
-    def _job_exists(self, job_id: str) -> bool:
-        return (
-            next(iter(self.recorder.select_events(Job.id_for(job_id), limit=1)), None) is not None
-        )
+    def job_exists(self, job_id: str) -> bool:
+        return self.stream_exists(Job.id_for(job_id))
+
+    def stream_exists(self, stream: UUID) -> bool:
+        """Whether any event of the stream is stored (nothing is read or verified)."""
+        return next(iter(self.recorder.select_events(stream, limit=1)), None) is not None
 
     def _snapshot_stored(self, snapshot_id: str) -> bool:
         try:
@@ -382,7 +381,7 @@ class Ledger(Application[UUID]):
             with_job: list[SemEntry | Snapshot] = [*run.sem_writes, *new_defaults]
             return self._commit_job(job, version, run.final_output, configs, with_job, present)
 
-        return self._retrying(attempt, "run")
+        return self.retrying(attempt, "run")
 
     # Runs recorded by an outside emitter
 
@@ -406,7 +405,7 @@ class Ledger(Application[UUID]):
                 job.record(captured.EVENT_TYPE, captured.payload())
             return self._commit_job(job, version, completed.final_output, configs)
 
-        return self._retrying(attempt, "record run")
+        return self.retrying(attempt, "record run")
 
     def _config_if_usable(self, ids: dict[str, str], kind: SnapshotKind) -> Any:
         snapshot_id = ids.get(kind.value)
@@ -445,7 +444,7 @@ class Ledger(Application[UUID]):
     def entry(self, key: str) -> SemEntry | None:
         """The stored SEM entry under a canonical key (the runtime's `SemSource`)."""
         try:
-            return self._get(SemEntry, SemEntry.id_for(key), f"SEM entry {key}")
+            return self.get_aggregate(SemEntry, SemEntry.id_for(key), f"SEM entry {key}")
         except NotFoundError:
             return None
 
@@ -474,7 +473,7 @@ class Ledger(Application[UUID]):
             self.save(entry)
             return entry.read()
 
-        return key, self._retrying(attempt, f"SEM write to {key}")
+        return key, self.retrying(attempt, f"SEM write to {key}")
 
 
 def _stream_entry(event: DomainEventProtocol[UUID]) -> dict[str, Any]:

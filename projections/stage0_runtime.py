@@ -9,7 +9,7 @@ from the very events it returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -36,7 +36,7 @@ from domain.memory import (
     canonical_key,
 )
 from domain.snapshot import SnapshotKind
-from domain.stage0.agents import AGENTS, AgentReply, AgentRequest, CannotHandle
+from domain.stage0.agents import AGENTS, Agent, AgentReply, AgentRequest, CannotHandle
 from domain.stage0.config import (
     BrainStateConfig,
     GovernanceConfig,
@@ -164,8 +164,12 @@ def run_stage0(
     snapshots: Stage0Snapshots,
     source: SemSource,
     capture_mode: CaptureMode,
+    agents: Mapping[str, Agent] = AGENTS,
 ) -> Stage0Run:
-    """Run one Stage-0 iteration: perceive, route, dispatch (with F3/F4 fallbacks), trace."""
+    """Run one Stage-0 iteration: perceive, route, dispatch (with F3/F4 fallbacks), trace.
+
+    ``agents``: the modules by name; a reexecute replay passes declared mocks in some places.
+    """
     run = Stage0Run()
 
     def emit(event: RunEvent) -> None:
@@ -176,7 +180,7 @@ def run_stage0(
     emit(InputReceived(iteration=iteration, text=text, user=user))
     selfrep = fold_selfrep(snapshots.selfrep, run.events)
     # F3 covers both: an agent the SelfRepresentation does not offer, and one with no module.
-    decision = decide(snapshots.router, text, available_agents(selfrep) & AGENTS.keys())
+    decision = decide(snapshots.router, text, available_agents(selfrep) & agents.keys())
     routed = RouterDecision(
         iteration=iteration,
         rule_id=decision.rule_id,
@@ -195,7 +199,9 @@ def run_stage0(
     )
     request = AgentRequest(text=text, user=user, vocabulary=snapshots.brainstate.sem)
     selected = [decision.agent]
-    reply, status = _dispatch(decision.agent, request, memory, iteration, emit)
+    reply, status = _dispatch(
+        agents[decision.agent], decision.agent, request, memory, iteration, emit
+    )
     if status != "ok":
         fallback = AgentRequest(
             text=text,
@@ -204,7 +210,9 @@ def run_stage0(
             after_failure=status == "failed",
         )
         selected.append("generic_agent")
-        reply, _ = _dispatch("generic_agent", fallback, memory, iteration, emit)
+        reply, _ = _dispatch(
+            agents["generic_agent"], "generic_agent", fallback, memory, iteration, emit
+        )
     assert reply is not None  # generic_agent always answers
     brainstate_after = fold_brainstate(snapshots.brainstate, run.events, job_seed)
     this_iteration = [e for e in run.events if getattr(e, "iteration", None) == iteration]
@@ -230,6 +238,7 @@ def run_stage0(
 
 
 def _dispatch(
+    module: Agent,
     agent: str,
     request: AgentRequest,
     memory: RecordingMemory,
@@ -241,7 +250,7 @@ def _dispatch(
     reply: AgentReply | None = None
     error: str | None = None
     try:
-        reply = AGENTS[agent](request, memory)
+        reply = module(request, memory)
         status = "ok"
     except CannotHandle:
         status = "declined"

@@ -9,9 +9,10 @@ from __future__ import annotations
 from forbidden_calls import forbid_nondeterminism
 
 from domain.determinism import DeterministicClock
-from domain.governance import Governance
+from domain.governance import Actor, Governance, HaltCause
 from domain.job import Job, JobSealWitness
 from domain.receipt import Receipt
+from domain.replay_record import ReplayRecord
 from domain.snapshot import Snapshot
 
 
@@ -23,11 +24,18 @@ def test_aggregate_commands_touch_no_clock_or_randomness() -> None:
         job.seal(job.version, "0" * 64)
         witness = JobSealWitness(job_id="job-1", event_count=2, mac_digest="0" * 64)
         governance = Governance.open("job:job-1")
-        governance.cast_vote("force-continue", "approve", "ada", ["council"], "2026-11-22T00:00Z")
-        governance.halt(snapshot.snapshot_id, "INTEGRITY_FAILURE", "ops", ["admin"], "t")
-        governance.clear_halt(snapshot.snapshot_id, "ada", ["council"], "t")
+        ada, ops = Actor.of("ada", ["council"]), Actor.of("ops", ["admin"])
+        governance.request_force_continue("diverged at iteration 0", ops, "t")
+        governance.cast_vote("force_continue", "approve", ada, "2026-11-22T00:00Z")
+        attempt = governance.request_replay("audit", True, ops, "t")
+        governance.record_replay_result(attempt, True, None, True, 0, "0" * 64, "t")
+        governance.halt(snapshot.snapshot_id, HaltCause.INTEGRITY_FAILURE, "MAC", ops, "t")
+        governance.clear_halt(snapshot.snapshot_id, ada, "t")
+        record = ReplayRecord.open("job-1", attempt, "audit")
+        record.log_step("1 load reflective log", "ok", "job job-1")
+        record.store_report({"ok": True}, "# ok\n")
         receipt = Receipt.emit("r1", "tenant-a", "live", {"context_hash": "x"}, None)
-    for aggregate in (snapshot, job, witness, governance, receipt):
+    for aggregate in (snapshot, job, witness, governance, receipt, record):
         clock = DeterministicClock(aggregate.clock_seed)
         stamps = [e.timestamp for e in aggregate.collect_events()]
         assert stamps == [clock.at(v) for v in range(1, len(stamps) + 1)]

@@ -8,7 +8,7 @@ import pytest
 from ledger_fixtures import RawTable, settings_for
 
 from domain.determinism import DeterministicClock, event_id
-from domain.governance import Governance, GovernanceError
+from domain.governance import AccessDenied, Actor, Governance, HaltCause
 from domain.job import Job, JobSealedError
 from domain.naming import aggregate_id
 from domain.receipt import Receipt
@@ -145,8 +145,9 @@ def test_verify_all_counts_everything(ledger: Ledger) -> None:
 
 def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger) -> None:
     council = Governance.open("job:job-1")
-    council.cast_vote("force-continue", "approve", "ada", ["council"], "2026-11-22T10:00:00Z")
-    council.halt("f" * 64, "INTEGRITY_FAILURE", "ops", ["admin"], "2026-11-22T10:01:00Z")
+    ada, ops = Actor.of("ada", ["council"]), Actor.of("ops", ["admin"])
+    council.cast_vote("force_continue", "approve", ada, "2026-11-22T10:00:00Z")
+    council.halt("f" * 64, HaltCause.INTEGRITY_FAILURE, "MAC mismatch", ops, "2026-11-22T10:01:00Z")
     receipt = Receipt.emit(
         "r-1",
         "tenant-a",
@@ -158,13 +159,11 @@ def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger)
 
     stored_council: Governance = ledger.repository.get(Governance.id_for("job:job-1"))
     stored_receipt: Receipt = ledger.repository.get(Receipt.id_for("r-1"))
-    assert stored_council.votes == [
-        {"motion": "force-continue", "vote": "approve", "actor_id": "ada"}
-    ]
-    assert stored_council.halted == {"f" * 64: "INTEGRITY_FAILURE"}
+    assert stored_council.votes == {"force_continue": [("ada", "approve")]}
+    assert stored_council.halted == {"f" * 64: "INTEGRITY_FAILURE: MAC mismatch"}
     assert stored_receipt.body["selected"][0]["score"] == 0.3
     assert stored_receipt.policy_snapshot is not None
     summary = ledger.verify_all()
     assert (summary.events, summary.streams) == (4, 2)
-    with pytest.raises(GovernanceError, match="only the council may clear a halt"):
-        stored_council.clear_halt("f" * 64, "ops", ["admin"], "2026-11-22T10:02:00Z")
+    with pytest.raises(AccessDenied, match="only the council role may clear a halt"):
+        stored_council.clear_halt("f" * 64, ops, "2026-11-22T10:02:00Z")

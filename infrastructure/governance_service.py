@@ -1,0 +1,161 @@
+"""Governance use cases: force-continue requests, council votes, halts and clears, the log.
+
+Every command reads the scope's record, applies the domain's rule (roles, four eyes) and stores
+the record again, retried if another writer got there first. Reached as `Ledger.governance`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from eventsourcing.utils import get_topic
+
+from domain.governance import (
+    Actor,
+    Governance,
+    HaltCause,
+    Motion,
+    Vote,
+    governance_scope_of_job,
+    governance_scope_of_snapshot,
+)
+from domain.job import validate_job_id
+from domain.snapshot import SNAPSHOT_ID_PATTERN, Snapshot
+from infrastructure.ledger_errors import NotFoundError
+from infrastructure.ops_clock import recorded_at
+from infrastructure.signed_record import IntegrityFailure, verify_record
+
+if TYPE_CHECKING:
+    from infrastructure.ledger import Ledger
+
+GOVERNANCE_EVENTS = (
+    Governance.Opened,
+    Governance.VoteCast,
+    Governance.ForceContinueRequested,
+    Governance.HaltSet,
+    Governance.HaltCleared,
+    Governance.ReplayRequested,
+    Governance.ReplayResulted,
+)
+GOVERNANCE_TOPICS = tuple(get_topic(cls) for cls in GOVERNANCE_EVENTS)
+PAGE = 1000
+T = TypeVar("T")
+
+
+class GovernanceService:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    # Records
+
+    def record(self, scope: str) -> Governance | None:
+        if not self.ledger.stream_exists(Governance.id_for(scope)):
+            return None
+        return self.ledger.get_aggregate(
+            Governance, Governance.id_for(scope), f"governance record {scope}"
+        )
+
+    def record_or_new(self, scope: str) -> Governance:
+        return self.record(scope) or Governance.open(scope)
+
+    def act_on(self, scope: str, command: Callable[[Governance], T], what: str) -> T:
+        """Run a command on the scope's record and store it, again if another writer raced."""
+
+        def attempt() -> T:
+            record = self.record_or_new(scope)
+            result = command(record)
+            self.ledger.save(record)
+            return result
+
+        return self.ledger.retrying(attempt, what)
+
+    def existing_job_scope(self, job_id: str) -> str:
+        validate_job_id(job_id)
+        if not self.ledger.job_exists(job_id):
+            raise NotFoundError(f"no job {job_id}")
+        return governance_scope_of_job(job_id)
+
+    def _existing_snapshot_scope(self, snapshot_id: str) -> str:
+        if not SNAPSHOT_ID_PATTERN.fullmatch(snapshot_id):
+            msg = f"invalid snapshot id {snapshot_id!r}: expected 64 lowercase hex characters"
+            raise ValueError(msg)
+        if not self.ledger.stream_exists(Snapshot.id_for(snapshot_id)):
+            raise NotFoundError(f"no snapshot {snapshot_id}")
+        return governance_scope_of_snapshot(snapshot_id)
+
+    # Council and admin actions
+
+    def request_force_continue(self, job_id: str, reason: str, actor: Actor) -> None:
+        """An admin asks to continue replays of the job past a divergence."""
+        scope = self.existing_job_scope(job_id)
+        now = recorded_at()
+        self.act_on(
+            scope,
+            lambda g: g.request_force_continue(reason, actor, now),
+            f"force-continue request for {job_id}",
+        )
+
+    def vote(self, job_id: str, motion: Motion, vote: Vote, actor: Actor) -> None:
+        """A council member votes on a motion for a job (the latest vote counts)."""
+        scope = self.existing_job_scope(job_id)
+        now = recorded_at()
+        self.act_on(
+            scope, lambda g: g.cast_vote(motion, vote, actor, now), f"council vote on {job_id}"
+        )
+
+    def halt_snapshot(self, snapshot_id: str, reason: str, actor: Actor) -> None:
+        """Record a security incident: replays touching the snapshot halt until cleared."""
+        scope = self._existing_snapshot_scope(snapshot_id)
+        now = recorded_at()
+        self.act_on(
+            scope,
+            lambda g: g.halt(snapshot_id, HaltCause.SECURITY_INCIDENT, reason, actor, now),
+            f"halt of snapshot {snapshot_id}",
+        )
+
+    def clear_halt(self, snapshot_id: str, actor: Actor) -> None:
+        """FORCE_HALT_CLEAR: the council lifts a halt."""
+        scope = self._existing_snapshot_scope(snapshot_id)
+        now = recorded_at()
+        self.act_on(
+            scope, lambda g: g.clear_halt(snapshot_id, actor, now), f"clear of {snapshot_id}"
+        )
+
+    def log(self, job_id: str | None = None) -> list[dict[str, Any]]:
+        """Governance events in stored order: one job's and its snapshots', or all of them."""
+        wanted: set[str] | None = None
+        if job_id is not None:
+            job_scope = self.existing_job_scope(job_id)
+            snapshots = self.ledger.get_job(job_id).snapshot_ids.values()
+            wanted = {job_scope, *(governance_scope_of_snapshot(s) for s in snapshots)}
+        scopes: dict[Any, str] = {}
+        entries: list[dict[str, Any]] = []
+        for event in self._all_governance_events():
+            if isinstance(event, Governance.Opened):
+                scopes[event.originator_id] = event.scope
+            scope = scopes.get(event.originator_id)
+            if scope is None:
+                raise IntegrityFailure(event.originator_id, 1, "governance record was never opened")
+            if wanted is None or scope in wanted:
+                entries.append({"scope": scope, **_log_entry(event)})
+        return entries
+
+    def _all_governance_events(self) -> Iterator[Any]:
+        """Every governance event, verified, in the order the store recorded them."""
+        start = 1
+        while True:
+            page = self.ledger.recorder.select_notifications(start, PAGE, topics=GOVERNANCE_TOPICS)
+            for notification in page:
+                yield self.ledger.verifying_store.signed_mapper.decode(
+                    verify_record(self.ledger.keyring, notification)
+                )
+            if len(page) < PAGE:
+                return
+            start = page[-1].id + 1
+
+
+def _log_entry(event: Any) -> dict[str, Any]:
+    framing = {"originator_id", "originator_version", "timestamp", "originator_topic", "scope"}
+    fields = event.model_dump(mode="json", exclude=framing)
+    return {"event": type(event).LOG_NAME, "version": event.originator_version, **fields}

@@ -1,0 +1,15 @@
+"""What a ledger use case raises when the request, not the store, is at fault."""
+
+from __future__ import annotations
+
+
+class NotFoundError(LookupError):
+    """The named job, snapshot or other record is not in the ledger."""
+
+
+class ConflictError(ValueError):
+    """The record already exists, or changed underneath this command."""
+
+
+class SnapshotError(ValueError):
+    """A snapshot named for a job is absent, of the wrong kind, or unusable for its kind."""

@@ -1,0 +1,194 @@
+"""Replay use cases: run seed 000 section 6 over the ledger and record every attempt.
+
+A replay is recorded in two places: the job's governance record gets the signed REPLAY_REQUEST
+before anything else happens (so a refused or crashed attempt is still on record) and the
+REPLAY_RESULT at the end; the attempt's own replay record gets every verification step and the
+report. The result, the record and any halts the replay sets are stored in one transaction.
+Reached as `Ledger.replays`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from domain.canonical import digest
+from domain.errors import ErrorCode
+from domain.governance import (
+    Actor,
+    Governance,
+    HaltCause,
+    Motion,
+    governance_scope_of_job,
+    governance_scope_of_snapshot,
+)
+from domain.memory import SemEntry
+from domain.replay_access import ReplayMode, replay_refusal
+from domain.replay_record import ReplayRecord, replay_record_name
+from domain.snapshot import Snapshot
+from domain.stage0.agents import AgentReply
+from infrastructure.ops_clock import recorded_at, stopwatch
+from infrastructure.signed_record import IntegrityFailure
+from projections.replay import ReplayOutcome, ReplayRequest, replay_job
+from projections.replay_report import render_markdown, replay_report
+
+if TYPE_CHECKING:
+    from domain.job import Job
+    from infrastructure.governance_service import GovernanceService
+    from infrastructure.ledger import Ledger
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    attempt: int
+    outcome: ReplayOutcome
+    report: dict[str, Any]
+    markdown: str
+
+
+class LedgerReplaySource:
+    """`ReplaySource` over the ledger: every read verified, the job read once."""
+
+    def __init__(self, ledger: Ledger, job: Job | None) -> None:
+        self._ledger = ledger
+        self._job = job
+
+    def load_job(self, job_id: str) -> Job:
+        return self._job if self._job is not None else self._ledger.get_job(job_id)
+
+    def snapshot_stored(self, snapshot_id: str) -> bool:
+        return self._ledger.stream_exists(Snapshot.id_for(snapshot_id))
+
+    def load_snapshot(self, snapshot_id: str) -> Snapshot:
+        return self._ledger.get_snapshot(snapshot_id)
+
+    def halt_reason(self, snapshot_id: str) -> str | None:
+        scope = governance_scope_of_snapshot(snapshot_id)
+        record = self._ledger.governance.record(scope)
+        return None if record is None else record.halted.get(snapshot_id)
+
+    def sem_events(self, key: str) -> list[SemEntry.Event]:
+        events = self._ledger.verifying_store.get(SemEntry.id_for(key))
+        return [e for e in events if isinstance(e, SemEntry.Event)]
+
+
+class ReplayService:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    @property
+    def governance(self) -> GovernanceService:
+        return self.ledger.governance
+
+    def run(
+        self,
+        job_id: str,
+        mode: ReplayMode,
+        actor: Actor,
+        *,
+        force_continue: bool = False,
+        mocks: Mapping[str, AgentReply] | None = None,
+        elapsed: Callable[[], float] | None = None,
+    ) -> ReplayResult:
+        """Seed 000 section 6 for one job, recorded: REPLAY_REQUEST, steps, report, result."""
+        scope = self.governance.existing_job_scope(job_id)
+        if mocks and mode is not ReplayMode.REEXECUTE:
+            msg = "declared mocks are for reexecute replays only: audit and production use none"
+            raise ValueError(msg)
+        job = self._job_if_intact(job_id)
+        watch = elapsed or stopwatch()
+
+        now = recorded_at()
+        attempt = self.governance.act_on(
+            scope,
+            lambda g: g.request_replay(mode.value, force_continue, actor, now),
+            f"replay request for {job_id}",
+        )
+        outcome = self._run_replay(job_id, job, mode, actor, force_continue, mocks or {}, watch)
+        report = replay_report(outcome, actor, attempt, force_continue)
+        markdown = render_markdown(report)
+        self.ledger.retrying(
+            lambda: self._store_replay(scope, attempt, outcome, actor, report, markdown),
+            f"replay result for {job_id}",
+        )
+        return ReplayResult(attempt, outcome, report, markdown)
+
+    def _job_if_intact(self, job_id: str) -> Job | None:
+        """The job, refusing an open one up front; None when it fails verification (recorded)."""
+        try:
+            job = self.ledger.get_job(job_id)
+        except IntegrityFailure:
+            return None
+        if not job.sealed:
+            msg = f"job {job_id} is open: only completed, sealed jobs can be replayed"
+            raise ValueError(msg)
+        return job
+
+    def _run_replay(
+        self,
+        job_id: str,
+        job: Job | None,
+        mode: ReplayMode,
+        actor: Actor,
+        force_continue: bool,
+        mocks: Mapping[str, AgentReply],
+        elapsed: Callable[[], float],
+    ) -> ReplayOutcome:
+        record = self.governance.record_or_new(governance_scope_of_job(job_id))
+        refusal = replay_refusal(mode, actor, record.approved(Motion.PRODUCTION_REPLAY))
+        if refusal is not None:
+            return ReplayOutcome.stopped(job_id, mode, "access", ErrorCode.ACCESS_DENIED, refusal)
+        request = ReplayRequest(
+            job_id=job_id,
+            mode=mode,
+            force_continue=force_continue,
+            force_approved=record.force_continue_allowed(),
+            mocks=mocks,
+            elapsed=elapsed,
+        )
+        try:
+            return replay_job(LedgerReplaySource(self.ledger, job), request)
+        except IntegrityFailure as exc:
+            # A stream read mid-replay (SEM history, a governance record) failed verification.
+            return ReplayOutcome.stopped(
+                job_id, mode, "integrity", ErrorCode.INTEGRITY_FAILURE, exc.message
+            )
+
+    def _store_replay(
+        self,
+        scope: str,
+        attempt: int,
+        outcome: ReplayOutcome,
+        actor: Actor,
+        report: dict[str, Any],
+        markdown: str,
+    ) -> None:
+        now = recorded_at()
+        record = self.governance.record_or_new(scope)
+        record.record_replay_result(
+            attempt,
+            outcome.ok,
+            None if outcome.error_code is None else outcome.error_code.value,
+            outcome.authoritative,
+            len(outcome.divergences),
+            digest(report),
+            now,
+        )
+        steps = ReplayRecord.open(outcome.job_id, attempt, outcome.mode.value)
+        for step in outcome.steps:
+            steps.log_step(step.step, step.outcome, step.detail)
+        steps.store_report(report, markdown)
+        halts: list[Governance] = []
+        for snapshot_id in outcome.halt_snapshots:
+            halt = self.governance.record_or_new(governance_scope_of_snapshot(snapshot_id))
+            reason = (
+                f"signature check failed in replay {replay_record_name(outcome.job_id, attempt)}"
+            )
+            halt.halt(snapshot_id, HaltCause.INTEGRITY_FAILURE, reason, actor, now)
+            halts.append(halt)
+        self.ledger.save(record, steps, *halts)
+
+    def record(self, job_id: str, attempt: int) -> ReplayRecord:
+        name = replay_record_name(job_id, attempt)
+        return self.ledger.get_aggregate(ReplayRecord, ReplayRecord.id_for(name), f"replay {name}")

@@ -1,0 +1,493 @@
+"""Replay: seed 000 section 6, step by step, as a rebuild of a job's projections.
+
+`replay_job` loads the job's ReflectiveLog, checks that every declared snapshot is present, not
+halted and signed, re-folds SelfRepresentation and BrainState through the reducers the live run
+used, re-runs each recorded iteration through the very `run_stage0` the live run called (routing
+re-decided from the recorded RouterConfig snapshot, memory as the job saw it) and compares every
+seed 004 section 5 field, then the final answer. Each verification step is logged, in order, for
+the append-only replay record. The first difference stops the replay (``REPLAY_DIVERGENCE``, or
+``RESULT_MISMATCH`` for the final answer) unless a force-continue was asked for *and* governance
+allows it; a forced replay runs to the end, lists every divergence and is not authoritative.
+
+The store, the signatures and the ops clock are reached through `ReplaySource` and
+`ReplayRequest.elapsed`; nothing here reads the wall clock or writes anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, Protocol
+
+from domain.canonical import canonical_json
+from domain.capture import missing_artifacts
+from domain.errors import ErrorCode, MaceError
+from domain.events import (
+    EQUALITY_FIELDS,
+    AgentOutput,
+    InputReceived,
+    IterationTrace,
+    JobCompleted,
+    MaterialisedState,
+    MissingArtifact,
+    ModelCallEnvelope,
+    RunEvent,
+    ToolResult,
+)
+from domain.job import CaptureMode, Job
+from domain.replay_access import ReplayMode
+from domain.snapshot import Snapshot, SnapshotKind
+from domain.stage0.agents import AGENTS, Agent, AgentReply, AgentRequest, Memory
+from domain.stage0.config import parse_config
+from projections.brainstate import fold_brainstate
+from projections.reflective_log import recorded_events
+from projections.replay_memory import MemoryAsRecorded, SemHistory
+from projections.selfrep import fold_selfrep
+from projections.stage0_runtime import Stage0Snapshots, run_stage0
+
+
+class ReplaySource(SemHistory, Protocol):
+    """What a replay reads from the ledger; every read is verified before it is returned."""
+
+    def load_job(self, job_id: str) -> Job:
+        """The job, its MACs, versions, seal and witness verified (MaceError otherwise)."""
+
+    def snapshot_stored(self, snapshot_id: str) -> bool:
+        """Whether the ledger holds a snapshot with this id (not yet verified)."""
+
+    def load_snapshot(self, snapshot_id: str) -> Snapshot:
+        """The snapshot, signature and content address verified (MaceError otherwise)."""
+
+    def halt_reason(self, snapshot_id: str) -> str | None:
+        """Why replays touching the snapshot are halted, or None when they are not."""
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """The first (or, forced, each) place where the replay differs from the record."""
+
+    code: ErrorCode
+    iteration: int | None
+    field: str
+    recorded: Any
+    replayed: Any
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code.value,
+            "iteration": self.iteration,
+            "field": self.field,
+            "recorded": self.recorded,
+            "replayed": self.replayed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StepLog:
+    step: str
+    outcome: str  # "ok", "failed" or "skipped"
+    detail: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"step": self.step, "outcome": self.outcome, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    job_id: str
+    mode: ReplayMode
+    force_continue: bool = False
+    force_approved: bool = False
+    mocks: Mapping[str, AgentReply] = field(default_factory=dict)
+    elapsed: Callable[[], float] = lambda: 0.0
+    """Seconds since the replay began, by the ops clock: checked against the time cap only."""
+
+
+@dataclass
+class ReplayOutcome:
+    job_id: str
+    mode: ReplayMode
+    steps: list[StepLog] = field(default_factory=list)
+    divergences: list[Divergence] = field(default_factory=list)
+    error_code: ErrorCode | None = None
+    error_message: str | None = None
+    non_authoritative: list[str] = field(default_factory=list)
+    unreconstructable: list[MissingArtifact] = field(default_factory=list)
+    capture_mode: str | None = None
+    snapshot_ids: dict[str, str | None] = field(default_factory=dict)
+    halt_snapshots: list[str] = field(default_factory=list)
+    """Snapshots that failed verification: the caller sets FORCE_HALT_REPLAY on them."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code is None
+
+    @property
+    def authoritative(self) -> bool:
+        return not self.non_authoritative
+
+    @classmethod
+    def stopped(
+        cls, job_id: str, mode: ReplayMode, step: str, code: ErrorCode, message: str
+    ) -> ReplayOutcome:
+        """An attempt stopped outside the algorithm's own steps (access control, a bad read)."""
+        outcome = cls(job_id, mode, error_code=code, error_message=message)
+        outcome.steps.append(StepLog(step, "failed", f"{code.value}: {message}"))
+        return outcome
+
+
+class _Stopped(Exception):
+    pass
+
+
+def replay_job(source: ReplaySource, request: ReplayRequest) -> ReplayOutcome:
+    replay = _Replay(source, request)
+    with contextlib.suppress(_Stopped):  # a stop is recorded in the outcome it returns
+        replay.run()
+    return replay.outcome
+
+
+class _Replay:
+    def __init__(self, source: ReplaySource, request: ReplayRequest) -> None:
+        self.source = source
+        self.request = request
+        self.outcome = ReplayOutcome(request.job_id, request.mode)
+        self.mocked: list[str] = []
+
+    def run(self) -> None:
+        job, completion = self.load_reflective_log()
+        ids = self.required_snapshots(job)
+        self.no_force_halt(ids)
+        snapshots = self.verified_snapshots(ids)
+        events = self.ordered_events(job)
+        self.seed_rng(job)
+        missing = self.persisted_outputs(job, events)
+        body = [event for _, event in events]
+        self.reducers(job, snapshots, body, completion)
+        computed = self.iterations(job, snapshots, body, missing)
+        self.final_answer(computed, completion)
+        self.finish()
+
+    # Logging and stopping
+
+    def step(self, name: str, outcome: str, detail: str) -> None:
+        self.outcome.steps.append(StepLog(name, outcome, detail))
+
+    def stop(self, code: ErrorCode, step: str, message: str) -> NoReturn:
+        self.step(step, "failed", f"{code.value}: {message}")
+        self.outcome.error_code = code
+        self.outcome.error_message = message
+        raise _Stopped
+
+    def diverge(self, divergence: Divergence) -> None:
+        """Record a divergence; stop unless a force-continue was asked for and is allowed."""
+        self.outcome.divergences.append(divergence)
+        where = "job" if divergence.iteration is None else f"iteration {divergence.iteration}"
+        step = f"compare {divergence.field} ({where})"
+        message = f"{where}: {divergence.field} differs from the record"
+        if not self.request.force_continue:
+            self.stop(divergence.code, step, message)
+        if not self.request.force_approved:
+            self.stop(
+                ErrorCode.FORCE_CONTINUE_REQUIRED,
+                step,
+                f"{message}; continuing needs an admin's force-continue request and a council"
+                " approval for this job in its governance record",
+            )
+        self.step(step, "failed", f"{divergence.code.value}: {message} (forced: continuing)")
+
+    # Seed 000 section 6, steps 1 to 9
+
+    def load_reflective_log(self) -> tuple[Job, JobCompleted]:
+        step = "1 load reflective log"
+        try:
+            job = self.source.load_job(self.request.job_id)
+        except MaceError as exc:
+            if exc.code is not ErrorCode.INTEGRITY_FAILURE:
+                raise
+            self.stop(ErrorCode.INTEGRITY_FAILURE, step, f"job stream: {exc.message}")
+        completion = next((e for _, e in recorded_events(job) if isinstance(e, JobCompleted)), None)
+        if completion is None:
+            msg = f"job {job.job_id} is not complete: only completed jobs can be replayed"
+            raise ValueError(msg)
+        self.outcome.capture_mode = job.capture_mode
+        self.outcome.snapshot_ids = {k.value: job.snapshot_ids.get(k.value) for k in SnapshotKind}
+        detail = f"job {job.job_id}: seed {job.job_seed!r}, capture mode {job.capture_mode}"
+        self.step(step, "ok", f"{detail}, {len(job.facts)} recorded events, sealed")
+        return job, completion
+
+    def required_snapshots(self, job: Job) -> dict[SnapshotKind, str]:
+        step = "2 required snapshots"
+        ids: dict[SnapshotKind, str] = {}
+        missing: list[str] = []
+        for kind in SnapshotKind:
+            snapshot_id = job.snapshot_ids.get(kind.value)
+            if snapshot_id is None:
+                missing.append(f"{kind.value} (not declared)")
+            elif not self.source.snapshot_stored(snapshot_id):
+                missing.append(f"{kind.value} {snapshot_id} (not in the ledger)")
+            else:
+                ids[kind] = snapshot_id
+        if missing:
+            self.stop(ErrorCode.MISSING_SNAPSHOT, step, "missing " + ", ".join(missing))
+        self.step(step, "ok", f"all {len(ids)} declared snapshots present")
+        return ids
+
+    def no_force_halt(self, ids: dict[SnapshotKind, str]) -> None:
+        step = "2b force halts"
+        for kind, snapshot_id in ids.items():
+            reason = self.source.halt_reason(snapshot_id)
+            if reason is not None:
+                message = (
+                    f"{kind.value} snapshot {snapshot_id} is halted ({reason}) until the council"
+                    " appends FORCE_HALT_CLEAR"
+                )
+                self.stop(ErrorCode.FORCE_HALT_REPLAY, step, message)
+        self.step(step, "ok", "no declared snapshot is halted")
+
+    def verified_snapshots(self, ids: dict[SnapshotKind, str]) -> Stage0Snapshots:
+        step = "3 snapshot signatures"
+        payloads: dict[SnapshotKind, dict[str, Any]] = {}
+        for kind, snapshot_id in ids.items():
+            try:
+                snapshot = self.source.load_snapshot(snapshot_id)
+            except MaceError as exc:
+                if exc.code is not ErrorCode.INTEGRITY_FAILURE:
+                    raise
+                self.outcome.halt_snapshots.append(snapshot_id)
+                message = f"{kind.value} snapshot {snapshot_id}: {exc.message}"
+                self.stop(ErrorCode.INTEGRITY_FAILURE, step, message)
+            problem = _unusable(kind, snapshot)
+            if problem is not None:
+                message = f"no usable {kind.value} snapshot: {snapshot_id} {problem}"
+                self.stop(ErrorCode.MISSING_SNAPSHOT, step, message)
+            payloads[kind] = snapshot.payload
+        self.step(step, "ok", "every snapshot's signature and content address verified")
+        return Stage0Snapshots.parse(payloads)
+
+    def ordered_events(self, job: Job) -> list[tuple[int, RunEvent]]:
+        indexed = [(i, e) for i, e in recorded_events(job) if not isinstance(e, JobCompleted)]
+        self.step(
+            "4 load ordered events",
+            "ok",
+            f"{len(indexed)} events in event_sequence_index order (0 to {len(indexed) - 1})",
+        )
+        return indexed
+
+    def seed_rng(self, job: Job) -> None:
+        detail = f"deterministic RNG seeded from job_seed {job.job_seed!r}"
+        self.step("5 seed RNG", "ok", detail)
+
+    def persisted_outputs(
+        self, job: Job, events: Sequence[tuple[int, RunEvent]]
+    ) -> list[MissingArtifact]:
+        present = set(job.snapshot_ids.values())
+        capture = CaptureMode(job.capture_mode)
+        missing = [
+            m
+            for m in missing_artifacts(job.snapshot_ids, present, events, capture)
+            if m.sequence_index is not None
+        ]
+        self.outcome.unreconstructable = missing
+        outputs = sum(
+            isinstance(e, AgentOutput | ModelCallEnvelope | ToolResult) for _, e in events
+        )
+        detail = f"{outputs - len(missing)} of {outputs} agent, model and tool outputs persisted"
+        if missing:
+            detail += f" (capture mode {job.capture_mode})"
+        self.step("6 persisted outputs", "ok", detail)
+        return missing
+
+    def reducers(
+        self,
+        job: Job,
+        snapshots: Stage0Snapshots,
+        body: list[RunEvent],
+        completion: JobCompleted,
+    ) -> None:
+        step = "7 reducers"
+        replayed = {
+            "selfrep": MaterialisedState.of(fold_selfrep(snapshots.selfrep, body)),
+            "brainstate": MaterialisedState.of(
+                fold_brainstate(snapshots.brainstate, body, job.job_seed)
+            ),
+        }
+        recorded = {"selfrep": completion.selfrep, "brainstate": completion.brainstate}
+        for name, state in replayed.items():
+            was = recorded[name]
+            if was is None:
+                self.step(
+                    f"{step}: {name}", "skipped", "not materialised when the job was recorded"
+                )
+                continue
+            if was.digest != state.digest:
+                self.diverge(
+                    Divergence(
+                        ErrorCode.REPLAY_DIVERGENCE,
+                        None,
+                        f"materialised_{name}",
+                        was.model_dump(),
+                        state.model_dump(),
+                    )
+                )
+                continue
+            self.step(f"{step}: {name}", "ok", f"materialised state digest {state.digest}")
+
+    def iterations(
+        self,
+        job: Job,
+        snapshots: Stage0Snapshots,
+        body: list[RunEvent],
+        missing: list[MissingArtifact],
+    ) -> Any:
+        """Step 8; returns the final answer the replay computed (None: none could be)."""
+        inputs = {e.iteration: e for e in body if isinstance(e, InputReceived)}
+        traces = {e.iteration: e.trace_entry() for e in body if isinstance(e, IterationTrace)}
+        numbers = sorted(set(inputs) | set(traces))
+        if not numbers:
+            detail = "the job recorded no iterations: there is no routing to re-decide"
+            self.step("8 iterations", "skipped", detail)
+        computed: Any = None
+        limits = snapshots.governance
+        for position, iteration in enumerate(numbers):
+            self.within_limits(
+                position, iteration, limits.replay_max_iterations, limits.replay_max_seconds
+            )
+            replayed: dict[str, Any] | None = None
+            if iteration == 0 and 0 in inputs:
+                replayed, computed = self.rerun(job, snapshots, body, inputs[0])
+            self.compare_iteration(iteration, traces.get(iteration), replayed, missing)
+        if self.request.mode is ReplayMode.PRODUCTION and missing:
+            self.refuse_unpersisted(missing[0])
+        return computed
+
+    def within_limits(self, position: int, iteration: int, cap: int, seconds: float) -> None:
+        step = f"8 iteration {iteration}: limits"
+        if position >= cap:
+            message = f"iteration cap {cap} (governance snapshot) reached at iteration {iteration}"
+            self.stop(ErrorCode.REPLAY_TIMEOUT, step, message)
+        if self.request.elapsed() > seconds:
+            message = f"replay time cap {seconds:g} s (governance snapshot) exceeded"
+            self.stop(ErrorCode.REPLAY_TIMEOUT, step, message)
+
+    def rerun(
+        self, job: Job, snapshots: Stage0Snapshots, body: list[RunEvent], percept: InputReceived
+    ) -> tuple[dict[str, Any] | None, Any]:
+        """The iteration as the live path computes it, with memory as the job saw it."""
+        run = run_stage0(
+            job.job_id,
+            job.job_seed,
+            percept.text,
+            percept.user,
+            snapshots,
+            MemoryAsRecorded(self.source, body),
+            CaptureMode(job.capture_mode),
+            self.agents(percept.iteration),
+        )
+        trace = next((e for e in run.events if isinstance(e, IterationTrace)), None)
+        return (None if trace is None else trace.trace_entry()), run.final_output
+
+    def agents(self, iteration: int) -> Mapping[str, Agent]:
+        if not self.request.mocks:
+            return AGENTS
+        modules = dict(AGENTS)
+        for name, reply in self.request.mocks.items():
+            modules[name] = self._mock(name, reply, iteration)
+        return modules
+
+    def _mock(self, name: str, reply: AgentReply, iteration: int) -> Agent:
+        def answer(request: AgentRequest, memory: Memory) -> AgentReply:
+            self.mocked.append(f"{name} answered by a declared mock in iteration {iteration}")
+            return reply
+
+        return answer
+
+    def compare_iteration(
+        self,
+        iteration: int,
+        recorded: dict[str, Any] | None,
+        replayed: dict[str, Any] | None,
+        missing: list[MissingArtifact],
+    ) -> None:
+        if recorded is None or replayed is None:
+            self.diverge(
+                Divergence(
+                    ErrorCode.REPLAY_DIVERGENCE, iteration, "iteration_trace", recorded, replayed
+                )
+            )
+            return
+        for name in EQUALITY_FIELDS:
+            if canonical_json(recorded[name]) != canonical_json(replayed[name]):
+                self.diverge(
+                    Divergence(
+                        ErrorCode.REPLAY_DIVERGENCE, iteration, name, recorded[name], replayed[name]
+                    )
+                )
+            else:
+                self.step(f"8 iteration {iteration}: {name}", "ok", "matches the record")
+            if name == "router_decision" and self.request.mode is ReplayMode.PRODUCTION:
+                self.production_outputs(iteration, missing)
+
+    def production_outputs(self, iteration: int, missing: list[MissingArtifact]) -> None:
+        """Production never re-creates an output that was not persisted (seed 000 section 7)."""
+        for artifact in missing:
+            if artifact.event_type == AgentOutput.EVENT_TYPE and artifact.step.startswith(
+                f"iteration {iteration} "
+            ):
+                self.refuse_unpersisted(artifact)
+        self.step(
+            f"8 iteration {iteration}: persisted agent outputs", "ok", "every output persisted"
+        )
+
+    def refuse_unpersisted(self, artifact: MissingArtifact) -> NoReturn:
+        message = (
+            f"{artifact.step} (event {artifact.sequence_index}): {', '.join(artifact.missing)}"
+            f" not persisted: {artifact.reason}"
+        )
+        self.stop(ErrorCode.MISSING_PERSISTED_AGENT_OUTPUT, "8 persisted agent outputs", message)
+
+    def final_answer(self, computed: Any, completion: JobCompleted) -> None:
+        step = "9 final answer"
+        if computed is None:
+            detail = "no iteration was re-run, so the recorded answer is not reproduced"
+            self.step(step, "skipped", detail)
+            self.outcome.non_authoritative.append(f"final answer: {detail}")
+            return
+        if canonical_json(computed) != canonical_json(completion.final_output):
+            self.diverge(
+                Divergence(
+                    ErrorCode.RESULT_MISMATCH,
+                    None,
+                    "final_answer",
+                    completion.final_output,
+                    computed,
+                )
+            )
+            return
+        self.step(step, "ok", "the computed final answer equals the stored final_answer")
+
+    def finish(self) -> None:
+        self.outcome.non_authoritative.extend(self.mocked)
+        if self.outcome.divergences:
+            first = self.outcome.divergences[0]
+            self.outcome.error_code = first.code
+            self.outcome.error_message = (
+                f"forced replay found {len(self.outcome.divergences)} divergence(s)"
+            )
+            self.outcome.non_authoritative.append(
+                "forced past divergences with a council-approved force-continue"
+            )
+            self.step("result", "failed", self.outcome.error_message)
+            return
+        self.step("result", "ok", "replay reproduced the job")
+
+
+def _unusable(kind: SnapshotKind, snapshot: Snapshot) -> str | None:
+    if snapshot.kind != kind.value:
+        return f"is a {snapshot.kind} snapshot"
+    try:
+        parse_config(kind, snapshot.payload)
+    except ValueError as exc:
+        return f"cannot be read as a {kind.value} snapshot: {str(exc).splitlines()[0]}"
+    return None

@@ -1,0 +1,92 @@
+"""The replay report: one artifact in two renderings, ``replay_report.json`` and ``.md``.
+
+The JSON is canonical and holds every fact; the Markdown is rendered from that JSON alone (never
+from the replay's live objects), so the two cannot disagree. Neither carries wall-clock time or
+durations: replaying the same job the same way gives byte-identical reports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.canonical import canonical_json
+from domain.governance import Actor
+from projections.replay import ReplayOutcome
+
+REPORT_VERSION = 1
+
+
+def replay_report(
+    outcome: ReplayOutcome, actor: Actor, attempt: int, force_continue: bool
+) -> dict[str, Any]:
+    return {
+        "report_version": REPORT_VERSION,
+        "job_id": outcome.job_id,
+        "attempt": attempt,
+        "mode": outcome.mode.value,
+        "actor": actor.as_json(),
+        "force_continue": force_continue,
+        "ok": outcome.ok,
+        "error_code": None if outcome.error_code is None else outcome.error_code.value,
+        "error_message": outcome.error_message,
+        "authoritative": outcome.authoritative,
+        "non_authoritative_reasons": list(outcome.non_authoritative),
+        "capture_mode": outcome.capture_mode,
+        "snapshot_ids": outcome.snapshot_ids,
+        "steps": [s.as_json() for s in outcome.steps],
+        "divergences": [d.as_json() for d in outcome.divergences],
+        "unreconstructable": [m.model_dump() for m in outcome.unreconstructable],
+    }
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    verdict = "OK" if report["ok"] else f"FAILED: {report['error_code']}"
+    badge = "authoritative" if report["authoritative"] else "**NON-AUTHORITATIVE**"
+    actor = report["actor"]
+    lines = [
+        f"# Replay report: job `{report['job_id']}`, attempt {report['attempt']}",
+        "",
+        f"- Result: **{verdict}** ({badge})",
+        f"- Mode: `{report['mode']}`"
+        + (", force-continue requested" if report["force_continue"] else ""),
+        f"- Actor: `{actor['actor_id']}` ({', '.join(actor['roles'])})",
+        f"- Capture mode: `{report['capture_mode']}`",
+    ]
+    if report["error_message"]:
+        lines.append(f"- Reason: {report['error_message']}")
+    for reason in report["non_authoritative_reasons"]:
+        lines.append(f"- Not authoritative: {reason}")
+    lines += ["", "## Snapshots", ""]
+    lines += [f"- {kind}: `{sid}`" for kind, sid in sorted(report["snapshot_ids"].items())]
+    lines += [
+        "",
+        "## Verification steps",
+        "",
+        "| # | Step | Outcome | Detail |",
+        "|---|---|---|---|",
+    ]
+    for number, step in enumerate(report["steps"], 1):
+        detail = step["detail"].replace("|", "\\|")
+        lines.append(f"| {number} | {step['step']} | {step['outcome']} | {detail} |")
+    lines += ["", "## Divergences", ""]
+    if not report["divergences"]:
+        lines.append("None.")
+    for divergence in report["divergences"]:
+        where = "job" if divergence["iteration"] is None else f"iteration {divergence['iteration']}"
+        lines += [
+            f"### {divergence['code']}: `{divergence['field']}` ({where})",
+            "",
+            "```json",
+            canonical_json(divergence).decode(),
+            "```",
+            "",
+        ]
+    lines += ["", "## Model steps that cannot be reconstructed", ""]
+    if not report["unreconstructable"]:
+        lines.append("None: every agent, model and tool output was persisted.")
+    for missing in report["unreconstructable"]:
+        lines.append(
+            f"- {missing['step']} (event {missing['sequence_index']}): "
+            f"{', '.join(missing['missing'])} not persisted: {missing['reason']}"
+        )
+    return "\n".join(lines) + "\n"
