@@ -180,6 +180,19 @@ class Job(MaceAggregate):
         self.sealed_mac_digest = mac_digest
 
 
+def sequence_problem(job: Job) -> str | None:
+    """Why the job's facts are not in event_sequence_index order with seed-derived ids, if so."""
+    for position, fact in enumerate(job.facts):
+        if fact.sequence_index != position:
+            return f"the event at position {position} has sequence index {fact.sequence_index}"
+        if fact.event_id != event_id(job.job_seed, position, fact.event_type):
+            return (
+                f"the event id at sequence index {position} is not"
+                " sha256(job_seed:sequence_index:event_type)"
+            )
+    return None
+
+
 class JobSealWitness(MaceAggregate):
     """A second, independent record of a job's seal, written in the same transaction."""
 

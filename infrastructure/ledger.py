@@ -6,6 +6,7 @@ Every event it stores is signed by the active key and verified on every read, be
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Final, TypeVar
 from uuid import UUID
 
@@ -17,8 +18,16 @@ from pydantic import ValidationError
 from domain.aggregate import MaceAggregate
 from domain.capture import apply_capture
 from domain.determinism import derive_id, iso_text
+from domain.errors import ErrorCode, MaceError
 from domain.events import JobCompleted, RunCompleted, RunEvent, RunStarted
-from domain.job import CaptureMode, Job, JobRegistry, JobSealWitness, validate_job_id
+from domain.job import (
+    CaptureMode,
+    Job,
+    JobRegistry,
+    JobSealWitness,
+    sequence_problem,
+    validate_job_id,
+)
 from domain.memory import SemEntry, SemRecord, canonical_key
 from domain.snapshot import SNAPSHOT_ID_PATTERN, Snapshot, SnapshotKind
 from domain.stage0.config import DEFAULT_CONFIGS, BrainStateConfig, SelfRepConfig, parse_config
@@ -42,6 +51,15 @@ T = TypeVar("T")
 
 ATTEMPTS: Final = 5
 """How often a write that lost a race (job number, SEM entry) is recomputed and retried."""
+
+
+@dataclass(frozen=True)
+class JobVerification:
+    job_id: str
+    events: int
+    sealed: bool
+    snapshots: int
+    sequence_checked: bool
 
 
 def default_snapshots() -> dict[SnapshotKind, Snapshot]:
@@ -180,6 +198,29 @@ class Ledger(Application[UUID]):
         witness = JobSealWitness(job_id=job_id, event_count=len(records), mac_digest=digest)
         self._save_new(job, witness, what=f"seal of job {job_id}")
         return job
+
+    def verify_job(self, job_id: str, check_sequence: bool = False) -> JobVerification:
+        """Integrity only: the job's stream (MACs, versions, seal, witness), its snapshots' too.
+
+        ``check_sequence`` also checks that the facts run 0, 1, 2... with seed-derived ids.
+        """
+        job = self.get_job(job_id)
+        for kind, snapshot_id in sorted(job.snapshot_ids.items()):
+            if not self.stream_exists(Snapshot.id_for(snapshot_id)):
+                message = f"{kind} snapshot {snapshot_id} is not in the ledger"
+                raise MaceError(ErrorCode.MISSING_SNAPSHOT, message, snapshot_id=snapshot_id)
+            self.get_snapshot(snapshot_id)
+        if check_sequence:
+            problem = sequence_problem(job)
+            if problem is not None:
+                raise IntegrityFailure(job.id, 1, problem)
+        return JobVerification(
+            job_id=job_id,
+            events=job.version,
+            sealed=job.sealed,
+            snapshots=len(job.snapshot_ids),
+            sequence_checked=check_sequence,
+        )
 
     def get_job(self, job_id: str) -> Job:
         return self._load_job(job_id)[0]

@@ -138,7 +138,11 @@ class ReplayService:
         record = self.governance.record_or_new(governance_scope_of_job(job_id))
         refusal = replay_refusal(mode, actor, record.approved(Motion.PRODUCTION_REPLAY))
         if refusal is not None:
-            return ReplayOutcome.stopped(job_id, mode, "access", ErrorCode.ACCESS_DENIED, refusal)
+            refused = ReplayOutcome.stopped(
+                job_id, mode, "access", ErrorCode.ACCESS_DENIED, refusal
+            )
+            refused.non_authoritative.append("the replay was refused before it ran")
+            return refused
         request = ReplayRequest(
             job_id=job_id,
             mode=mode,

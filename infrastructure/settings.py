@@ -113,6 +113,10 @@ class Settings(BaseSettings):
     active_key_id: str | None = None
     env: Literal["development", "production"] = "development"
     keyring_file: Path | None = None
+    # Who is acting on the command line (a local operator holding the store and keys is trusted
+    # to say so, as a git author is); the HTTP service takes identity from its tokens instead.
+    actor: str | None = None
+    roles: str | None = None
 
     def parsed_store(self) -> Store:
         return parse_store(self.store)

@@ -10,7 +10,9 @@ from typing import Any, NoReturn
 import orjson
 
 from domain.canonical import canonical_json
+from domain.governance import Actor, GovernanceError, Role
 from domain.snapshot import SnapshotKind, parse_kind
+from infrastructure.settings import Settings
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -78,3 +80,16 @@ def snapshot_overrides(options: list[str]) -> dict[str, str]:
             raise UsageError(f"--snapshot names the {kind.value} snapshot twice")
         chosen[kind.value] = snapshot_id
     return chosen
+
+
+def acting_actor(settings: Settings) -> Actor:
+    """The identity ``MACE_ACTOR`` and ``MACE_ROLES`` name for this command."""
+    roles = ", ".join(r.value for r in Role)
+    if not settings.actor or not settings.roles:
+        raise UsageError(
+            f"set MACE_ACTOR (who you are) and MACE_ROLES (comma-separated: {roles}) to act"
+        )
+    try:
+        return Actor.of(settings.actor, [r.strip() for r in settings.roles.split(",") if r.strip()])
+    except GovernanceError as exc:
+        raise UsageError(f"MACE_ACTOR/MACE_ROLES: {exc}") from None

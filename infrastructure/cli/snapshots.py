@@ -1,15 +1,13 @@
-"""``mace snapshot put|show`` and ``mace verify --all``."""
+"""``mace snapshot put|show``."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
-from domain.errors import MaceError
 from domain.snapshot import Snapshot, SnapshotKind
-from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, UsageError, emit_json, read_json_object
+from infrastructure.cli.common import EXIT_OK, UsageError, emit_json, read_json_object
 from infrastructure.ledger import Ledger, NotFoundError
 from infrastructure.settings import Settings
 
@@ -28,11 +26,6 @@ def add_parsers(commands: Any) -> None:
     show.add_argument("snapshot_id")
     show.add_argument("--json", action="store_true", help="print canonical JSON")
     show.set_defaults(handler=snapshot_show)
-
-    verify = commands.add_parser("verify", help="check MACs, stream contiguity and seals")
-    verify.add_argument("--all", action="store_true", required=True, help="verify every stream")
-    verify.add_argument("--json", action="store_true", help="print canonical JSON")
-    verify.set_defaults(handler=verify_all)
 
 
 def snapshot_put(args: argparse.Namespace, settings: Settings) -> int:
@@ -71,29 +64,4 @@ def snapshot_show(args: argparse.Namespace, settings: Settings) -> int:
         for key in ("snapshot_id", "kind", "schema_version", "seed_namespace", "config_hash"):
             print(f"{key}: {data[key]}")
         print(f"payload: {canonical_json(snapshot.payload).decode()}")
-    return EXIT_OK
-
-
-def verify_all(args: argparse.Namespace, settings: Settings) -> int:
-    with Ledger.open(settings, create=False) as ledger:
-        try:
-            summary = ledger.verify_all()
-        except MaceError as exc:
-            if args.json:
-                emit_json({"ok": False, "error_code": exc.code.value, **exc.details})
-            print(f"mace: {exc}", file=sys.stderr)
-            return EXIT_FAILED
-    counts = {
-        "events": summary.events,
-        "streams": summary.streams,
-        "jobs": summary.jobs,
-        "sealed_jobs": summary.sealed_jobs,
-    }
-    if args.json:
-        emit_json({"ok": True, "error_code": None, **counts})
-    else:
-        print(
-            f"ok: {summary.events} events in {summary.streams} streams verified "
-            f"({summary.jobs} jobs, {summary.sealed_jobs} sealed)"
-        )
     return EXIT_OK

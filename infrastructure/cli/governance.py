@@ -1,0 +1,112 @@
+"""``mace governance``: force-continue requests, council votes, halts, clears and the log."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from domain.canonical import canonical_json
+from domain.governance import Motion, Vote
+from infrastructure.cli.common import EXIT_OK, UsageError, acting_actor, emit_json
+from infrastructure.ledger import Ledger
+from infrastructure.settings import Settings
+
+
+def add_parsers(commands: Any) -> None:
+    governance = commands.add_parser(
+        "governance", help="council votes, force-continue requests, halts and their log"
+    )
+    actions = governance.add_subparsers(dest="governance_command", required=True)
+    motions = [m.value for m in Motion]
+
+    request = actions.add_parser("request", help="admin: ask to force-continue a job's replays")
+    request.add_argument("job_id")
+    request.add_argument("--action", choices=[Motion.FORCE_CONTINUE.value], required=True)
+    request.add_argument("--reason", required=True, help="why, in one line")
+    request.set_defaults(handler=request_action)
+
+    for name, vote, text in (
+        ("approve", Vote.APPROVE, "council: approve a motion for a job"),
+        ("reject", Vote.REJECT, "council: reject (or withdraw approval of) a motion for a job"),
+    ):
+        parser = actions.add_parser(name, help=text)
+        parser.add_argument("job_id")
+        parser.add_argument("--action", choices=motions, required=True)
+        parser.set_defaults(handler=vote_on, vote=vote)
+
+    halt = actions.add_parser(
+        "halt", help="record a security incident: halt replays touching a snapshot"
+    )
+    halt.add_argument("snapshot_id")
+    halt.add_argument("--reason", required=True, help="the incident, in one line")
+    halt.set_defaults(handler=halt_snapshot)
+
+    clear = actions.add_parser("clear", help="council: lift a snapshot's halt (FORCE_HALT_CLEAR)")
+    clear.add_argument("snapshot_id")
+    clear.set_defaults(handler=clear_halt)
+
+    log = actions.add_parser("log", help="print governance events, of one job or of all")
+    log.add_argument("job_id", nargs="?")
+    log.add_argument("--json", action="store_true", help="canonical JSON lines")
+    log.set_defaults(handler=print_log)
+
+
+def request_action(args: argparse.Namespace, settings: Settings) -> int:
+    actor = acting_actor(settings)
+    with Ledger.open(settings, create=False) as ledger:
+        _refused_as_usage(
+            lambda: ledger.governance.request_force_continue(args.job_id, args.reason, actor)
+        )
+    print(f"force-continue requested for job {args.job_id} by {actor.actor_id}")
+    return EXIT_OK
+
+
+def vote_on(args: argparse.Namespace, settings: Settings) -> int:
+    actor = acting_actor(settings)
+    motion = Motion(args.action)
+    with Ledger.open(settings, create=False) as ledger:
+        _refused_as_usage(lambda: ledger.governance.vote(args.job_id, motion, args.vote, actor))
+    print(f"{args.vote.value} {motion.value} for job {args.job_id} by {actor.actor_id}")
+    return EXIT_OK
+
+
+def halt_snapshot(args: argparse.Namespace, settings: Settings) -> int:
+    actor = acting_actor(settings)
+    with Ledger.open(settings, create=False) as ledger:
+        _refused_as_usage(
+            lambda: ledger.governance.halt_snapshot(args.snapshot_id, args.reason, actor)
+        )
+    print(f"FORCE_HALT_REPLAY set on snapshot {args.snapshot_id} by {actor.actor_id}")
+    return EXIT_OK
+
+
+def clear_halt(args: argparse.Namespace, settings: Settings) -> int:
+    actor = acting_actor(settings)
+    with Ledger.open(settings, create=False) as ledger:
+        _refused_as_usage(lambda: ledger.governance.clear_halt(args.snapshot_id, actor))
+    print(f"FORCE_HALT_CLEAR on snapshot {args.snapshot_id} by {actor.actor_id}")
+    return EXIT_OK
+
+
+def print_log(args: argparse.Namespace, settings: Settings) -> int:
+    with Ledger.open(settings, create=False) as ledger:
+        try:
+            entries = ledger.governance.log(args.job_id)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    for entry in entries:
+        if args.json:
+            emit_json(entry)
+            continue
+        rest = {k: v for k, v in entry.items() if k not in {"scope", "version", "event"}}
+        print(
+            f"{entry['scope']} #{entry['version']} {entry['event']} {canonical_json(rest).decode()}"
+        )
+    return EXIT_OK
+
+
+def _refused_as_usage(command: Any) -> None:
+    try:
+        command()
+    except ValueError as exc:  # GovernanceError among them: a rule the command breaks
+        raise UsageError(str(exc)) from None

@@ -1,0 +1,145 @@
+"""``mace replay JOB_ID``: replay a job, record the attempt, print and write its report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from domain.canonical import canonical_json
+from domain.replay_access import ReplayMode
+from domain.stage0.agents import AGENTS, AgentReply
+from infrastructure.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    acting_actor,
+    emit_json,
+    read_json_object,
+)
+from infrastructure.ledger import Ledger
+from infrastructure.replay_service import ReplayResult
+from infrastructure.settings import Settings
+
+REPORT_JSON = "replay_report.json"
+REPORT_MD = "replay_report.md"
+
+
+def add_parsers(commands: Any) -> None:
+    replay = commands.add_parser(
+        "replay", help="replay a job and compare it bit for bit with its record"
+    )
+    replay.add_argument("job_id")
+    replay.add_argument(
+        "--mode",
+        choices=[m.value for m in ReplayMode],
+        default=ReplayMode.AUDIT.value,
+        help="audit (default, read-only), reexecute (sandbox, mocks allowed) or production",
+    )
+    replay.add_argument(
+        "--force-continue",
+        action="store_true",
+        help="go on past divergences (needs an admin request and a council approval)",
+    )
+    replay.add_argument("--report-dir", type=Path, help="write replay_report.json and .md here")
+    replay.add_argument(
+        "--mock",
+        action="append",
+        default=[],
+        metavar="AGENT=FILE",
+        help="reexecute only: answer AGENT with the reply in FILE ({text, claims, evidence})",
+    )
+    replay.add_argument("--json", action="store_true", help="print the report as canonical JSON")
+    replay.set_defaults(handler=replay_job)
+
+
+def replay_job(args: argparse.Namespace, settings: Settings) -> int:
+    actor = acting_actor(settings)
+    mode = ReplayMode(args.mode)
+    mocks = {name: reply for name, reply in map(_mock, args.mock)}
+    if mocks and mode is not ReplayMode.REEXECUTE:
+        raise UsageError("--mock is for --mode reexecute only")
+    if len(mocks) != len(args.mock):
+        raise UsageError("--mock names the same agent twice")
+    if args.report_dir is not None:
+        _prepare(args.report_dir)
+    with Ledger.open(settings, create=False) as ledger:
+        try:
+            result = ledger.replays.run(
+                args.job_id, mode, actor, force_continue=args.force_continue, mocks=mocks
+            )
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if args.report_dir is not None:
+        (args.report_dir / REPORT_JSON).write_bytes(canonical_json(result.report) + b"\n")
+        (args.report_dir / REPORT_MD).write_text(result.markdown, encoding="utf-8")
+    if args.json:
+        emit_json(result.report)
+    else:
+        _print(result, args.report_dir)
+    if result.outcome.ok:
+        return EXIT_OK
+    print(f"mace: {result.report['error_code']}: {result.report['error_message']}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _mock(option: str) -> tuple[str, AgentReply]:
+    name, separator, path = option.partition("=")
+    if not separator or not path:
+        raise UsageError(f"--mock {option!r}: expected AGENT=FILE")
+    if name not in AGENTS:
+        raise UsageError(
+            f"--mock {option!r}: unknown agent {name!r}: expected one of {sorted(AGENTS)}"
+        )
+    data = read_json_object(path)
+    text, claims, evidence = data.get("text"), data.get("claims", []), data.get("evidence", [])
+    unknown = sorted(set(data) - {"text", "claims", "evidence"})
+    if (
+        unknown
+        or not isinstance(text, str)
+        or not all(
+            isinstance(x, list) and all(isinstance(i, dict) for i in x) for x in (claims, evidence)
+        )
+    ):
+        raise UsageError(
+            f"--mock {option!r}: expected a JSON object with text (string) and optional claims"
+            " and evidence (lists of objects)"
+        )
+    return name, AgentReply(text=text, claims=claims, evidence=evidence)
+
+
+def _prepare(directory: Path) -> None:
+    """Make sure the report can be written before the replay is recorded."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".mace-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--report-dir {directory}: cannot write there: {exc.strerror}") from None
+
+
+def _print(result: ReplayResult, report_dir: Path | None) -> None:
+    report = result.report
+    actor = report["actor"]
+    verdict = "OK" if report["ok"] else f"FAILED {report['error_code']}"
+    badge = "authoritative" if report["authoritative"] else "NON-AUTHORITATIVE"
+    print(
+        f"replay of job {report['job_id']} (attempt {result.attempt}, {report['mode']},"
+        f" by {actor['actor_id']} [{', '.join(actor['roles'])}]): {verdict}, {badge}"
+    )
+    for step in report["steps"]:
+        if step["outcome"] != "ok":
+            print(f"  {step['outcome']}: {step['step']}: {step['detail']}")
+    for reason in report["non_authoritative_reasons"]:
+        print(f"  not authoritative: {reason}")
+    for divergence in report["divergences"]:
+        where = "job" if divergence["iteration"] is None else f"iteration {divergence['iteration']}"
+        print(f"  {divergence['code']} at {where}, field {divergence['field']}:")
+        print(f"    recorded: {canonical_json(divergence['recorded']).decode()}")
+        print(f"    replayed: {canonical_json(divergence['replayed']).decode()}")
+    for missing in report["unreconstructable"]:
+        print(f"  cannot reconstruct {missing['step']}: {missing['reason']}")
+    if report_dir is not None:
+        print(f"report: {report_dir / REPORT_JSON} and {report_dir / REPORT_MD}")
