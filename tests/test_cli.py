@@ -90,7 +90,7 @@ def test_verify_reports_tampering_with_exit_1(
         ),
         (["snapshot", "show", "abc"], "invalid snapshot id 'abc'"),
         (["snapshot", "show", "0" * 64], "no snapshot " + "0" * 64),
-        (["verify"], "the following arguments are required: --all"),
+        (["verify"], "name one JOB_ID or give --all"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],
 )
