@@ -145,6 +145,7 @@ class Governance(MaceAggregate):
 
     class ReplayRequested(MaceAggregate.Event):
         LOG_NAME: ClassVar[str] = "REPLAY_REQUEST"
+        job_id: str
         attempt: int
         mode: str
         force_continue: bool
@@ -154,6 +155,7 @@ class Governance(MaceAggregate):
 
     class ReplayResulted(MaceAggregate.Event):
         LOG_NAME: ClassVar[str] = "REPLAY_RESULT"
+        job_id: str
         attempt: int
         ok: bool
         error_code: str | None
@@ -290,6 +292,7 @@ class Governance(MaceAggregate):
         self._job_scope("a replay")
         attempt = self.replay_attempts + 1
         self._replay_requested(
+            job_id=self.scope.removeprefix("job:"),
             attempt=attempt,
             mode=mode,
             force_continue=force_continue,
@@ -302,6 +305,7 @@ class Governance(MaceAggregate):
     @event(ReplayRequested)
     def _replay_requested(
         self,
+        job_id: str,
         attempt: int,
         mode: str,
         force_continue: bool,
@@ -326,6 +330,7 @@ class Governance(MaceAggregate):
             msg = f"replay attempt {attempt} was never requested in scope {self.scope}"
             raise GovernanceError(msg)
         self._replay_resulted(
+            job_id=self.scope.removeprefix("job:"),
             attempt=attempt,
             ok=ok,
             error_code=error_code,
@@ -338,6 +343,7 @@ class Governance(MaceAggregate):
     @event(ReplayResulted)
     def _replay_resulted(
         self,
+        job_id: str,
         attempt: int,
         ok: bool,
         error_code: str | None,

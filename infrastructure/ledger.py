@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar, Final, TypeVar
 from uuid import UUID
 
@@ -38,6 +39,7 @@ from infrastructure.keyring import Keyring, load_keyring
 from infrastructure.ledger_errors import ConflictError, NotFoundError, SnapshotError
 from infrastructure.ledger_verification import LedgerVerification, verify_ledger
 from infrastructure.mapper import SignedMapper
+from infrastructure.read_models import ReadModels
 from infrastructure.replay_service import ReplayService
 from infrastructure.settings import Settings, SQLiteStore, Store
 from infrastructure.signed_record import IntegrityFailure, VerifiedRecord, mac_digest, record_mac
@@ -82,6 +84,11 @@ class Ledger(Application[UUID]):
         super().__init__(env=store.eventsourcing_env())
         self.governance = GovernanceService(self)
         self.replays = ReplayService(self)
+
+    @cached_property
+    def read_models(self) -> ReadModels:
+        """The job index, non-replayable jobs, replay outcomes and halts (made on first use)."""
+        return ReadModels(self)
 
     @classmethod
     def open(cls, settings: Settings | None = None, *, create: bool = True) -> Ledger:

@@ -15,7 +15,16 @@ from eventsourcing.persistence import PersistenceError
 from pydantic import ValidationError
 
 from domain.errors import MaceError
-from infrastructure.cli import governance, ingest, jobs, memory, replay, snapshots, verify
+from infrastructure.cli import (
+    governance,
+    ingest,
+    jobs,
+    memory,
+    rebuild,
+    replay,
+    snapshots,
+    verify,
+)
 from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError
 from infrastructure.keyring import KeyringError
 from infrastructure.ledger import ConflictError, NotFoundError, SnapshotError
@@ -28,7 +37,7 @@ def build_parser() -> Parser:
     )
     parser.add_argument("--version", action="version", version=f"mace {version('mace-ledger')}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in (jobs, replay, verify, governance, memory, ingest, snapshots):
+    for module in (jobs, replay, verify, governance, rebuild, memory, ingest, snapshots):
         module.add_parsers(commands)
     return parser
 

@@ -17,6 +17,7 @@ from infrastructure.cli.common import (
 )
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
+from projections.read_models import JOB_INDEX
 from projections.reflective_log import ReflectiveLog
 
 STREAM_TYPES = ("JobStarted", *sorted(ALL_TYPES), "JobSealed")
@@ -129,7 +130,18 @@ def job_events(args: argparse.Namespace, settings: Settings) -> int:
 
 def list_jobs(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
-        summaries = [ledger.reflective_log(job_id).summary() for job_id in ledger.job_ids()]
+        indexed = ledger.read_models.rows(JOB_INDEX)
+    indexed.sort(key=lambda row: row.get("job_number", len(indexed)))
+    summaries = [
+        {
+            "job_id": row["job_id"],
+            "status": row["status"],
+            "capture_mode": row["capture_mode"],
+            "replayable": row["replayable"],
+            "missing_artifacts": row["missing_artifacts"],
+        }
+        for row in indexed
+    ]
     if args.non_replayable:
         summaries = [s for s in summaries if s["replayable"] is not True]
     for summary in summaries:

@@ -1,0 +1,165 @@
+"""The read models: what operators list and dashboards show, derived from the ordered event log.
+
+Four views, each a set of JSON rows by key:
+
+- ``job_index``: every job, by its stream id: job id, number in the store, status, capture mode,
+  replayability and missing artifacts;
+- ``non_replayable``: the jobs production replay cannot redo, and what each lacks;
+- ``replay_outcomes``: every replay attempt (``<job_id>#<attempt>``): who, which mode, outcome;
+- ``halted_snapshots``: snapshots under FORCE_HALT_REPLAY, and why.
+
+`view_changes` says how one event changes the views, given a way to read a row's current value;
+it is the whole projection, and it is pure. Where the rows live and how far the log has been
+applied (the tracking record, in the same transaction) is the infrastructure's concern. A view's
+digest is the SHA-256 of the canonical JSON of its rows in key order, so a rebuild from position 0
+can be compared with the live view byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from eventsourcing.utils import get_topic
+
+from domain.canonical import digest
+from domain.events import JobCompleted
+from domain.governance import Governance
+from domain.job import Job, JobRegistry
+
+JOB_INDEX: Final = "job_index"
+NON_REPLAYABLE: Final = "non_replayable"
+REPLAY_OUTCOMES: Final = "replay_outcomes"
+HALTED_SNAPSHOTS: Final = "halted_snapshots"
+VIEWS: Final = (JOB_INDEX, NON_REPLAYABLE, REPLAY_OUTCOMES, HALTED_SNAPSHOTS)
+
+
+Row = dict[str, Any]
+RowReader = Callable[[str, str], Row | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ViewChange:
+    """Set a view's row under a key (``row=None``: delete it)."""
+
+    view: str
+    key: str
+    row: Row | None
+
+
+Merge = Callable[..., ViewChange]
+"""``merge(view, key, **update)``: the row's current value with ``update`` laid over it."""
+
+
+def view_changes(event: object, current: RowReader) -> list[ViewChange]:
+    """How one stored event changes the read models."""
+
+    def merge(view: str, key: str, **update: Any) -> ViewChange:
+        return ViewChange(view, key, {**(current(view, key) or {}), **update})
+
+    handler = _HANDLERS.get(type(event))
+    return [] if handler is None else handler(event, merge)
+
+
+def _job_started(event: Job.Started, merge: Merge) -> list[ViewChange]:
+    return [
+        merge(
+            JOB_INDEX,
+            str(event.originator_id),
+            job_id=event.job_id,
+            status="open",
+            capture_mode=event.capture_mode,
+            replayable=None,
+            missing_artifacts=[],
+        )
+    ]
+
+
+def _job_registered(event: JobRegistry.Registered, merge: Merge) -> list[ViewChange]:
+    key = str(Job.id_for(event.job_id))
+    return [merge(JOB_INDEX, key, job_id=event.job_id, job_number=event.job_number)]
+
+
+def _job_recorded(event: Job.Recorded, merge: Merge) -> list[ViewChange]:
+    if event.event_type != JobCompleted.EVENT_TYPE:
+        return []
+    replayable = bool(event.payload["replayable"])
+    missing = event.payload["missing_artifacts"]
+    key = str(event.originator_id)
+    indexed = merge(
+        JOB_INDEX, key, status="completed", replayable=replayable, missing_artifacts=missing
+    )
+    if replayable:
+        return [indexed]
+    assert indexed.row is not None
+    gap = {"job_id": indexed.row.get("job_id"), "missing_artifacts": missing}
+    return [indexed, ViewChange(NON_REPLAYABLE, key, gap)]
+
+
+def _job_sealed(event: Job.Sealed, merge: Merge) -> list[ViewChange]:
+    return [merge(JOB_INDEX, str(event.originator_id), status="sealed")]
+
+
+def _replay_requested(event: Governance.ReplayRequested, merge: Merge) -> list[ViewChange]:
+    row = {
+        "job_id": event.job_id,
+        "attempt": event.attempt,
+        "mode": event.mode,
+        "force_continue": event.force_continue,
+        "actor_id": event.actor_id,
+        "roles": event.roles,
+        "requested_at": event.recorded_at,
+        "outcome": "pending",
+        "error_code": None,
+        "authoritative": None,
+        "divergences": None,
+    }
+    return [ViewChange(REPLAY_OUTCOMES, f"{event.job_id}#{event.attempt}", row)]
+
+
+def _replay_resulted(event: Governance.ReplayResulted, merge: Merge) -> list[ViewChange]:
+    return [
+        merge(
+            REPLAY_OUTCOMES,
+            f"{event.job_id}#{event.attempt}",
+            outcome="ok" if event.ok else "failed",
+            error_code=event.error_code,
+            authoritative=event.authoritative,
+            divergences=event.divergences,
+        )
+    ]
+
+
+def _halt_set(event: Governance.HaltSet, merge: Merge) -> list[ViewChange]:
+    halt = {
+        "snapshot_id": event.snapshot_id,
+        "cause": event.cause,
+        "reason": event.reason,
+        "actor_id": event.actor_id,
+        "halted_at": event.recorded_at,
+    }
+    return [ViewChange(HALTED_SNAPSHOTS, event.snapshot_id, halt)]
+
+
+def _halt_cleared(event: Governance.HaltCleared, merge: Merge) -> list[ViewChange]:
+    return [ViewChange(HALTED_SNAPSHOTS, event.snapshot_id, None)]
+
+
+_HANDLERS: Final[dict[type, Callable[[Any, Merge], list[ViewChange]]]] = {
+    Job.Started: _job_started,
+    JobRegistry.Registered: _job_registered,
+    Job.Recorded: _job_recorded,
+    Job.Sealed: _job_sealed,
+    Governance.ReplayRequested: _replay_requested,
+    Governance.ReplayResulted: _replay_resulted,
+    Governance.HaltSet: _halt_set,
+    Governance.HaltCleared: _halt_cleared,
+}
+PROJECTED_EVENTS: Final = tuple(_HANDLERS)
+TOPICS: Final = tuple(get_topic(cls) for cls in PROJECTED_EVENTS)
+
+
+def view_digest(rows: Iterable[tuple[str, Row]]) -> str:
+    """SHA-256 of the canonical JSON of ``[[key, row], ...]`` in key order."""
+    return digest([[key, row] for key, row in sorted(rows, key=lambda pair: pair[0])])
