@@ -98,7 +98,7 @@ class Actor:
 
 def _reason(reason: str) -> str:
     reason = reason.strip()
-    if not reason or len(reason) > MAX_REASON or "\n" in reason:
+    if not reason or len(reason) > MAX_REASON or len(reason.splitlines()) != 1:
         msg = f"a reason must be one line of 1-{MAX_REASON} characters"
         raise GovernanceError(msg)
     return reason

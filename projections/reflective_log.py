@@ -97,19 +97,6 @@ class ReflectiveLog:
             return "sealed"
         return "completed" if self.completion is not None else "open"
 
-    def summary(self) -> dict[str, Any]:
-        """What ``mace jobs`` lists for a job."""
-        completion = self.completion
-        return {
-            "job_id": self.job_id,
-            "status": self.status,
-            "capture_mode": self.capture_mode,
-            "replayable": None if completion is None else completion.replayable,
-            "missing_artifacts": (
-                [] if completion is None else [m.model_dump() for m in completion.missing_artifacts]
-            ),
-        }
-
     def as_json(self) -> dict[str, Any]:
         completion = self.completion
         return {

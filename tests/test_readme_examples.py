@@ -32,17 +32,23 @@ def test_main_job_command_runs_on_the_sqlite_default(
 ) -> None:
     steps = blocks("bash")[0].split(" && ")
     mace_steps = [shlex.split(step)[1:] for step in steps if step.startswith(".venv/bin/mace ")]
-    assert len(mace_steps) >= 3
-    for argv in mace_steps:
-        assert main(argv) == 0, argv
+    assert mace_steps == [["demo"]]
+    assert main(mace_steps[0]) == 0
     out = capsys.readouterr().out
-    assert "answer: 2 + 3 = 5" in out
-    assert "answer: Your favorite color is blue." in out
-    assert re.search(r"ok: \d+ events in \d+ streams verified \(3 jobs, 3 sealed\)", out)
+    assert "-> 2 + 3 = 5" in out
+    assert "-> Your favorite color is blue." in out
+    assert out.count(", 23 steps verified") == 5
+    assert "mace replay " in out and "-> REPLAY_DIVERGENCE" in out
+    assert '"rule_id":"R1"' in out and '"rule_id":"R4"' in out
+    assert "INTEGRITY_FAILURE: the replay fails closed" in out
+    assert "Next:" in out
     assert (fresh_directory / "mace.db").exists()
+    # The user's own ledger is intact: the tampering happened on a scratch copy.
+    assert main(["verify", "--all"]) == 0
+    assert re.search(r"\(5 jobs, 5 sealed\)", capsys.readouterr().out)
     assert main(["jobs", "--json"]) == 0
     listed = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [job["replayable"] for job in listed] == [True, True, True]
+    assert [job["replayable"] for job in listed] == [True] * 5
 
 
 def test_python_api_example_records_a_run(

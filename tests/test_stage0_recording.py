@@ -507,7 +507,7 @@ def test_capture_modes_decide_replayability(ledger: Ledger) -> None:
                 "reason": f"capture mode {mode} stores the hash of {' and '.join(missing)} only",
             }
         ]
-        assert ledger.reflective_log(log.job_id).summary()["replayable"] is False
+        assert ledger.reflective_log(log.job_id).as_json()["replayable"] is False
     ledger.verify_all()
 
 

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from domain.errors import MaceError
 from infrastructure.cli import (
+    demo,
     governance,
     ingest,
     jobs,
@@ -37,7 +38,7 @@ def build_parser() -> Parser:
     )
     parser.add_argument("--version", action="version", version=f"mace {version('mace-ledger')}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in (jobs, replay, verify, governance, rebuild, memory, ingest, snapshots):
+    for module in (demo, jobs, replay, verify, governance, rebuild, memory, ingest, snapshots):
         module.add_parsers(commands)
     return parser
 
