@@ -1,4 +1,4 @@
-"""The read models: projections of the log with tracking records, rebuilt from zero to the same digests.
+"""Read models: projections of the log with tracking records, rebuilt from zero to the same digests.
 
 Every test runs on SQLite and on PostgreSQL.
 """
@@ -122,7 +122,7 @@ def test_an_edited_view_is_caught_by_rebuild_and_repaired(
         f"UPDATE {TABLE} SET row_json = %s WHERE view = %s",
         ('{"job_id":"forged"}', NON_REPLAYABLE),
     )
-    code, out, err = run(capsys, "rebuild")
+    code, out, _ = run(capsys, "rebuild")
     assert code == 1
     assert "non_replayable: 1 rows" in out and "DIFFERS from the live view (now rebuilt)" in out
     assert "job_index: 3 rows" in out and out.count(" matches") == 3
