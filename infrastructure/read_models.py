@@ -7,6 +7,10 @@ pull loop serves both backends: SQLite cannot subscribe, and a command-line read
 wants the view current *now*, not when a subscriber gets to it. Every notification is verified
 (its MAC) before it is decoded.
 
+On PostgreSQL, `follow` keeps the views current as events are committed: eventsourcing's
+`ApplicationSubscription` (LISTEN/NOTIFY) feeds the same projection, one event and its tracking
+record per transaction.
+
 `rebuild` first brings the live views up to date and takes their digests (the recorded ones),
 then empties them and projects the whole log again from position 0, and compares.
 """
@@ -15,10 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from threading import Event, Thread
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from eventsourcing.persistence import IntegrityError, Tracking
-from eventsourcing.projection import Projection
+from eventsourcing.projection import ApplicationSubscription, Projection
 
 from infrastructure.read_model_views import (
     PostgresReadModelView,
@@ -121,6 +126,27 @@ class ReadModels:
         if progress is not None:
             progress(head, head)
         return applied
+
+    def follow(self, stop: Event) -> None:
+        """PostgreSQL only: apply events as they are committed, until ``stop`` is set."""
+        if isinstance(self.ledger.store, SQLiteStore):
+            msg = "SQLite cannot notify subscribers: its read models catch up when they are read"
+            raise ValueError(msg)
+        self.catch_up()
+        with ApplicationSubscription(self.ledger, gt=self.position(), topics=TOPICS) as events:
+
+            def stop_when_asked() -> None:
+                stop.wait()
+                events.stop()
+
+            stopper = Thread(target=stop_when_asked, name="read-models-stop")
+            stopper.start()
+            try:
+                for event, tracking in events:
+                    self.projection.process_event(event, tracking)
+            finally:
+                stop.set()
+                stopper.join()
 
     def rows(self, view: str) -> list[Row]:
         self.catch_up()

@@ -5,7 +5,10 @@ Every test runs on SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
+from threading import Event, Thread
+
 import pytest
+from eventsourcing.persistence import TrackingRecorder
 from ledger_fixtures import RawTable, run
 
 from domain.governance import Actor
@@ -19,6 +22,7 @@ from projections.read_models import (
     JOB_INDEX,
     NON_REPLAYABLE,
     REPLAY_OUTCOMES,
+    TOPICS,
     VIEWS,
 )
 
@@ -154,3 +158,36 @@ def test_the_views_and_their_tracking_live_in_the_store_itself(settings: Setting
         query = "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
         expected = {TABLE, "ledger_tracking", "ledger_events"}
     assert expected <= {row[0] for row in RawTable(settings).execute(query)}
+
+
+def test_following_applies_events_as_they_are_committed(settings: Settings) -> None:
+    """PostgreSQL notifies subscribers; SQLite refuses to follow and catches up on read."""
+    with Ledger.open(settings) as ledger:
+        stop = Event()
+        if isinstance(settings.parsed_store(), SQLiteStore):
+            with pytest.raises(ValueError, match="SQLite cannot notify subscribers"):
+                ledger.read_models.follow(stop)
+            return
+        errors: list[BaseException] = []
+
+        def follow() -> None:
+            try:
+                ledger.read_models.follow(stop)
+            except BaseException as exc:  # surfaced to the test below
+                errors.append(exc)
+
+        follower = Thread(target=follow)
+        follower.start()
+        try:
+            job_id = ledger.run_job("2 + 3", "s1").job_id
+            # The last event the views take (its registration): snapshots and SEM come after it.
+            last = ledger.recorder.select_notifications(1, 1000, topics=TOPICS)[-1].id
+            view = ledger.read_models.view
+            assert isinstance(view, TrackingRecorder)
+            view.wait(ledger.name, last, timeout=30)
+        finally:
+            stop.set()
+            follower.join()
+        assert errors == []
+        (row,) = [r for _, r in ledger.read_models.view.rows(JOB_INDEX)]
+        assert (row["job_id"], row["status"], row["job_number"]) == (job_id, "sealed", 0)

@@ -1,12 +1,13 @@
-"""``mace rebuild``: project every read model again from position 0 and compare digests."""
+"""``mace rebuild`` (project every read model again from 0, compare digests) and ``mace follow``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from threading import Event
 from typing import Any
 
-from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, emit_json
+from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, UsageError, emit_json
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
 
@@ -19,6 +20,24 @@ def add_parsers(commands: Any) -> None:
     )
     rebuild.add_argument("--json", action="store_true", help="print canonical JSON")
     rebuild.set_defaults(handler=rebuild_views)
+
+    follow = commands.add_parser(
+        "follow", help="PostgreSQL: keep the read models current as events are committed"
+    )
+    follow.set_defaults(handler=follow_views)
+
+
+def follow_views(args: argparse.Namespace, settings: Settings) -> int:
+    with Ledger.open(settings, create=False) as ledger:
+        print(f"following {ledger.store.describe()}; Ctrl-C stops", file=sys.stderr)
+        stop = Event()
+        try:
+            ledger.read_models.follow(stop)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        except KeyboardInterrupt:
+            stop.set()
+    return EXIT_OK
 
 
 def rebuild_views(args: argparse.Namespace, settings: Settings) -> int:
