@@ -178,6 +178,7 @@ class Governance(MaceAggregate):
         self.force_requested_by: str | None = None
         self.halted: dict[str, str] = {}
         self.replay_attempts = 0
+        self.replay_results: set[int] = set()
 
     # Council votes and force-continue
 
@@ -242,12 +243,16 @@ class Governance(MaceAggregate):
         self, snapshot_id: str, cause: HaltCause, reason: str, actor: Actor, recorded_at: str
     ) -> None:
         """Set FORCE_HALT_REPLAY on a snapshot; a snapshot already halted stays as it is."""
+        reason = _reason(reason)
+        if self.scope != governance_scope_of_snapshot(snapshot_id):
+            msg = f"a halt of snapshot {snapshot_id} belongs to its own scope, not {self.scope}"
+            raise GovernanceError(msg)
         if snapshot_id in self.halted:
             return
         self._halt_set(
             snapshot_id=snapshot_id,
             cause=HaltCause(cause).value,
-            reason=_reason(reason),
+            reason=reason,
             actor_id=actor.actor_id,
             roles=list(actor.roles),
             recorded_at=recorded_at,
@@ -329,6 +334,9 @@ class Governance(MaceAggregate):
         if not 1 <= attempt <= self.replay_attempts:
             msg = f"replay attempt {attempt} was never requested in scope {self.scope}"
             raise GovernanceError(msg)
+        if attempt in self.replay_results:
+            msg = f"replay attempt {attempt} already has its result in scope {self.scope}"
+            raise GovernanceError(msg)
         self._replay_resulted(
             job_id=self.scope.removeprefix("job:"),
             attempt=attempt,
@@ -352,7 +360,7 @@ class Governance(MaceAggregate):
         report_digest: str,
         recorded_at: str,
     ) -> None:
-        pass  # a result changes no decision: it is the record that the attempt ended so
+        self.replay_results.add(attempt)
 
     # Checks
 

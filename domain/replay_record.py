@@ -55,8 +55,14 @@ class ReplayRecord(MaceAggregate):
         self.report: dict[str, Any] | None = None
         self.markdown: str | None = None
 
-    @event(StepLogged)
     def log_step(self, step: str, outcome: str, detail: str) -> None:
+        if self.report is not None:
+            msg = f"replay {self.replay_id} is closed by its report: no step may follow it"
+            raise ValueError(msg)
+        self._step_logged(step=step, outcome=outcome, detail=detail)
+
+    @event(StepLogged)
+    def _step_logged(self, step: str, outcome: str, detail: str) -> None:
         self.steps.append({"step": step, "outcome": outcome, "detail": detail})
 
     def store_report(self, report: dict[str, Any], markdown: str) -> None:

@@ -153,7 +153,6 @@ class _Replay:
         self.source = source
         self.request = request
         self.outcome = ReplayOutcome(request.job_id, request.mode)
-        self.mocked: list[str] = []
 
     def run(self) -> None:
         job, completion = self.load_reflective_log()
@@ -398,7 +397,9 @@ class _Replay:
 
     def _mock(self, name: str, reply: AgentReply, iteration: int) -> Agent:
         def answer(request: AgentRequest, memory: Memory) -> AgentReply:
-            self.mocked.append(f"{name} answered by a declared mock in iteration {iteration}")
+            # Recorded as it happens, so a replay that stops later still carries the badge.
+            reason = f"{name} answered by a declared mock in iteration {iteration}"
+            self.outcome.non_authoritative.append(reason)
             return reply
 
         return answer
@@ -468,7 +469,6 @@ class _Replay:
         self.step(step, "ok", "the computed final answer equals the stored final_answer")
 
     def finish(self) -> None:
-        self.outcome.non_authoritative.extend(self.mocked)
         if self.outcome.divergences:
             first = self.outcome.divergences[0]
             self.outcome.error_code = first.code

@@ -29,13 +29,14 @@ def test_aggregate_commands_touch_no_clock_or_randomness() -> None:
         governance.cast_vote("force_continue", "approve", ada, "2026-11-22T00:00Z")
         attempt = governance.request_replay("audit", True, ops, "t")
         governance.record_replay_result(attempt, True, None, True, 0, "0" * 64, "t")
-        governance.halt(snapshot.snapshot_id, HaltCause.INTEGRITY_FAILURE, "MAC", ops, "t")
-        governance.clear_halt(snapshot.snapshot_id, ada, "t")
+        halts = Governance.open(f"snapshot:{snapshot.snapshot_id}")
+        halts.halt(snapshot.snapshot_id, HaltCause.INTEGRITY_FAILURE, "MAC", ops, "t")
+        halts.clear_halt(snapshot.snapshot_id, ada, "t")
         record = ReplayRecord.open("job-1", attempt, "audit")
         record.log_step("1 load reflective log", "ok", "job job-1")
         record.store_report({"ok": True}, "# ok\n")
         receipt = Receipt.emit("r1", "tenant-a", "live", {"context_hash": "x"}, None)
-    for aggregate in (snapshot, job, witness, governance, receipt, record):
+    for aggregate in (snapshot, job, witness, governance, halts, receipt, record):
         clock = DeterministicClock(aggregate.clock_seed)
         stamps = [e.timestamp for e in aggregate.collect_events()]
         assert stamps == [clock.at(v) for v in range(1, len(stamps) + 1)]

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from domain.canonical import canonical_json
 from domain.determinism import DeterministicClock
 from domain.errors import ErrorCode, MaceError
 from domain.governance import (
@@ -548,23 +547,14 @@ def test_a_halt_is_recorded_once_and_then_stays_as_it_is() -> None:
     ) == (SNAPSHOT, "INTEGRITY_FAILURE", "signature check failed", "ops", ["admin"], WHEN)
 
 
-def test_halts_on_different_snapshots_are_separate() -> None:
-    record = Governance.open("global")
-    record.halt(SNAPSHOT, HaltCause.SECURITY_INCIDENT, "leaked key", OPS, WHEN)
-    record.halt(OTHER_SNAPSHOT, HaltCause("INTEGRITY_FAILURE"), "MAC mismatch", OPS, WHEN)
-    assert record.halted == {
-        SNAPSHOT: "SECURITY_INCIDENT: leaked key",
-        OTHER_SNAPSHOT: "INTEGRITY_FAILURE: MAC mismatch",
-    }
-    record.clear_halt(SNAPSHOT, ADA, WHEN)
-    assert record.halted == {OTHER_SNAPSHOT: "INTEGRITY_FAILURE: MAC mismatch"}
-    events = stamps_follow_the_clock(record)
-    assert log_names(events) == [
-        "GOVERNANCE_OPENED",
-        "FORCE_HALT_REPLAY",
-        "FORCE_HALT_REPLAY",
-        "FORCE_HALT_CLEAR",
-    ]
+@pytest.mark.parametrize("scope", ["global", "job:job-1", f"snapshot:{OTHER_SNAPSHOT}"])
+def test_a_halt_belongs_to_its_snapshots_own_scope(scope: str) -> None:
+    """Replays read halts from ``snapshot:<id>`` only, so a halt anywhere else is refused."""
+    record = Governance.open(scope)
+    with pytest.raises(GovernanceError, match=f"belongs to its own scope, not {scope}"):
+        record.halt(SNAPSHOT, HaltCause.SECURITY_INCIDENT, "leaked key", OPS, WHEN)
+    assert record.halted == {}
+    assert log_names(stamps_follow_the_clock(record)) == ["GOVERNANCE_OPENED"]
 
 
 def test_an_unknown_halt_cause_records_nothing() -> None:
@@ -725,8 +715,6 @@ def test_every_command_stamps_its_event_from_the_deterministic_clock() -> None:
     record.cast_vote("production_replay", "approve", BOB, "human time 3")
     attempt = record.request_replay("production", True, CHAIR, "human time 4")
     record.record_replay_result(attempt, True, None, True, 0, "0" * 64, "human time 5")
-    record.halt(SNAPSHOT, HaltCause.INTEGRITY_FAILURE, "MAC mismatch", OPS, "human time 6")
-    record.clear_halt(SNAPSHOT, ADA, "human time 7")
     events = stamps_follow_the_clock(record)
     assert log_names(events) == [
         "GOVERNANCE_OPENED",
@@ -735,14 +723,22 @@ def test_every_command_stamps_its_event_from_the_deterministic_clock() -> None:
         "COUNCIL_VOTE",
         "REPLAY_REQUEST",
         "REPLAY_RESULT",
-        "FORCE_HALT_REPLAY",
-        "FORCE_HALT_CLEAR",
     ]
     clock = DeterministicClock("governance:job:job-1")
-    assert [e.timestamp for e in events] == [clock.at(v) for v in range(1, 9)]
+    assert [e.timestamp for e in events] == [clock.at(v) for v in range(1, 7)]
     assert [getattr(e, "recorded_at", None) for e in events] == [
         None,
-        *(f"human time {n}" for n in range(1, 8)),
+        *(f"human time {n}" for n in range(1, 6)),
+    ]
+    halts = Governance.open(f"snapshot:{SNAPSHOT}")
+    halts.halt(SNAPSHOT, HaltCause.INTEGRITY_FAILURE, "MAC mismatch", OPS, "human time 6")
+    halts.clear_halt(SNAPSHOT, ADA, "human time 7")
+    stamped = stamps_follow_the_clock(halts)
+    assert log_names(stamped) == ["GOVERNANCE_OPENED", "FORCE_HALT_REPLAY", "FORCE_HALT_CLEAR"]
+    assert [getattr(e, "recorded_at", None) for e in stamped] == [
+        None,
+        "human time 6",
+        "human time 7",
     ]
 
 

@@ -147,7 +147,8 @@ def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger)
     council = Governance.open("job:job-1")
     ada, ops = Actor.of("ada", ["council"]), Actor.of("ops", ["admin"])
     council.cast_vote("force_continue", "approve", ada, "2026-11-22T10:00:00Z")
-    council.halt("f" * 64, HaltCause.INTEGRITY_FAILURE, "MAC mismatch", ops, "2026-11-22T10:01:00Z")
+    halts = Governance.open("snapshot:" + "f" * 64)
+    halts.halt("f" * 64, HaltCause.INTEGRITY_FAILURE, "MAC mismatch", ops, "2026-11-22T10:01:00Z")
     receipt = Receipt.emit(
         "r-1",
         "tenant-a",
@@ -155,15 +156,16 @@ def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger)
         {"context_hash": "abc", "selected": [{"memory_id": "m1", "score": 0.1 + 0.2}]},
         {"bundle_hash": None, "bundle_yaml": None, "captured_at": "2026-11-22T10:00:00Z"},
     )
-    ledger.save(council, receipt)
+    ledger.save(council, halts, receipt)
 
     stored_council: Governance = ledger.repository.get(Governance.id_for("job:job-1"))
+    stored_halts: Governance = ledger.repository.get(Governance.id_for("snapshot:" + "f" * 64))
     stored_receipt: Receipt = ledger.repository.get(Receipt.id_for("r-1"))
     assert stored_council.votes == {"force_continue": [("ada", "approve")]}
-    assert stored_council.halted == {"f" * 64: "INTEGRITY_FAILURE: MAC mismatch"}
+    assert stored_halts.halted == {"f" * 64: "INTEGRITY_FAILURE: MAC mismatch"}
     assert stored_receipt.body["selected"][0]["score"] == 0.3
     assert stored_receipt.policy_snapshot is not None
     summary = ledger.verify_all()
-    assert (summary.events, summary.streams) == (4, 2)
+    assert (summary.events, summary.streams) == (5, 3)
     with pytest.raises(AccessDenied, match="only the council role may clear a halt"):
-        stored_council.clear_halt("f" * 64, ops, "2026-11-22T10:02:00Z")
+        stored_halts.clear_halt("f" * 64, ops, "2026-11-22T10:02:00Z")
