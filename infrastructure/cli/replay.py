@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,10 @@ def _prepare(directory: Path) -> None:
         probe.unlink()
     except OSError as exc:
         raise UsageError(f"--report-dir {directory}: cannot write there: {exc.strerror}") from None
+    for name in (REPORT_JSON, REPORT_MD):
+        target = directory / name
+        if target.exists() and (not target.is_file() or not os.access(target, os.W_OK)):
+            raise UsageError(f"--report-dir {directory}: {name} exists and cannot be overwritten")
 
 
 def _print(result: ReplayResult, report_dir: Path | None) -> None:
