@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from domain.canonical import canonical_json
-from domain.governance import Motion, Vote
+from domain.governance import Actor, Motion, Vote
 from infrastructure.cli.common import EXIT_OK, UsageError, acting_actor, emit_json
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
@@ -52,39 +53,49 @@ def add_parsers(commands: Any) -> None:
 
 
 def request_action(args: argparse.Namespace, settings: Settings) -> int:
-    actor = acting_actor(settings)
-    with Ledger.open(settings, create=False) as ledger:
-        _refused_as_usage(
-            lambda: ledger.governance.request_force_continue(args.job_id, args.reason, actor)
-        )
-    print(f"force-continue requested for job {args.job_id} by {actor.actor_id}")
-    return EXIT_OK
+    return _act(
+        settings,
+        lambda ledger, actor: ledger.governance.request_force_continue(
+            args.job_id, args.reason, actor
+        ),
+        f"force-continue requested for job {args.job_id}",
+    )
 
 
 def vote_on(args: argparse.Namespace, settings: Settings) -> int:
-    actor = acting_actor(settings)
     motion = Motion(args.action)
-    with Ledger.open(settings, create=False) as ledger:
-        _refused_as_usage(lambda: ledger.governance.vote(args.job_id, motion, args.vote, actor))
-    print(f"{args.vote.value} {motion.value} for job {args.job_id} by {actor.actor_id}")
-    return EXIT_OK
+    return _act(
+        settings,
+        lambda ledger, actor: ledger.governance.vote(args.job_id, motion, args.vote, actor),
+        f"{args.vote.value} {motion.value} for job {args.job_id}",
+    )
 
 
 def halt_snapshot(args: argparse.Namespace, settings: Settings) -> int:
-    actor = acting_actor(settings)
-    with Ledger.open(settings, create=False) as ledger:
-        _refused_as_usage(
-            lambda: ledger.governance.halt_snapshot(args.snapshot_id, args.reason, actor)
-        )
-    print(f"FORCE_HALT_REPLAY set on snapshot {args.snapshot_id} by {actor.actor_id}")
-    return EXIT_OK
+    return _act(
+        settings,
+        lambda ledger, actor: ledger.governance.halt_snapshot(args.snapshot_id, args.reason, actor),
+        f"FORCE_HALT_REPLAY set on snapshot {args.snapshot_id}",
+    )
 
 
 def clear_halt(args: argparse.Namespace, settings: Settings) -> int:
+    return _act(
+        settings,
+        lambda ledger, actor: ledger.governance.clear_halt(args.snapshot_id, actor),
+        f"FORCE_HALT_CLEAR on snapshot {args.snapshot_id}",
+    )
+
+
+def _act(settings: Settings, command: Callable[[Ledger, Actor], None], done: str) -> int:
+    """Run one governance command as the acting identity; a rule it breaks is bad input."""
     actor = acting_actor(settings)
     with Ledger.open(settings, create=False) as ledger:
-        _refused_as_usage(lambda: ledger.governance.clear_halt(args.snapshot_id, actor))
-    print(f"FORCE_HALT_CLEAR on snapshot {args.snapshot_id} by {actor.actor_id}")
+        try:
+            command(ledger, actor)
+        except ValueError as exc:  # GovernanceError among them
+            raise UsageError(str(exc)) from None
+    print(f"{done} by {actor.actor_id}")
     return EXIT_OK
 
 
@@ -103,10 +114,3 @@ def print_log(args: argparse.Namespace, settings: Settings) -> int:
             f"{entry['scope']} #{entry['version']} {entry['event']} {canonical_json(rest).decode()}"
         )
     return EXIT_OK
-
-
-def _refused_as_usage(command: Any) -> None:
-    try:
-        command()
-    except ValueError as exc:  # GovernanceError among them: a rule the command breaks
-        raise UsageError(str(exc)) from None
