@@ -20,7 +20,6 @@ from domain.governance import (
     Governance,
     HaltCause,
     Motion,
-    governance_scope_of_job,
     governance_scope_of_snapshot,
 )
 from domain.memory import SemEntry
@@ -100,12 +99,27 @@ class ReplayService:
         watch = elapsed or stopwatch()
 
         now = recorded_at()
-        attempt = self.governance.act_on(
+        # Access and force-continue are decided on the very record the request was appended to.
+        attempt, production_approved, force_approved = self.governance.act_on(
             scope,
-            lambda g: g.request_replay(mode.value, force_continue, actor, now),
+            lambda g: (
+                g.request_replay(mode.value, force_continue, actor, now),
+                g.approved(Motion.PRODUCTION_REPLAY),
+                g.force_continue_allowed(),
+            ),
             f"replay request for {job_id}",
         )
-        outcome = self._run_replay(job_id, job, mode, actor, force_continue, mocks or {}, watch)
+        refusal = replay_refusal(mode, actor, production_approved)
+        if refusal is None:
+            request = ReplayRequest(
+                job_id, mode, force_continue, force_approved, mocks or {}, watch
+            )
+            outcome = self._run_replay(job, request)
+        else:
+            outcome = ReplayOutcome.stopped(
+                job_id, mode, "access", ErrorCode.ACCESS_DENIED, refusal
+            )
+            outcome.non_authoritative.append("the replay was refused before it ran")
         report = replay_report(outcome, actor, attempt, force_continue)
         markdown = render_markdown(report)
         self.ledger.retrying(
@@ -125,38 +139,13 @@ class ReplayService:
             raise ValueError(msg)
         return job
 
-    def _run_replay(
-        self,
-        job_id: str,
-        job: Job | None,
-        mode: ReplayMode,
-        actor: Actor,
-        force_continue: bool,
-        mocks: Mapping[str, AgentReply],
-        elapsed: Callable[[], float],
-    ) -> ReplayOutcome:
-        record = self.governance.record_or_new(governance_scope_of_job(job_id))
-        refusal = replay_refusal(mode, actor, record.approved(Motion.PRODUCTION_REPLAY))
-        if refusal is not None:
-            refused = ReplayOutcome.stopped(
-                job_id, mode, "access", ErrorCode.ACCESS_DENIED, refusal
-            )
-            refused.non_authoritative.append("the replay was refused before it ran")
-            return refused
-        request = ReplayRequest(
-            job_id=job_id,
-            mode=mode,
-            force_continue=force_continue,
-            force_approved=record.force_continue_allowed(),
-            mocks=mocks,
-            elapsed=elapsed,
-        )
+    def _run_replay(self, job: Job | None, request: ReplayRequest) -> ReplayOutcome:
         try:
             return replay_job(LedgerReplaySource(self.ledger, job), request)
         except IntegrityFailure as exc:
             # A stream read mid-replay (SEM history, a governance record) failed verification.
             return ReplayOutcome.stopped(
-                job_id, mode, "integrity", ErrorCode.INTEGRITY_FAILURE, exc.message
+                request.job_id, request.mode, "integrity", ErrorCode.INTEGRITY_FAILURE, exc.message
             )
 
     def _store_replay(
