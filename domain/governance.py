@@ -155,6 +155,8 @@ class Governance(MaceAggregate):
 
     class ReplayResulted(MaceAggregate.Event):
         LOG_NAME: ClassVar[str] = "REPLAY_RESULT"
+        # Version 1 did not time the replay.
+        class_version: ClassVar[int] = 2
         job_id: str
         attempt: int
         ok: bool
@@ -163,6 +165,11 @@ class Governance(MaceAggregate):
         divergences: int
         report_digest: str
         recorded_at: str
+        elapsed_ms: int | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["elapsed_ms"] = None
 
     @classmethod
     def open(cls, scope: str) -> Governance:
@@ -329,8 +336,12 @@ class Governance(MaceAggregate):
         divergences: int,
         report_digest: str,
         recorded_at: str,
+        elapsed_ms: int | None = None,
     ) -> None:
-        """Append REPLAY_RESULT for an attempt this record requested."""
+        """Append REPLAY_RESULT for an attempt this record requested.
+
+        ``elapsed_ms``: how long the replay ran, by a monotonic clock (ops metadata).
+        """
         if not 1 <= attempt <= self.replay_attempts:
             msg = f"replay attempt {attempt} was never requested in scope {self.scope}"
             raise GovernanceError(msg)
@@ -346,6 +357,7 @@ class Governance(MaceAggregate):
             divergences=divergences,
             report_digest=report_digest,
             recorded_at=recorded_at,
+            elapsed_ms=elapsed_ms,
         )
 
     @event(ReplayResulted)
@@ -359,6 +371,7 @@ class Governance(MaceAggregate):
         divergences: int,
         report_digest: str,
         recorded_at: str,
+        elapsed_ms: int | None,
     ) -> None:
         self.replay_results.add(attempt)
 

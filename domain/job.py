@@ -24,6 +24,9 @@ from domain.snapshot import SnapshotKind
 
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 EVENT_TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+TENANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+DEFAULT_TENANT = "default"
+"""Whose job it is: jobs recorded without a tenant (the CLI, the Python API) belong here."""
 
 
 class CaptureMode(StrEnum):
@@ -48,6 +51,16 @@ def validate_job_id(job_id: str) -> str:
     return job_id
 
 
+def validate_tenant(tenant: str) -> str:
+    if not TENANT_PATTERN.fullmatch(tenant):
+        msg = (
+            f"invalid tenant {tenant!r}: expected 1-64 characters of lowercase letters, digits"
+            " and . _ -, starting with a letter or digit"
+        )
+        raise ValueError(msg)
+    return tenant
+
+
 @dataclass(frozen=True, slots=True)
 class RecordedFact:
     """One recorded event of a job, as its stream holds it."""
@@ -60,11 +73,18 @@ class RecordedFact:
 
 class Job(MaceAggregate):
     class Started(MaceAggregate.Created):
+        # Version 1 had no tenant: every job then belonged to the one default tenant.
+        class_version = 2
         job_id: str
         job_seed: str
         job_input: str
         snapshot_ids: dict[str, str]
         capture_mode: str
+        tenant: str
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["tenant"] = DEFAULT_TENANT
 
     class Recorded(MaceAggregate.Event):
         sequence_index: int
@@ -95,6 +115,7 @@ class Job(MaceAggregate):
         job_input: str,
         snapshot_ids: dict[str, str],
         capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY,
+        tenant: str = DEFAULT_TENANT,
     ) -> Job:
         cls.check_start(job_id, job_seed, job_input, snapshot_ids)
         return cls(
@@ -103,6 +124,7 @@ class Job(MaceAggregate):
             job_input=job_input,
             snapshot_ids=dict(sorted(snapshot_ids.items())),
             capture_mode=CaptureMode(capture_mode).value,
+            tenant=validate_tenant(tenant),
         )
 
     @staticmethod
@@ -129,12 +151,14 @@ class Job(MaceAggregate):
         job_input: str,
         snapshot_ids: dict[str, str],
         capture_mode: str,
+        tenant: str,
     ) -> None:
         self.job_id = job_id
         self.job_seed = job_seed
         self.job_input = job_input
         self.snapshot_ids = snapshot_ids
         self.capture_mode = capture_mode
+        self.tenant = tenant
         self.next_sequence_index = 0
         self.facts: list[RecordedFact] = []
         self.sealed = False

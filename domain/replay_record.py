@@ -75,3 +75,14 @@ class ReplayRecord(MaceAggregate):
     def _report_stored(self, report: dict[str, Any], markdown: str) -> None:
         self.report = report
         self.markdown = markdown
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "replay_id": self.replay_id,
+            "job_id": self.job_id,
+            "attempt": self.attempt,
+            "mode": self.mode,
+            "steps": self.steps,
+            "report": self.report,
+            "report_markdown": self.markdown,
+        }

@@ -107,3 +107,15 @@ class Snapshot(MaceAggregate):
         self.config_hash = config_hash
         self.seed_namespace = seed_namespace
         self.generator = generator
+
+    def as_json(self) -> dict[str, Any]:
+        """The snapshot as the CLI and the HTTP API show it."""
+        return {
+            "snapshot_id": self.snapshot_id,
+            "kind": self.kind,
+            "schema_version": self.schema_version,
+            "seed_namespace": self.seed_namespace,
+            "config_hash": self.config_hash,
+            "generator": self.generator,
+            "payload": self.payload,
+        }

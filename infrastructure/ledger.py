@@ -22,12 +22,14 @@ from domain.determinism import derive_id, iso_text
 from domain.errors import ErrorCode, MaceError
 from domain.events import JobCompleted, RunCompleted, RunEvent, RunStarted
 from domain.job import (
+    DEFAULT_TENANT,
     CaptureMode,
     Job,
     JobRegistry,
     JobSealWitness,
     sequence_problem,
     validate_job_id,
+    validate_tenant,
 )
 from domain.memory import SemEntry, SemRecord, canonical_key
 from domain.snapshot import SNAPSHOT_ID_PATTERN, Snapshot, SnapshotKind
@@ -176,9 +178,10 @@ class Ledger(Application[UUID]):
         job_input: str,
         snapshot_ids: dict[str, str],
         capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY,
+        tenant: str = DEFAULT_TENANT,
     ) -> Job:
         """Start a job to be recorded piece by piece; it is numbered in the store's registry."""
-        job = Job.start(job_id, job_seed, job_input, snapshot_ids, capture_mode)
+        job = Job.start(job_id, job_seed, job_input, snapshot_ids, capture_mode, tenant)
 
         def attempt() -> Job:
             if self.job_exists(job_id):
@@ -298,12 +301,13 @@ class Ledger(Application[UUID]):
         registry_version: int,
         final_output: Any,
         configs: tuple[SelfRepConfig | None, BrainStateConfig | None],
-        with_job: Sequence[SemEntry | Snapshot] = (),
+        with_job: Sequence[MaceAggregate] = (),
         stored: set[str] | None = None,
     ) -> ReflectiveLog:
         """Close, seal, number and store a job built in memory, all in one transaction.
 
-        ``with_job``: the job's SEM writes and the snapshots first stored for it. ``stored``: the
+        ``with_job``: what is stored with the job (its SEM writes, the snapshots first stored for
+        it, a completed run draft). ``stored``: the
         declared snapshot ids the caller already knows are in the ledger (else each is looked up).
         """
         if self.job_exists(job.job_id):
@@ -321,6 +325,17 @@ class Ledger(Application[UUID]):
         registration = self._registration(registry_version, job.job_id)
         self.save(*events, job, witness, *registration, *with_job)
         return ReflectiveLog.of(job)
+
+    def job_tenant(self, job_id: str) -> str | None:
+        """Whose job it is, from its first event alone (verified); None when there is no job."""
+        validate_job_id(job_id)
+        first = next(iter(self.recorder.select_events(Job.id_for(job_id), limit=1)), None)
+        if first is None:
+            return None
+        started = self.mapper.to_domain_event(first)
+        if not isinstance(started, Job.Started):
+            raise IntegrityFailure(first.originator_id, 1, "stream is not a Job")
+        return started.tenant
 
     def job_exists(self, job_id: str) -> bool:
         return self.stream_exists(Job.id_for(job_id))
@@ -409,15 +424,17 @@ class Ledger(Application[UUID]):
         user: str = "default",
         capture_mode: CaptureMode = CaptureMode.FULL_IO,
         snapshot_ids: dict[str, str] | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> ReflectiveLog:
         """Run one job through the Stage-0 runtime and record all of it, sealed."""
         Job.check_start(job_id, seed, text, {})
+        validate_tenant(tenant)
         ids, snapshots, unstored = self.stage0_snapshots(snapshot_ids or {})
 
         def attempt() -> ReflectiveLog:
             version = self._registry_version()
             this_id = self._job_id(job_id, seed, text, version)
-            job = Job.start(this_id, seed, text, ids, capture_mode)
+            job = Job.start(this_id, seed, text, ids, capture_mode, tenant)
             run = run_stage0(this_id, seed, text, user, snapshots, self, capture_mode)
             for event in run.events:
                 job.record(event.EVENT_TYPE, event.payload())
@@ -434,9 +451,19 @@ class Ledger(Application[UUID]):
     # Runs recorded by an outside emitter
 
     def record_run(
-        self, started: RunStarted, events: Sequence[RunEvent], completed: RunCompleted
+        self,
+        started: RunStarted,
+        events: Sequence[RunEvent],
+        completed: RunCompleted,
+        tenant: str = DEFAULT_TENANT,
+        alongside: Callable[[], Sequence[MaceAggregate]] = tuple,
     ) -> ReflectiveLog:
-        """Record a run produced elsewhere (start, events, completion) as one sealed job."""
+        """Record a run produced elsewhere (start, events, completion) as one sealed job.
+
+        ``alongside`` makes, afresh for each attempt, aggregates to save in the job's own
+        transaction (a run draft marked complete).
+        """
+        validate_tenant(tenant)
         capture = CaptureMode(started.capture_mode)
         ids = {kind.value: sid for kind, sid in started.snapshot_ids.items()}
         configs = (
@@ -447,11 +474,13 @@ class Ledger(Application[UUID]):
         def attempt() -> ReflectiveLog:
             version = self._registry_version()
             job_id = self._job_id(started.job_id, started.seed_text, started.input, version)
-            job = Job.start(job_id, started.seed_text, started.input, ids, capture)
+            job = Job.start(job_id, started.seed_text, started.input, ids, capture, tenant)
             for event in events:
                 captured = apply_capture(event, capture)
                 job.record(captured.EVENT_TYPE, captured.payload())
-            return self._commit_job(job, version, completed.final_output, configs)
+            return self._commit_job(
+                job, version, completed.final_output, configs, with_job=alongside()
+            )
 
         return self.retrying(attempt, "record run")
 

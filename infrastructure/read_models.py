@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from threading import Event, Thread
+from threading import Event, Lock, Thread
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from eventsourcing.persistence import IntegrityError, Tracking
@@ -93,6 +93,8 @@ class ReadModels:
         )
         self.view = cast(ReadModelView, ledger.factory.tracking_recorder(view_class))
         self.projection = ReadModelProjection(self.view)
+        # The projection gathers a page's changes before committing them: one page at a time.
+        self._applying = Lock()
 
     def position(self) -> int:
         return self.view.max_tracking_id(self.ledger.name) or 0
@@ -101,7 +103,8 @@ class ReadModels:
         """Apply every event the views have not seen; returns how many were applied."""
         for _ in range(ATTEMPTS):
             try:
-                return self._catch_up(progress)
+                with self._applying:
+                    return self._catch_up(progress)
             except IntegrityError:
                 continue  # another process applied a page first: carry on from where it got to
         msg = "read models: other writers kept applying the same events; try again"

@@ -122,8 +122,9 @@ class ReplayService:
             outcome.non_authoritative.append("the replay was refused before it ran")
         report = replay_report(outcome, actor, attempt, force_continue)
         markdown = render_markdown(report)
+        seconds = watch()
         self.ledger.retrying(
-            lambda: self._store_replay(scope, attempt, outcome, actor, report, markdown),
+            lambda: self._store_replay(scope, attempt, outcome, actor, report, markdown, seconds),
             f"replay result for {job_id}",
         )
         return ReplayResult(attempt, outcome, report, markdown)
@@ -156,6 +157,7 @@ class ReplayService:
         actor: Actor,
         report: dict[str, Any],
         markdown: str,
+        elapsed: float,
     ) -> None:
         now = recorded_at()
         record = self.governance.record_or_new(scope)
@@ -167,6 +169,7 @@ class ReplayService:
             len(outcome.divergences),
             digest(report),
             now,
+            elapsed_ms=round(elapsed * 1000),
         )
         steps = ReplayRecord.open(outcome.job_id, attempt, outcome.mode.value)
         for step in outcome.steps:

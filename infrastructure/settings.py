@@ -117,6 +117,11 @@ class Settings(BaseSettings):
     # to say so, as a git author is); the HTTP service takes identity from its tokens instead.
     actor: str | None = None
     roles: str | None = None
+    # The HTTP service: who may call it (hashed bearer tokens) and how much one request may carry.
+    tokens_file: Path | None = None
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    max_batch_events: int = Field(default=500, ge=1)
+    max_run_events: int = Field(default=20_000, ge=1)
 
     def parsed_store(self) -> Store:
         return parse_store(self.store)

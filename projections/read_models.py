@@ -68,6 +68,7 @@ def _job_started(event: Job.Started, merge: Merge) -> list[ViewChange]:
             JOB_INDEX,
             str(event.originator_id),
             job_id=event.job_id,
+            tenant=event.tenant,
             status="open",
             capture_mode=event.capture_mode,
             replayable=None,
@@ -93,7 +94,11 @@ def _job_recorded(event: Job.Recorded, merge: Merge) -> list[ViewChange]:
     if replayable:
         return [indexed]
     assert indexed.row is not None
-    gap = {"job_id": indexed.row.get("job_id"), "missing_artifacts": missing}
+    gap = {
+        "job_id": indexed.row.get("job_id"),
+        "tenant": indexed.row.get("tenant"),
+        "missing_artifacts": missing,
+    }
     return [indexed, ViewChange(NON_REPLAYABLE, key, gap)]
 
 
@@ -102,14 +107,19 @@ def _job_sealed(event: Job.Sealed, merge: Merge) -> list[ViewChange]:
 
 
 def _replay_requested(event: Governance.ReplayRequested, merge: Merge) -> list[ViewChange]:
+    # The job is indexed before anyone can ask to replay it: its row says whose job it is.
+    job = merge(JOB_INDEX, str(Job.id_for(event.job_id))).row or {}
     row = {
         "job_id": event.job_id,
+        "tenant": job.get("tenant"),
         "attempt": event.attempt,
         "mode": event.mode,
         "force_continue": event.force_continue,
         "actor_id": event.actor_id,
         "roles": event.roles,
         "requested_at": event.recorded_at,
+        "finished_at": None,
+        "elapsed_ms": None,
         "outcome": "pending",
         "error_code": None,
         "authoritative": None,
@@ -123,6 +133,8 @@ def _replay_resulted(event: Governance.ReplayResulted, merge: Merge) -> list[Vie
         merge(
             REPLAY_OUTCOMES,
             f"{event.job_id}#{event.attempt}",
+            finished_at=event.recorded_at,
+            elapsed_ms=event.elapsed_ms,
             outcome="ok" if event.ok else "failed",
             error_code=event.error_code,
             authoritative=event.authoritative,

@@ -23,6 +23,7 @@ from infrastructure.cli import (
     memory,
     rebuild,
     replay,
+    serve,
     snapshots,
     verify,
 )
@@ -38,7 +39,8 @@ def build_parser() -> Parser:
     )
     parser.add_argument("--version", action="version", version=f"mace {version('mace-ledger')}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in (demo, jobs, replay, verify, governance, rebuild, memory, ingest, snapshots):
+    modules = (demo, jobs, replay, verify, governance, rebuild, memory, ingest, snapshots, serve)
+    for module in modules:
         module.add_parsers(commands)
     return parser
 

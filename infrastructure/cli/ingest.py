@@ -11,6 +11,7 @@ from domain.run_file import RunFileError, parse_run
 from infrastructure.cli.common import EXIT_OK, UsageError, emit_json, read_bytes
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
+from projections.job_summaries import recorded_run
 
 
 def add_parsers(commands: Any) -> None:
@@ -30,21 +31,13 @@ def ingest_run(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"{name} {exc}") from None
     with Ledger.open(settings) as ledger:
         log = ledger.record_run(run.started, run.events, run.completed)
-    assert log.completion is not None
-    missing = [m.model_dump() for m in log.completion.missing_artifacts]
+    summary = recorded_run(log, len(run.events))
     if args.json:
-        emit_json(
-            {
-                "job_id": log.job_id,
-                "events": len(run.events),
-                "replayable": log.completion.replayable,
-                "missing_artifacts": missing,
-            }
-        )
+        emit_json(summary)
         return EXIT_OK
     print(f"job {log.job_id}: {len(run.events)} events recorded and sealed")
-    print(f"  replayable: {'yes' if log.completion.replayable else 'no'}")
-    for item in missing:
+    print(f"  replayable: {'yes' if summary['replayable'] else 'no'}")
+    for item in summary["missing_artifacts"]:
         print(f"    missing {', '.join(item['missing'])} of {item['step']}: {item['reason']}")
     return EXIT_OK
 

@@ -17,8 +17,8 @@ from infrastructure.cli.common import (
 )
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
+from projections.job_summaries import job_listing, run_report
 from projections.read_models import JOB_INDEX
-from projections.reflective_log import ReflectiveLog
 
 STREAM_TYPES = ("JobStarted", *sorted(ALL_TYPES), "JobSealed")
 
@@ -88,26 +88,6 @@ def run_job(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def run_report(log: ReflectiveLog) -> dict[str, Any]:
-    """What ``mace run --json`` prints: the job's answer and its one iteration's decisions."""
-    assert log.completion is not None
-    trace = log.iteration_trace[0]
-    return {
-        "job_id": log.job_id,
-        "job_seed": log.job_seed,
-        "input": log.job_input,
-        "capture_mode": log.capture_mode,
-        "final_output": log.completion.final_output,
-        "replayable": log.completion.replayable,
-        "missing_artifacts": [m.model_dump() for m in log.completion.missing_artifacts],
-        "router_decision": trace["router_decision"],
-        "selected_agents": trace["selected_agents"],
-        "sem_reads": trace["sem_reads"],
-        "sem_writes": trace["sem_writes"],
-        "snapshot_ids": log.snapshot_ids,
-    }
-
-
 def job_events(args: argparse.Namespace, settings: Settings) -> int:
     if args.event_type is not None and args.event_type not in STREAM_TYPES:
         raise UsageError(f"unknown event type {args.event_type!r}: expected one of {STREAM_TYPES}")
@@ -130,18 +110,7 @@ def job_events(args: argparse.Namespace, settings: Settings) -> int:
 
 def list_jobs(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
-        indexed = ledger.read_models.rows(JOB_INDEX)
-    indexed.sort(key=lambda row: row.get("job_number", len(indexed)))
-    summaries = [
-        {
-            "job_id": row["job_id"],
-            "status": row["status"],
-            "capture_mode": row["capture_mode"],
-            "replayable": row["replayable"],
-            "missing_artifacts": row["missing_artifacts"],
-        }
-        for row in indexed
-    ]
+        summaries = job_listing(ledger.read_models.rows(JOB_INDEX))
     if args.non_replayable:
         summaries = [s for s in summaries if s["replayable"] is not True]
     for summary in summaries:

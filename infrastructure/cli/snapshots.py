@@ -49,15 +49,7 @@ def snapshot_show(args: argparse.Namespace, settings: Settings) -> int:
             snapshot = ledger.get_snapshot(args.snapshot_id)
         except (ValueError, NotFoundError) as exc:
             raise UsageError(str(exc)) from None
-    data = {
-        "snapshot_id": snapshot.snapshot_id,
-        "kind": snapshot.kind,
-        "schema_version": snapshot.schema_version,
-        "seed_namespace": snapshot.seed_namespace,
-        "config_hash": snapshot.config_hash,
-        "generator": snapshot.generator,
-        "payload": snapshot.payload,
-    }
+    data = snapshot.as_json()
     if args.json:
         emit_json(data)
     else:

@@ -1,0 +1,110 @@
+"""A run being recorded over the network, batch by batch, before it becomes a sealed job.
+
+An outside emitter opens a run, sends its events in batches, then completes it; only completion
+turns the run into a Job (in the same transaction that marks the draft completed). Each event in a
+batch carries the emitter's own ``event_id``, so a batch re-sent after a lost response is
+recognised: events already held with the same content are skipped, never recorded twice, and an
+id re-used for different content is refused. A batch is one event on the draft, so it is taken
+whole or not at all.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from eventsourcing.domain import event
+
+from domain.aggregate import MaceAggregate
+from domain.canonical import digest
+from domain.job import validate_tenant
+
+CLIENT_EVENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+class RunDraftError(ValueError):
+    """What a draft refuses: its state (complete), or an event id re-used for other content."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    accepted: int
+    duplicates: int
+    total: int
+
+
+class RunDraft(MaceAggregate):
+    class Opened(MaceAggregate.Created):
+        run_id: str
+        tenant: str
+        started: dict[str, Any]
+
+    class BatchAppended(MaceAggregate.Event):
+        events: list[dict[str, Any]]
+
+    class Completed(MaceAggregate.Event):
+        final_output_digest: str
+
+    NAME_PREFIX = "run-draft"
+    NAME_FIELD = "run_id"
+
+    @event(Opened)
+    def __init__(self, run_id: str, tenant: str, started: dict[str, Any]) -> None:
+        self.run_id = run_id
+        self.tenant = validate_tenant(tenant)
+        self.started = started
+        self.events: list[dict[str, Any]] = []
+        self.digests: dict[str, str] = {}
+        self.final_output_digest: str | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.final_output_digest is not None
+
+    def start_digest(self) -> str:
+        return digest(self.started)
+
+    def append(self, batch: list[tuple[str, dict[str, Any]]]) -> BatchOutcome:
+        """Take the ``(event_id, event)`` pairs not held yet; re-sent ones are skipped."""
+        if self.completed:
+            msg = f"run {self.run_id} is complete: no more events may be added"
+            raise RunDraftError(msg)
+        fresh: list[dict[str, Any]] = []
+        seen: dict[str, str] = {}
+        for position, (event_id, content) in enumerate(batch):
+            if not CLIENT_EVENT_ID_PATTERN.fullmatch(event_id):
+                msg = f"events[{position}].event_id {event_id!r}: expected 1-128 characters of"
+                raise RunDraftError(f"{msg} letters, digits and . _ : -")
+            content_digest = digest(content)
+            held = self.digests.get(event_id, seen.get(event_id))
+            if held is None:
+                seen[event_id] = content_digest
+                fresh.append({"event_id": event_id, "event": content})
+            elif held != content_digest:
+                msg = f"events[{position}].event_id {event_id!r} was sent before with other content"
+                raise RunDraftError(msg)
+        if fresh:
+            self._appended(events=fresh)
+        return BatchOutcome(len(fresh), len(batch) - len(fresh), len(self.events))
+
+    @event(BatchAppended)
+    def _appended(self, events: list[dict[str, Any]]) -> None:
+        for item in events:
+            self.events.append(item["event"])
+            self.digests[item["event_id"]] = digest(item["event"])
+
+    def complete(self, final_output: Any) -> bool:
+        """Mark the run complete; False when it already was, with this same final output."""
+        final_digest = digest(final_output)
+        if self.final_output_digest == final_digest:
+            return False
+        if self.completed:
+            msg = f"run {self.run_id} was already completed with another final output"
+            raise RunDraftError(msg)
+        self._completed(final_output_digest=final_digest)
+        return True
+
+    @event(Completed)
+    def _completed(self, final_output_digest: str) -> None:
+        self.final_output_digest = final_output_digest

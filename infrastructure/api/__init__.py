@@ -1,0 +1,1 @@
+"""The HTTP service (``mace serve``): FastAPI on uvicorn."""

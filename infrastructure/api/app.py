@@ -1,0 +1,104 @@
+"""The HTTP service: one FastAPI app over the same ledger and use cases as the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import version
+
+from eventsourcing.persistence import PersistenceError
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+
+from domain.errors import MaceError
+from infrastructure.api import (
+    dashboard,
+    governance,
+    health,
+    jobs,
+    metrics,
+    replays,
+    runs,
+    snapshots,
+)
+from infrastructure.api.context import Service
+from infrastructure.api.errors import ApiError, HttpCode, from_mace_error, invalid, not_found
+from infrastructure.api.limits import BodyLimit
+from infrastructure.api.responses import CanonicalJSONResponse
+from infrastructure.api.tokens import TokenBook
+from infrastructure.ledger import Ledger
+from infrastructure.ledger_errors import ConflictError, NotFoundError, SnapshotError
+from infrastructure.settings import Settings
+
+
+def create_app(settings: Settings, tokens: TokenBook, ledger: Ledger | None = None) -> FastAPI:
+    """The service over ``ledger`` (default: the one the settings name, opened at start-up)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        own = ledger is None
+        opened = Ledger.open(settings) if ledger is None else ledger
+        app.state.service = Service(settings, opened, tokens)
+        try:
+            yield
+        finally:
+            if own:
+                opened.close()
+
+    app = FastAPI(
+        title="MACE Ledger",
+        version=version("mace-ledger"),
+        description="Signed, replayable records of AI-agent runs.",
+        default_response_class=CanonicalJSONResponse,
+        lifespan=lifespan,
+    )
+    for module in (health, runs, jobs, replays, governance, snapshots, metrics, dashboard):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    _answer_errors(app)
+    return app
+
+
+def _answer_errors(app: FastAPI) -> None:
+    async def api_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        if request.url.path.startswith("/dashboard"):
+            return dashboard.error_page(exc)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return CanonicalJSONResponse(exc.body(), status_code=exc.status, headers=headers)
+
+    async def answer(request: Request, error: ApiError) -> Response:
+        return await api_error(request, error)
+
+    async def validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first.get("loc", ()))
+        return await answer(request, invalid(f"{field}: {first.get('msg')}", field))
+
+    async def mace_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, MaceError)
+        return await answer(request, from_mace_error(exc))
+
+    async def missing(request: Request, exc: Exception) -> Response:
+        return await answer(request, not_found(str(exc).removeprefix("no ")))
+
+    async def conflict(request: Request, exc: Exception) -> Response:
+        return await answer(request, ApiError(409, HttpCode.CONFLICT, str(exc)))
+
+    async def unusable_snapshot(request: Request, exc: Exception) -> Response:
+        return await answer(request, invalid(str(exc)))
+
+    async def store_down(request: Request, exc: Exception) -> Response:
+        return await answer(
+            request, ApiError(503, HttpCode.STORE_UNAVAILABLE, f"store unavailable: {exc}")
+        )
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(RequestValidationError, validation)
+    app.add_exception_handler(MaceError, mace_error)
+    app.add_exception_handler(NotFoundError, missing)
+    app.add_exception_handler(ConflictError, conflict)
+    app.add_exception_handler(SnapshotError, unusable_snapshot)
+    app.add_exception_handler(PersistenceError, store_down)

@@ -1,0 +1,78 @@
+"""The request bodies the service accepts, validated with pydantic before anything is done."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictInt, StrictStr
+
+from domain.events import EmittedEvent
+from domain.governance import Motion, Vote
+from domain.job import CaptureMode
+from domain.replay_access import ReplayMode
+from domain.snapshot import SnapshotKind
+
+OneLine = Annotated[str, Field(min_length=1, max_length=500, pattern=r"^[^\r\n]*$")]
+ClientEventId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
+SnapshotId = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class BatchItem(Body):
+    event_id: ClientEventId = Field(description="the emitter's id: a re-sent event is skipped")
+    event: EmittedEvent
+
+
+class EventBatch(Body):
+    events: list[BatchItem] = Field(min_length=1)
+
+
+class RunCompletion(Body):
+    final_output: JsonValue
+
+
+class Stage0Job(Body):
+    input: str = Field(max_length=100_000)
+    seed: StrictInt | StrictStr
+    job_id: str | None = None
+    user: str = Field(default="default", min_length=1, max_length=200)
+    capture_mode: CaptureMode = CaptureMode.FULL_IO
+    snapshot_ids: dict[SnapshotKind, SnapshotId] = Field(default_factory=dict)
+
+
+class MockReply(Body):
+    text: str
+    claims: list[dict[str, JsonValue]] = Field(default_factory=list)
+    evidence: list[dict[str, JsonValue]] = Field(default_factory=list)
+
+
+class ReplayAsk(Body):
+    job_id: str
+    mode: ReplayMode = ReplayMode.AUDIT
+    force_continue: bool = False
+    mocks: dict[str, MockReply] = Field(
+        default_factory=dict, description="reexecute only: agent name -> the reply to give"
+    )
+
+
+class ForceContinueAsk(Body):
+    reason: OneLine
+
+
+class CouncilVote(Body):
+    motion: Motion
+    vote: Vote
+
+
+class HaltAsk(Body):
+    reason: OneLine
+
+
+class SnapshotDeclaration(Body):
+    kind: SnapshotKind
+    payload: dict[str, JsonValue]
+    schema_version: int = Field(default=1, ge=1, le=1_000_000)
+    seed_namespace: str | None = None

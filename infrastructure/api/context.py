@@ -1,0 +1,76 @@
+"""What every endpoint needs: the ledger, the caller (from the bearer token) and their tenant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from domain.errors import ErrorCode
+from domain.governance import Role
+from infrastructure.api.errors import ApiError, HttpCode, invalid, not_found
+from infrastructure.api.tokens import Principal, TokenBook
+from infrastructure.ledger import Ledger
+from infrastructure.settings import Settings
+
+SESSION_COOKIE = "mace_session"
+"""The dashboard's cookie: the bearer token a person entered on the login form."""
+
+
+@dataclass
+class Service:
+    """The state one running service shares between requests."""
+
+    settings: Settings
+    ledger: Ledger
+    tokens: TokenBook
+
+
+def service(request: Request) -> Service:
+    state: Service = request.app.state.service
+    return state
+
+
+_bearer = HTTPBearer(auto_error=False, description="a token from MACE_TOKENS_FILE")
+
+
+def caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The principal the request's bearer token (or dashboard session cookie) names, else 401."""
+    token = credentials.credentials if credentials is not None else None
+    token = token or request.cookies.get(SESSION_COOKIE)
+    if not token:
+        raise ApiError(401, HttpCode.UNAUTHENTICATED, "a bearer token is required")
+    principal = service(request).tokens.principal(token)
+    if principal is None:
+        raise ApiError(401, HttpCode.UNAUTHENTICATED, "the bearer token is not valid")
+    return principal
+
+
+Caller = Annotated[Principal, Depends(caller)]
+Ctx = Annotated[Service, Depends(service)]
+
+
+def require(principal: Principal, *roles: Role) -> None:
+    """403 unless the caller holds one of ``roles``."""
+    if not any(principal.actor.holds(role) for role in roles):
+        wanted = sorted(role.value for role in roles)
+        message = (
+            f"this needs one of the roles {wanted}; {principal.actor.actor_id}"
+            f" holds {list(principal.actor.roles)}"
+        )
+        raise ApiError(403, ErrorCode.ACCESS_DENIED, message)
+
+
+def own_job(ledger: Ledger, job_id: str, principal: Principal) -> None:
+    """404, exactly as for a job that does not exist, unless the job is the caller's tenant's."""
+    try:
+        tenant = ledger.job_tenant(job_id)
+    except ValueError as exc:
+        raise invalid(str(exc), "path.job_id") from None
+    if tenant != principal.tenant:
+        raise not_found(f"job {job_id}")

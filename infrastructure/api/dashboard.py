@@ -1,0 +1,125 @@
+"""The operators' dashboard: server-rendered HTML, readable with JavaScript off.
+
+It shows the caller's tenant: the replay evidence, jobs production replay cannot redo and what
+each lacks, recent replays with their outcome, error code and authority, and halted snapshots;
+each job links to its events and each replay to its report. A person signs in with a token from
+the tokens file; it is kept in a same-site, HTTP-only cookie.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path as FilePath
+from typing import Annotated, Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from domain.canonical import canonical_json
+from infrastructure.api.context import SESSION_COOKIE, Caller, Ctx, own_job, service
+from infrastructure.api.errors import ApiError
+from infrastructure.api.metrics import tenant_evidence
+from infrastructure.api.tokens import Principal
+from infrastructure.ledger_errors import NotFoundError
+from projections.read_models import HALTED_SNAPSHOTS, NON_REPLAYABLE, REPLAY_OUTCOMES
+
+router = APIRouter(prefix="/dashboard", include_in_schema=False)
+RECENT = 50
+TEMPLATES = Environment(
+    loader=FileSystemLoader(FilePath(__file__).parent.parent / "web" / "templates"),
+    autoescape=select_autoescape(["html"]),
+)
+
+
+def _page(template: str, http_status: int = 200, **context: Any) -> HTMLResponse:
+    html = TEMPLATES.get_template(template).render(**context)
+    return HTMLResponse(html, status_code=http_status)
+
+
+def login_page(problem: str | None = None, status: int = 200) -> HTMLResponse:
+    return _page("login.html", status, who=None, problem=problem)
+
+
+def error_page(error: ApiError) -> HTMLResponse:
+    """An error on a dashboard page, for a person: the sign-in form when they need to sign in."""
+    if error.status == 401:
+        return login_page(None if error.message.startswith("a bearer") else error.message, 401)
+    return _page(
+        "error.html",
+        error.status,
+        who=None,
+        status=error.status,
+        code=error.code,
+        message=error.message,
+    )
+
+
+@router.get("", response_class=HTMLResponse)
+def overview(ctx: Ctx, who: Caller) -> HTMLResponse:
+    models = ctx.ledger.read_models
+    mine = who.tenant
+    replays = [r for r in models.rows(REPLAY_OUTCOMES) if r.get("tenant") == mine]
+    replays.sort(key=lambda r: (r["requested_at"], r["job_id"], r["attempt"]), reverse=True)
+    gaps = [r for r in models.rows(NON_REPLAYABLE) if r.get("tenant") == mine]
+    gaps.sort(key=lambda r: str(r["job_id"]))
+    halts = sorted(models.rows(HALTED_SNAPSHOTS), key=lambda r: str(r["halted_at"]))
+    return _page(
+        "overview.html",
+        who=who,
+        evidence=tenant_evidence(ctx, who),
+        gaps=gaps,
+        replays=replays[:RECENT],
+        halts=halts,
+    )
+
+
+@router.get("/jobs/{job_id}", response_class=HTMLResponse)
+def job_page(job_id: str, ctx: Ctx, who: Caller) -> HTMLResponse:
+    own_job(ctx.ledger, job_id, who)
+    events = [
+        {**e, "payload_text": canonical_json(e["payload"]).decode()}
+        for e in ctx.ledger.job_stream(job_id)
+    ]
+    replays = [r for r in ctx.ledger.read_models.rows(REPLAY_OUTCOMES) if r["job_id"] == job_id]
+    replays.sort(key=lambda r: int(r["attempt"]))
+    log = ctx.ledger.reflective_log(job_id)
+    return _page("job.html", who=who, job_id=job_id, log=log, events=events, replays=replays)
+
+
+@router.get("/jobs/{job_id}/replays/{attempt}", response_class=HTMLResponse)
+def replay_page(
+    job_id: str, attempt: Annotated[int, Path(ge=1, le=2**31)], ctx: Ctx, who: Caller
+) -> HTMLResponse:
+    own_job(ctx.ledger, job_id, who)
+    try:
+        record = ctx.ledger.replays.record(job_id, attempt)
+    except NotFoundError:
+        raise ApiError(404, "NOT_FOUND", f"no replay {job_id}#{attempt}") from None
+    return _page("replay.html", who=who, record=record)
+
+
+@router.post("/login", response_class=HTMLResponse)
+async def login(request: Request) -> Response:
+    form = parse_qs((await request.body()).decode("utf-8", errors="replace"))
+    token = (form.get("token") or [""])[0].strip()
+    principal: Principal | None = service(request).tokens.principal(token) if token else None
+    if principal is None:
+        return login_page("That token is not valid.", status=401)
+    response = RedirectResponse("/dashboard", status_code=303)
+    response.set_cookie(
+        SESSION_COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+    return response
+
+
+@router.post("/logout")
+def logout() -> Response:
+    response = RedirectResponse("/dashboard", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response

@@ -1,0 +1,91 @@
+"""Governance over HTTP: force-continue requests, council votes, halts, clears and the log.
+
+The roles each action needs are the domain's rules (`domain.governance`); a refusal there is a
+403 here. The acting identity is always the token's, never a field of the body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter
+
+from infrastructure.api.bodies import CouncilVote, ForceContinueAsk, HaltAsk
+from infrastructure.api.context import Caller, Ctx, own_job
+from infrastructure.api.errors import invalid
+from infrastructure.ledger_errors import ConflictError
+
+router = APIRouter(tags=["governance"])
+
+
+def _act(action: Callable[[], None], done: dict[str, Any]) -> dict[str, Any]:
+    try:
+        action()
+    except ConflictError:
+        raise  # answered 409 by its handler
+    except ValueError as exc:  # GovernanceError among them; AccessDenied is answered 403
+        raise invalid(str(exc)) from None
+    return done
+
+
+@router.get("/v1/jobs/{job_id}/governance", summary="a job's governance log and its snapshots'")
+def governance_log(job_id: str, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    own_job(ctx.ledger, job_id, who)
+    return {"job_id": job_id, "events": ctx.ledger.governance.log(job_id)}
+
+
+@router.post(
+    "/v1/jobs/{job_id}/governance/force-continue",
+    status_code=201,
+    summary="admin: ask that replays of the job may continue past a divergence",
+)
+def request_force_continue(
+    job_id: str, body: ForceContinueAsk, ctx: Ctx, who: Caller
+) -> dict[str, Any]:
+    own_job(ctx.ledger, job_id, who)
+    return _act(
+        lambda: ctx.ledger.governance.request_force_continue(job_id, body.reason, who.actor),
+        {"job_id": job_id, "requested": "force_continue", "by": who.actor.as_json()},
+    )
+
+
+@router.post(
+    "/v1/jobs/{job_id}/governance/votes",
+    status_code=201,
+    summary="council: approve or reject a motion for the job (the latest vote counts)",
+)
+def vote(job_id: str, body: CouncilVote, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    own_job(ctx.ledger, job_id, who)
+    return _act(
+        lambda: ctx.ledger.governance.vote(job_id, body.motion, body.vote, who.actor),
+        {
+            "job_id": job_id,
+            "motion": body.motion.value,
+            "vote": body.vote.value,
+            "by": who.actor.as_json(),
+        },
+    )
+
+
+@router.post(
+    "/v1/snapshots/{snapshot_id}/halt",
+    status_code=201,
+    summary="record a security incident: replays touching the snapshot halt until cleared",
+)
+def halt(snapshot_id: str, body: HaltAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    return _act(
+        lambda: ctx.ledger.governance.halt_snapshot(snapshot_id, body.reason, who.actor),
+        {"snapshot_id": snapshot_id, "halted": True, "by": who.actor.as_json()},
+    )
+
+
+@router.post(
+    "/v1/snapshots/{snapshot_id}/clear",
+    summary="council: lift a snapshot's halt (FORCE_HALT_CLEAR)",
+)
+def clear(snapshot_id: str, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    return _act(
+        lambda: ctx.ledger.governance.clear_halt(snapshot_id, who.actor),
+        {"snapshot_id": snapshot_id, "halted": False, "by": who.actor.as_json()},
+    )

@@ -1,0 +1,80 @@
+"""Run Stage-0 jobs and read jobs back: the caller's tenant's jobs only."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query
+
+from domain.canonical import CanonicalJSONError, canonical_json
+from domain.governance import Role
+from infrastructure.api.bodies import Stage0Job
+from infrastructure.api.context import Caller, Ctx, own_job, require
+from infrastructure.api.errors import invalid, not_found
+from infrastructure.ledger_errors import ConflictError, NotFoundError, SnapshotError
+from projections.job_summaries import job_listing, run_report
+from projections.read_models import JOB_INDEX
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+@router.post("", status_code=201, summary="run one job through the Stage-0 runtime, recorded")
+def run_job(body: Stage0Job, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    require(who, Role.OPERATOR, Role.ADMIN)
+    try:
+        canonical_json([body.input, body.user])
+        log = ctx.ledger.run_job(
+            body.input,
+            str(body.seed),
+            job_id=body.job_id,
+            user=body.user,
+            capture_mode=body.capture_mode,
+            snapshot_ids={kind.value: sid for kind, sid in body.snapshot_ids.items()},
+            tenant=who.tenant,
+        )
+    except CanonicalJSONError as exc:
+        raise invalid(f"input cannot be recorded: {exc}") from None
+    except (ConflictError, SnapshotError):
+        raise  # answered by their own handlers
+    except ValueError as exc:
+        raise invalid(str(exc)) from None
+    return run_report(log)
+
+
+@router.get("", summary="the tenant's jobs, in the order they were recorded")
+def list_jobs(
+    ctx: Ctx,
+    who: Caller,
+    non_replayable: Annotated[bool, Query(description="only jobs production cannot redo")] = False,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> dict[str, Any]:
+    jobs = job_listing(ctx.ledger.read_models.rows(JOB_INDEX), who.tenant)
+    if non_replayable:
+        jobs = [job for job in jobs if job["replayable"] is not True]
+    return {"jobs": jobs[offset : offset + limit], "total": len(jobs)}
+
+
+@router.get("/{job_id}", summary="a job's reflective log: trace, answer, replayability")
+def get_job(job_id: str, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    own_job(ctx.ledger, job_id, who)
+    log = ctx.ledger.reflective_log(job_id)
+    return {**log.as_json(), "status": log.status}
+
+
+@router.get("/{job_id}/events", summary="a job's events in stream order")
+def job_events(job_id: str, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    own_job(ctx.ledger, job_id, who)
+    return {"job_id": job_id, "events": ctx.ledger.job_stream(job_id)}
+
+
+@router.get("/{job_id}/replays/{attempt}", summary="one replay attempt's steps and report")
+def replay_attempt(
+    job_id: str, attempt: Annotated[int, Path(ge=1, le=2**31)], ctx: Ctx, who: Caller
+) -> dict[str, Any]:
+    own_job(ctx.ledger, job_id, who)
+    try:
+        record = ctx.ledger.replays.record(job_id, attempt)
+    except NotFoundError:
+        raise not_found(f"replay {job_id}#{attempt}") from None
+    return record.as_json()

@@ -1,0 +1,54 @@
+"""``POST /replay/request`` (seed 000 section 13): replay a job as the caller, recorded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from domain.errors import ErrorCode
+from domain.stage0.agents import AGENTS, AgentReply
+from infrastructure.api.bodies import ReplayAsk
+from infrastructure.api.context import Caller, Ctx, own_job
+from infrastructure.api.errors import invalid
+from infrastructure.api.responses import CanonicalJSONResponse
+
+router = APIRouter(tags=["replay"])
+
+
+@router.post(
+    "/replay/request",
+    summary="replay a job; every attempt, refused or not, is recorded",
+    responses={403: {"description": "the caller may not run this mode (attempt recorded)"}},
+)
+def request_replay(body: ReplayAsk, ctx: Ctx, who: Caller) -> Response:
+    own_job(ctx.ledger, body.job_id, who)
+    unknown = sorted(set(body.mocks) - set(AGENTS))
+    if unknown:
+        raise invalid(f"mocks: unknown agent(s) {unknown}: expected some of {sorted(AGENTS)}")
+    mocks = {
+        name: AgentReply(text=m.text, claims=m.claims, evidence=m.evidence)
+        for name, m in body.mocks.items()
+    }
+    try:
+        result = ctx.ledger.replays.run(
+            body.job_id, body.mode, who.actor, force_continue=body.force_continue, mocks=mocks
+        )
+    except ValueError as exc:
+        raise invalid(str(exc)) from None
+    report = result.report
+    error: dict[str, Any] | None = None
+    if not result.outcome.ok:
+        error = {"code": report["error_code"], "message": report["error_message"]}
+    content = {
+        "job_id": body.job_id,
+        "attempt": result.attempt,
+        "ok": result.outcome.ok,
+        "authoritative": result.outcome.authoritative,
+        "error": error,
+        "report": report,
+        "report_markdown": result.markdown,
+    }
+    refused = result.outcome.error_code is ErrorCode.ACCESS_DENIED
+    return CanonicalJSONResponse(content, status_code=403 if refused else 200)

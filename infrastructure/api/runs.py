@@ -1,0 +1,81 @@
+"""Record runs from outside: open, send events in batches (idempotent by event id), complete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import ValidationError
+
+from domain.events import RunStarted
+from domain.governance import Role
+from domain.run_draft import RunDraft, RunDraftError
+from infrastructure.api.bodies import EventBatch, RunCompletion
+from infrastructure.api.context import Caller, Ctx, require
+from infrastructure.api.errors import ApiError, HttpCode, invalid, too_large
+from infrastructure.run_intake import RunIntake
+from projections.job_summaries import recorded_run
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+RECORDERS = (Role.OPERATOR, Role.ADMIN)
+
+
+def _run(draft: RunDraft) -> dict[str, Any]:
+    return {
+        "run_id": draft.run_id,
+        "status": "completed" if draft.completed else "open",
+        "events": len(draft.events),
+    }
+
+
+@router.post("", status_code=201, summary="open a run (RunStarted); re-sending it is harmless")
+def open_run(started: RunStarted, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    require(who, *RECORDERS)
+    draft, _ = RunIntake(ctx.ledger).open(started, who.tenant)
+    return _run(draft)
+
+
+@router.get("/{run_id}", summary="a run's state: open or completed, and how many events")
+def get_run(run_id: str, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    return _run(RunIntake(ctx.ledger).get(run_id, who.tenant))
+
+
+@router.post("/{run_id}/events", summary="add a batch of events; events already held are skipped")
+def add_events(run_id: str, batch: EventBatch, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    require(who, *RECORDERS)
+    limits = ctx.settings
+    if len(batch.events) > limits.max_batch_events:
+        raise too_large(
+            f"batch of {len(batch.events)} events: at most {limits.max_batch_events}"
+            " (MACE_MAX_BATCH_EVENTS)"
+        )
+    intake = RunIntake(ctx.ledger)
+    held = len(intake.get(run_id, who.tenant).events)
+    if held + len(batch.events) > limits.max_run_events:
+        raise too_large(
+            f"run {run_id} would exceed {limits.max_run_events} events (MACE_MAX_RUN_EVENTS)"
+        )
+    try:
+        outcome = intake.append(run_id, who.tenant, [(i.event_id, i.event) for i in batch.events])
+    except RunDraftError as exc:
+        raise ApiError(409, HttpCode.CONFLICT, str(exc)) from None
+    return {
+        "run_id": run_id,
+        "accepted": outcome.accepted,
+        "duplicates": outcome.duplicates,
+        "events": outcome.total,
+    }
+
+
+@router.post("/{run_id}/complete", summary="record the run as one sealed job")
+def complete_run(run_id: str, body: RunCompletion, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    require(who, *RECORDERS)
+    intake = RunIntake(ctx.ledger)
+    events = len(intake.get(run_id, who.tenant).events)
+    try:
+        log = intake.complete(run_id, who.tenant, body.final_output)
+    except RunDraftError as exc:
+        raise ApiError(409, HttpCode.CONFLICT, str(exc)) from None
+    except ValidationError as exc:
+        raise invalid(f"final_output cannot be recorded: {exc.errors()[0]['msg']}") from None
+    return recorded_run(log, events)

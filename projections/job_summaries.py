@@ -1,0 +1,57 @@
+"""How a job is shown: one shape for the CLI, the HTTP API and the dashboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from projections.read_models import Row
+from projections.reflective_log import ReflectiveLog
+
+
+def run_report(log: ReflectiveLog) -> dict[str, Any]:
+    """A Stage-0 job just run: its answer and its one iteration's decisions."""
+    assert log.completion is not None
+    trace = log.iteration_trace[0]
+    return {
+        "job_id": log.job_id,
+        "job_seed": log.job_seed,
+        "input": log.job_input,
+        "capture_mode": log.capture_mode,
+        "final_output": log.completion.final_output,
+        "replayable": log.completion.replayable,
+        "missing_artifacts": [m.model_dump() for m in log.completion.missing_artifacts],
+        "router_decision": trace["router_decision"],
+        "selected_agents": trace["selected_agents"],
+        "sem_reads": trace["sem_reads"],
+        "sem_writes": trace["sem_writes"],
+        "snapshot_ids": log.snapshot_ids,
+    }
+
+
+def recorded_run(log: ReflectiveLog, events: int) -> dict[str, Any]:
+    """A run recorded from outside: its id, how many events, and whether it can be replayed."""
+    assert log.completion is not None
+    return {
+        "job_id": log.job_id,
+        "events": events,
+        "replayable": log.completion.replayable,
+        "missing_artifacts": [m.model_dump() for m in log.completion.missing_artifacts],
+    }
+
+
+def job_summary(row: Row) -> dict[str, Any]:
+    """One line of the job listing, from the job index."""
+    return {
+        "job_id": row["job_id"],
+        "status": row["status"],
+        "capture_mode": row["capture_mode"],
+        "replayable": row["replayable"],
+        "missing_artifacts": row["missing_artifacts"],
+    }
+
+
+def job_listing(rows: list[Row], tenant: str | None = None) -> list[dict[str, Any]]:
+    """The jobs in the order the store recorded them; only ``tenant``'s when one is given."""
+    chosen = [r for r in rows if tenant is None or r.get("tenant") == tenant]
+    chosen.sort(key=lambda row: (row.get("job_number") is None, row.get("job_number", 0)))
+    return [job_summary(row) for row in chosen]
