@@ -73,3 +73,57 @@ def test_the_comment_url_matches_the_service(postgres: dict[str, Any]) -> None:
     assert url.path.lstrip("/") == env["POSTGRES_DB"]
     assert url.hostname == "localhost"
     assert url.port == host_port_for(postgres, 5432)
+
+
+@pytest.fixture(scope="module")
+def mace(compose: dict[str, Any]) -> dict[str, Any]:
+    service = compose["services"]["mace"]
+    assert isinstance(service, dict)
+    return service
+
+
+def test_mace_is_built_from_the_project_and_serves(mace: dict[str, Any]) -> None:
+    build = mace["build"]
+    assert build["context"] == "."
+    dockerfile = build["dockerfile_inline"]
+    for package in ("domain", "projections", "infrastructure"):
+        assert f"COPY {package} {package}" in dockerfile
+        assert (COMPOSE.parent / package).is_dir()
+    assert "pip install --no-cache-dir ." in dockerfile
+    assert "USER mace" in dockerfile  # never serve as root
+    assert '"mace", "serve", "--host", "0.0.0.0", "--port", "8000"' in dockerfile
+    assert host_port_for(mace, 8000) == 8000
+
+
+def test_mace_uses_the_compose_postgres(mace: dict[str, Any], postgres: dict[str, Any]) -> None:
+    env = environment(mace)
+    url = urlsplit(env["MACE_STORE"])
+    pg = environment(postgres)
+    assert url.scheme == "postgresql"
+    assert url.hostname == "postgres"
+    assert (unquote(url.username or ""), unquote(url.password or "")) == (
+        pg["POSTGRES_USER"],
+        pg["POSTGRES_PASSWORD"],
+    )
+    assert url.path.lstrip("/") == pg["POSTGRES_DB"]
+    assert mace["depends_on"]["postgres"]["condition"] == "service_healthy"
+
+
+def test_mace_is_configured_for_production_from_the_environment(
+    compose: dict[str, Any], mace: dict[str, Any]
+) -> None:
+    env = environment(mace)
+    assert env["MACE_ENV"] == "production"
+    # Keys come from the host and are required: compose refuses to start without them.
+    assert env["MACE_SIGNING_KEYS"].startswith("${MACE_SIGNING_KEYS:?")
+    assert env["MACE_ACTIVE_KEY_ID"].startswith("${MACE_ACTIVE_KEY_ID:?")
+    assert env["MACE_TOKENS_FILE"] == "/run/secrets/mace_tokens"
+    assert "mace_tokens" in mace["secrets"]
+    assert compose["secrets"]["mace_tokens"]["file"] == "./mace-tokens.json"
+
+
+def test_mace_health_check_asks_readyz(mace: dict[str, Any]) -> None:
+    check = mace["healthcheck"]
+    command = " ".join(check["test"])
+    assert "http://127.0.0.1:8000/readyz" in command
+    assert {"interval", "timeout", "retries"} <= check.keys()
