@@ -79,19 +79,25 @@ class RunIntake:
     def complete(self, run_id: str, tenant: str, final_output: Any) -> ReflectiveLog:
         """Record the run as a sealed job; completing it again with the same output is a no-op."""
         draft = self.get(run_id, tenant)
-        completed = RunCompleted(final_output=final_output)
-        if draft.completed:
-            draft.complete(final_output)  # refuses another final output
-            return self.ledger.reflective_log(run_id)
-        started = RunStarted.model_validate({**draft.started, "job_id": run_id})
-        events = [_emitted(content) for content in draft.events]
+        if not draft.completed:
+            started = RunStarted.model_validate({**draft.started, "job_id": run_id})
+            events = [_emitted(content) for content in draft.events]
+            completed = RunCompleted(final_output=final_output)
 
-        def completed_draft() -> Sequence[MaceAggregate]:
-            again = self.get(run_id, tenant)
-            again.complete(final_output)
-            return [again]
+            def completed_draft() -> Sequence[MaceAggregate]:
+                again = self.get(run_id, tenant)
+                again.complete(final_output)
+                return [again]
 
-        return self.ledger.record_run(started, events, completed, tenant, completed_draft)
+            try:
+                return self.ledger.record_run(started, events, completed, tenant, completed_draft)
+            except ConflictError:
+                # A completion racing this one may have got there first: then answer as it did.
+                draft = self.get(run_id, tenant)
+                if not draft.completed:
+                    raise
+        draft.complete(final_output)  # refuses another final output; the same one changes nothing
+        return self.ledger.reflective_log(run_id)
 
     def _existing(self, run_id: str) -> RunDraft | None:
         try:
