@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Self
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 
+from domain.canonical import canonical_json
 from domain.events import EmittedEvent
 from domain.governance import Motion, Vote
 from domain.job import CaptureMode
@@ -19,6 +28,12 @@ SnapshotId = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _storable(self) -> Self:
+        # Whatever is stored must have a canonical encoding: refuse here (422), not at the save.
+        canonical_json(self.model_dump(mode="json"))
+        return self
 
 
 class BatchItem(Body):
