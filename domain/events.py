@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -29,6 +30,7 @@ from domain.snapshot import SNAPSHOT_ID_PATTERN, SnapshotKind
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Iteration = Annotated[int, Field(ge=0, le=1_000_000)]
+JobId = Annotated[str, AfterValidator(validate_job_id)]
 
 
 class RunEvent(BaseModel):
@@ -100,7 +102,7 @@ class _HashedContent(RunEvent):
 class RunStarted(RunEvent):
     type: Literal["RunStarted"] = "RunStarted"
     EVENT_TYPE = "RunStarted"
-    job_id: str | None = None
+    job_id: JobId | None = None
     seed: StrictInt | StrictStr
     input: str
     snapshot_ids: dict[SnapshotKind, str] = Field(default_factory=dict)
@@ -108,8 +110,6 @@ class RunStarted(RunEvent):
 
     @model_validator(mode="after")
     def _check(self) -> RunStarted:
-        if self.job_id is not None:
-            validate_job_id(self.job_id)
         if isinstance(self.seed, bool) or self.seed == "":
             msg = "seed must be a non-empty string or an integer"
             raise ValueError(msg)

@@ -10,6 +10,7 @@ from eventsourcing.persistence import PersistenceError
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domain.errors import MaceError
 from infrastructure.api import (
@@ -52,7 +53,12 @@ def create_app(settings: Settings, tokens: TokenBook, ledger: Ledger | None = No
         description="Signed, replayable records of AI-agent runs.",
         default_response_class=CanonicalJSONResponse,
         lifespan=lifespan,
+        openapi_url=None,
     )
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi() -> Response:
+        return CanonicalJSONResponse(app.openapi())
     for module in (health, runs, jobs, replays, governance, snapshots, metrics, dashboard):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
@@ -75,7 +81,8 @@ def _answer_errors(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first.get("loc", ()))
-        return await answer(request, invalid(f"{field}: {first.get('msg')}", field))
+        problem = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        return await answer(request, invalid(f"{field}: {problem}", field))
 
     async def mace_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, MaceError)
@@ -87,6 +94,16 @@ def _answer_errors(app: FastAPI) -> None:
     async def conflict(request: Request, exc: Exception) -> Response:
         return await answer(request, ApiError(409, HttpCode.CONFLICT, str(exc)))
 
+    async def unrouted(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        code = {404: HttpCode.NOT_FOUND, 405: HttpCode.METHOD_NOT_ALLOWED}.get(
+            exc.status_code, f"HTTP_{exc.status_code}"
+        )
+        message = f"no such resource: {request.method} {request.url.path}"
+        if exc.status_code != 404:
+            message = f"{exc.detail}: {request.method} {request.url.path}"
+        return await answer(request, ApiError(exc.status_code, code, message))
+
     async def unusable_snapshot(request: Request, exc: Exception) -> Response:
         return await answer(request, invalid(str(exc)))
 
@@ -96,6 +113,7 @@ def _answer_errors(app: FastAPI) -> None:
         )
 
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(StarletteHTTPException, unrouted)
     app.add_exception_handler(RequestValidationError, validation)
     app.add_exception_handler(MaceError, mace_error)
     app.add_exception_handler(NotFoundError, missing)

@@ -15,7 +15,7 @@ from pydantic import (
 )
 
 from domain.canonical import canonical_json
-from domain.events import EmittedEvent
+from domain.events import EmittedEvent, JobId
 from domain.governance import Motion, Vote
 from domain.job import CaptureMode
 from domain.replay_access import ReplayMode
@@ -52,7 +52,7 @@ class RunCompletion(Body):
 class Stage0Job(Body):
     input: str = Field(max_length=100_000)
     seed: StrictInt | StrictStr
-    job_id: str | None = None
+    job_id: JobId | None = None
     user: str = Field(default="default", min_length=1, max_length=200)
     capture_mode: CaptureMode = CaptureMode.FULL_IO
     snapshot_ids: dict[SnapshotKind, SnapshotId] = Field(default_factory=dict)
@@ -65,7 +65,7 @@ class MockReply(Body):
 
 
 class ReplayAsk(Body):
-    job_id: str
+    job_id: JobId
     mode: ReplayMode = ReplayMode.AUDIT
     force_continue: bool = False
     mocks: dict[str, MockReply] = Field(

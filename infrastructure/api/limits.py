@@ -7,10 +7,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from infrastructure.api.errors import ApiError, too_large
 
 
-class BodyTooLarge(Exception):
-    pass
-
-
 class BodyLimit:
     """ASGI middleware: a declared or streamed body over ``limit`` bytes is answered 413."""
 
@@ -27,27 +23,27 @@ class BodyLimit:
             await self._refuse(send)
             return
         received = 0
-        started = False
+        refused = False
 
         async def counting_receive() -> Message:
-            nonlocal received
+            # Past the limit the client is answered 413 at once, and the app sees it leave.
+            nonlocal received, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
-                    raise BodyTooLarge
+                    refused = True
+                    await self._refuse(send)
+                    return {"type": "http.disconnect"}
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
+        async def guarded_send(message: Message) -> None:
+            if not refused:
+                await send(message)
 
-        try:
-            await self.app(scope, counting_receive, tracking_send)
-        except BodyTooLarge:
-            if not started:
-                await self._refuse(send)
+        await self.app(scope, counting_receive, guarded_send)
 
     async def _refuse(self, send: Send) -> None:
         error = too_large(f"request body larger than {self.limit} bytes (MACE_MAX_BODY_BYTES)")

@@ -50,8 +50,11 @@ def add_events(run_id: str, batch: EventBatch, ctx: Ctx, who: Caller) -> dict[st
             " (MACE_MAX_BATCH_EVENTS)"
         )
     intake = RunIntake(ctx.ledger)
-    held = len(intake.get(run_id, who.tenant).events)
-    if held + len(batch.events) > limits.max_run_events:
+    draft = intake.get(run_id, who.tenant)
+    if draft.completed:
+        message = f"run {run_id} is complete: no more events may be added"
+        raise ApiError(409, HttpCode.CONFLICT, message)
+    if len(draft.events) + len(batch.events) > limits.max_run_events:
         raise too_large(
             f"run {run_id} would exceed {limits.max_run_events} events (MACE_MAX_RUN_EVENTS)"
         )

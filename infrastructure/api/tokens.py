@@ -103,7 +103,10 @@ def read_tokens_file(path: Path) -> TokensFile:
     if len(set(hashes)) != len(hashes):
         raise TokensFileError(f"tokens file {path} lists the same token twice")
     for entry in parsed.tokens:
-        _principal(entry)
+        try:
+            _principal(entry)
+        except TokensFileError as exc:
+            raise TokensFileError(f"tokens file {path}: {exc}") from None
     return parsed
 
 
