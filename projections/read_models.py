@@ -24,6 +24,7 @@ from typing import Any, Final
 from eventsourcing.utils import get_topic
 
 from domain.canonical import digest
+from domain.errors import ErrorCode
 from domain.events import JobCompleted
 from domain.governance import Governance
 from domain.job import Job, JobRegistry
@@ -135,12 +136,19 @@ def _replay_resulted(event: Governance.ReplayResulted, merge: Merge) -> list[Vie
             f"{event.job_id}#{event.attempt}",
             finished_at=event.recorded_at,
             elapsed_ms=event.elapsed_ms,
-            outcome="ok" if event.ok else "failed",
+            outcome=_outcome(event),
             error_code=event.error_code,
             authoritative=event.authoritative,
             divergences=event.divergences,
         )
     ]
+
+
+def _outcome(event: Governance.ReplayResulted) -> str:
+    """ok, failed, or refused: a replay the caller's roles did not allow never ran."""
+    if event.ok:
+        return "ok"
+    return "refused" if event.error_code == ErrorCode.ACCESS_DENIED.value else "failed"
 
 
 def _halt_set(event: Governance.HaltSet, merge: Merge) -> list[ViewChange]:

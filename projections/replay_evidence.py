@@ -14,20 +14,23 @@ from typing import Any
 
 from projections.read_models import Row
 
-OUTCOMES = ("ok", "failed", "pending")
+REPRODUCTION_OUTCOMES = frozenset({"ok", "failed"})
+"""Replays that ran to a verdict: not those still pending nor those refused before they ran."""
 
 
 @dataclass(frozen=True)
 class ReplayEvidence:
     attempts: dict[tuple[str, str], int] = field(default_factory=dict)
-    """Replay attempts by ``(mode, outcome)``; outcome is ok, failed or pending."""
+    """Replay attempts by ``(mode, outcome)``; outcome is ok, failed, refused or pending."""
     jobs: int = 0
     jobs_not_replayable: int = 0
     mean_seconds_to_reproduce: float | None = None
 
     @property
     def finished(self) -> int:
-        return sum(n for (_, outcome), n in self.attempts.items() if outcome != "pending")
+        return sum(
+            n for (_, outcome), n in self.attempts.items() if outcome in REPRODUCTION_OUTCOMES
+        )
 
     @property
     def successes(self) -> int:

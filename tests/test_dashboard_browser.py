@@ -171,7 +171,7 @@ def prepare_store(base_url: str, tokens: dict[str, str]) -> Store:
                 job_id=body["job_id"],
                 attempt=answer["attempt"],
                 mode=body.get("mode", "audit"),
-                outcome="ok" if answer["ok"] else "failed",
+                outcome="ok" if answer["ok"] else "refused" if status == 403 else "failed",
                 error_code=code,
                 authority=authority,
                 markdown=answer["report_markdown"],
@@ -233,10 +233,11 @@ def sign_in(page: Page, base_url: str, token: str) -> int:
 
 def check_overview(page: Page, store: Store) -> None:
     evidence = flat(page.inner_text("#evidence"))
-    finished = len(store.replays)
+    # A refused replay never ran: it is no evidence either way.
+    finished = sum(r.outcome != "refused" for r in store.replays)
     successes = sum(r.outcome == "ok" for r in store.replays)
     rate = f"{100 * successes / finished:.1f}%"
-    assert f"Replay success rate {rate} {successes} of {finished} finished" in evidence, evidence
+    assert f"Replay success rate {rate} {successes} of {finished} that ran" in evidence, evidence
     assert "Jobs 4 recorded" in evidence, evidence
     assert "Not replayable 1 in production" in evidence, evidence
 
@@ -260,7 +261,10 @@ def check_overview(page: Page, store: Store) -> None:
         assert f" {replay.outcome} " in f" {row} ", row
         assert (replay.error_code or "") in row, row
         badge = re.search(r"\b(non-authoritative|authoritative)\b", row)
-        assert badge is not None and badge.group(1) == replay.authority, row
+        if replay.outcome == "refused":
+            assert badge is None, row
+        else:
+            assert badge is not None and badge.group(1) == replay.authority, row
 
     halted = flat(page.inner_text("#halted"))
     assert store.halted_snapshot in halted, halted

@@ -48,7 +48,11 @@ def prometheus_text(evidence: ReplayEvidence, tenant: str) -> str:
     for mode in modes:
         ok = evidence.attempts.get((mode, "ok"), 0)
         lines.append(f'mace_replay_successes_total{{{tenant_label},mode="{_escape(mode)}"}} {ok}')
-    family("mace_replay_success_rate", "gauge", "Successes over finished replays (NaN: none).")
+    family(
+        "mace_replay_success_rate",
+        "gauge",
+        "Successes over replays that ran (not refused; NaN: none).",
+    )
     lines.append(f"mace_replay_success_rate{{{tenant_label}}} {_number(evidence.success_rate)}")
     family(
         "mace_replay_mean_time_to_reproduce_seconds",
