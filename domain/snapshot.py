@@ -23,6 +23,13 @@ NAMESPACE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_./-]{0,63}$")
 SNAPSHOT_ID_PATTERN = re.compile(r"^[0-9a-f]{64}$")
 
 
+def check_snapshot_id(snapshot_id: str) -> str:
+    if not SNAPSHOT_ID_PATTERN.fullmatch(snapshot_id):
+        msg = f"invalid snapshot id {snapshot_id!r}: expected 64 lowercase hex characters"
+        raise ValueError(msg)
+    return snapshot_id
+
+
 class SnapshotKind(StrEnum):
     """The five snapshots a job declares (seed 000 section 1)."""
 

@@ -21,7 +21,7 @@ from domain.governance import (
     governance_scope_of_snapshot,
 )
 from domain.job import validate_job_id
-from domain.snapshot import SNAPSHOT_ID_PATTERN, Snapshot
+from domain.snapshot import Snapshot, check_snapshot_id
 from infrastructure.ledger_errors import NotFoundError
 from infrastructure.ops_clock import recorded_at
 from infrastructure.signed_record import IntegrityFailure, verify_record
@@ -77,9 +77,7 @@ class GovernanceService:
         return governance_scope_of_job(job_id)
 
     def _existing_snapshot_scope(self, snapshot_id: str) -> str:
-        if not SNAPSHOT_ID_PATTERN.fullmatch(snapshot_id):
-            msg = f"invalid snapshot id {snapshot_id!r}: expected 64 lowercase hex characters"
-            raise ValueError(msg)
+        check_snapshot_id(snapshot_id)
         if not self.ledger.stream_exists(Snapshot.id_for(snapshot_id)):
             raise NotFoundError(f"no snapshot {snapshot_id}")
         return governance_scope_of_snapshot(snapshot_id)

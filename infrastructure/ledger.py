@@ -32,7 +32,7 @@ from domain.job import (
     validate_tenant,
 )
 from domain.memory import SemEntry, SemRecord, canonical_key
-from domain.snapshot import SNAPSHOT_ID_PATTERN, Snapshot, SnapshotKind
+from domain.snapshot import Snapshot, SnapshotKind, check_snapshot_id
 from domain.stage0.config import DEFAULT_CONFIGS, BrainStateConfig, SelfRepConfig, parse_config
 from domain.validation_messages import first_problem
 from infrastructure.event_store import VerifyingEventStore
@@ -149,9 +149,7 @@ class Ledger(Application[UUID]):
         return snapshot, True
 
     def get_snapshot(self, snapshot_id: str) -> Snapshot:
-        if not SNAPSHOT_ID_PATTERN.fullmatch(snapshot_id):
-            msg = f"invalid snapshot id {snapshot_id!r}: expected 64 lowercase hex characters"
-            raise ValueError(msg)
+        check_snapshot_id(snapshot_id)
         snapshot = self.get_aggregate(
             Snapshot, Snapshot.id_for(snapshot_id), f"snapshot {snapshot_id}"
         )

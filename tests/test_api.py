@@ -1023,7 +1023,7 @@ def test_snapshots_put_get_idempotent_and_invalid_ids(api: Api) -> None:
             api.get(f"/v1/snapshots/{bad}"),
             422,
             "INVALID_INPUT",
-            f"invalid snapshot id {bad!r}: expected 64 lowercase hex characters",
+            f"path.snapshot_id: invalid snapshot id {bad!r}: expected 64 lowercase hex characters",
             "path.snapshot_id",
         )
     unknown = "a" * 64
@@ -1186,7 +1186,7 @@ def test_an_invalid_job_id_in_a_path_answers_422_and_writes_nothing(api: Api) ->
         " starting with a letter or digit"
     )
     for path in ("/v1/jobs/bad id!", "/v1/jobs/bad id!/events", "/v1/jobs/bad id!/governance"):
-        assert_error(api.get(path), 422, "INVALID_INPUT", message, "path.job_id")
+        assert_error(api.get(path), 422, "INVALID_INPUT", f"path.job_id: {message}", "path.job_id")
     replay = api.replay("bad id!")
     assert_error(replay, 422, "INVALID_INPUT", f"body.job_id: {message}", "body.job_id")
     assert api.position() == before

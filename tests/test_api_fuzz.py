@@ -384,12 +384,6 @@ def openapi_document(tmp_path: Path) -> dict[str, Any]:
     return document
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OpenAPI gap: secured operations do not document 401/403/404/409/413, and 422 is"
-    ' documented as FastAPI\'s {"detail": [...]} while the service answers {"error": {...}}'
-    " (schemathesis status_code_conformance: 'Undocumented status code')",
-)
 def test_openapi_documents_the_error_answers(tmp_path: Path) -> None:
     document = openapi_document(tmp_path)
     schemas = document["components"]["schemas"]
@@ -404,12 +398,6 @@ def test_openapi_documents_the_error_answers(tmp_path: Path) -> None:
                 assert "error" in documented.get("properties", {}), f"{method.upper()} {path}: 422"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OpenAPI gap: path ids are documented as any string, yet the service refuses with 422"
-    " job ids outside [A-Za-z0-9][A-Za-z0-9._:-]{0,127} and snapshot ids that are not 64 hex"
-    " (schemathesis positive_data_acceptance: 'Schema-valid request rejected')",
-)
 def test_openapi_documents_which_ids_a_path_accepts(tmp_path: Path) -> None:
     document = openapi_document(tmp_path)
     for path, operations in document["paths"].items():

@@ -24,7 +24,14 @@ from infrastructure.api import (
     snapshots,
 )
 from infrastructure.api.context import Service
-from infrastructure.api.errors import ApiError, HttpCode, from_mace_error, invalid, not_found
+from infrastructure.api.errors import (
+    ERROR_ANSWERS,
+    ApiError,
+    HttpCode,
+    from_mace_error,
+    invalid,
+    not_found,
+)
 from infrastructure.api.limits import BodyLimit
 from infrastructure.api.responses import CanonicalJSONResponse
 from infrastructure.api.tokens import TokenBook
@@ -54,11 +61,13 @@ def create_app(settings: Settings, tokens: TokenBook, ledger: Ledger | None = No
         default_response_class=CanonicalJSONResponse,
         lifespan=lifespan,
         openapi_url=None,
+        responses=ERROR_ANSWERS,
     )
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi() -> Response:
         return CanonicalJSONResponse(app.openapi())
+
     for module in (health, runs, jobs, replays, governance, snapshots, metrics, dashboard):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

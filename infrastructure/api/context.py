@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import AfterValidator
 
 from domain.errors import ErrorCode
 from domain.governance import Role
+from domain.job import JOB_ID_PATTERN, validate_job_id
+from domain.snapshot import SNAPSHOT_ID_PATTERN, check_snapshot_id
 from infrastructure.api.errors import ApiError, HttpCode, invalid, not_found
 from infrastructure.api.tokens import Principal, TokenBook
 from infrastructure.ledger import Ledger
@@ -52,6 +55,18 @@ def caller(
 
 
 Caller = Annotated[Principal, Depends(caller)]
+# The schema documents each id's pattern; the domain's own check gives the message.
+JobIdPath = Annotated[
+    str,
+    Path(json_schema_extra={"pattern": JOB_ID_PATTERN.pattern}),
+    AfterValidator(validate_job_id),
+]
+RunIdPath = JobIdPath
+SnapshotIdPath = Annotated[
+    str,
+    Path(json_schema_extra={"pattern": SNAPSHOT_ID_PATTERN.pattern}),
+    AfterValidator(check_snapshot_id),
+]
 Ctx = Annotated[Service, Depends(service)]
 
 

@@ -17,7 +17,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from domain.canonical import canonical_json
-from infrastructure.api.context import SESSION_COOKIE, Caller, Ctx, own_job, service
+from infrastructure.api.context import (
+    SESSION_COOKIE,
+    Caller,
+    Ctx,
+    JobIdPath,
+    own_job,
+    service,
+)
 from infrastructure.api.errors import ApiError
 from infrastructure.api.metrics import tenant_evidence
 from infrastructure.api.tokens import Principal
@@ -75,7 +82,7 @@ def overview(ctx: Ctx, who: Caller) -> HTMLResponse:
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(job_id: str, ctx: Ctx, who: Caller) -> HTMLResponse:
+def job_page(job_id: JobIdPath, ctx: Ctx, who: Caller) -> HTMLResponse:
     own_job(ctx.ledger, job_id, who)
     events = [
         {**e, "payload_text": canonical_json(e["payload"]).decode()}
@@ -89,7 +96,7 @@ def job_page(job_id: str, ctx: Ctx, who: Caller) -> HTMLResponse:
 
 @router.get("/jobs/{job_id}/replays/{attempt}", response_class=HTMLResponse)
 def replay_page(
-    job_id: str, attempt: Annotated[int, Path(ge=1, le=2**31)], ctx: Ctx, who: Caller
+    job_id: JobIdPath, attempt: Annotated[int, Path(ge=1, le=2**31)], ctx: Ctx, who: Caller
 ) -> HTMLResponse:
     own_job(ctx.ledger, job_id, who)
     try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from domain.canonical import canonical_json
 from domain.errors import ErrorCode, MaceError
 
@@ -62,3 +64,30 @@ def invalid(message: str, field: str | None = None) -> ApiError:
 
 def too_large(message: str) -> ApiError:
     return ApiError(413, HttpCode.PAYLOAD_TOO_LARGE, message)
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = Field(default=None, description="422 only: the path of the first bad value")
+
+
+class ErrorBody(BaseModel):
+    """The one shape every error answer has (documented in the OpenAPI document)."""
+
+    error: ErrorDetail
+
+
+ERROR_ANSWERS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in (
+        (401, "no bearer token, or one that is not valid (UNAUTHENTICATED)"),
+        (403, "the caller's roles do not allow this (ACCESS_DENIED)"),
+        (404, "no such job, run, snapshot or replay for this tenant (NOT_FOUND)"),
+        (409, "conflicts with what is stored (CONFLICT)"),
+        (413, "body, batch or run larger than allowed (PAYLOAD_TOO_LARGE)"),
+        (422, "invalid input; field names the first bad value (INVALID_INPUT)"),
+        (500, "stored data failed verification (INTEGRITY_FAILURE)"),
+        (503, "the store cannot be reached (STORE_UNAVAILABLE)"),
+    )
+}

@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from infrastructure.api.bodies import CouncilVote, ForceContinueAsk, HaltAsk
-from infrastructure.api.context import Caller, Ctx, own_job
+from infrastructure.api.context import Caller, Ctx, JobIdPath, SnapshotIdPath, own_job
 from infrastructure.api.errors import invalid
 from infrastructure.ledger_errors import ConflictError
 
@@ -30,7 +30,7 @@ def _act(action: Callable[[], None], done: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get("/v1/jobs/{job_id}/governance", summary="a job's governance log and its snapshots'")
-def governance_log(job_id: str, ctx: Ctx, who: Caller) -> dict[str, Any]:
+def governance_log(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
     return {"job_id": job_id, "events": ctx.ledger.governance.log(job_id)}
 
@@ -41,7 +41,7 @@ def governance_log(job_id: str, ctx: Ctx, who: Caller) -> dict[str, Any]:
     summary="admin: ask that replays of the job may continue past a divergence",
 )
 def request_force_continue(
-    job_id: str, body: ForceContinueAsk, ctx: Ctx, who: Caller
+    job_id: JobIdPath, body: ForceContinueAsk, ctx: Ctx, who: Caller
 ) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
     return _act(
@@ -55,7 +55,7 @@ def request_force_continue(
     status_code=201,
     summary="council: approve or reject a motion for the job (the latest vote counts)",
 )
-def vote(job_id: str, body: CouncilVote, ctx: Ctx, who: Caller) -> dict[str, Any]:
+def vote(job_id: JobIdPath, body: CouncilVote, ctx: Ctx, who: Caller) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
     return _act(
         lambda: ctx.ledger.governance.vote(job_id, body.motion, body.vote, who.actor),
@@ -73,7 +73,7 @@ def vote(job_id: str, body: CouncilVote, ctx: Ctx, who: Caller) -> dict[str, Any
     status_code=201,
     summary="record a security incident: replays touching the snapshot halt until cleared",
 )
-def halt(snapshot_id: str, body: HaltAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
+def halt(snapshot_id: SnapshotIdPath, body: HaltAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
     return _act(
         lambda: ctx.ledger.governance.halt_snapshot(snapshot_id, body.reason, who.actor),
         {"snapshot_id": snapshot_id, "halted": True, "by": who.actor.as_json()},
@@ -84,7 +84,7 @@ def halt(snapshot_id: str, body: HaltAsk, ctx: Ctx, who: Caller) -> dict[str, An
     "/v1/snapshots/{snapshot_id}/clear",
     summary="council: lift a snapshot's halt (FORCE_HALT_CLEAR)",
 )
-def clear(snapshot_id: str, ctx: Ctx, who: Caller) -> dict[str, Any]:
+def clear(snapshot_id: SnapshotIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     return _act(
         lambda: ctx.ledger.governance.clear_halt(snapshot_id, who.actor),
         {"snapshot_id": snapshot_id, "halted": False, "by": who.actor.as_json()},

@@ -9,7 +9,13 @@ from fastapi import APIRouter, Path, Query
 from domain.canonical import CanonicalJSONError, canonical_json
 from domain.governance import Role
 from infrastructure.api.bodies import Stage0Job
-from infrastructure.api.context import Caller, Ctx, own_job, require
+from infrastructure.api.context import (
+    Caller,
+    Ctx,
+    JobIdPath,
+    own_job,
+    require,
+)
 from infrastructure.api.errors import invalid, not_found
 from infrastructure.ledger_errors import ConflictError, NotFoundError, SnapshotError
 from projections.job_summaries import job_listing, run_report
@@ -56,21 +62,21 @@ def list_jobs(
 
 
 @router.get("/{job_id}", summary="a job's reflective log: trace, answer, replayability")
-def get_job(job_id: str, ctx: Ctx, who: Caller) -> dict[str, Any]:
+def get_job(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
     log = ctx.ledger.reflective_log(job_id)
     return {**log.as_json(), "status": log.status}
 
 
 @router.get("/{job_id}/events", summary="a job's events in stream order")
-def job_events(job_id: str, ctx: Ctx, who: Caller) -> dict[str, Any]:
+def job_events(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
     return {"job_id": job_id, "events": ctx.ledger.job_stream(job_id)}
 
 
 @router.get("/{job_id}/replays/{attempt}", summary="one replay attempt's steps and report")
 def replay_attempt(
-    job_id: str, attempt: Annotated[int, Path(ge=1, le=2**31)], ctx: Ctx, who: Caller
+    job_id: JobIdPath, attempt: Annotated[int, Path(ge=1, le=2**31)], ctx: Ctx, who: Caller
 ) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
     try:

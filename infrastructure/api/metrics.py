@@ -23,8 +23,14 @@ def tenant_evidence(ctx: Service, who: Principal) -> ReplayEvidence:
 
 @router.get(
     "/metrics",
-    response_class=PlainTextResponse,
+    response_model=None,
     summary="replay attempts, successes, success rate, mean time to reproduce, gaps",
+    responses={
+        200: {
+            "description": "Prometheus text format 0.0.4",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
 )
 def metrics(ctx: Ctx, who: Caller) -> PlainTextResponse:
     text = prometheus_text(tenant_evidence(ctx, who), who.tenant)

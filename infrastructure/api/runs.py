@@ -11,7 +11,7 @@ from domain.events import RunStarted
 from domain.governance import Role
 from domain.run_draft import RunDraft, RunDraftError
 from infrastructure.api.bodies import EventBatch, RunCompletion
-from infrastructure.api.context import Caller, Ctx, require
+from infrastructure.api.context import Caller, Ctx, RunIdPath, require
 from infrastructure.api.errors import ApiError, HttpCode, invalid, too_large
 from infrastructure.run_intake import RunIntake
 from projections.job_summaries import recorded_run
@@ -36,12 +36,12 @@ def open_run(started: RunStarted, ctx: Ctx, who: Caller) -> dict[str, Any]:
 
 
 @router.get("/{run_id}", summary="a run's state: open or completed, and how many events")
-def get_run(run_id: str, ctx: Ctx, who: Caller) -> dict[str, Any]:
+def get_run(run_id: RunIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     return _run(RunIntake(ctx.ledger).get(run_id, who.tenant))
 
 
 @router.post("/{run_id}/events", summary="add a batch of events; events already held are skipped")
-def add_events(run_id: str, batch: EventBatch, ctx: Ctx, who: Caller) -> dict[str, Any]:
+def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *RECORDERS)
     limits = ctx.settings
     if len(batch.events) > limits.max_batch_events:
@@ -71,7 +71,7 @@ def add_events(run_id: str, batch: EventBatch, ctx: Ctx, who: Caller) -> dict[st
 
 
 @router.post("/{run_id}/complete", summary="record the run as one sealed job")
-def complete_run(run_id: str, body: RunCompletion, ctx: Ctx, who: Caller) -> dict[str, Any]:
+def complete_run(run_id: RunIdPath, body: RunCompletion, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *RECORDERS)
     intake = RunIntake(ctx.ledger)
     events = len(intake.get(run_id, who.tenant).events)

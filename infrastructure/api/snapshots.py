@@ -14,7 +14,7 @@ from domain.canonical import CanonicalJSONError
 from domain.governance import Role
 from domain.snapshot import Snapshot
 from infrastructure.api.bodies import SnapshotDeclaration
-from infrastructure.api.context import Caller, Ctx, require
+from infrastructure.api.context import Caller, Ctx, SnapshotIdPath, require
 from infrastructure.api.errors import invalid, not_found
 from infrastructure.api.responses import CanonicalJSONResponse
 from infrastructure.ledger_errors import NotFoundError
@@ -37,7 +37,7 @@ def put_snapshot(body: SnapshotDeclaration, ctx: Ctx, who: Caller) -> Response:
 
 
 @router.get("/{snapshot_id}", summary="a stored snapshot, its content address verified")
-def get_snapshot(snapshot_id: str, ctx: Ctx, who: Caller) -> dict[str, Any]:
+def get_snapshot(snapshot_id: SnapshotIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     try:
         return ctx.ledger.get_snapshot(snapshot_id).as_json()
     except NotFoundError:
