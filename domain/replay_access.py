@@ -47,3 +47,10 @@ def replay_refusal(mode: ReplayMode, actor: Actor, production_approved: bool) ->
         return None
     allowed = sorted(r.value for r in REPLAY_ROLES)
     return f"{mode.value} replay needs one of the roles {allowed}; {actor.actor_id} holds {holds}"
+
+
+def check_mocks_allowed(mode: ReplayMode, has_mocks: bool) -> None:
+    """Declared mocks answer agents in a reexecute sandbox only."""
+    if has_mocks and mode is not ReplayMode.REEXECUTE:
+        msg = "declared mocks are for reexecute replays only: audit and production use none"
+        raise ValueError(msg)

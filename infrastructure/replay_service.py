@@ -23,7 +23,7 @@ from domain.governance import (
     governance_scope_of_snapshot,
 )
 from domain.memory import SemEntry
-from domain.replay_access import ReplayMode, replay_refusal
+from domain.replay_access import ReplayMode, check_mocks_allowed, replay_refusal
 from domain.replay_record import ReplayRecord, replay_record_name
 from domain.snapshot import Snapshot
 from domain.stage0.agents import AgentReply
@@ -92,9 +92,7 @@ class ReplayService:
     ) -> ReplayResult:
         """Seed 000 section 6 for one job, recorded: REPLAY_REQUEST, steps, report, result."""
         scope = self.governance.existing_job_scope(job_id)
-        if mocks and mode is not ReplayMode.REEXECUTE:
-            msg = "declared mocks are for reexecute replays only: audit and production use none"
-            raise ValueError(msg)
+        check_mocks_allowed(mode, bool(mocks))
         job = self._job_if_intact(job_id)
         watch = elapsed or stopwatch()
 

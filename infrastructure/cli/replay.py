@@ -11,6 +11,7 @@ from typing import Any
 from domain.canonical import canonical_json
 from domain.replay_access import ReplayMode
 from domain.stage0.agents import AGENTS, AgentReply
+from infrastructure.cli.bundles import open_bundle, replay_from_bundle
 from infrastructure.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -31,7 +32,13 @@ def add_parsers(commands: Any) -> None:
     replay = commands.add_parser(
         "replay", help="replay a job and compare it bit for bit with its record"
     )
-    replay.add_argument("job_id")
+    replay.add_argument("job_id", nargs="?", help="the job to replay (optional with --bundle)")
+    replay.add_argument(
+        "--bundle",
+        type=Path,
+        metavar="FILE",
+        help="replay from a run bundle (mace export): no store is opened and nothing is recorded",
+    )
     replay.add_argument(
         "--mode",
         choices=[m.value for m in ReplayMode],
@@ -63,15 +70,25 @@ def replay_job(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("--mock is for --mode reexecute only")
     if len(mocks) != len(args.mock):
         raise UsageError("--mock names the same agent twice")
+    if args.bundle is None and args.job_id is None:
+        raise UsageError("mace replay needs JOB_ID, or --bundle FILE")
+    bundle = (
+        None
+        if args.bundle is None
+        else open_bundle(args.bundle, args.job_id, args.force_continue, settings)
+    )
     if args.report_dir is not None:
         _prepare(args.report_dir)
-    with Ledger.open(settings, create=False) as ledger:
-        try:
-            result = ledger.replays.run(
-                args.job_id, mode, actor, force_continue=args.force_continue, mocks=mocks
-            )
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+    if bundle is not None:
+        result = replay_from_bundle(bundle, mode, actor, args.force_continue, mocks)
+    else:
+        with Ledger.open(settings, create=False) as ledger:
+            try:
+                result = ledger.replays.run(
+                    args.job_id, mode, actor, force_continue=args.force_continue, mocks=mocks
+                )
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
     if args.report_dir is not None:
         (args.report_dir / REPORT_JSON).write_bytes(canonical_json(result.report) + b"\n")
         (args.report_dir / REPORT_MD).write_text(result.markdown, encoding="utf-8")
@@ -79,6 +96,8 @@ def replay_job(args: argparse.Namespace, settings: Settings) -> int:
         emit_json(result.report)
     else:
         _print(result, args.report_dir)
+        if bundle is not None:
+            print(f"replayed from bundle {args.bundle}: nothing was recorded (no store)")
     if result.outcome.ok:
         return EXIT_OK
     print(f"mace: {result.report['error_code']}: {result.report['error_message']}", file=sys.stderr)

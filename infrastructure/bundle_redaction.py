@@ -1,0 +1,195 @@
+"""Safe export (seed 003): what a redacted run bundle leaves out, and how it says so.
+
+Two things never leave the store in a redacted bundle:
+
+- **model I/O** (``model_io``): the content of every prompt and response of ``AgentOutput`` and
+  ``ModelCallEnvelope`` and of every ``ToolResult`` result, in the events themselves and in the
+  iteration traces that repeat them. Their hashes stay, so a replay still checks them by hash.
+  This is what capture mode ``none`` keeps, and stricter than ``prompts_only``: a prompt quotes
+  the user's input verbatim.
+- **PII** (``pii``): every value recorded under a SEM key whose attribute the job's privacy
+  snapshot denies, and every text of the job that contains such a value (the input, a percept's
+  label, an answer): as a substring, or for a value shorter than ``MIN_NEEDLE`` characters as a
+  whole word. SEM streams of denied attributes are left out.
+
+A redacted record keeps its key id and original MAC (the job's seal still commits to it), and
+gets a new body with the redacted parts replaced: model I/O by ``null``, PII by ``PII_MARK``.
+No digest of an original body is kept: a short secret could be found again by trying values.
+Fields that name things rather than say things (keys, ids, hashes, stamps, statuses) are never
+rewritten; if one of them still contains a PII value the export is refused (`leak`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from domain.canonical import canonical_json
+
+PII_MARK: Final = "[REDACTED:pii]"
+MIN_NEEDLE: Final = 3
+MODEL_IO: Final = "model_io"
+PII: Final = "pii"
+
+MODEL_IO_FIELDS: Final[dict[str, tuple[str, ...]]] = {
+    "AgentOutput": ("prompt", "response"),
+    "ModelCallEnvelope": ("prompt", "response"),
+    "ToolResult": ("result",),
+}
+TRACE_MODEL_IO: Final = ("prompt", "response", "result")
+"""What an entry of an iteration trace's ``agent_outputs`` repeats of a model call's content."""
+
+STRUCTURAL: Final = frozenset(
+    {"key", "last_updated", "digest", "node_id", "event_id", "status", "kind", "fallback"}
+    | {"decision", "schema_version", "type"}
+)
+HEX_DIGEST: Final = re.compile(r"^[0-9a-f]{64}$")
+TIMESTAMP: Final = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
+
+
+@dataclass(frozen=True)
+class Redaction:
+    path: str
+    reason: str
+
+
+@dataclass
+class PrivacyNeedles:
+    """The PII a job recorded: values under denied SEM attributes, as texts to search for."""
+
+    denied: frozenset[str]
+    texts: set[str] = field(default_factory=set)
+
+    def is_denied(self, key: Any) -> bool:
+        return isinstance(key, str) and key.rsplit("/", 1)[-1] in self.denied
+
+    def collect(self, value: Any) -> None:
+        """Take every value recorded under a denied key anywhere inside ``value``."""
+        if isinstance(value, dict):
+            if self.is_denied(value.get("key")) and "value" in value:
+                self._take(value["value"])
+            for item in value.values():
+                self.collect(item)
+        elif isinstance(value, list):
+            for item in value:
+                self.collect(item)
+
+    def _take(self, value: Any) -> None:
+        for leaf in _leaves(value):
+            text = leaf if isinstance(leaf, str) else canonical_json(leaf).decode()
+            if text and not isinstance(leaf, bool):
+                self.texts.add(text)
+
+    def found_in(self, text: str) -> bool:
+        return any(
+            needle in text if len(needle) >= MIN_NEEDLE else _word(needle).search(text)
+            for needle in self.texts
+        )
+
+
+def strip_model_io(entries: Any) -> Any:
+    """An iteration trace's ``agent_outputs`` without the content of prompts and responses."""
+    if not isinstance(entries, list):
+        return entries
+    return [
+        {k: (None if k in TRACE_MODEL_IO else v) for k, v in e.items()}
+        if isinstance(e, dict)
+        else e
+        for e in entries
+    ]
+
+
+def redact_job_body(
+    body: dict[str, Any], started: bool, needles: PrivacyNeedles
+) -> tuple[dict[str, Any], list[Redaction]]:
+    """A Job stream record's body as a safe export carries it, and what was taken out."""
+    found: list[Redaction] = []
+    out = dict(body)
+    if started:
+        out["job_input"] = _scrub(body.get("job_input"), "job_input", needles, found)
+        return out, found
+    payload = body.get("payload")
+    if not isinstance(payload, dict):  # a seal: nothing to redact
+        return out, found
+    payload = dict(payload)
+    for name in MODEL_IO_FIELDS.get(str(body.get("event_type")), ()):
+        if payload.get(name) is not None:
+            payload[name] = None
+            found.append(Redaction(f"payload.{name}", MODEL_IO))
+    if body.get("event_type") == "IterationTrace" and "agent_outputs" in payload:
+        stripped = strip_model_io(payload["agent_outputs"])
+        if stripped != payload["agent_outputs"]:
+            payload["agent_outputs"] = stripped
+            found.append(Redaction("payload.agent_outputs", MODEL_IO))
+    out["payload"] = _scrub(payload, "payload", needles, found)
+    return out, found
+
+
+def redact_sem_body(
+    body: dict[str, Any], needles: PrivacyNeedles
+) -> tuple[dict[str, Any], list[Redaction]]:
+    """A SEM entry's event as a safe export carries it: its value scrubbed of PII."""
+    found: list[Redaction] = []
+    if "value" not in body:
+        return body, found
+    return {**body, "value": _scrub(body["value"], "value", needles, found)}, found
+
+
+def leak(body: Any, needles: PrivacyNeedles, path: str = "") -> str | None:
+    """Where a PII value is still in ``body`` (a safe export must then be refused), if anywhere."""
+    if isinstance(body, dict):
+        for name, value in body.items():
+            where = leak(value, needles, f"{path}.{name}" if path else str(name))
+            if where is not None:
+                return where
+    elif isinstance(body, list):
+        for index, value in enumerate(body):
+            where = leak(value, needles, f"{path}[{index}]")
+            if where is not None:
+                return where
+    elif (
+        isinstance(body, str)
+        and not (HEX_DIGEST.fullmatch(body) or TIMESTAMP.fullmatch(body))
+        and needles.found_in(body)
+    ):
+        return path or "(body)"
+    return None
+
+
+def _scrub(value: Any, path: str, needles: PrivacyNeedles, found: list[Redaction]) -> Any:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        denied = needles.is_denied(value.get("key"))
+        for name, item in value.items():
+            where = f"{path}.{name}"
+            if denied and name == "value" and item is not None:
+                out[name] = PII_MARK
+                found.append(Redaction(where, PII))
+            elif name in STRUCTURAL or name.endswith(("_hash", "_hashes")):
+                out[name] = item
+            else:
+                out[name] = _scrub(item, where, needles, found)
+        return out
+    if isinstance(value, list):
+        return [_scrub(item, f"{path}[{i}]", needles, found) for i, item in enumerate(value)]
+    if isinstance(value, str) and value != PII_MARK and needles.found_in(value):
+        found.append(Redaction(path, PII))
+        return PII_MARK
+    return value
+
+
+def _word(needle: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![A-Za-z0-9]){re.escape(needle)}(?![A-Za-z0-9])")
+
+
+def _leaves(value: Any) -> Iterable[Any]:
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    elif value is not None:
+        yield value

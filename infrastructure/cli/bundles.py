@@ -1,0 +1,265 @@
+"""``mace export``, ``mace import`` and ``mace export-test``: run bundles (and ``replay --bundle``).
+
+A bundle is one signed file holding a job and everything its replay reads (infrastructure/bundle.py
+says what). Bad input (a file that is not a bundle, a job that cannot be exported, an existing
+output without ``--force``, a conflicting import) exits 2 and writes nothing; a bundle that fails
+verification exits 1 with ``INTEGRITY_FAILURE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from domain.governance import Actor
+from domain.job import validate_job_id
+from domain.replay_access import ReplayMode
+from domain.stage0.agents import AgentReply
+from infrastructure.bundle import Bundle, parse_bundle, read_bundle
+from infrastructure.bundle_export import export_bundle
+from infrastructure.bundle_import import import_bundle
+from infrastructure.bundle_regression import (
+    Expectation,
+    recorded_expectation,
+    regression_file_names,
+    render_test,
+)
+from infrastructure.bundle_replay import REGRESSION_ACTOR, check_replay_options, replay_bundle
+from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
+from infrastructure.keyring import load_keyring
+from infrastructure.ledger import Ledger
+from infrastructure.replay_service import ReplayResult
+from infrastructure.settings import Settings
+
+
+def add_parsers(commands: Any) -> None:
+    export = commands.add_parser(
+        "export", help="write one job's run bundle: a self-contained, signed file"
+    )
+    export.add_argument("job_id")
+    export.add_argument("-o", "--output", required=True, type=Path, metavar="FILE")
+    export.add_argument(
+        "--redact",
+        action="store_true",
+        help="safe export: leave out PII (privacy snapshot) and every model I/O payload",
+    )
+    export.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    export.add_argument("--json", action="store_true", help="print canonical JSON")
+    export.set_defaults(handler=export_job)
+
+    load = commands.add_parser("import", help="load a run bundle's job into this store")
+    load.add_argument("file", type=Path)
+    load.add_argument("--json", action="store_true", help="print canonical JSON")
+    load.set_defaults(handler=import_job)
+
+    regression = commands.add_parser(
+        "export-test",
+        help="write a pytest file and its bundle that replay a job and assert its recorded outcome",
+    )
+    regression.add_argument("job_id")
+    regression.add_argument("-o", "--output", required=True, type=Path, metavar="DIR")
+    regression.add_argument("--force", action="store_true", help="overwrite existing files")
+    regression.set_defaults(handler=export_test)
+
+
+@contextlib.contextmanager
+def _bad_input() -> Iterator[None]:
+    """Input the command cannot use (BundleError and other ValueErrors) is a usage error."""
+    try:
+        yield
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _job_id(job_id: str) -> str:
+    with _bad_input():
+        return validate_job_id(job_id)
+
+
+def _refuse_existing(path: Path, force: bool) -> None:
+    if path.exists() and not (force and path.is_file()):
+        hint = "" if force else ": pass --force to overwrite it"
+        raise UsageError(f"{path} exists{hint}")
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write all of ``data`` or nothing: a new file beside it (umask mode), renamed over it."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with temporary.open("xb") as handle:
+            handle.write(data)
+        temporary.replace(path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _prepare_directory(directory: Path) -> None:
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"{directory} is not a directory")
+    if not directory.parent.is_dir() and not directory.exists():
+        raise UsageError(f"cannot write to {directory}: {directory.parent} does not exist")
+
+
+# export
+
+
+def export_job(args: argparse.Namespace, settings: Settings) -> int:
+    job_id = _job_id(args.job_id)
+    output: Path = args.output
+    _refuse_existing(output, args.force)
+    if not output.parent.is_dir():
+        raise UsageError(f"cannot write {output}: {output.parent} is not a directory")
+    with Ledger.open(settings, create=False) as ledger, _bad_input():
+        data = export_bundle(ledger, job_id, redacted=args.redact)
+        bundle = parse_bundle(data, str(output), ledger.keyring)  # what we write reads back
+    _write(output, data)
+    summary = _export_summary(bundle, output, data)
+    if args.json:
+        emit_json(summary)
+        return EXIT_OK
+    counts = bundle.manifest.counts
+    print(
+        f"exported job {job_id} to {output}: {counts['records']} records in"
+        f" {counts['streams']} streams ({counts['snapshot']} snapshots, {counts['sem']} SEM"
+        f" entries, {counts['governance']} governance records), key ids {summary['key_ids']}"
+    )
+    for snapshot_id in bundle.manifest.missing_snapshots:
+        print(f"  snapshot {snapshot_id} is not in the ledger: not in the bundle either")
+    redaction = bundle.manifest.redaction
+    if redaction is None:
+        print("  not redacted: it holds every recorded value, model I/O included")
+        return EXIT_OK
+    print(f"  redacted: {len(redaction.records)} records rewritten (see its manifest)")
+    for item in redaction.records:
+        print(f"    {item.stream} version {item.version}: {', '.join(item.paths)}")
+    for omitted in redaction.omitted_streams:
+        print(f"    left out {omitted.name}: {omitted.reason}")
+    return EXIT_OK
+
+
+def _export_summary(bundle: Bundle, output: Path, data: bytes) -> dict[str, Any]:
+    manifest = bundle.manifest
+    return {
+        "job_id": manifest.job_id,
+        "file": str(output),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "counts": manifest.counts,
+        "key_ids": manifest.key_ids,
+        "missing_snapshots": manifest.missing_snapshots,
+        "redacted": manifest.redacted,
+        "redacted_records": 0 if manifest.redaction is None else len(manifest.redaction.records),
+    }
+
+
+# import
+
+
+def import_job(args: argparse.Namespace, settings: Settings) -> int:
+    keyring = load_keyring(settings, create=False)
+    with _bad_input():
+        bundle = read_bundle(args.file, keyring)
+        with Ledger.open(settings) as ledger:
+            summary = import_bundle(ledger, bundle)
+    if args.json:
+        emit_json(
+            {
+                "job_id": summary.job_id,
+                "records_written": summary.written,
+                "streams_written": summary.streams_written,
+                "streams_present": summary.streams_present,
+                "governance_not_imported": summary.governance_left,
+            }
+        )
+        return EXIT_OK
+    print(
+        f"imported job {summary.job_id} from {args.file}: {summary.written} records written"
+        f" ({len(summary.streams_written)} streams), {len(summary.streams_present)} streams"
+        " already here with the same bytes"
+    )
+    if summary.governance_left:
+        print(
+            f"  {len(summary.governance_left)} governance record(s) not imported: approvals, halts"
+            " and replay results belong to the store they were made in"
+        )
+    return EXIT_OK
+
+
+# replay --bundle
+
+
+def open_bundle(path: Path, job_id: str | None, force_continue: bool, settings: Settings) -> Bundle:
+    """The bundle ``mace replay --bundle`` reads, verified with the keyring the settings name,
+    checked against the options before anything (a report directory) is written."""
+    keyring = load_keyring(settings, create=False)
+    with _bad_input():
+        bundle = read_bundle(path, keyring)
+        check_replay_options(bundle, force_continue)
+    if job_id is not None and job_id != bundle.job_id:
+        raise UsageError(f"bundle {path} holds job {bundle.job_id}, not {job_id}")
+    return bundle
+
+
+def replay_from_bundle(
+    bundle: Bundle,
+    mode: ReplayMode,
+    actor: Actor,
+    force_continue: bool,
+    mocks: Mapping[str, AgentReply],
+) -> ReplayResult:
+    with _bad_input():
+        return replay_bundle(bundle, mode, actor, force_continue=force_continue, mocks=mocks)
+
+
+# export-test
+
+
+def export_test(args: argparse.Namespace, settings: Settings) -> int:
+    job_id = _job_id(args.job_id)
+    directory: Path = args.output
+    module, bundle_name = regression_file_names(job_id)
+    test_path, bundle_path = directory / f"{module}.py", directory / bundle_name
+    _prepare_directory(directory)
+    for path in (test_path, bundle_path):
+        _refuse_existing(path, args.force)
+    with Ledger.open(settings, create=False) as ledger, _bad_input():
+        data = export_bundle(ledger, job_id)
+        expected = recorded_expectation(ledger, job_id)
+        bundle = parse_bundle(data, bundle_name, ledger.keyring)
+    if expected is None:
+        report = replay_bundle(bundle, ReplayMode.AUDIT, REGRESSION_ACTOR).report
+        provenance = (
+            "an audit replay of the bundle made when this test was exported (the job had no"
+            " replay result on record)"
+        )
+        expected = Expectation.of_report(report, provenance, REGRESSION_ACTOR)
+    else:
+        mode = ReplayMode(expected.mode)
+        force = expected.force_continue
+        report = replay_bundle(bundle, mode, expected.actor, force_continue=force).report
+    source = render_test(job_id, bundle_name, expected)
+    try:
+        directory.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {directory}: {exc.strerror}") from None
+    _write(bundle_path, data)
+    _write(test_path, source.encode("utf-8"))
+    verdict = "ok" if expected.ok else f"fails with {expected.error_code}"
+    print(
+        f"wrote {test_path} and {bundle_path}: the test asserts that job {job_id}'s replay"
+        f" {verdict} ({expected.divergence_count} divergence(s))"
+    )
+    differences = expected.differences(report)
+    if differences:
+        print(
+            "mace: warning: replaying the bundle now gives "
+            f"{'; '.join(differences)}: the new test fails until that is explained",
+            file=sys.stderr,
+        )
+    return EXIT_OK
