@@ -68,4 +68,4 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
         left = [s.name for s in bundle.streams if s.role not in IMPORTED_ROLES]
         return ImportSummary(job_id, len(writes), written, present, left)
 
-    return ledger.retrying(attempt, f"import of job {job_id}")
+    return ledger.numbering(attempt, f"import of job {job_id}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from threading import Lock
 from typing import Any, ClassVar, Final, TypeVar
 from uuid import UUID
 
@@ -38,7 +39,12 @@ from domain.validation_messages import first_problem
 from infrastructure.event_store import VerifyingEventStore
 from infrastructure.governance_service import GovernanceService
 from infrastructure.keyring import Keyring, load_keyring
-from infrastructure.ledger_errors import ConflictError, NotFoundError, SnapshotError
+from infrastructure.ledger_errors import (
+    ConflictError,
+    NotFoundError,
+    SnapshotError,
+    StoreBusyError,
+)
 from infrastructure.ledger_verification import LedgerVerification, verify_ledger
 from infrastructure.mapper import SignedMapper
 from infrastructure.read_models import ReadModels
@@ -84,6 +90,7 @@ class Ledger(Application[UUID]):
         self.store = store
         self.keyring = keyring
         super().__init__(env=store.eventsourcing_env())
+        self._job_numbering = Lock()
         self.governance = GovernanceService(self)
         self.replays = ReplayService(self)
 
@@ -187,7 +194,7 @@ class Ledger(Application[UUID]):
             self.save(job, *self._registration(self._registry_version(), job_id))
             return job
 
-        return self.retrying(attempt, f"start of job {job_id}")
+        return self.numbering(attempt, f"start of job {job_id}")
 
     def record_job_events(
         self, job_id: str, events: Sequence[tuple[str, dict[str, Any]]]
@@ -279,7 +286,17 @@ class Ledger(Application[UUID]):
                 return attempt()
             except (IntegrityError, RecordConflictError):
                 continue
-        raise ConflictError(f"{what}: the store kept changing underneath; try again")
+        raise StoreBusyError(f"{what}: the store kept changing underneath; try again")
+
+    def numbering(self, attempt: Callable[[], T], what: str) -> T:
+        """Like `retrying`, for a write that takes the store's next job number.
+
+        Every job takes the next number, so concurrent jobs race for the same one. Within one
+        process (the HTTP service's threads) they take turns instead of losing and recomputing;
+        between processes the store's version check still decides, and the loser retries.
+        """
+        with self._job_numbering:
+            return self.retrying(attempt, what)
 
     def _registry_version(self) -> int:
         """The job registry's version: 0 before the first job, then one more per job."""
@@ -444,7 +461,7 @@ class Ledger(Application[UUID]):
             with_job: list[SemEntry | Snapshot] = [*run.sem_writes, *new_defaults]
             return self._commit_job(job, version, run.final_output, configs, with_job, present)
 
-        return self.retrying(attempt, "run")
+        return self.numbering(attempt, "run")
 
     # Runs recorded by an outside emitter
 
@@ -480,7 +497,7 @@ class Ledger(Application[UUID]):
                 job, version, completed.final_output, configs, with_job=alongside()
             )
 
-        return self.retrying(attempt, "record run")
+        return self.numbering(attempt, "record run")
 
     def _config_if_usable(self, ids: dict[str, str], kind: SnapshotKind) -> Any:
         snapshot_id = ids.get(kind.value)

@@ -13,3 +13,7 @@ class ConflictError(ValueError):
 
 class SnapshotError(ValueError):
     """A snapshot named for a job is absent, of the wrong kind, or unusable for its kind."""
+
+
+class StoreBusyError(Exception):
+    """Other writers kept winning the race for the same records: nothing was written; try again."""

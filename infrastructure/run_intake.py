@@ -18,7 +18,7 @@ from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id
 from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
 from domain.run_draft import BatchOutcome, RunDraft
-from infrastructure.ledger_errors import ConflictError, NotFoundError
+from infrastructure.ledger_errors import ConflictError, NotFoundError, StoreBusyError
 from projections.reflective_log import ReflectiveLog
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class RunIntake:
             else:
                 return fresh, True
         if existing is None:
-            raise ConflictError(f"run {run_id} changed concurrently; try again")
+            raise StoreBusyError(f"run {run_id} changed concurrently; try again")
         if existing.tenant != tenant or existing.start_digest() != fresh.start_digest():
             raise ConflictError(f"run {run_id} already exists with another start")
         return existing, False

@@ -36,7 +36,12 @@ from infrastructure.api.limits import BodyLimit
 from infrastructure.api.responses import CanonicalJSONResponse
 from infrastructure.api.tokens import TokenBook
 from infrastructure.ledger import Ledger
-from infrastructure.ledger_errors import ConflictError, NotFoundError, SnapshotError
+from infrastructure.ledger_errors import (
+    ConflictError,
+    NotFoundError,
+    SnapshotError,
+    StoreBusyError,
+)
 from infrastructure.settings import Settings
 
 
@@ -113,6 +118,11 @@ def _answer_errors(app: FastAPI) -> None:
             message = f"{exc.detail}: {request.method} {request.url.path}"
         return await answer(request, ApiError(exc.status_code, code, message))
 
+    async def busy(request: Request, exc: Exception) -> Response:
+        response = await answer(request, ApiError(503, HttpCode.STORE_BUSY, str(exc)))
+        response.headers["Retry-After"] = "1"
+        return response
+
     async def unusable_snapshot(request: Request, exc: Exception) -> Response:
         return await answer(request, invalid(str(exc)))
 
@@ -127,5 +137,6 @@ def _answer_errors(app: FastAPI) -> None:
     app.add_exception_handler(MaceError, mace_error)
     app.add_exception_handler(NotFoundError, missing)
     app.add_exception_handler(ConflictError, conflict)
+    app.add_exception_handler(StoreBusyError, busy)
     app.add_exception_handler(SnapshotError, unusable_snapshot)
     app.add_exception_handler(PersistenceError, store_down)

@@ -25,6 +25,7 @@ class HttpCode(StrEnum):
     INVALID_INPUT = "INVALID_INPUT"
     PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
     STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
+    STORE_BUSY = "STORE_BUSY"
     NOT_READY = "NOT_READY"
 
 
@@ -88,6 +89,6 @@ ERROR_ANSWERS: dict[int | str, dict[str, Any]] = {
         (413, "body, batch or run larger than allowed (PAYLOAD_TOO_LARGE)"),
         (422, "invalid input; field names the first bad value (INVALID_INPUT)"),
         (500, "stored data failed verification (INTEGRITY_FAILURE)"),
-        (503, "the store cannot be reached (STORE_UNAVAILABLE)"),
+        (503, "the store cannot be reached (STORE_UNAVAILABLE) or is busy: retry (STORE_BUSY)"),
     )
 }

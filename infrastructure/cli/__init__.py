@@ -16,10 +16,12 @@ from pydantic import ValidationError
 
 from domain.errors import MaceError
 from infrastructure.cli import (
+    bundles,
     demo,
     governance,
     ingest,
     jobs,
+    loadtest,
     memory,
     rebuild,
     replay,
@@ -30,6 +32,7 @@ from infrastructure.cli import (
 from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError
 from infrastructure.keyring import KeyringError
 from infrastructure.ledger import ConflictError, NotFoundError, SnapshotError
+from infrastructure.ledger_errors import StoreBusyError
 from infrastructure.settings import Settings, SettingsError
 
 
@@ -39,7 +42,20 @@ def build_parser() -> Parser:
     )
     parser.add_argument("--version", action="version", version=f"mace {version('mace-ledger')}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    modules = (demo, jobs, replay, verify, governance, rebuild, memory, ingest, snapshots, serve)
+    modules = (
+        demo,
+        jobs,
+        replay,
+        verify,
+        governance,
+        rebuild,
+        memory,
+        ingest,
+        snapshots,
+        serve,
+        bundles,
+        loadtest,
+    )
     for module in modules:
         module.add_parsers(commands)
     return parser
@@ -71,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except BrokenPipeError:  # the reader (e.g. `head`) has all it wanted
         return EXIT_OK
+    except StoreBusyError as exc:
+        fail(f"error: {exc}")
+        return EXIT_FAILED
     except (PersistenceError, OSError) as exc:
         fail(f"error: store unavailable: {exc}")
         return EXIT_FAILED
