@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, UsageError, emit_json
+from infrastructure.load_server import LoadSetupError
+from infrastructure.load_test import run_load_test
 from infrastructure.load_workload import Workload
 from infrastructure.settings import PostgresStore, Settings
 
@@ -90,11 +92,6 @@ def load_test(args: argparse.Namespace, settings: Settings) -> int:
         problems.append(f"--timeout {args.timeout:g}: expected a positive number of seconds")
     if problems:
         raise UsageError(problems[0])
-    try:  # httpx (the clients' library, a test extra) is needed here only
-        from infrastructure.load_server import LoadSetupError  # noqa: PLC0415
-        from infrastructure.load_test import run_load_test  # noqa: PLC0415
-    except ImportError as exc:
-        raise UsageError(f"mace loadtest needs {exc.name}: pip install httpx") from None
     try:
         report = run_load_test(settings, workload, args.timeout, args.server_log)
     except LoadSetupError as exc:
