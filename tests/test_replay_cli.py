@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 from ledger_fixtures import RawTable, run
+from misrouted_run import WRONG_DECISION, misrouted_run
 from test_cli_runtime import canonical_line, event_count, json_lines
 
 from domain.canonical import canonical_json
@@ -30,12 +31,6 @@ RIGHT_DECISION = {
     "fallback": None,
     "rule_id": "R1",
     "why": "matched_R1_math",
-}
-WRONG_DECISION = {
-    "agent": "generic_agent",
-    "fallback": None,
-    "rule_id": "R4",
-    "why": "matched_R4_fallback",
 }
 REPORT_KEYS = {
     "job_id",
@@ -120,28 +115,8 @@ def diverging_run(capsys: pytest.CaptureFixture[str], real_job: str) -> list[dic
     """The real job's run as JSON lines, its router decision changed to one R1 would never give."""
     code, out, _ = run(capsys, "events", real_job, "--json")
     assert code == 0
-    entries = json_lines(out)
-    started = {
-        "type": "RunStarted",
-        "job_id": "diverged-1",
-        "seed": entries[0]["payload"]["job_seed"],
-        "input": entries[0]["payload"]["job_input"],
-        "snapshot_ids": entries[0]["payload"]["snapshot_ids"],
-        "capture_mode": "full_io",
-    }
-    assert started["snapshot_ids"] == DEFAULT_IDS
-    lines: list[dict[str, Any]] = [started]
-    for entry in entries[1:]:
-        if entry["event_type"] in {"JobCompleted", "JobSealed"}:
-            continue
-        line = {"type": entry["event_type"], **entry["payload"]}
-        if entry["event_type"] == "RouterDecision":
-            line.update(WRONG_DECISION)
-        if entry["event_type"] == "IterationTrace":
-            line["router_decision"] = WRONG_DECISION
-        lines.append(line)
-    final = next(e for e in entries if e["event_type"] == "JobCompleted")["payload"]
-    lines.append({"type": "RunCompleted", "final_output": final["final_output"]})
+    lines = misrouted_run(json_lines(out), "diverged-1")
+    assert lines[0]["snapshot_ids"] == DEFAULT_IDS
     return lines
 
 

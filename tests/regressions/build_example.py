@@ -14,54 +14,23 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from domain.canonical import canonical_json
 from infrastructure.cli import main
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from misrouted_run import misrouted_run
+
 HERE = Path(__file__).parent
 JOB_ID = "incident-r1-misrouted"
-WRONG_DECISION = {
-    "agent": "generic_agent",
-    "fallback": None,
-    "rule_id": "R4",
-    "why": "matched_R4_fallback",
-}
 
 
 def mace(*argv: str) -> None:
     code = main(list(argv))
     if code != 0 and argv[0] != "replay":
         sys.exit(f"mace {' '.join(argv)} exited {code}")
-
-
-def misrouted_run(entries: list[dict[str, Any]]) -> bytes:
-    """The recorded run of ``2 + 3`` as an emitter's run file, its router decision changed."""
-    started = entries[0]["payload"]
-    lines: list[dict[str, Any]] = [
-        {
-            "type": "RunStarted",
-            "job_id": JOB_ID,
-            "seed": started["job_seed"],
-            "input": started["job_input"],
-            "snapshot_ids": started["snapshot_ids"],
-            "capture_mode": "full_io",
-        }
-    ]
-    for entry in entries[1:]:
-        if entry["event_type"] in {"JobCompleted", "JobSealed"}:
-            continue
-        line = {"type": entry["event_type"], **entry["payload"]}
-        if entry["event_type"] == "RouterDecision":
-            line.update(WRONG_DECISION)
-        if entry["event_type"] == "IterationTrace":
-            line["router_decision"] = WRONG_DECISION
-        lines.append(line)
-    final = next(e for e in entries if e["event_type"] == "JobCompleted")["payload"]
-    lines.append({"type": "RunCompleted", "final_output": final["final_output"]})
-    return b"\n".join(canonical_json(line) for line in lines) + b"\n"
 
 
 def build(force: bool) -> None:
@@ -84,7 +53,8 @@ def build(force: bool) -> None:
                 sys.stdout = saved
         entries = [orjson.loads(line) for line in events.read_text().splitlines()]
         run_file = Path(scratch) / "run.jsonl"
-        run_file.write_bytes(misrouted_run(entries))
+        lines = misrouted_run(entries, JOB_ID)
+        run_file.write_bytes(b"".join(canonical_json(line) + b"\n" for line in lines))
         mace("ingest", str(run_file))
         mace("replay", JOB_ID)
         mace("export-test", JOB_ID, "-o", str(HERE), *(["--force"] if force else []))
