@@ -27,6 +27,10 @@ class RunDraftError(ValueError):
     """What a draft refuses: its state (complete), or an event id re-used for other content."""
 
 
+class RunTooLarge(RunDraftError):
+    """The batch's new events would take the run past the events a run may hold."""
+
+
 @dataclass(frozen=True, slots=True)
 class BatchOutcome:
     accepted: int
@@ -65,8 +69,13 @@ class RunDraft(MaceAggregate):
     def start_digest(self) -> str:
         return digest(self.started)
 
-    def append(self, batch: list[tuple[str, dict[str, Any]]]) -> BatchOutcome:
-        """Take the ``(event_id, event)`` pairs not held yet; re-sent ones are skipped."""
+    def append(
+        self, batch: list[tuple[str, dict[str, Any]]], max_events: int | None = None
+    ) -> BatchOutcome:
+        """Take the ``(event_id, event)`` pairs not held yet; re-sent ones are skipped.
+
+        ``max_events``: how many events the run may hold in all (re-sent ones count once).
+        """
         if self.completed:
             msg = f"run {self.run_id} is complete: no more events may be added"
             raise RunDraftError(msg)
@@ -84,6 +93,9 @@ class RunDraft(MaceAggregate):
             elif held != content_digest:
                 msg = f"events[{position}].event_id {event_id!r} was sent before with other content"
                 raise RunDraftError(msg)
+        if max_events is not None and len(self.events) + len(fresh) > max_events:
+            msg = f"run {self.run_id} would exceed {max_events} events"
+            raise RunTooLarge(msg)
         if fresh:
             self._appended(events=fresh)
         return BatchOutcome(len(fresh), len(batch) - len(fresh), len(self.events))

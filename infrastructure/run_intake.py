@@ -63,22 +63,30 @@ class RunIntake:
         return draft
 
     def append(
-        self, run_id: str, tenant: str, batch: Sequence[tuple[str, RunEvent]]
+        self,
+        run_id: str,
+        tenant: str,
+        batch: Sequence[tuple[str, RunEvent]],
+        max_events: int | None = None,
     ) -> BatchOutcome:
         """Add a batch of ``(event_id, event)``; events held already (same id and content) skip."""
         pairs = [(event_id, event.model_dump(mode="json")) for event_id, event in batch]
 
         def attempt() -> BatchOutcome:
             draft = self.get(run_id, tenant)
-            outcome = draft.append(pairs)
+            outcome = draft.append(pairs, max_events)
             self.ledger.save(draft)
             return outcome
 
         return self.ledger.retrying(attempt, f"events for run {run_id}")
 
-    def complete(self, run_id: str, tenant: str, final_output: Any) -> ReflectiveLog:
-        """Record the run as a sealed job; completing it again with the same output is a no-op."""
+    def complete(self, run_id: str, tenant: str, final_output: Any) -> tuple[ReflectiveLog, int]:
+        """Record the run as a sealed job; completing it again with the same output is a no-op.
+
+        Returns the job's log and how many events the run sent.
+        """
         draft = self.get(run_id, tenant)
+        sent = len(draft.events)
         if not draft.completed:
             started = RunStarted.model_validate({**draft.started, "job_id": run_id})
             events = [_emitted(content) for content in draft.events]
@@ -90,14 +98,15 @@ class RunIntake:
                 return [again]
 
             try:
-                return self.ledger.record_run(started, events, completed, tenant, completed_draft)
+                log = self.ledger.record_run(started, events, completed, tenant, completed_draft)
+                return log, sent
             except ConflictError:
                 # A completion racing this one may have got there first: then answer as it did.
                 draft = self.get(run_id, tenant)
                 if not draft.completed:
                     raise
         draft.complete(final_output)  # refuses another final output; the same one changes nothing
-        return self.ledger.reflective_log(run_id)
+        return self.ledger.reflective_log(run_id), sent
 
     def _existing(self, run_id: str) -> RunDraft | None:
         try:

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from domain.events import RunStarted
 from domain.governance import Role
-from domain.run_draft import RunDraft, RunDraftError
+from domain.run_draft import RunDraft, RunDraftError, RunTooLarge
 from infrastructure.api.bodies import EventBatch, RunCompletion
 from infrastructure.api.context import Caller, Ctx, RunIdPath, require
 from infrastructure.api.errors import ApiError, HttpCode, invalid, too_large
@@ -49,17 +49,11 @@ def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> d
             f"batch of {len(batch.events)} events: at most {limits.max_batch_events}"
             " (MACE_MAX_BATCH_EVENTS)"
         )
-    intake = RunIntake(ctx.ledger)
-    draft = intake.get(run_id, who.tenant)
-    if draft.completed:
-        message = f"run {run_id} is complete: no more events may be added"
-        raise ApiError(409, HttpCode.CONFLICT, message)
-    if len(draft.events) + len(batch.events) > limits.max_run_events:
-        raise too_large(
-            f"run {run_id} would exceed {limits.max_run_events} events (MACE_MAX_RUN_EVENTS)"
-        )
+    pairs = [(item.event_id, item.event) for item in batch.events]
     try:
-        outcome = intake.append(run_id, who.tenant, [(i.event_id, i.event) for i in batch.events])
+        outcome = RunIntake(ctx.ledger).append(run_id, who.tenant, pairs, limits.max_run_events)
+    except RunTooLarge as exc:
+        raise too_large(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
     except RunDraftError as exc:
         raise ApiError(409, HttpCode.CONFLICT, str(exc)) from None
     return {
@@ -73,10 +67,8 @@ def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> d
 @router.post("/{run_id}/complete", summary="record the run as one sealed job")
 def complete_run(run_id: RunIdPath, body: RunCompletion, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *RECORDERS)
-    intake = RunIntake(ctx.ledger)
-    events = len(intake.get(run_id, who.tenant).events)
     try:
-        log = intake.complete(run_id, who.tenant, body.final_output)
+        log, events = RunIntake(ctx.ledger).complete(run_id, who.tenant, body.final_output)
     except RunDraftError as exc:
         raise ApiError(409, HttpCode.CONFLICT, str(exc)) from None
     except ValidationError as exc:
