@@ -360,11 +360,13 @@ class Ledger(Application[UUID]):
         return next(iter(self.recorder.select_events(stream, limit=1)), None) is not None
 
     def _snapshot_stored(self, snapshot_id: str) -> bool:
+        return self._stored_snapshot(snapshot_id) is not None
+
+    def _stored_snapshot(self, snapshot_id: str) -> Snapshot | None:
         try:
-            self.get_snapshot(snapshot_id)
+            return self.get_snapshot(snapshot_id)
         except NotFoundError:
-            return False
-        return True
+            return None
 
     @staticmethod
     def _job_id(job_id: str | None, seed: str, job_input: str, registry_version: int) -> str:
@@ -481,9 +483,12 @@ class Ledger(Application[UUID]):
         validate_tenant(tenant)
         capture = CaptureMode(started.capture_mode)
         ids = {kind.value: sid for kind, sid in started.snapshot_ids.items()}
+        # Each declared snapshot is read once: content-addressed, it cannot change between tries.
+        found = {kind: self._stored_snapshot(sid) for kind, sid in ids.items()}
+        stored = {snapshot.snapshot_id for snapshot in found.values() if snapshot is not None}
         configs = (
-            self._config_if_usable(ids, SnapshotKind.SELFREP),
-            self._config_if_usable(ids, SnapshotKind.BRAINSTATE),
+            _config_if_usable(found.get(SnapshotKind.SELFREP.value), SnapshotKind.SELFREP),
+            _config_if_usable(found.get(SnapshotKind.BRAINSTATE.value), SnapshotKind.BRAINSTATE),
         )
 
         def attempt() -> ReflectiveLog:
@@ -494,20 +499,10 @@ class Ledger(Application[UUID]):
                 captured = apply_capture(event, capture)
                 job.record(captured.EVENT_TYPE, captured.payload())
             return self._commit_job(
-                job, version, completed.final_output, configs, with_job=alongside()
+                job, version, completed.final_output, configs, alongside(), set(stored)
             )
 
         return self.numbering(attempt, "record run")
-
-    def _config_if_usable(self, ids: dict[str, str], kind: SnapshotKind) -> Any:
-        snapshot_id = ids.get(kind.value)
-        if snapshot_id is None or not self._snapshot_stored(snapshot_id):
-            return None
-        snapshot = self.get_snapshot(snapshot_id)
-        try:
-            return parse_config(kind, snapshot.payload) if snapshot.kind == kind.value else None
-        except ValueError:
-            return None
 
     # Reading jobs back
 
@@ -566,6 +561,16 @@ class Ledger(Application[UUID]):
             return entry.read()
 
         return key, self.retrying(attempt, f"SEM write to {key}")
+
+
+def _config_if_usable(snapshot: Snapshot | None, kind: SnapshotKind) -> Any:
+    """The parsed configuration a stored snapshot of ``kind`` holds, if it is one and usable."""
+    if snapshot is None or snapshot.kind != kind.value:
+        return None
+    try:
+        return parse_config(kind, snapshot.payload)
+    except ValueError:
+        return None
 
 
 def _stream_entry(event: DomainEventProtocol[UUID]) -> dict[str, Any]:
