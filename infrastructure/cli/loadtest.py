@@ -84,9 +84,7 @@ def load_test(args: argparse.Namespace, settings: Settings) -> int:
             " (pass --allow-sqlite for a quick local try)"
         )
     replays = args.runs // 4 if args.replays is None else args.replays
-    workload = Workload(
-        args.clients, args.runs, args.events, args.batches, replays, args.retries
-    )
+    workload = Workload(args.clients, args.runs, args.events, args.batches, replays, args.retries)
     problems = workload.problems(settings.max_batch_events, settings.max_run_events)
     if not args.timeout > 0:
         problems.append(f"--timeout {args.timeout:g}: expected a positive number of seconds")
