@@ -10,7 +10,7 @@ time (for governance and receipts) arrives as plain data from the outside, never
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 from uuid import UUID
 
 from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggregate
@@ -36,6 +36,9 @@ class DomainEvent(BaseModel):
         # eventsourcing falls back to the wall clock when no timestamp is given; MACE never does.
         msg = "MACE events take their timestamp from a deterministic clock; none was given"
         raise RuntimeError(msg)
+
+
+E = TypeVar("E", bound=DomainEvent)
 
 
 class MaceAggregate(BaseAggregate[UUID]):
@@ -81,6 +84,21 @@ class MaceAggregate(BaseAggregate[UUID]):
             msg = f"{cls.__name__} ids follow from their names; {id} is not {own_id}"
             raise ValueError(msg)
         return super()._create(event_class, id=own_id, **kwargs)
+
+    @classmethod
+    def appended(cls, name_key: str, last_version: int, event_class: type[E], **fields: Any) -> E:
+        """The event after ``last_version`` of the aggregate named ``name_key``, made unloaded.
+
+        For append-only indexes (the job registry, a tenant's receipt book) whose next event
+        follows from the last one alone: a writer need not read the whole stream to append.
+        """
+        version = last_version + 1
+        return event_class(
+            originator_id=cls.id_for(name_key),
+            originator_version=version,
+            timestamp=DeterministicClock(f"{cls.NAME_PREFIX}:{name_key}").at(version),
+            **fields,
+        )
 
     def trigger_event(self, event_class: type[CanMutateAggregate[UUID]], **kwargs: Any) -> None:
         kwargs["timestamp"] = DeterministicClock(self.clock_seed).at(self.version + 1)

@@ -19,7 +19,7 @@ from eventsourcing.domain import DomainEventProtocol, event
 
 from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_copy, canonical_json
-from domain.determinism import DeterministicClock, event_id
+from domain.determinism import event_id
 from domain.snapshot import SnapshotKind
 
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -269,12 +269,6 @@ class JobRegistry(MaceAggregate):
     @classmethod
     def registration(cls, last_version: int, job_id: str) -> JobRegistry.Registered:
         """The event registering ``job_id`` after the registry's event at ``last_version``."""
-        version = last_version + 1
-        clock = DeterministicClock(f"{cls.NAME_PREFIX}:{cls.STORE}")
-        return cls.Registered(
-            originator_id=cls.id_for(cls.STORE),
-            originator_version=version,
-            timestamp=clock.at(version),
-            job_id=job_id,
-            job_number=version - 2,
+        return cls.appended(
+            cls.STORE, last_version, cls.Registered, job_id=job_id, job_number=last_version - 1
         )

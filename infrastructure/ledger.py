@@ -47,7 +47,9 @@ from infrastructure.ledger_errors import (
 )
 from infrastructure.ledger_verification import LedgerVerification, verify_ledger
 from infrastructure.mapper import SignedMapper
+from infrastructure.memory_service import MemoryService
 from infrastructure.read_models import ReadModels
+from infrastructure.receipt_service import ReceiptService
 from infrastructure.replay_service import ReplayService
 from infrastructure.settings import Settings, SQLiteStore, Store
 from infrastructure.signed_record import IntegrityFailure, VerifiedRecord, mac_digest, record_mac
@@ -93,6 +95,8 @@ class Ledger(Application[UUID]):
         self._job_numbering = Lock()
         self.governance = GovernanceService(self)
         self.replays = ReplayService(self)
+        self.memories = MemoryService(self)
+        self.receipts = ReceiptService(self)
 
     @cached_property
     def read_models(self) -> ReadModels:

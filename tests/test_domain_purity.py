@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from forbidden_calls import forbid_nondeterminism
 
+from domain.context_assembly import ContextCaller, ContextRequest, assemble_context
 from domain.determinism import DeterministicClock
 from domain.governance import Actor, Governance, HaltCause
 from domain.job import Job, JobSealWitness
-from domain.receipt import Receipt
+from domain.policy import parse_bundle
+from domain.policy_book import PolicyBook
+from domain.receipt import BODY_KEYS, Receipt, receipt_id_for
 from domain.replay_record import ReplayRecord
 from domain.snapshot import Snapshot
+from domain.tenant_memory import MemoryLog
 
 
 def test_aggregate_commands_touch_no_clock_or_randomness() -> None:
@@ -35,8 +39,24 @@ def test_aggregate_commands_touch_no_clock_or_randomness() -> None:
         record = ReplayRecord.open("job-1", attempt, "audit")
         record.log_step("1 load reflective log", "ok", "job job-1")
         record.store_report({"ok": True}, "# ok\n")
-        receipt = Receipt.emit("r1", "tenant-a", "live", {"context_hash": "x"}, None)
-    for aggregate in (snapshot, job, witness, governance, halts, receipt, record):
+        memories = MemoryLog(tenant="acme")
+        memories.remember_fact("user/customer/a/plan", "gold", ["pii"], {"actor": "w"})
+        memories.remember_episode("a asked about the plan", [], {"actor": "w"})
+        memories.forget(memories.latest.memory_id, "asked to forget", {"actor": "w"})
+        bundle = parse_bundle(
+            "version: 1\nrules:\n- {id: r, when: {memory_label: pii}, action: redact}\n"
+        )
+        context = assemble_context(
+            memories.live(), ContextRequest("plan"), ContextCaller("bot", ("operator",)), bundle
+        )
+        assert context.filters_applied == [
+            {"rule_id": "r", "memory_id": memories.latest.memory_id, "action": "redact"}
+        ]
+        body = dict.fromkeys(BODY_KEYS) | {"receipt_id": receipt_id_for("acme", 0)}
+        receipt = Receipt.emit(body, None)
+        book = PolicyBook(scope="global")
+        book.set_bundle("version: 1\nrules: []\n", "ada", "t")
+    for aggregate in (snapshot, job, witness, governance, halts, receipt, record, memories, book):
         clock = DeterministicClock(aggregate.clock_seed)
         stamps = [e.timestamp for e in aggregate.collect_events()]
         assert stamps == [clock.at(v) for v in range(1, len(stamps) + 1)]

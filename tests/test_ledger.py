@@ -11,7 +11,7 @@ from domain.determinism import DeterministicClock, event_id
 from domain.governance import AccessDenied, Actor, Governance, HaltCause
 from domain.job import Job, JobSealedError
 from domain.naming import aggregate_id
-from domain.receipt import Receipt
+from domain.receipt import BODY_KEYS, Receipt
 from domain.snapshot import Snapshot
 from infrastructure.ledger import ConflictError, Ledger, NotFoundError
 from infrastructure.signed_record import IntegrityFailure
@@ -149,22 +149,22 @@ def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger)
     council.cast_vote("force_continue", "approve", ada, "2026-11-22T10:00:00Z")
     halts = Governance.open("snapshot:" + "f" * 64)
     halts.halt("f" * 64, HaltCause.INTEGRITY_FAILURE, "MAC mismatch", ops, "2026-11-22T10:01:00Z")
-    receipt = Receipt.emit(
-        "r-1",
-        "tenant-a",
-        "live",
-        {"context_hash": "abc", "selected": [{"memory_id": "m1", "score": 0.1 + 0.2}]},
-        {"bundle_hash": None, "bundle_yaml": None, "captured_at": "2026-11-22T10:00:00Z"},
-    )
+    body = dict.fromkeys(BODY_KEYS) | {
+        "receipt_id": "rct-" + "1" * 32,
+        "context_hash": "abc",
+        "entries": [{"memory_id": "m1", "score": 0.1 + 0.2}],
+        "policy_snapshot": {"bundle_hash": None, "bundle_yaml": None, "captured_at": "t"},
+    }
+    receipt = Receipt.emit(body, "00" * 32)
     ledger.save(council, halts, receipt)
 
     stored_council: Governance = ledger.repository.get(Governance.id_for("job:job-1"))
     stored_halts: Governance = ledger.repository.get(Governance.id_for("snapshot:" + "f" * 64))
-    stored_receipt: Receipt = ledger.repository.get(Receipt.id_for("r-1"))
+    stored_receipt: Receipt = ledger.repository.get(Receipt.id_for("rct-" + "1" * 32))
     assert stored_council.votes == {"force_continue": [("ada", "approve")]}
     assert stored_halts.halted == {"f" * 64: "INTEGRITY_FAILURE: MAC mismatch"}
-    assert stored_receipt.body["selected"][0]["score"] == 0.3
-    assert stored_receipt.policy_snapshot is not None
+    assert stored_receipt.body["entries"][0]["score"] == 0.3
+    assert stored_receipt.body["policy_snapshot"]["captured_at"] == "t"
     summary = ledger.verify_all()
     assert (summary.events, summary.streams) == (5, 3)
     with pytest.raises(AccessDenied, match="only the council role may clear a halt"):

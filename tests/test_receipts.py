@@ -1,0 +1,393 @@
+"""Retrieval receipts (seed 001): memories, bundles, emission, verification and replay, both stores.
+
+Tampering is done as someone with database access would: by editing the stored row.
+"""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from ledger_fixtures import RawTable, settings_for
+
+from domain.context_assembly import REDACTED, ContextCaller, ContextRequest
+from domain.governance import Actor
+from domain.policy import PolicyError
+from domain.receipt import MemoryView, Receipt, ReceiptKind, Unreplayable
+from domain.tenant_memory import MemoryLogError
+from infrastructure.ledger import Ledger
+from infrastructure.ledger_errors import NotFoundError
+from infrastructure.receipt_service import Assembly
+from infrastructure.settings import Settings, SQLiteStore
+from infrastructure.signed_record import IntegrityFailure
+
+WRITER = Actor.of("writer", ["operator"])
+AUDITOR = Actor.of("ada", ["auditor"])
+AGENT = ContextCaller("support-bot", ("operator",))
+
+BUNDLE = """\
+version: 1
+metadata: {owner: privacy-team}
+rules:
+  - id: no-medical
+    when: {memory_label: medical}
+    action: deny
+  - id: mask-pii
+    when: {memory_label: pii, caller_role_not: admin}
+    action: redact
+"""
+STRICTER = BUNDLE.replace("memory_label: medical", "memory_labels_any: [medical, billing]")
+
+
+def ask(query: str, tenant: str = "acme", max_entries: int = 10) -> Assembly:
+    return Assembly(ReceiptKind.CONTEXT, tenant, AGENT, ContextRequest(query, max_entries), None)
+
+
+@pytest.fixture
+def acme(ledger: Ledger) -> Ledger:
+    """A tenant with a fact, a PII fact, a medical episode and a billing episode, under BUNDLE."""
+    mem = ledger.memories
+    mem.remember_fact("acme", "user/customer/alice/plan", "gold", [], WRITER, None)
+    mem.remember_fact(
+        "acme", "user/customer/alice/email", "alice@example.com", ["pii"], WRITER, None
+    )
+    mem.remember_episode("acme", "alice asked about her plan renewal", ["medical"], WRITER, None)
+    mem.remember_episode(
+        "acme", "alice disputed a plan invoice", ["billing"], WRITER, {"job_id": "j-7"}
+    )
+    mem.set_bundle("acme", BUNDLE, AUDITOR)
+    return ledger
+
+
+def test_context_applies_the_bundle_and_records_every_filter(acme: Ledger) -> None:
+    body = acme.receipts.emit(ask("alice plan email"))
+    kept = {e["key"] or e["content"]: e for e in body["entries"]}
+    assert "alice asked about her plan renewal" not in kept  # denied
+    assert kept["user/customer/alice/email"]["content"] == REDACTED
+    assert kept["user/customer/alice/email"]["redacted"] is True
+    assert kept["user/customer/alice/plan"]["content"] == "gold"
+    assert [(f["rule_id"], f["action"]) for f in body["filters_applied"]] == [
+        ("no-medical", "deny"),  # the episode (position 3) outranks the email (2) at score 2
+        ("mask-pii", "redact"),
+    ]
+    assert body["policy_snapshot"]["bundle_yaml"] == BUNDLE
+    assert body["memory"] == {"log_position": 5, "view": "current"}
+    assert body["mode"] == "live" and body["parent_receipt_id"] is None
+    assert body["caller"] == {"id": "support-bot", "roles": ["operator"]}
+    assert body["signature"] == {"algorithm": "HMAC-SHA256", "key_id": "k1"}
+    assert [e["rank"] for e in body["entries"]] == list(range(1, len(body["entries"]) + 1))
+
+
+def test_ranking_is_a_total_order_by_score_then_recency_then_id(acme: Ledger) -> None:
+    body = acme.receipts.emit(ask("alice plan invoice"))
+    ranked = [(e["score"], e["position"]) for e in body["entries"]]
+    assert ranked == sorted(ranked, key=lambda p: (-p[0], -p[1]))
+    assert body["entries"][0]["content"] == "alice disputed a plan invoice"
+
+
+def test_no_bundle_is_a_captured_null_snapshot_and_the_global_bundle_is_the_fallback(
+    ledger: Ledger,
+) -> None:
+    ledger.memories.remember_episode("acme", "alice has a medical note", ["medical"], WRITER, None)
+    body = ledger.receipts.emit(ask("alice"))
+    snapshot = body["policy_snapshot"]
+    assert (snapshot["bundle_hash"], snapshot["bundle_yaml"]) == (None, None)
+    assert len(body["entries"]) == 1
+    ledger.memories.set_bundle(None, BUNDLE, AUDITOR)
+    fallback = ledger.receipts.emit(ask("alice"))
+    assert fallback["policy_snapshot"]["bundle_yaml"] == BUNDLE
+    assert fallback["entries"] == []
+    ledger.memories.set_bundle("acme", "version: 1\nrules: []\n", AUDITOR)
+    own = ledger.receipts.emit(ask("alice"))
+    assert len(own["entries"]) == 1
+    ledger.memories.clear_bundle("acme", AUDITOR)
+    assert ledger.receipts.emit(ask("alice"))["entries"] == []
+
+
+def test_a_refused_bundle_writes_nothing(ledger: Ledger) -> None:
+    with pytest.raises(PolicyError, match="rule 'a': unknown predicate 'colour'"):
+        ledger.memories.set_bundle(
+            "acme", "version: 1\nrules:\n- {id: a, when: {colour: red}, action: deny}\n", AUDITOR
+        )
+    assert ledger.memories.book("acme") is None
+    with pytest.raises(NotFoundError, match="no policy bundle is set for tenant/acme"):
+        ledger.memories.clear_bundle("acme", AUDITOR)
+
+
+def test_memory_writes_refuse_bad_input(ledger: Ledger) -> None:
+    with pytest.raises(ValueError, match="rule S2"):
+        ledger.memories.remember_fact("acme", "user/Customer/a/b", 1, [], WRITER, None)
+    with pytest.raises(MemoryLogError, match="label 'PII'"):
+        ledger.memories.remember_episode("acme", "text", ["PII"], WRITER, None)
+    with pytest.raises(MemoryLogError, match="episode: expected non-empty text"):
+        ledger.memories.remember_episode("acme", "  ", [], WRITER, None)
+    with pytest.raises(LookupError):
+        ledger.memories.forget("acme", "mem-" + "0" * 32, "gone", WRITER)
+    assert ledger.memories.log("acme") is None
+
+
+def test_a_fact_written_again_supersedes_the_live_one(ledger: Ledger) -> None:
+    first = ledger.memories.remember_fact("acme", "user/customer/a/plan", "gold", [], WRITER, None)
+    second = ledger.memories.remember_fact(
+        "acme", "user/customer/a/plan", "bronze", [], WRITER, None
+    )
+    assert first.memory_id != second.memory_id
+    assert [m.memory_id for m in ledger.memories.memories("acme")] == [second.memory_id]
+
+
+def test_memories_are_per_tenant(acme: Ledger) -> None:
+    assert acme.receipts.emit(ask("alice", tenant="other"))["entries"] == []
+    assert acme.memories.memories("other") == []
+
+
+def test_verify_ok_then_after_rotation_then_key_unavailable(
+    acme: Ledger, settings: Settings
+) -> None:
+    receipt_id = acme.receipts.emit(ask("alice"))["receipt_id"]
+    assert acme.receipts.verify(receipt_id, "acme").as_json() == {
+        "valid": True,
+        "key_id": "k1",
+        "algorithm": "HMAC-SHA256",
+        "reason": "ok",
+    }
+    rotated = settings_for(str(settings.store), "k1", "k2", active="k2")
+    with Ledger.open(rotated) as later:
+        assert later.receipts.verify(receipt_id, "acme").reason == "ok"
+        newer = later.receipts.emit(ask("alice"))
+        assert newer["signature"]["key_id"] == "k2"
+    retired = settings_for(str(settings.store), "k2", active="k2")
+    with Ledger.open(retired) as without_k1:
+        verdict = without_k1.receipts.verify(receipt_id, "acme")
+        assert (verdict.valid, verdict.reason, verdict.key_id) == (None, "key_unavailable", "k1")
+        assert without_k1.receipts.verify(newer["receipt_id"], "acme").reason == "ok"
+
+
+def test_foreign_and_unknown_receipts_are_not_found_alike(acme: Ledger) -> None:
+    receipt_id = acme.receipts.emit(ask("alice"))["receipt_id"]
+    messages = []
+    for rid, tenant in [(receipt_id, "other"), ("rct-" + "0" * 32, "acme"), ("nope", "acme")]:
+        with pytest.raises(NotFoundError) as caught:
+            acme.receipts.replay(rid, tenant, AUDITOR, MemoryView.CURRENT)
+        messages.append(str(caught.value).replace(rid, "ID"))
+    assert len(set(messages)) == 1
+
+
+def test_replay_with_nothing_changed_is_an_empty_diff(acme: Ledger) -> None:
+    original = acme.receipts.emit(ask("alice plan email"))
+    answer = acme.receipts.replay(original["receipt_id"], "acme", AUDITOR, MemoryView.CURRENT)
+    assert answer["original_receipt_id"] == original["receipt_id"]
+    diff = answer["diff"]
+    assert diff["context_hash"] == {
+        "original": original["context_hash"],
+        "replay": original["context_hash"],
+        "changed": False,
+    }
+    assert diff["selected_entries"] == {
+        "added": [],
+        "removed": [],
+        "common": len(original["entries"]),
+    }
+    assert diff["filters_applied"] == {"added": [], "removed": []}
+    replay = acme.receipts.get(answer["replay_receipt_id"], "acme")["receipt"]
+    assert replay["mode"] == "as_of_replay"
+    assert replay["parent_receipt_id"] == original["receipt_id"]
+    assert replay["policy_snapshot"] == original["policy_snapshot"]
+    assert replay["replayed_by"] == {"id": "ada", "roles": ["auditor"]}
+    assert replay["caller"] == original["caller"]
+
+
+def test_data_drift_shows_added_and_removed_and_as_emitted_reproduces(acme: Ledger) -> None:
+    original = acme.receipts.emit(ask("alice plan"))
+    plan = next(e for e in original["entries"] if e["key"] == "user/customer/alice/plan")
+    acme.memories.forget("acme", plan["memory_id"], "customer left", WRITER)
+    added = acme.memories.remember_episode("acme", "alice plan cancelled", [], WRITER, None)
+    acme.memories.clear_bundle("acme", AUDITOR)  # the live bundle does not matter to a replay
+    rid = original["receipt_id"]
+
+    current = acme.receipts.replay(rid, "acme", AUDITOR, MemoryView.CURRENT)["diff"]
+    assert current["context_hash"]["changed"] is True
+    assert [e["memory_id"] for e in current["selected_entries"]["added"]] == [added.memory_id]
+    assert [e["memory_id"] for e in current["selected_entries"]["removed"]] == [plan["memory_id"]]
+    assert current["filters_applied"] == {"added": [], "removed": []}
+
+    answer = acme.receipts.replay(rid, "acme", AUDITOR, MemoryView.AS_EMITTED)
+    assert answer["diff"]["context_hash"]["changed"] is False
+    replay = acme.receipts.get(answer["replay_receipt_id"], "acme")["receipt"]
+    assert replay["entries"] == original["entries"]
+    assert replay["filters_applied"] == original["filters_applied"]
+    assert replay["memory"] == {"log_position": 5, "view": "as_emitted"}
+    assert acme.memories.log("acme") is not None
+    assert acme.memories.log("acme").version == 7  # type: ignore[union-attr] # nothing replayed wrote
+
+
+def test_policy_drift_is_zero_even_when_the_live_bundle_changed(acme: Ledger) -> None:
+    original = acme.receipts.emit(ask("alice plan invoice"))
+    acme.memories.set_bundle("acme", STRICTER, AUDITOR)
+    live = acme.receipts.emit(ask("alice plan invoice"))
+    assert live["context_hash"] != original["context_hash"]
+    diff = acme.receipts.replay(original["receipt_id"], "acme", AUDITOR, MemoryView.CURRENT)
+    assert diff["diff"]["context_hash"]["changed"] is False
+
+
+def test_replay_of_a_replay_is_refused(acme: Ledger) -> None:
+    original = acme.receipts.emit(ask("alice"))
+    first = acme.receipts.replay(original["receipt_id"], "acme", AUDITOR, MemoryView.CURRENT)
+    with pytest.raises(Unreplayable) as caught:
+        acme.receipts.replay(first["replay_receipt_id"], "acme", AUDITOR, MemoryView.CURRENT)
+    assert caught.value.code.value == "unreplayable.nested_replay"
+
+
+def test_listing_is_in_emission_order_and_filters_by_parent(acme: Ledger) -> None:
+    a = acme.receipts.emit(ask("alice"))["receipt_id"]
+    b = acme.receipts.emit(ask("plan"))["receipt_id"]
+    ra = acme.receipts.replay(a, "acme", AUDITOR, MemoryView.CURRENT)["replay_receipt_id"]
+    rows = acme.receipts.listing("acme")
+    assert [(r["number"], r["receipt_id"], r["parent_receipt_id"]) for r in rows] == [
+        (0, a, None),
+        (1, b, None),
+        (2, ra, a),
+    ]
+    assert [r["receipt_id"] for r in acme.receipts.listing("acme", parent=a)] == [ra]
+    assert [r["receipt_id"] for r in acme.receipts.listing("acme", after=0, limit=1)] == [b]
+    assert acme.receipts.listing("other") == []
+
+
+# Tampering: rows edited directly in the database
+
+
+def _edit_receipt(settings: Settings, receipt_id: str, edit: Any) -> None:
+    """Rewrite the receipt's stored body in place, leaving its envelope (and MAC) as it was."""
+    raw = RawTable(settings)
+    stream = Receipt.id_for(receipt_id)
+    state = raw.state(stream, 1)
+    start = len(b".".join(state.split(b".", 3)[:3])) + 1  # after "mace1.<key id>.<mac>."
+    head, fields = state[:start], orjson.loads(state[start:])
+    edit(fields)
+    raw.set_column(stream, 1, "state", head + orjson.dumps(fields, option=orjson.OPT_SORT_KEYS))
+
+
+@pytest.fixture
+def emitted(acme: Ledger) -> Iterator[str]:
+    yield acme.receipts.emit(ask("alice plan email"))["receipt_id"]
+
+
+def test_an_edited_row_fails_verification_and_is_refused_by_replay(
+    acme: Ledger, settings: Settings, emitted: str
+) -> None:
+    _edit_receipt(settings, emitted, lambda f: f["body"]["entries"].pop())
+    verdict = acme.receipts.verify(emitted, "acme")
+    assert (verdict.valid, verdict.reason) == (False, "signature_mismatch")
+    with pytest.raises(Unreplayable) as caught:
+        acme.receipts.replay(emitted, "acme", AUDITOR, MemoryView.CURRENT)
+    assert caught.value.code == "unreplayable.invalid_snapshot"
+    assert "signature_mismatch" in str(caught.value)
+    with pytest.raises(IntegrityFailure, match="altered after emission"):
+        acme.receipts.get(emitted, "acme")
+    assert acme.receipts.listing("acme")[0]["intact"] is False
+
+
+def test_broken_yaml_in_the_row_is_an_invalid_snapshot(
+    acme: Ledger, settings: Settings, emitted: str
+) -> None:
+    def break_yaml(fields: dict[str, Any]) -> None:
+        fields["body"]["policy_snapshot"]["bundle_yaml"] = "version: [1"
+
+    _edit_receipt(settings, emitted, break_yaml)
+    with pytest.raises(Unreplayable) as caught:
+        acme.receipts.replay(emitted, "acme", AUDITOR, MemoryView.CURRENT)
+    assert caught.value.code == "unreplayable.invalid_snapshot"
+    assert "does not load: not YAML" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda f: f.update(signature=None), "no_signature"),
+        (lambda f: f["body"].pop("signature"), "no_signature"),
+        (lambda f: f["body"]["signature"].update(algorithm="none"), "unsupported_algorithm"),
+        (lambda f: f["body"]["signature"].update(key_id="k9"), "key_unavailable"),
+    ],
+)
+def test_unverifiable_rows_answer_null_with_their_reason(
+    acme: Ledger, settings: Settings, emitted: str, edit: Any, reason: str
+) -> None:
+    _edit_receipt(settings, emitted, edit)
+    verdict = acme.receipts.verify(emitted, "acme")
+    assert (verdict.valid, verdict.reason) == (None, reason)
+
+
+def test_the_refusal_order_is_missing_then_nested_then_invalid(
+    acme: Ledger, settings: Settings, emitted: str
+) -> None:
+    def everything_wrong(fields: dict[str, Any]) -> None:
+        fields["body"]["policy_snapshot"] = None
+        fields["body"]["parent_receipt_id"] = "rct-" + "1" * 32
+
+    _edit_receipt(settings, emitted, everything_wrong)
+    with pytest.raises(Unreplayable) as caught:
+        acme.receipts.replay(emitted, "acme", AUDITOR, MemoryView.CURRENT)
+    assert caught.value.code == "unreplayable.missing_policy_snapshot"
+
+    def nested_and_broken(fields: dict[str, Any]) -> None:
+        fields["body"]["policy_snapshot"]["bundle_yaml"] = "version: [1"
+        fields["body"]["parent_receipt_id"] = "rct-" + "1" * 32
+
+    second = acme.receipts.emit(ask("alice"))["receipt_id"]
+    _edit_receipt(settings, second, nested_and_broken)
+    with pytest.raises(Unreplayable) as caught:
+        acme.receipts.replay(second, "acme", AUDITOR, MemoryView.CURRENT)
+    assert caught.value.code == "unreplayable.nested_replay"
+
+
+# Fail-open: the replay receipt cannot be written
+
+
+def _refuse_new_receipts(settings: Settings) -> None:
+    store = settings.parsed_store()
+    raw = RawTable(settings)
+    if isinstance(store, SQLiteStore):
+        conn = sqlite3.connect(store.path)
+        conn.execute(
+            "CREATE TRIGGER refuse_writes BEFORE INSERT ON stored_events "
+            "BEGIN SELECT RAISE(ABORT, 'audit store is read-only'); END"
+        )
+        conn.commit()
+        conn.close()
+        return
+    raw.execute(
+        "CREATE FUNCTION refuse_writes() RETURNS trigger AS $$ BEGIN "
+        "RAISE EXCEPTION 'audit store is read-only'; END $$ LANGUAGE plpgsql"
+    )
+    raw.execute(
+        "CREATE TRIGGER refuse_writes BEFORE INSERT ON {table} "
+        "FOR EACH ROW EXECUTE FUNCTION refuse_writes()"
+    )
+
+
+def test_a_replay_whose_receipt_cannot_be_written_still_answers(
+    acme: Ledger, settings: Settings, emitted: str
+) -> None:
+    original = acme.receipts.get(emitted, "acme")["receipt"]
+    _refuse_new_receipts(settings)
+    answer = acme.receipts.replay(emitted, "acme", AUDITOR, MemoryView.CURRENT)
+    assert answer["replay_receipt_id"] is None
+    diff = answer["diff"]
+    assert diff["context_hash"] == {
+        "original": original["context_hash"],
+        "replay": None,
+        "changed": True,
+    }
+    ids = sorted(e["memory_id"] for e in original["entries"])
+    assert [e["memory_id"] for e in diff["selected_entries"]["removed"]] == ids
+    assert diff["selected_entries"]["added"] == [] and diff["selected_entries"]["common"] == 0
+    assert len(acme.receipts.listing("acme")) == 1
+
+
+def test_secrets_never_enter_a_receipt(acme: Ledger) -> None:
+    body = acme.receipts.emit(ask("alice"))
+    text = orjson.dumps(body)
+    assert base64.b64encode(b"\x11" * 32) not in text and b"\x11" * 32 not in text
