@@ -260,3 +260,19 @@ def frozen_bundle(body: dict[str, Any], verification: str) -> PolicyBundle | Non
     snapshot = _snapshot_captured(body)
     _not_a_replay(body)
     return _bundle_of(snapshot, verification)
+
+
+AGENT_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
+MAX_NOTE_CHARS: Final = 500
+
+
+def handoff_of(to_agent: str, from_agent: str | None, note: str | None) -> dict[str, Any]:
+    """What a handoff receipt says about the handover, or ValueError naming the bad field."""
+    for name, agent in (("to_agent", to_agent), ("from_agent", from_agent)):
+        if agent is not None and not AGENT_PATTERN.fullmatch(agent):
+            msg = f"{name}: {agent!r} is not an agent id (1-128 of letters, digits and . _ @ : -)"
+            raise ValueError(msg)
+    if note is not None and (len(note) > MAX_NOTE_CHARS or not note.isprintable()):
+        msg = f"note: expected at most {MAX_NOTE_CHARS} printable characters on one line"
+        raise ValueError(msg)
+    return {"from_agent": from_agent, "to_agent": to_agent, "note": note}

@@ -83,7 +83,10 @@ class ReceiptService:
     # Emission
 
     def emit(self, assembly: Assembly) -> dict[str, Any]:
-        """Assemble a context under the bundle in force now and record its signed receipt."""
+        """Assemble a context under the bundle in force now and record its signed receipt.
+
+        The answer is the receipt as `get` answers it: ``{"receipt": body, "signature": hex}``.
+        """
         validate_tenant(assembly.tenant)
         book = self.ledger.memories.bundle_in_force(assembly.tenant)
         captured_at = recorded_at()
@@ -138,10 +141,10 @@ class ReceiptService:
             else ContextCaller(replayed_by.actor_id, replayed_by.roles),
             key_id=self.ledger.keyring.active_key_id,
         )
-        receipt = Receipt.emit(body, sign_receipt(self.ledger.keyring, body))
+        signature = sign_receipt(self.ledger.keyring, body)
         entry = ReceiptBook.entry(assembly.tenant, book_version, receipt_id, parent)
-        self.ledger.save(receipt, *entry)
-        return body
+        self.ledger.save(Receipt.emit(body, signature), *entry)
+        return {"receipt": body, "signature": signature}
 
     def _book_version(self, tenant: str) -> int:
         book_id = ReceiptBook.id_for(tenant)
@@ -257,8 +260,8 @@ class ReceiptService:
             replay = None
         return {
             "original_receipt_id": receipt_id,
-            "replay_receipt_id": None if replay is None else replay["receipt_id"],
-            "diff": receipt_diff(original, replay),
+            "replay_receipt_id": None if replay is None else replay["receipt"]["receipt_id"],
+            "diff": receipt_diff(original, None if replay is None else replay["receipt"]),
         }
 
 

@@ -6,6 +6,7 @@ Tampering is done as someone with database access would: by editing the stored r
 from __future__ import annotations
 
 import base64
+import hmac
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -14,10 +15,11 @@ import orjson
 import pytest
 from ledger_fixtures import RawTable, settings_for
 
+from domain.canonical import canonical_json
 from domain.context_assembly import REDACTED, ContextCaller, ContextRequest
 from domain.governance import Actor
 from domain.policy import PolicyError
-from domain.receipt import MemoryView, Receipt, ReceiptKind, Unreplayable
+from domain.receipt import MemoryView, Receipt, ReceiptKind, Unreplayable, handoff_of
 from domain.tenant_memory import MemoryLogError
 from infrastructure.ledger import Ledger
 from infrastructure.ledger_errors import NotFoundError
@@ -64,7 +66,7 @@ def acme(ledger: Ledger) -> Ledger:
 
 
 def test_context_applies_the_bundle_and_records_every_filter(acme: Ledger) -> None:
-    body = acme.receipts.emit(ask("alice plan email"))
+    body = acme.receipts.emit(ask("alice plan email"))["receipt"]
     kept = {e["key"] or e["content"]: e for e in body["entries"]}
     assert "alice asked about her plan renewal" not in kept  # denied
     assert kept["user/customer/alice/email"]["content"] == REDACTED
@@ -83,7 +85,7 @@ def test_context_applies_the_bundle_and_records_every_filter(acme: Ledger) -> No
 
 
 def test_ranking_is_a_total_order_by_score_then_recency_then_id(acme: Ledger) -> None:
-    body = acme.receipts.emit(ask("alice plan invoice"))
+    body = acme.receipts.emit(ask("alice plan invoice"))["receipt"]
     ranked = [(e["score"], e["position"]) for e in body["entries"]]
     assert ranked == sorted(ranked, key=lambda p: (-p[0], -p[1]))
     assert body["entries"][0]["content"] == "alice disputed a plan invoice"
@@ -93,19 +95,19 @@ def test_no_bundle_is_a_captured_null_snapshot_and_the_global_bundle_is_the_fall
     ledger: Ledger,
 ) -> None:
     ledger.memories.remember_episode("acme", "alice has a medical note", ["medical"], WRITER, None)
-    body = ledger.receipts.emit(ask("alice"))
+    body = ledger.receipts.emit(ask("alice"))["receipt"]
     snapshot = body["policy_snapshot"]
     assert (snapshot["bundle_hash"], snapshot["bundle_yaml"]) == (None, None)
     assert len(body["entries"]) == 1
     ledger.memories.set_bundle(None, BUNDLE, AUDITOR)
-    fallback = ledger.receipts.emit(ask("alice"))
+    fallback = ledger.receipts.emit(ask("alice"))["receipt"]
     assert fallback["policy_snapshot"]["bundle_yaml"] == BUNDLE
     assert fallback["entries"] == []
     ledger.memories.set_bundle("acme", "version: 1\nrules: []\n", AUDITOR)
-    own = ledger.receipts.emit(ask("alice"))
+    own = ledger.receipts.emit(ask("alice"))["receipt"]
     assert len(own["entries"]) == 1
     ledger.memories.clear_bundle("acme", AUDITOR)
-    assert ledger.receipts.emit(ask("alice"))["entries"] == []
+    assert ledger.receipts.emit(ask("alice"))["receipt"]["entries"] == []
 
 
 def test_a_refused_bundle_writes_nothing(ledger: Ledger) -> None:
@@ -140,14 +142,14 @@ def test_a_fact_written_again_supersedes_the_live_one(ledger: Ledger) -> None:
 
 
 def test_memories_are_per_tenant(acme: Ledger) -> None:
-    assert acme.receipts.emit(ask("alice", tenant="other"))["entries"] == []
+    assert acme.receipts.emit(ask("alice", tenant="other"))["receipt"]["entries"] == []
     assert acme.memories.memories("other") == []
 
 
 def test_verify_ok_then_after_rotation_then_key_unavailable(
     acme: Ledger, settings: Settings
 ) -> None:
-    receipt_id = acme.receipts.emit(ask("alice"))["receipt_id"]
+    receipt_id = acme.receipts.emit(ask("alice"))["receipt"]["receipt_id"]
     assert acme.receipts.verify(receipt_id, "acme").as_json() == {
         "valid": True,
         "key_id": "k1",
@@ -157,7 +159,7 @@ def test_verify_ok_then_after_rotation_then_key_unavailable(
     rotated = settings_for(str(settings.store), "k1", "k2", active="k2")
     with Ledger.open(rotated) as later:
         assert later.receipts.verify(receipt_id, "acme").reason == "ok"
-        newer = later.receipts.emit(ask("alice"))
+        newer = later.receipts.emit(ask("alice"))["receipt"]
         assert newer["signature"]["key_id"] == "k2"
     retired = settings_for(str(settings.store), "k2", active="k2")
     with Ledger.open(retired) as without_k1:
@@ -167,7 +169,7 @@ def test_verify_ok_then_after_rotation_then_key_unavailable(
 
 
 def test_foreign_and_unknown_receipts_are_not_found_alike(acme: Ledger) -> None:
-    receipt_id = acme.receipts.emit(ask("alice"))["receipt_id"]
+    receipt_id = acme.receipts.emit(ask("alice"))["receipt"]["receipt_id"]
     messages = []
     for rid, tenant in [(receipt_id, "other"), ("rct-" + "0" * 32, "acme"), ("nope", "acme")]:
         with pytest.raises(NotFoundError) as caught:
@@ -177,7 +179,7 @@ def test_foreign_and_unknown_receipts_are_not_found_alike(acme: Ledger) -> None:
 
 
 def test_replay_with_nothing_changed_is_an_empty_diff(acme: Ledger) -> None:
-    original = acme.receipts.emit(ask("alice plan email"))
+    original = acme.receipts.emit(ask("alice plan email"))["receipt"]
     answer = acme.receipts.replay(original["receipt_id"], "acme", AUDITOR, MemoryView.CURRENT)
     assert answer["original_receipt_id"] == original["receipt_id"]
     diff = answer["diff"]
@@ -201,7 +203,7 @@ def test_replay_with_nothing_changed_is_an_empty_diff(acme: Ledger) -> None:
 
 
 def test_data_drift_shows_added_and_removed_and_as_emitted_reproduces(acme: Ledger) -> None:
-    original = acme.receipts.emit(ask("alice plan"))
+    original = acme.receipts.emit(ask("alice plan"))["receipt"]
     plan = next(e for e in original["entries"] if e["key"] == "user/customer/alice/plan")
     acme.memories.forget("acme", plan["memory_id"], "customer left", WRITER)
     added = acme.memories.remember_episode("acme", "alice plan cancelled", [], WRITER, None)
@@ -225,16 +227,16 @@ def test_data_drift_shows_added_and_removed_and_as_emitted_reproduces(acme: Ledg
 
 
 def test_policy_drift_is_zero_even_when_the_live_bundle_changed(acme: Ledger) -> None:
-    original = acme.receipts.emit(ask("alice plan invoice"))
+    original = acme.receipts.emit(ask("alice plan invoice"))["receipt"]
     acme.memories.set_bundle("acme", STRICTER, AUDITOR)
-    live = acme.receipts.emit(ask("alice plan invoice"))
+    live = acme.receipts.emit(ask("alice plan invoice"))["receipt"]
     assert live["context_hash"] != original["context_hash"]
     diff = acme.receipts.replay(original["receipt_id"], "acme", AUDITOR, MemoryView.CURRENT)
     assert diff["diff"]["context_hash"]["changed"] is False
 
 
 def test_replay_of_a_replay_is_refused(acme: Ledger) -> None:
-    original = acme.receipts.emit(ask("alice"))
+    original = acme.receipts.emit(ask("alice"))["receipt"]
     first = acme.receipts.replay(original["receipt_id"], "acme", AUDITOR, MemoryView.CURRENT)
     with pytest.raises(Unreplayable) as caught:
         acme.receipts.replay(first["replay_receipt_id"], "acme", AUDITOR, MemoryView.CURRENT)
@@ -242,8 +244,8 @@ def test_replay_of_a_replay_is_refused(acme: Ledger) -> None:
 
 
 def test_listing_is_in_emission_order_and_filters_by_parent(acme: Ledger) -> None:
-    a = acme.receipts.emit(ask("alice"))["receipt_id"]
-    b = acme.receipts.emit(ask("plan"))["receipt_id"]
+    a = acme.receipts.emit(ask("alice"))["receipt"]["receipt_id"]
+    b = acme.receipts.emit(ask("plan"))["receipt"]["receipt_id"]
     ra = acme.receipts.replay(a, "acme", AUDITOR, MemoryView.CURRENT)["replay_receipt_id"]
     rows = acme.receipts.listing("acme")
     assert [(r["number"], r["receipt_id"], r["parent_receipt_id"]) for r in rows] == [
@@ -272,7 +274,7 @@ def _edit_receipt(settings: Settings, receipt_id: str, edit: Any) -> None:
 
 @pytest.fixture
 def emitted(acme: Ledger) -> Iterator[str]:
-    yield acme.receipts.emit(ask("alice plan email"))["receipt_id"]
+    yield acme.receipts.emit(ask("alice plan email"))["receipt"]["receipt_id"]
 
 
 def test_an_edited_row_fails_verification_and_is_refused_by_replay(
@@ -336,7 +338,7 @@ def test_the_refusal_order_is_missing_then_nested_then_invalid(
         fields["body"]["policy_snapshot"]["bundle_yaml"] = "version: [1"
         fields["body"]["parent_receipt_id"] = "rct-" + "1" * 32
 
-    second = acme.receipts.emit(ask("alice"))["receipt_id"]
+    second = acme.receipts.emit(ask("alice"))["receipt"]["receipt_id"]
     _edit_receipt(settings, second, nested_and_broken)
     with pytest.raises(Unreplayable) as caught:
         acme.receipts.replay(second, "acme", AUDITOR, MemoryView.CURRENT)
@@ -388,6 +390,26 @@ def test_a_replay_whose_receipt_cannot_be_written_still_answers(
 
 
 def test_secrets_never_enter_a_receipt(acme: Ledger) -> None:
-    body = acme.receipts.emit(ask("alice"))
+    body = acme.receipts.emit(ask("alice"))["receipt"]
     text = orjson.dumps(body)
     assert base64.b64encode(b"\x11" * 32) not in text and b"\x11" * 32 not in text
+
+
+def test_a_handoff_receipt_replays_as_a_handoff(acme: Ledger) -> None:
+    handoff = handoff_of("billing-bot", "support-bot", "customer disputes an invoice")
+    request = ContextRequest("alice invoice", 5)
+    emitted = acme.receipts.emit(Assembly(ReceiptKind.HANDOFF, "acme", AGENT, request, handoff))
+    body = emitted["receipt"]
+    assert (body["kind"], body["handoff"]) == ("handoff", handoff)
+    answer = acme.receipts.replay(body["receipt_id"], "acme", AUDITOR, MemoryView.AS_EMITTED)
+    replay = acme.receipts.get(answer["replay_receipt_id"], "acme")["receipt"]
+    assert (replay["kind"], replay["handoff"]) == ("handoff", handoff)
+    with pytest.raises(ValueError, match="to_agent: 'billing bot' is not an agent id"):
+        handoff_of("billing bot", None, None)
+
+
+def test_the_signature_verifies_offline_over_the_canonical_body(acme: Ledger) -> None:
+    emitted = acme.receipts.emit(ask("alice"))
+    expected = hmac.new(b"\x11" * 32, canonical_json(emitted["receipt"]), "sha256").hexdigest()
+    assert emitted["signature"] == expected
+    assert acme.receipts.get(emitted["receipt"]["receipt_id"], "acme") == emitted
