@@ -1,7 +1,7 @@
 """Use cases for retrieval receipts: emit (context, handoff), read, list, verify and replay.
 
-Emission and replay share one path, `_assemble_and_emit`, which calls `assemble_context`; only
-its inputs differ (the bundle in force or the frozen one, the memory log now or at the receipt's
+Emission and replay share one path: `assemble_context` over a memory log, then `_record`; only
+their inputs differ (the bundle in force or the frozen one, the memory log now or at the receipt's
 position). A replay never writes to the original receipt or to the memories.
 
 Reads for ``verify`` and ``replay`` take a receipt's stored record as it is: if the ledger's MAC
@@ -15,12 +15,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from functools import lru_cache
+from threading import Lock
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 from eventsourcing.persistence import PersistenceError
 
-from domain.context_assembly import ContextCaller, ContextRequest, assemble_context
+from domain.context_assembly import (
+    AssembledContext,
+    ContextCaller,
+    ContextRequest,
+    assemble_context,
+)
 from domain.governance import Actor
 from domain.job import validate_tenant
 from domain.policy import PolicyBundle, parse_bundle
@@ -36,6 +42,7 @@ from domain.receipt import (
     receipt_body,
     receipt_id_for,
 )
+from domain.tenant_memory import MemoryLog
 from infrastructure.ledger_errors import NotFoundError, StoreBusyError
 from infrastructure.ops_clock import recorded_at
 from infrastructure.receipt_signing import Verdict, sign_receipt, verify_receipt
@@ -79,6 +86,7 @@ class Assembly:
 class ReceiptService:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
+        self._numbering = Lock()
 
     # Emission
 
@@ -96,55 +104,57 @@ class ReceiptService:
         else:
             snapshot = policy_snapshot(book.bundle_yaml, book.bundle_hash, captured_at)
             bundle = _loaded(book.bundle_yaml)
+        memory_log = self.ledger.memories.log(assembly.tenant)
+        context = _assembled(memory_log, assembly, bundle)
+        return self._record(
+            assembly, context, _position(memory_log), MemoryView.CURRENT, snapshot, None, None
+        )
 
-        def attempt() -> dict[str, Any]:
-            return self._assemble_and_emit(
-                assembly, bundle, snapshot, MemoryView.CURRENT, None, None
-            )
-
-        return self.ledger.retrying(attempt, f"receipt for tenant {assembly.tenant}")
-
-    def _assemble_and_emit(
+    def _record(
         self,
         assembly: Assembly,
-        bundle: PolicyBundle | None,
-        snapshot: dict[str, Any] | None,
+        context: AssembledContext,
+        memory_position: int,
         memory_view: MemoryView,
-        original: dict[str, Any] | None,
+        snapshot: dict[str, Any] | None,
+        parent: str | None,
         replayed_by: Actor | None,
     ) -> dict[str, Any]:
-        position = None if original is None else original["memory"]["log_position"]
-        memory_log = self.ledger.memories.log(
-            assembly.tenant, position if memory_view is MemoryView.AS_EMITTED else None
-        )
-        memories = [] if memory_log is None else memory_log.live()
-        context = assemble_context(memories, assembly.request, assembly.caller, bundle)
-        book_version = self._book_version(assembly.tenant)
-        receipt_id = receipt_id_for(assembly.tenant, ReceiptBook.next_number(book_version))
-        parent = None if original is None else original["receipt_id"]
-        body = receipt_body(
-            receipt_id=receipt_id,
-            kind=assembly.kind,
-            tenant=assembly.tenant,
-            mode=ReceiptMode.LIVE if original is None else ReceiptMode.AS_OF_REPLAY,
-            parent_receipt_id=parent,
-            caller=assembly.caller,
-            request=assembly.request,
-            handoff=assembly.handoff,
-            memory_position=0 if memory_log is None else memory_log.version,
-            memory_view=memory_view,
-            context=context,
-            snapshot=snapshot,
-            emitted_at=recorded_at(),
-            replayed_by=None
-            if replayed_by is None
-            else ContextCaller(replayed_by.actor_id, replayed_by.roles),
-            key_id=self.ledger.keyring.active_key_id,
-        )
-        signature = sign_receipt(self.ledger.keyring, body)
-        entry = ReceiptBook.entry(assembly.tenant, book_version, receipt_id, parent)
-        self.ledger.save(Receipt.emit(body, signature), *entry)
-        return {"receipt": body, "signature": signature}
+        """Number, sign and store one receipt; the tenant's next number is raced for.
+
+        Within this process emissions take their numbers in turn; between processes the store's
+        version check decides and the loser renumbers, re-signs and tries again.
+        """
+
+        def attempt() -> dict[str, Any]:
+            book_version = self._book_version(assembly.tenant)
+            receipt_id = receipt_id_for(assembly.tenant, ReceiptBook.next_number(book_version))
+            body = receipt_body(
+                receipt_id=receipt_id,
+                kind=assembly.kind,
+                tenant=assembly.tenant,
+                mode=ReceiptMode.LIVE if parent is None else ReceiptMode.AS_OF_REPLAY,
+                parent_receipt_id=parent,
+                caller=assembly.caller,
+                request=assembly.request,
+                handoff=assembly.handoff,
+                memory_position=memory_position,
+                memory_view=memory_view,
+                context=context,
+                snapshot=snapshot,
+                emitted_at=recorded_at(),
+                replayed_by=None
+                if replayed_by is None
+                else ContextCaller(replayed_by.actor_id, replayed_by.roles),
+                key_id=self.ledger.keyring.active_key_id,
+            )
+            signature = sign_receipt(self.ledger.keyring, body)
+            entry = ReceiptBook.entry(assembly.tenant, book_version, receipt_id, parent)
+            self.ledger.save(Receipt.emit(body, signature), *entry)
+            return {"receipt": body, "signature": signature}
+
+        with self._numbering:
+            return self.ledger.retrying(attempt, f"receipt for tenant {assembly.tenant}")
 
     def _book_version(self, tenant: str) -> int:
         book_id = ReceiptBook.id_for(tenant)
@@ -248,13 +258,21 @@ class ReceiptService:
             handoff=original["handoff"],
         )
 
-        def attempt() -> dict[str, Any]:
-            return self._assemble_and_emit(
-                assembly, bundle, original["policy_snapshot"], memory_view, original, replayed_by
-            )
-
+        position = original["memory"]["log_position"]
+        memory_log = self.ledger.memories.log(
+            tenant, position if memory_view is MemoryView.AS_EMITTED else None
+        )
+        context = _assembled(memory_log, assembly, bundle)
         try:
-            replay: dict[str, Any] | None = self.ledger.retrying(attempt, "replay receipt")
+            replay: dict[str, Any] | None = self._record(
+                assembly,
+                context,
+                _position(memory_log),
+                memory_view,
+                original["policy_snapshot"],
+                receipt_id,
+                replayed_by,
+            )
         except (PersistenceError, StoreBusyError) as exc:
             log.warning("replay of receipt %s: its receipt was not written: %s", receipt_id, exc)
             replay = None
@@ -263,6 +281,18 @@ class ReceiptService:
             "replay_receipt_id": None if replay is None else replay["receipt"]["receipt_id"],
             "diff": receipt_diff(original, None if replay is None else replay["receipt"]),
         }
+
+
+def _assembled(
+    memory_log: MemoryLog | None, assembly: Assembly, bundle: PolicyBundle | None
+) -> AssembledContext:
+    """`assemble_context` over a memory log as loaded (None: the tenant has no memories)."""
+    memories = [] if memory_log is None else memory_log.live()
+    return assemble_context(memories, assembly.request, assembly.caller, bundle)
+
+
+def _position(memory_log: MemoryLog | None) -> int:
+    return 0 if memory_log is None else memory_log.version
 
 
 def _untrusted(state: bytes, stream: Any) -> StoredReceipt:
