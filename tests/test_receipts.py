@@ -413,3 +413,21 @@ def test_the_signature_verifies_offline_over_the_canonical_body(acme: Ledger) ->
     expected = hmac.new(b"\x11" * 32, canonical_json(emitted["receipt"]), "sha256").hexdigest()
     assert emitted["signature"] == expected
     assert acme.receipts.get(emitted["receipt"]["receipt_id"], "acme") == emitted
+
+
+def test_as_emitted_before_any_memory_existed_sees_none(ledger: Ledger) -> None:
+    original = ledger.receipts.emit(ask("alice"))["receipt"]
+    assert (original["memory"]["log_position"], original["entries"]) == (0, [])
+    ledger.memories.remember_episode("acme", "alice arrived", [], WRITER, None)
+    rid = original["receipt_id"]
+    assert ledger.receipts.replay(rid, "acme", AUDITOR, MemoryView.AS_EMITTED)["diff"] == {
+        "context_hash": {
+            "original": original["context_hash"],
+            "replay": original["context_hash"],
+            "changed": False,
+        },
+        "selected_entries": {"added": [], "removed": [], "common": 0},
+        "filters_applied": {"added": [], "removed": []},
+    }
+    current = ledger.receipts.replay(rid, "acme", AUDITOR, MemoryView.CURRENT)["diff"]
+    assert len(current["selected_entries"]["added"]) == 1
