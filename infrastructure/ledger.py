@@ -51,6 +51,7 @@ from infrastructure.memory_service import MemoryService
 from infrastructure.read_models import ReadModels
 from infrastructure.receipt_service import ReceiptService
 from infrastructure.replay_service import ReplayService
+from infrastructure.repository import LedgerRepository
 from infrastructure.settings import Settings, SQLiteStore, Store
 from infrastructure.signed_record import IntegrityFailure, VerifiedRecord, mac_digest, record_mac
 from projections.reflective_log import ReflectiveLog, complete_job
@@ -116,6 +117,9 @@ class Ledger(Application[UUID]):
 
     def construct_mapper(self) -> SignedMapper:
         return SignedMapper(self.keyring)
+
+    def construct_repository(self) -> LedgerRepository:
+        return LedgerRepository(event_store=self.events, snapshot_store=self.snapshots)
 
     def construct_event_store(self) -> VerifyingEventStore:
         assert isinstance(self.mapper, SignedMapper)
