@@ -65,11 +65,15 @@ def _loaded(bundle_yaml: str) -> PolicyBundle:
 
 @dataclass(frozen=True, slots=True)
 class StoredReceipt:
-    """A receipt as stored; ``intact`` is False when its record failed the ledger's MAC."""
+    """A receipt as stored; ``failure`` says why its record did not verify (None: it did)."""
 
     body: dict[str, Any]
     signature: str | None
-    intact: bool
+    failure: IntegrityFailure | None = None
+
+    @property
+    def intact(self) -> bool:
+        return self.failure is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,19 +181,18 @@ class ReceiptService:
             return None
         try:
             verified = verify_stream(self.ledger.keyring, stream, records)
-        except IntegrityFailure:
-            return _untrusted(records[0].state, stream)
+        except IntegrityFailure as failure:
+            return _untrusted(records[0].state, failure)
         event = self.ledger.verifying_store.signed_mapper.decode(verified[0])
         assert isinstance(event, Receipt.Emitted)
-        return StoredReceipt(event.body, event.signature, intact=True)
+        return StoredReceipt(event.body, event.signature)
 
     def get(self, receipt_id: str, tenant: str) -> dict[str, Any]:
         """The receipt and its signature; IntegrityFailure if its record does not verify."""
         receipt = self.stored(receipt_id, tenant)
-        if not receipt.intact:
-            raise IntegrityFailure(
-                Receipt.id_for(receipt_id), 1, f"receipt {receipt_id} was altered after emission"
-            )
+        failure = receipt.failure
+        if failure is not None:
+            raise IntegrityFailure(failure.stream, 1, f"receipt {receipt_id}: {failure.reason}")
         return {"receipt": receipt.body, "signature": receipt.signature}
 
     def verify(self, receipt_id: str, tenant: str) -> Verdict:
@@ -274,7 +277,12 @@ class ReceiptService:
                 replayed_by,
             )
         except (PersistenceError, StoreBusyError) as exc:
-            log.warning("replay of receipt %s: its receipt was not written: %s", receipt_id, exc)
+            log.warning(
+                "replay of receipt %s: the replay receipt was not written (%s);"
+                " answering the diff without it",
+                receipt_id,
+                exc,
+            )
             replay = None
         return {
             "original_receipt_id": receipt_id,
@@ -295,8 +303,9 @@ def _position(memory_log: MemoryLog | None) -> int:
     return 0 if memory_log is None else memory_log.version
 
 
-def _untrusted(state: bytes, stream: Any) -> StoredReceipt:
-    """The body of a record whose MAC failed, decoded to say what is wrong with it."""
+def _untrusted(state: bytes, failure: IntegrityFailure) -> StoredReceipt:
+    """The body of a record that failed verification, decoded to say what is wrong with it."""
+    stream = failure.stream
     parts = state.split(SEPARATOR, 3)
     try:
         fields = orjson.loads(parts[-1])
@@ -306,4 +315,4 @@ def _untrusted(state: bytes, stream: Any) -> StoredReceipt:
     if not isinstance(body, dict):
         raise IntegrityFailure(stream, 1, "receipt record holds no body")
     signature = fields.get("signature")
-    return StoredReceipt(body, signature if isinstance(signature, str) else None, intact=False)
+    return StoredReceipt(body, signature if isinstance(signature, str) else None, failure)

@@ -7,24 +7,24 @@ from __future__ import annotations
 
 import base64
 import hmac
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import pytest
-from ledger_fixtures import RawTable, settings_for
+from ledger_fixtures import settings_for
+from receipt_tampering import edit_receipt, refuse_new_receipts
 
 from domain.canonical import canonical_json
 from domain.context_assembly import REDACTED, ContextCaller, ContextRequest
 from domain.governance import Actor
 from domain.policy import PolicyError
-from domain.receipt import MemoryView, Receipt, ReceiptKind, Unreplayable, handoff_of
+from domain.receipt import MemoryView, ReceiptKind, Unreplayable, handoff_of
 from domain.tenant_memory import MemoryLogError
 from infrastructure.ledger import Ledger
 from infrastructure.ledger_errors import NotFoundError
 from infrastructure.receipt_service import Assembly
-from infrastructure.settings import Settings, SQLiteStore
+from infrastructure.settings import Settings
 from infrastructure.signed_record import IntegrityFailure
 
 WRITER = Actor.of("writer", ["operator"])
@@ -261,17 +261,6 @@ def test_listing_is_in_emission_order_and_filters_by_parent(acme: Ledger) -> Non
 # Tampering: rows edited directly in the database
 
 
-def _edit_receipt(settings: Settings, receipt_id: str, edit: Any) -> None:
-    """Rewrite the receipt's stored body in place, leaving its envelope (and MAC) as it was."""
-    raw = RawTable(settings)
-    stream = Receipt.id_for(receipt_id)
-    state = raw.state(stream, 1)
-    start = len(b".".join(state.split(b".", 3)[:3])) + 1  # after "mace1.<key id>.<mac>."
-    head, fields = state[:start], orjson.loads(state[start:])
-    edit(fields)
-    raw.set_column(stream, 1, "state", head + orjson.dumps(fields, option=orjson.OPT_SORT_KEYS))
-
-
 @pytest.fixture
 def emitted(acme: Ledger) -> Iterator[str]:
     yield acme.receipts.emit(ask("alice plan email"))["receipt"]["receipt_id"]
@@ -280,14 +269,14 @@ def emitted(acme: Ledger) -> Iterator[str]:
 def test_an_edited_row_fails_verification_and_is_refused_by_replay(
     acme: Ledger, settings: Settings, emitted: str
 ) -> None:
-    _edit_receipt(settings, emitted, lambda f: f["body"]["entries"].pop())
+    edit_receipt(settings, emitted, lambda f: f["body"]["entries"].pop())
     verdict = acme.receipts.verify(emitted, "acme")
     assert (verdict.valid, verdict.reason) == (False, "signature_mismatch")
     with pytest.raises(Unreplayable) as caught:
         acme.receipts.replay(emitted, "acme", AUDITOR, MemoryView.CURRENT)
     assert caught.value.code == "unreplayable.invalid_snapshot"
     assert "signature_mismatch" in str(caught.value)
-    with pytest.raises(IntegrityFailure, match="altered after emission"):
+    with pytest.raises(IntegrityFailure, match=f"version 1: receipt {emitted}: MAC mismatch"):
         acme.receipts.get(emitted, "acme")
     assert acme.receipts.listing("acme")[0]["intact"] is False
 
@@ -298,7 +287,7 @@ def test_broken_yaml_in_the_row_is_an_invalid_snapshot(
     def break_yaml(fields: dict[str, Any]) -> None:
         fields["body"]["policy_snapshot"]["bundle_yaml"] = "version: [1"
 
-    _edit_receipt(settings, emitted, break_yaml)
+    edit_receipt(settings, emitted, break_yaml)
     with pytest.raises(Unreplayable) as caught:
         acme.receipts.replay(emitted, "acme", AUDITOR, MemoryView.CURRENT)
     assert caught.value.code == "unreplayable.invalid_snapshot"
@@ -317,7 +306,7 @@ def test_broken_yaml_in_the_row_is_an_invalid_snapshot(
 def test_unverifiable_rows_answer_null_with_their_reason(
     acme: Ledger, settings: Settings, emitted: str, edit: Any, reason: str
 ) -> None:
-    _edit_receipt(settings, emitted, edit)
+    edit_receipt(settings, emitted, edit)
     verdict = acme.receipts.verify(emitted, "acme")
     assert (verdict.valid, verdict.reason) == (None, reason)
 
@@ -329,7 +318,7 @@ def test_the_refusal_order_is_missing_then_nested_then_invalid(
         fields["body"]["policy_snapshot"] = None
         fields["body"]["parent_receipt_id"] = "rct-" + "1" * 32
 
-    _edit_receipt(settings, emitted, everything_wrong)
+    edit_receipt(settings, emitted, everything_wrong)
     with pytest.raises(Unreplayable) as caught:
         acme.receipts.replay(emitted, "acme", AUDITOR, MemoryView.CURRENT)
     assert caught.value.code == "unreplayable.missing_policy_snapshot"
@@ -339,7 +328,7 @@ def test_the_refusal_order_is_missing_then_nested_then_invalid(
         fields["body"]["parent_receipt_id"] = "rct-" + "1" * 32
 
     second = acme.receipts.emit(ask("alice"))["receipt"]["receipt_id"]
-    _edit_receipt(settings, second, nested_and_broken)
+    edit_receipt(settings, second, nested_and_broken)
     with pytest.raises(Unreplayable) as caught:
         acme.receipts.replay(second, "acme", AUDITOR, MemoryView.CURRENT)
     assert caught.value.code == "unreplayable.nested_replay"
@@ -348,33 +337,11 @@ def test_the_refusal_order_is_missing_then_nested_then_invalid(
 # Fail-open: the replay receipt cannot be written
 
 
-def _refuse_new_receipts(settings: Settings) -> None:
-    store = settings.parsed_store()
-    raw = RawTable(settings)
-    if isinstance(store, SQLiteStore):
-        conn = sqlite3.connect(store.path)
-        conn.execute(
-            "CREATE TRIGGER refuse_writes BEFORE INSERT ON stored_events "
-            "BEGIN SELECT RAISE(ABORT, 'audit store is read-only'); END"
-        )
-        conn.commit()
-        conn.close()
-        return
-    raw.execute(
-        "CREATE FUNCTION refuse_writes() RETURNS trigger AS $$ BEGIN "
-        "RAISE EXCEPTION 'audit store is read-only'; END $$ LANGUAGE plpgsql"
-    )
-    raw.execute(
-        "CREATE TRIGGER refuse_writes BEFORE INSERT ON {table} "
-        "FOR EACH ROW EXECUTE FUNCTION refuse_writes()"
-    )
-
-
 def test_a_replay_whose_receipt_cannot_be_written_still_answers(
     acme: Ledger, settings: Settings, emitted: str
 ) -> None:
     original = acme.receipts.get(emitted, "acme")["receipt"]
-    _refuse_new_receipts(settings)
+    refuse_new_receipts(settings)
     answer = acme.receipts.replay(emitted, "acme", AUDITOR, MemoryView.CURRENT)
     assert answer["replay_receipt_id"] is None
     diff = answer["diff"]

@@ -16,14 +16,19 @@ from pydantic import ValidationError
 
 from domain.errors import MaceError
 from infrastructure.cli import (
+    bench,
     bundles,
+    context,
     demo,
     governance,
     ingest,
     jobs,
     loadtest,
+    memories,
     memory,
+    policy,
     rebuild,
+    receipts,
     replay,
     serve,
     snapshots,
@@ -55,6 +60,11 @@ def build_parser() -> Parser:
         serve,
         bundles,
         loadtest,
+        memories,
+        policy,
+        context,
+        receipts,
+        bench,
     )
     for module in modules:
         module.add_parsers(commands)
@@ -75,7 +85,9 @@ def load_settings() -> Settings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="mace: warning: %(message)s")
+    warnings = logging.StreamHandler()
+    warnings.setFormatter(OneLineFormatter("mace: warning: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[warnings])
     try:
         args = build_parser().parse_args(argv)
         return int(args.handler(args, load_settings()))
@@ -93,6 +105,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (PersistenceError, OSError) as exc:
         fail(f"error: store unavailable: {exc}")
         return EXIT_FAILED
+
+
+class OneLineFormatter(logging.Formatter):
+    """Warnings are one line too, though a store's message may run on (PostgreSQL's CONTEXT)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).splitlines()[0]
 
 
 def fail(message: str) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -11,6 +13,7 @@ import orjson
 
 from domain.canonical import canonical_json
 from domain.governance import Actor, GovernanceError, Role
+from domain.job import DEFAULT_TENANT, validate_tenant
 from domain.snapshot import SnapshotKind, parse_kind
 from infrastructure.settings import Settings
 
@@ -29,6 +32,34 @@ class Parser(argparse.ArgumentParser):
 def emit_json(data: dict[str, Any]) -> None:
     sys.stdout.buffer.write(canonical_json(data) + b"\n")
     sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def bad_input() -> Iterator[None]:
+    """Input a use case refuses (a ValueError naming what was wrong) is a usage error: exit 2."""
+    try:
+        yield
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def add_tenant_option(
+    parser: argparse._ActionsContainer, *, default: str | None = DEFAULT_TENANT
+) -> None:
+    """``--tenant T``, validated as it is parsed (a bad name is a usage error, exit 2)."""
+    parser.add_argument(
+        "--tenant",
+        type=_tenant,
+        default=default,
+        help=f"the tenant (default: {default})" if default else "the tenant",
+    )
+
+
+def _tenant(text: str) -> str:
+    try:
+        return validate_tenant(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def read_bytes(source: str) -> tuple[str, bytes]:

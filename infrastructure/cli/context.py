@@ -1,0 +1,72 @@
+"""``mace context`` and ``mace handoff``: assemble a context from memories and emit its receipt.
+
+The caller of the assembly is the acting identity (``MACE_ACTOR``, ``MACE_ROLES``): its id and
+roles are what the policy bundle's ``caller*`` predicates see. Every assembly is recorded as a
+signed receipt; ``--json`` prints it as ``{"receipt", "signature"}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from domain.context_assembly import ContextCaller, ContextRequest
+from domain.receipt import ReceiptKind, handoff_of
+from infrastructure.cli.common import EXIT_OK, acting_actor, add_tenant_option, bad_input, emit_json
+from infrastructure.cli.receipt_text import print_receipt
+from infrastructure.ledger import Ledger
+from infrastructure.receipt_service import Assembly
+from infrastructure.settings import Settings
+
+
+def add_parsers(commands: Any) -> None:
+    context = commands.add_parser(
+        "context", help="assemble a context from the tenant's memories; emit its receipt"
+    )
+    _request_options(context)
+    context.set_defaults(handler=emit_context)
+
+    handoff = commands.add_parser(
+        "handoff", help="assemble the context handed to another agent; emit its receipt"
+    )
+    _request_options(handoff)
+    handoff.add_argument("--to", dest="to_agent", required=True, metavar="AGENT")
+    handoff.add_argument("--from", dest="from_agent", metavar="AGENT")
+    handoff.add_argument("--note", help="why, in one line")
+    handoff.set_defaults(handler=emit_handoff)
+
+
+def _request_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("query", help="what to look for in the memories")
+    parser.add_argument("--max-entries", type=int, default=10, metavar="N")
+    add_tenant_option(parser)
+    parser.add_argument("--json", action="store_true", help="print canonical JSON")
+
+
+def emit_context(args: argparse.Namespace, settings: Settings) -> int:
+    return _emit(args, settings, ReceiptKind.CONTEXT, None)
+
+
+def emit_handoff(args: argparse.Namespace, settings: Settings) -> int:
+    with bad_input():
+        handoff = handoff_of(args.to_agent, args.from_agent, args.note)
+    return _emit(args, settings, ReceiptKind.HANDOFF, handoff)
+
+
+def _emit(
+    args: argparse.Namespace,
+    settings: Settings,
+    kind: ReceiptKind,
+    handoff: dict[str, Any] | None,
+) -> int:
+    actor = acting_actor(settings)
+    with bad_input():
+        request = ContextRequest(args.query, args.max_entries)
+    caller = ContextCaller(actor.actor_id, actor.roles)
+    with Ledger.open(settings, create=False) as ledger:
+        emitted = ledger.receipts.emit(Assembly(kind, args.tenant, caller, request, handoff))
+    if args.json:
+        emit_json(emitted)
+    else:
+        print_receipt(emitted)
+    return EXIT_OK

@@ -1,0 +1,124 @@
+"""``mace memories add|list|forget``: a tenant's memories, the ones context assembly draws on.
+
+Not to be confused with ``mace sem``, which reads and writes a job-scoped SEM through the Stage-0
+snapshots. Writes act as ``MACE_ACTOR``; the actor lands in the memory's provenance.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from domain.canonical import canonical_json
+from domain.memory import validate_key, validate_value
+from domain.tenant_memory import Memory, check_episode, check_labels
+from infrastructure.cli.common import (
+    EXIT_OK,
+    UsageError,
+    acting_actor,
+    add_tenant_option,
+    bad_input,
+    emit_json,
+    parse_json,
+)
+from infrastructure.ledger import Ledger
+from infrastructure.settings import Settings
+
+
+def add_parsers(commands: Any) -> None:
+    memories = commands.add_parser("memories", help="a tenant's memories: facts and episodes")
+    actions = memories.add_subparsers(dest="memories_command", required=True)
+
+    add = actions.add_parser("add", help="remember a fact (under a SEM key) or an episode")
+    what = add.add_mutually_exclusive_group(required=True)
+    what.add_argument("--fact", nargs=2, metavar=("KEY", "JSON"), help="a SEM key and its value")
+    what.add_argument("--episode", metavar="TEXT", help="what happened, as text")
+    add.add_argument("--label", action="append", default=[], help="a label (repeatable)")
+    add.add_argument("--origin", metavar="JSON", help="where it came from, as JSON")
+    add_tenant_option(add)
+    add.add_argument("--json", action="store_true", help="print canonical JSON")
+    add.set_defaults(handler=add_memory)
+
+    listing = actions.add_parser("list", help="the tenant's live memories, oldest first")
+    add_tenant_option(listing)
+    listing.add_argument("--json", action="store_true", help="print canonical JSON")
+    listing.set_defaults(handler=list_memories)
+
+    forget = actions.add_parser("forget", help="tombstone a live memory")
+    forget.add_argument("memory_id")
+    forget.add_argument("--reason", required=True, help="why, in one line")
+    add_tenant_option(forget)
+    forget.add_argument("--json", action="store_true", help="print canonical JSON")
+    forget.set_defaults(handler=forget_memory)
+
+
+def add_memory(args: argparse.Namespace, settings: Settings) -> int:
+    actor = acting_actor(settings)
+    origin = None if args.origin is None else parse_json("--origin", args.origin)
+    with bad_input():  # refused before the store is opened (or created)
+        check_labels(args.label)
+        canonical_json(origin)
+        if args.fact is not None:
+            key, value = args.fact[0], _fact_value(args.fact[1])
+            validate_key(key)
+            validate_value(value)
+        else:
+            check_episode(args.episode)
+    with Ledger.open(settings) as ledger, bad_input():
+        if args.fact is not None:
+            memory = ledger.memories.remember_fact(
+                args.tenant, key, value, args.label, actor, origin
+            )
+        else:
+            memory = ledger.memories.remember_episode(
+                args.tenant, args.episode, args.label, actor, origin
+            )
+    if args.json:
+        emit_json(memory.as_json())
+    else:
+        print(f"{memory.memory_id} {memory.kind.value} at position {memory.position}")
+    return EXIT_OK
+
+
+def _fact_value(text: str) -> Any:
+    try:
+        return parse_json("value", text)
+    except UsageError:
+        raise UsageError(f"value {text!r} is not JSON: quote strings, e.g. '\"{text}\"'") from None
+
+
+def list_memories(args: argparse.Namespace, settings: Settings) -> int:
+    with Ledger.open(settings, create=False) as ledger:
+        log = ledger.memories.log(args.tenant)
+    memories = [] if log is None else log.live()
+    if args.json:
+        position = 0 if log is None else log.version
+        emit_json({"log_position": position, "memories": [m.as_json() for m in memories]})
+        return EXIT_OK
+    if not memories:
+        print(f"no live memories for tenant {args.tenant}")
+    for memory in memories:
+        print(memory_line(memory))
+    return EXIT_OK
+
+
+def memory_line(memory: Memory) -> str:
+    """One line: id, kind, a fact's key or an episode's text (as JSON: one line), labels."""
+    said = memory.key if memory.key is not None else canonical_json(memory.content).decode()
+    return f"{memory.memory_id} {memory.kind.value} {said} [{','.join(memory.labels)}]"
+
+
+def forget_memory(args: argparse.Namespace, settings: Settings) -> int:
+    actor = acting_actor(settings)
+    with Ledger.open(settings, create=False) as ledger:
+        try:
+            ledger.memories.forget(args.tenant, args.memory_id, args.reason, actor)
+        except LookupError:
+            raise UsageError(f"no memory {args.memory_id}") from None
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if args.json:
+        emit_json({"memory_id": args.memory_id, "tenant": args.tenant, "forgotten": True})
+    else:
+        print(f"forgot {args.memory_id} (tenant {args.tenant}) by {actor.actor_id}")
+    return EXIT_OK

@@ -1,0 +1,139 @@
+"""``mace receipts list|show|verify|replay``: a tenant's retrieval receipts, checked and replayed.
+
+An unknown receipt and another tenant's receipt are the same bad input (exit 2, ``no receipt ID``).
+A receipt whose stored row was edited fails like any integrity failure (exit 1, ``show``), never
+verifies (exit 1, ``verify``) and cannot be replayed (exit 1, ``unreplayable.invalid_snapshot``).
+If a replay's own receipt cannot be written, the diff is printed anyway and the command succeeds
+(fail-open, seed 001); the ledger logs a warning line on standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from domain.receipt import RECEIPT_ID_PATTERN, MemoryView, Unreplayable
+from infrastructure.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    acting_actor,
+    add_tenant_option,
+    bad_input,
+    emit_json,
+)
+from infrastructure.cli.receipt_text import print_diff, print_receipt
+from infrastructure.ledger import Ledger
+from infrastructure.settings import Settings
+
+# The CLI spells the memory views with a hyphen, as options usually are.
+MEMORY_VIEWS = {view.value.replace("_", "-"): view for view in MemoryView}
+
+
+def add_parsers(commands: Any) -> None:
+    receipts = commands.add_parser("receipts", help="list, show, verify and replay receipts")
+    actions = receipts.add_subparsers(dest="receipts_command", required=True)
+
+    listing = actions.add_parser("list", help="the tenant's receipts in emission order")
+    listing.add_argument("--parent", type=_receipt_id, metavar="ID", help="only replays of ID")
+    listing.add_argument("--after", type=int, default=-1, metavar="N", help="after number N")
+    listing.add_argument("--limit", type=int, default=100, metavar="N", help="at most N (1-500)")
+    _common_options(listing)
+    listing.set_defaults(handler=list_receipts)
+
+    show = actions.add_parser("show", help="print a receipt and its signature")
+    show.add_argument("receipt_id", metavar="ID")
+    _common_options(show)
+    show.set_defaults(handler=show_receipt)
+
+    verify = actions.add_parser("verify", help="check a receipt's signature (exit 1 unless valid)")
+    verify.add_argument("receipt_id", metavar="ID")
+    _common_options(verify)
+    verify.set_defaults(handler=verify_receipt)
+
+    replay = actions.add_parser(
+        "replay", help="re-run a receipt's assembly under its frozen bundle; print the diff"
+    )
+    replay.add_argument("receipt_id", metavar="ID")
+    replay.add_argument(
+        "--memory",
+        choices=sorted(MEMORY_VIEWS),
+        default="current",
+        help="the memories now (default) or as they stood when the receipt was emitted",
+    )
+    _common_options(replay)
+    replay.set_defaults(handler=replay_receipt)
+
+
+def _common_options(parser: argparse.ArgumentParser) -> None:
+    add_tenant_option(parser)
+    parser.add_argument("--json", action="store_true", help="print canonical JSON")
+
+
+def _receipt_id(text: str) -> str:
+    if not RECEIPT_ID_PATTERN.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a receipt id (rct- and 32 hex digits)")
+    return text
+
+
+def list_receipts(args: argparse.Namespace, settings: Settings) -> int:
+    if args.after < -1:
+        raise UsageError(f"--after: expected a receipt number (0 or more), got {args.after}")
+    with Ledger.open(settings, create=False) as ledger, bad_input():
+        rows = ledger.receipts.listing(args.tenant, args.parent, args.after, args.limit)
+    if args.json:
+        emit_json({"receipts": rows})
+        return EXIT_OK
+    if not rows:
+        print(f"no receipts for tenant {args.tenant}")
+    for row in rows:
+        parent = "" if row["parent_receipt_id"] is None else f" of {row['parent_receipt_id']}"
+        altered = "" if row["intact"] else " ALTERED"
+        print(
+            f"{row['number']} {row['receipt_id']} {row['kind']} {row['mode']}{parent}"
+            f" {row['context_hash']} {row['emitted_at']}{altered}"
+        )
+    return EXIT_OK
+
+
+def show_receipt(args: argparse.Namespace, settings: Settings) -> int:
+    with Ledger.open(settings, create=False) as ledger:
+        emitted = ledger.receipts.get(args.receipt_id, args.tenant)
+    if args.json:
+        emit_json(emitted)
+    else:
+        print_receipt(emitted)
+    return EXIT_OK
+
+
+def verify_receipt(args: argparse.Namespace, settings: Settings) -> int:
+    with Ledger.open(settings, create=False) as ledger:
+        verdict = ledger.receipts.verify(args.receipt_id, args.tenant)
+    if args.json:
+        emit_json(verdict.as_json())
+    else:
+        valid = {True: "valid", False: "INVALID", None: "cannot be checked"}[verdict.valid]
+        print(
+            f"receipt {args.receipt_id}: {valid} ({verdict.reason.value}),"
+            f" key {verdict.key_id or '-'}, {verdict.algorithm or '-'}"
+        )
+    return EXIT_OK if verdict.valid is True else EXIT_FAILED
+
+
+def replay_receipt(args: argparse.Namespace, settings: Settings) -> int:
+    actor = acting_actor(settings)
+    with Ledger.open(settings, create=False) as ledger:
+        try:
+            answer = ledger.receipts.replay(
+                args.receipt_id, args.tenant, actor, MEMORY_VIEWS[args.memory]
+            )
+        except Unreplayable as exc:
+            line = f"mace: error: {exc.code.value}: {exc}"
+            print(line.splitlines()[0], file=sys.stderr)
+            return EXIT_FAILED
+    if args.json:
+        emit_json(answer)
+    else:
+        print_diff(answer)
+    return EXIT_OK
