@@ -10,8 +10,9 @@ replayable); a captured "no bundle was active" is ``{"bundle_hash": None, "bundl
 saw, so a replay can load the memories exactly as they stood.
 
 Each tenant's receipts are numbered in its `ReceiptBook`; a receipt id is ``rct-`` and 32 hex
-digits of ``derive_id(tenant, "receipt", "", number)`` (seed 004 D3), unguessable without knowing
-the tenant and stable for the same order of emissions.
+digits of ``derive_id(tenant, "receipt", "", number)`` (seed 004 D3): the same emissions in the
+same order get the same ids in any store. Like every MACE id it is not a secret; reads are
+tenant-scoped, so knowing another tenant's receipt id shows nothing (404, as for no receipt).
 """
 
 from __future__ import annotations
