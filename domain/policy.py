@@ -113,6 +113,9 @@ def _mapping_without_repeats(loader: _StrictLoader, node: yaml.MappingNode) -> d
     keys: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
+        if isinstance(key, list | dict):
+            msg = f"line {key_node.start_mark.line + 1}: a mapping key must be a plain value"
+            raise PolicyError(msg)
         if key in keys:
             msg = f"line {key_node.start_mark.line + 1}: key {key!r} appears twice"
             raise PolicyError(msg)
@@ -132,6 +135,9 @@ def parse_bundle(bundle_yaml: str) -> PolicyBundle:
     except yaml.YAMLError as exc:
         msg = f"not YAML: {str(exc).splitlines()[0]}"
         raise PolicyError(msg) from None
+    except RecursionError:
+        # PyYAML composes recursively: thousands of nested brackets exhaust the stack.
+        raise PolicyError("nested too deeply to be a policy bundle") from None
     if not isinstance(document, dict):
         msg = (
             f"a bundle is a mapping with version, metadata and rules, not {type(document).__name__}"

@@ -141,7 +141,8 @@ class FuzzTarget:
 
 
 def store_some_records(client: TestClient) -> KnownIds:
-    """Jobs, replays, an open run and a snapshot, stored through the API the fuzzer then calls."""
+    """Jobs, replays, an open run, a snapshot, memories and receipts, stored through the API the
+    fuzzer then calls."""
     other = {"Authorization": f"Bearer {OTHER_TOKEN}"}
 
     def post(path: str, body: dict[str, Any], headers: dict[str, str] = AUTH) -> Any:
@@ -158,12 +159,19 @@ def store_some_records(client: TestClient) -> KnownIds:
     foreign = post("/v1/jobs", {"input": "2 + 3", "seed": 1}, headers=other)["job_id"]
     snapshot = post("/v1/snapshots", {"kind": "router", "payload": {"rules": []}})["snapshot_id"]
     snapshots = [snapshot, *sorted(first["snapshot_ids"].values())]
+    episode = {"kind": "episode", "text": "alice asked about her plan", "labels": ["crm"]}
+    memories = [post("/v1/memories", episode)["memory_id"]]
+    memories.append(post("/v1/memories", episode, headers=other)["memory_id"])
+    receipts = [post("/v1/context", {"query": "alice plan"})["receipt"]["receipt_id"]]
+    receipts.append(post("/v1/context", {"query": "alice"}, headers=other)["receipt"]["receipt_id"])
     return KnownIds(
         path_values={
             "job_id": [*jobs, foreign, run["run_id"]],
             "run_id": [run["run_id"], jobs[0], foreign],
             "attempt": [1, 2, 3],
             "snapshot_id": snapshots,
+            "memory_id": memories,
+            "receipt_id": receipts,
         },
         jobs=[*jobs, foreign],
     )
@@ -315,6 +323,12 @@ def test_fuzzed_requests_get_no_server_error_and_documented_answers(
         "POST /v1/jobs",
         "POST /v1/snapshots",
         "GET /metrics",
+        "GET /v1/memories",
+        "GET /v1/policy",
+        "GET /v1/receipts",
+        "GET /v1/receipts/{receipt_id}",
+        "GET /v1/receipts/{receipt_id}/verify",
+        "POST /v1/receipts/{receipt_id}/replay",
     ):
         assert label in answered_ok, (label, fuzz_target.statuses.get(label))
 

@@ -193,3 +193,17 @@ def test_a_bad_bundle_is_refused_naming_the_rule_and_reason(text: str, message: 
         parse_bundle(text)
     assert str(refused.value).startswith(message), str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{[1]: 2}", "line 1: a mapping key must be a plain value"),
+        ("{{a: 1}: 2}", "line 1: a mapping key must be a plain value"),
+        ("[" * 3000, "nested too deeply to be a policy bundle"),
+    ],
+)
+def test_yaml_no_bundle_could_hold_is_refused_in_one_line(text: str, message: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        parse_bundle(text)
+    assert str(caught.value) == message

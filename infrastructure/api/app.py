@@ -13,12 +13,16 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domain.errors import MaceError
+from domain.receipt import Unreplayable
 from infrastructure.api import (
     dashboard,
     governance,
     health,
     jobs,
+    memories,
     metrics,
+    policy,
+    receipts,
     replays,
     runs,
     snapshots,
@@ -73,7 +77,19 @@ def create_app(settings: Settings, tokens: TokenBook, ledger: Ledger | None = No
     def openapi() -> Response:
         return CanonicalJSONResponse(app.openapi())
 
-    for module in (health, runs, jobs, replays, governance, snapshots, metrics, dashboard):
+    for module in (
+        health,
+        runs,
+        jobs,
+        replays,
+        governance,
+        snapshots,
+        memories,
+        policy,
+        receipts,
+        metrics,
+        dashboard,
+    ):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     _answer_errors(app)
@@ -126,6 +142,10 @@ def _answer_errors(app: FastAPI) -> None:
     async def unusable_snapshot(request: Request, exc: Exception) -> Response:
         return await answer(request, invalid(str(exc)))
 
+    async def unreplayable(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, Unreplayable)
+        return await answer(request, ApiError(422, exc.code.value, str(exc)))
+
     async def store_down(request: Request, exc: Exception) -> Response:
         return await answer(
             request, ApiError(503, HttpCode.STORE_UNAVAILABLE, f"store unavailable: {exc}")
@@ -139,4 +159,5 @@ def _answer_errors(app: FastAPI) -> None:
     app.add_exception_handler(ConflictError, conflict)
     app.add_exception_handler(StoreBusyError, busy)
     app.add_exception_handler(SnapshotError, unusable_snapshot)
+    app.add_exception_handler(Unreplayable, unreplayable)
     app.add_exception_handler(PersistenceError, store_down)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Self
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -15,15 +17,28 @@ from pydantic import (
 )
 
 from domain.canonical import canonical_json
+from domain.context_assembly import MAX_ENTRIES_LIMIT, MAX_QUERY_CHARS
 from domain.events import EmittedEvent, JobId
 from domain.governance import Motion, Vote
 from domain.job import CaptureMode
+from domain.memory import validate_key, validate_value
 from domain.replay_access import ReplayMode
 from domain.snapshot import SnapshotKind
+from domain.tenant_memory import MAX_EPISODE_CHARS, check_episode, check_labels, check_reason
 
 OneLine = Annotated[str, Field(min_length=1, max_length=500, pattern=r"^[^\r\n]*$")]
 ClientEventId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
 SnapshotId = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+def checked_by(check: Callable[[Any], object]) -> AfterValidator:
+    """Refuse (422, naming the field) what the domain's own ``check`` refuses; keep it as sent."""
+
+    def validate(value: Any) -> Any:
+        check(value)
+        return value
+
+    return AfterValidator(validate)
 
 
 class Body(BaseModel):
@@ -91,3 +106,46 @@ class SnapshotDeclaration(Body):
     payload: dict[str, JsonValue]
     schema_version: int = Field(default=1, ge=1, le=1_000_000)
     seed_namespace: str | None = None
+
+
+Labels = Annotated[list[str], checked_by(check_labels), Field(default_factory=list)]
+Origin = Annotated[JsonValue, Field(default=None, description="where the memory came from")]
+
+
+class FactMemory(Body):
+    kind: Literal["fact"]
+    key: Annotated[str, checked_by(validate_key)] = Field(
+        description="a SEM key: <scope>/<entity_type>/<entity_id>/<attribute>"
+    )
+    value: Annotated[JsonValue, checked_by(validate_value)]
+    labels: Labels
+    origin: Origin
+
+
+class EpisodeMemory(Body):
+    kind: Literal["episode"]
+    text: Annotated[str, checked_by(check_episode)] = Field(max_length=MAX_EPISODE_CHARS)
+    labels: Labels
+    origin: Origin
+
+
+MemoryWrite = Annotated[FactMemory | EpisodeMemory, Field(discriminator="kind")]
+
+
+class ForgetAsk(Body):
+    reason: Annotated[str, checked_by(check_reason)]
+
+
+class PolicyPut(Body):
+    bundle_yaml: str = Field(description="the bundle's YAML, kept verbatim")
+
+
+class ContextAsk(Body):
+    query: str = Field(max_length=MAX_QUERY_CHARS)
+    max_entries: StrictInt = Field(default=10, ge=1, le=MAX_ENTRIES_LIMIT)
+
+
+class HandoffAsk(ContextAsk):
+    to_agent: str
+    from_agent: str | None = None
+    note: str | None = None

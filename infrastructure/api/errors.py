@@ -92,3 +92,8 @@ ERROR_ANSWERS: dict[int | str, dict[str, Any]] = {
         (503, "the store cannot be reached (STORE_UNAVAILABLE) or is busy: retry (STORE_BUSY)"),
     )
 }
+
+
+def documented(*answers: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
+    """An endpoint's own error answers, each described for it, in the one error body shape."""
+    return {status: {"model": ErrorBody, "description": text} for status, text in answers}

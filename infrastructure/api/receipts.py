@@ -1,0 +1,148 @@
+"""Retrieval receipts over HTTP (seed 001): assemble a context or a handoff, each answered with
+its signed receipt; list, read, verify and replay the tenant's receipts.
+
+A receipt of another tenant is answered exactly as one that does not exist. A replay that cannot
+be done answers 422 with the seed's own ``unreplayable.*`` code (mapped in ``app``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final
+
+from fastapi import APIRouter, Path, Query
+from pydantic import AfterValidator
+
+from domain.context_assembly import ContextCaller, ContextRequest
+from domain.governance import Role
+from domain.receipt import RECEIPT_ID_PATTERN, MemoryView, ReceiptKind, handoff_of
+from infrastructure.api.bodies import ContextAsk, HandoffAsk
+from infrastructure.api.context import Caller, Ctx, Service, require
+from infrastructure.api.errors import ApiError, documented, invalid
+from infrastructure.api.tokens import Principal
+from infrastructure.receipt_service import LIST_LIMIT, Assembly
+
+router = APIRouter(tags=["receipts"])
+REPLAYERS: Final = (Role.AUDITOR, Role.ADMIN, Role.COUNCIL)
+NO_RECEIPT = (404, "no such receipt for this tenant (NOT_FOUND)")
+
+
+def check_receipt_id(receipt_id: str) -> str:
+    if not RECEIPT_ID_PATTERN.fullmatch(receipt_id):
+        msg = f"invalid receipt id {receipt_id!r}: expected rct- and 32 lowercase hex digits"
+        raise ValueError(msg)
+    return receipt_id
+
+
+# The schema documents the pattern; the check gives the message.
+ReceiptIdPath = Annotated[
+    str,
+    Path(json_schema_extra={"pattern": RECEIPT_ID_PATTERN.pattern}),
+    AfterValidator(check_receipt_id),
+]
+ParentQuery = Annotated[
+    str | None,
+    Query(
+        description="only the replays of this receipt",
+        json_schema_extra={"pattern": RECEIPT_ID_PATTERN.pattern},
+    ),
+    AfterValidator(lambda rid: None if rid is None else check_receipt_id(rid)),
+]
+
+
+def _refused(exc: ValueError) -> ApiError:
+    """422 for a request the domain refused; its message begins with the field it is about."""
+    name = str(exc).split(":", 1)[0]
+    return invalid(str(exc), f"body.{name}" if name.isidentifier() else None)
+
+
+def _emit(
+    ctx: Service, who: Principal, kind: ReceiptKind, ask: ContextAsk, handoff: Any
+) -> dict[str, Any]:
+    try:
+        request = ContextRequest(ask.query, ask.max_entries)
+    except ValueError as exc:
+        raise _refused(exc) from None
+    caller = ContextCaller(who.actor.actor_id, who.actor.roles)
+    return ctx.ledger.receipts.emit(Assembly(kind, who.tenant, caller, request, handoff))
+
+
+@router.post(
+    "/v1/context",
+    summary="assemble a context for the caller under the bundle in force; its signed receipt",
+    responses=documented((422, "a bad query or max_entries; field names it; nothing is written")),
+)
+def context(body: ContextAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    return _emit(ctx, who, ReceiptKind.CONTEXT, body, None)
+
+
+@router.post(
+    "/v1/handoff",
+    summary="assemble the context handed to another agent; its signed receipt",
+    responses=documented(
+        (422, "a bad query, agent id or note; field names it; nothing is written")
+    ),
+)
+def handoff(body: HandoffAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    try:
+        handed = handoff_of(body.to_agent, body.from_agent, body.note)
+    except ValueError as exc:
+        raise _refused(exc) from None
+    return _emit(ctx, who, ReceiptKind.HANDOFF, body, handed)
+
+
+@router.get(
+    "/v1/receipts",
+    summary="the tenant's receipts in emission order, numbered; ?parent= keeps its replays",
+    responses=documented((422, "a bad parent id, after or limit; field names it")),
+)
+def list_receipts(
+    ctx: Ctx,
+    who: Caller,
+    parent: ParentQuery = None,
+    after: Annotated[int, Query(ge=-1, le=2**31, description="rows numbered above this")] = -1,
+    limit: Annotated[int, Query(ge=1, le=LIST_LIMIT)] = 100,
+) -> dict[str, Any]:
+    return {"receipts": ctx.ledger.receipts.listing(who.tenant, parent, after, limit)}
+
+
+@router.get(
+    "/v1/receipts/{receipt_id}",
+    summary="a receipt and its signature",
+    responses=documented(NO_RECEIPT, (500, "the stored receipt was altered (INTEGRITY_FAILURE)")),
+)
+def get_receipt(receipt_id: ReceiptIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    return ctx.ledger.receipts.get(receipt_id, who.tenant)
+
+
+@router.get(
+    "/v1/receipts/{receipt_id}/verify",
+    summary="check a receipt's signature: valid true, false or null (cannot be checked here)",
+    responses=documented(NO_RECEIPT),
+)
+def verify_receipt(receipt_id: ReceiptIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    return ctx.ledger.receipts.verify(receipt_id, who.tenant).as_json()
+
+
+@router.post(
+    "/v1/receipts/{receipt_id}/replay",
+    summary="re-run a receipt's assembly under its frozen bundle; the diff envelope",
+    responses=documented(
+        (403, "the caller is not an auditor, admin or council member"),
+        NO_RECEIPT,
+        (
+            422,
+            "the receipt cannot be replayed (error.code: unreplayable.missing_policy_snapshot,"
+            " unreplayable.nested_replay or unreplayable.invalid_snapshot), or a bad memory view",
+        ),
+    ),
+)
+def replay_receipt(
+    receipt_id: ReceiptIdPath,
+    ctx: Ctx,
+    who: Caller,
+    memory: Annotated[
+        MemoryView, Query(description="the memories now (default) or as the receipt saw them")
+    ] = MemoryView.CURRENT,
+) -> dict[str, Any]:
+    require(who, *REPLAYERS)
+    return ctx.ledger.receipts.replay(receipt_id, who.tenant, who.actor, memory)
