@@ -25,6 +25,7 @@ from api_support import (
     not_found_body,
 )
 from ledger_fixtures import TEST_SECRETS, settings_for
+from receipt_examples import BUNDLE
 from receipt_tampering import edit_receipt, refuse_new_receipts
 
 from domain.canonical import canonical_json
@@ -34,17 +35,6 @@ from domain.policy import parse_bundle
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
 
-BUNDLE = """\
-version: 1
-metadata: {owner: privacy-team}
-rules:
-  - id: no-medical
-    when: {memory_label: medical}
-    action: deny
-  - id: mask-pii
-    when: {memory_label: pii, caller_role_not: admin}
-    action: redact
-"""
 GHOST_RECEIPT = "rct-" + "0" * 32
 GHOST_MEMORY = "mem-" + "0" * 32
 ACCESS_DENIED = "ACCESS_DENIED"

@@ -21,44 +21,16 @@ from typing import Any
 import orjson
 import pytest
 from ledger_fixtures import RawTable, run, signing_keys
+from receipt_examples import BUNDLE
 from receipt_tampering import edit_receipt, refuse_new_receipts
 
 from domain.canonical import canonical_json
 from domain.policy import parse_bundle
-from domain.receipt import Receipt
+from domain.receipt import BODY_KEYS, Receipt
 from infrastructure.settings import Settings
 
-BUNDLE = """\
-version: 1
-metadata: {owner: privacy-team}
-rules:
-  - id: no-medical
-    when: {memory_label: medical}
-    action: deny
-  - id: mask-pii
-    when: {memory_label: pii, caller_role_not: admin}
-    action: redact
-"""
 BUNDLE_HASH = parse_bundle(BUNDLE).bundle_hash
 OPEN = "version: 1\nrules: []\n"
-RECEIPT_KEYS = {
-    "receipt_id",
-    "kind",
-    "tenant",
-    "mode",
-    "parent_receipt_id",
-    "caller",
-    "request",
-    "handoff",
-    "memory",
-    "entries",
-    "filters_applied",
-    "context_hash",
-    "policy_snapshot",
-    "emitted_at",
-    "replayed_by",
-    "signature",
-}
 ACME = ("--tenant", "acme")
 ID = r"[0-9a-f]{32}"
 HASH = r"[0-9a-f]{64}"
@@ -349,7 +321,7 @@ def test_context_json_is_the_signed_receipt_for_the_acting_caller(
     emitted = emit(capsys, "alice plan email", "--max-entries", "2")
     assert set(emitted) == {"receipt", "signature"}
     body = emitted["receipt"]
-    assert set(body) == RECEIPT_KEYS
+    assert set(body) == BODY_KEYS
     assert (body["kind"], body["mode"], body["tenant"], body["parent_receipt_id"]) == (
         "context",
         "live",

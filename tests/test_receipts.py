@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 from ledger_fixtures import settings_for
+from receipt_examples import BUNDLE
 from receipt_tampering import edit_receipt, refuse_new_receipts
 
 from domain.canonical import canonical_json
@@ -31,17 +32,6 @@ WRITER = Actor.of("writer", ["operator"])
 AUDITOR = Actor.of("ada", ["auditor"])
 AGENT = ContextCaller("support-bot", ("operator",))
 
-BUNDLE = """\
-version: 1
-metadata: {owner: privacy-team}
-rules:
-  - id: no-medical
-    when: {memory_label: medical}
-    action: deny
-  - id: mask-pii
-    when: {memory_label: pii, caller_role_not: admin}
-    action: redact
-"""
 STRICTER = BUNDLE.replace("memory_label: medical", "memory_labels_any: [medical, billing]")
 
 
