@@ -179,6 +179,7 @@ class ReceiptBook(MaceAggregate):
         cls, tenant: str, last_version: int, receipt_id: str, parent_receipt_id: str | None
     ) -> list[DomainEventProtocol[UUID]]:
         """The events entering a receipt after the book's event at ``last_version`` (0: none)."""
+        number = cls.next_number(last_version)
         opened: list[DomainEventProtocol[UUID]] = []
         if last_version == 0:
             opened = list(cls(tenant=tenant).collect_events())
@@ -189,12 +190,13 @@ class ReceiptBook(MaceAggregate):
             cls.Entered,
             receipt_id=receipt_id,
             parent_receipt_id=parent_receipt_id,
-            number=last_version - 1,
+            number=number,
         )
         return [*opened, entered]
 
     @staticmethod
     def next_number(last_version: int) -> int:
+        """Version 1 opens the book, so the entry at version ``v`` is number ``v - 2``."""
         return max(0, last_version - 1)
 
 

@@ -6,6 +6,7 @@ version check; a write that lost a race with another writer reloads and tries ag
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eventsourcing.application import AggregateNotFoundError
@@ -14,7 +15,7 @@ from domain.governance import Actor
 from domain.job import validate_tenant
 from domain.policy import PolicyBundle
 from domain.policy_book import PolicyBook, scope_of
-from domain.tenant_memory import Memory, MemoryLog
+from domain.tenant_memory import Memory, MemoryLog, UnknownMemory
 from infrastructure.ledger_errors import NotFoundError
 from infrastructure.ops_clock import recorded_at
 
@@ -59,16 +60,16 @@ class MemoryService:
         def attempt() -> None:
             log = self.log(tenant)
             if log is None:
-                raise LookupError(memory_id)
+                raise UnknownMemory(memory_id)
             log.forget(memory_id, reason, _provenance(actor, None))
             self.ledger.save(log)
 
         self.ledger.retrying(attempt, f"forgetting {memory_id}")
 
-    def _remember(self, tenant: str, write: Any) -> Memory:
+    def _remember(self, tenant: str, write: Callable[[MemoryLog], Memory]) -> Memory:
         def attempt() -> Memory:
             log = self.log(tenant) or MemoryLog(tenant=tenant)
-            memory: Memory = write(log)
+            memory = write(log)
             self.ledger.save(log)
             return memory
 
