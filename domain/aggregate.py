@@ -9,6 +9,7 @@ time (for governance and receipts) arrives as plain data from the outside, never
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, ClassVar, Self, TypeVar
 from uuid import UUID
@@ -17,7 +18,7 @@ from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggre
 from pydantic import BaseModel, ConfigDict
 
 from domain.determinism import DeterministicClock
-from domain.naming import aggregate_id
+from domain.naming import aggregate_id, tenant_scoped
 
 
 class DomainEvent(BaseModel):
@@ -62,13 +63,26 @@ class MaceAggregate(BaseAggregate[UUID]):
         return aggregate_id(f"{cls.NAME_PREFIX}:{key}")
 
     @classmethod
+    def id_in(cls, tenant: str, key: str) -> UUID:
+        """The id of the tenant's aggregate named ``key`` (see `tenant_scoped`)."""
+        return cls.id_for(tenant_scoped(tenant, key))
+
+    @classmethod
+    def name_of(cls, fields: Mapping[str, Any]) -> str:
+        """The key the aggregate is named by, from its creation arguments (or its attributes).
+
+        The name field itself by default; a tenant's aggregate scopes it by its tenant.
+        """
+        return str(fields[cls.NAME_FIELD])
+
+    @classmethod
     def clock_seed_of(cls, created_with: dict[str, Any]) -> str:
         """The clock seed, computed from the arguments the aggregate is created with."""
-        return f"{cls.NAME_PREFIX}:{created_with[cls.NAME_FIELD]}"
+        return f"{cls.NAME_PREFIX}:{cls.name_of(created_with)}"
 
     @property
     def clock_seed(self) -> str:
-        return f"{self.NAME_PREFIX}:{getattr(self, self.NAME_FIELD)}"
+        return f"{self.NAME_PREFIX}:{self.name_of(vars(self))}"
 
     @classmethod
     def _create(
@@ -79,7 +93,7 @@ class MaceAggregate(BaseAggregate[UUID]):
         **kwargs: Any,
     ) -> Self:
         kwargs["timestamp"] = DeterministicClock(cls.clock_seed_of(kwargs)).at(cls.INITIAL_VERSION)
-        own_id = cls.id_for(str(kwargs[cls.NAME_FIELD]))
+        own_id = cls.id_for(cls.name_of(kwargs))
         if id is not None and id != own_id:
             msg = f"{cls.__name__} ids follow from their names; {id} is not {own_id}"
             raise ValueError(msg)

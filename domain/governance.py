@@ -1,8 +1,9 @@
 """Governance: the signed, append-only record of who asked for what, and what the council decided.
 
 A scope is what the decisions are about: ``job:<id>`` (force-continue requests, council votes,
-every replay request and result for that job), ``snapshot:<id>`` (halts and their clears) or
-``global``. Everything here is a human action: the wall-clock instant a person acted arrives as
+every replay request and result for that job; the id scoped by its tenant, and so is the
+``job_id`` of its replay events), ``snapshot:<id>`` (halts and their clears) or ``global``.
+Everything here is a human action: the wall-clock instant a person acted arrives as
 ``recorded_at`` (ops metadata, never a decision input), while the event's own timestamp stays on
 the deterministic clock like every other MACE event.
 
@@ -23,8 +24,12 @@ from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
 from domain.errors import ErrorCode, MaceError
+from domain.naming import DEFAULT_TENANT, tenant_scoped
 
-SCOPE_PATTERN = re.compile(r"^(global|(job|snapshot):[A-Za-z0-9][A-Za-z0-9._:-]{0,127})$")
+SCOPE_PATTERN = re.compile(
+    r"^(global|job:([a-z0-9][a-z0-9._-]{0,63}\|)?[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
+    r"|snapshot:[A-Za-z0-9][A-Za-z0-9._:-]{0,127})$"
+)
 ACTOR_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 MAX_REASON = 500
 
@@ -399,8 +404,9 @@ class Governance(MaceAggregate):
             )
 
 
-def governance_scope_of_job(job_id: str) -> str:
-    return f"job:{job_id}"
+def governance_scope_of_job(job_id: str, tenant: str = DEFAULT_TENANT) -> str:
+    """The scope of a tenant's job: ``job:`` and the job's id scoped by its tenant."""
+    return f"job:{tenant_scoped(tenant, job_id)}"
 
 
 def governance_scope_of_snapshot(snapshot_id: str) -> str:

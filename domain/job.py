@@ -10,6 +10,7 @@ deleting the seal (the stream's last event) is detected too.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -20,13 +21,13 @@ from eventsourcing.domain import DomainEventProtocol, event
 from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_copy, canonical_json
 from domain.determinism import event_id
+from domain.naming import DEFAULT_TENANT as DEFAULT_TENANT  # noqa: PLC0414 (re-exported)
+from domain.naming import tenant_scoped
 from domain.snapshot import SnapshotKind
 
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 EVENT_TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 TENANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-DEFAULT_TENANT = "default"
-"""Whose job it is: jobs recorded without a tenant (the CLI, the Python API) belong here."""
 
 
 class CaptureMode(StrEnum):
@@ -100,6 +101,11 @@ class Job(MaceAggregate):
     NAME_FIELD = "job_id"
 
     @classmethod
+    def name_of(cls, fields: Mapping[str, Any]) -> str:
+        # Job ids are scoped by tenant: another tenant's job of the same id is another stream.
+        return tenant_scoped(fields["tenant"], fields["job_id"])
+
+    @classmethod
     def clock_seed_of(cls, created_with: dict[str, Any]) -> str:
         return str(created_with["job_seed"])
 
@@ -165,6 +171,12 @@ class Job(MaceAggregate):
         self.sealed_event_count: int | None = None
         self.sealed_mac_digest: str | None = None
 
+    @property
+    def scoped_id(self) -> str:
+        """The job's id among every tenant's jobs: what its witness, registry entry, governance
+        record and replay records are named by."""
+        return tenant_scoped(self.tenant, self.job_id)
+
     def record(self, event_type: str, payload: dict[str, Any]) -> str:
         """Record one fact; returns its deterministic event id."""
         if self.sealed:
@@ -218,7 +230,10 @@ def sequence_problem(job: Job) -> str | None:
 
 
 class JobSealWitness(MaceAggregate):
-    """A second, independent record of a job's seal, written in the same transaction."""
+    """A second, independent record of a job's seal, written in the same transaction.
+
+    ``job_id`` is the job's `Job.scoped_id`: its id, prefixed by its tenant outside the default.
+    """
 
     class Witnessed(MaceAggregate.Created):
         job_id: str
@@ -242,7 +257,7 @@ class JobRegistry(MaceAggregate):
     get the same ids in any fresh store. Registering is written in the job's own transaction; two
     jobs racing for one number conflict, and the loser retries with the next. Each event carries
     the count, so the next number follows from the last event alone and a new job need not read
-    the whole registry.
+    the whole registry. A registration's ``job_id`` is the job's `Job.scoped_id`.
     """
 
     class Opened(MaceAggregate.Created):

@@ -2,9 +2,10 @@
 
 Seed 000 section 6 asks that every verification step be logged in a replay audit result. Each
 attempt of a job gets its own record, named ``<job_id>#<attempt>`` (the attempt number comes from
-the job's governance record, where the attempt's REPLAY_REQUEST and REPLAY_RESULT live). Steps are
-appended in the order the replay took them; the report is stored last, as the record's closing
-event.
+the job's governance record, where the attempt's REPLAY_REQUEST and REPLAY_RESULT live). The
+record's ``job_id`` is the job's id scoped by its tenant (`Job.scoped_id`), as in governance.
+Steps are appended in the order the replay took them; the report is stored last, as the record's
+closing event.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
+from domain.naming import tenant_and_key
 
 
 def replay_record_name(job_id: str, attempt: int) -> str:
@@ -77,9 +79,11 @@ class ReplayRecord(MaceAggregate):
         self.markdown = markdown
 
     def as_json(self) -> dict[str, Any]:
+        """The record as its tenant sees it: the job's own id, not its scoped one."""
+        job_id = tenant_and_key(self.job_id)[1]
         return {
-            "replay_id": self.replay_id,
-            "job_id": self.job_id,
+            "replay_id": replay_record_name(job_id, self.attempt),
+            "job_id": job_id,
             "attempt": self.attempt,
             "mode": self.mode,
             "steps": self.steps,

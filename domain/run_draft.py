@@ -11,6 +11,7 @@ whole or not at all.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from eventsourcing.domain import event
 from domain.aggregate import MaceAggregate
 from domain.canonical import digest
 from domain.job import validate_tenant
+from domain.naming import tenant_scoped
 
 CLIENT_EVENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
@@ -52,6 +54,11 @@ class RunDraft(MaceAggregate):
 
     NAME_PREFIX = "run-draft"
     NAME_FIELD = "run_id"
+
+    @classmethod
+    def name_of(cls, fields: Mapping[str, Any]) -> str:
+        # Run ids are scoped by tenant, as the job ids they become are.
+        return tenant_scoped(fields["tenant"], fields["run_id"])
 
     @event(Opened)
     def __init__(self, run_id: str, tenant: str, started: dict[str, Any]) -> None:

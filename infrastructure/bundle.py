@@ -6,9 +6,9 @@ A bundle is canonical JSON: ``format`` (``mace-bundle/1``) and three members.
   signed ``state`` envelope as text), stream after stream: the job, its seal witness, each
   declared snapshot, each SEM entry up to the version the job touched last, and the governance
   records of the job and of its snapshots (approvals, halts, replay results).
-- ``manifest``: the job id, every stream (role, name, id, record count, SHA-256 of its records),
-  counts, the key ids that signed anything, the SHA-256 over all records, and whether (and what)
-  was redacted.
+- ``manifest``: the job id and its tenant, every stream (role, name, id, record count, SHA-256
+  of its records), counts, the key ids that signed anything, the SHA-256 over all records, and
+  whether (and what) was redacted.
 - ``signature``: HMAC-SHA256 of the manifest by the exporting store's active key (key id inside),
   so changing the manifest, or any record the manifest digests, fails verification.
 
@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 
 from domain.canonical import CanonicalJSONError, canonical_json, digest
 from domain.errors import ErrorCode, MaceError
-from domain.job import Job
+from domain.job import DEFAULT_TENANT, Job
 from domain.validation_messages import first_problem
 from infrastructure.bundle_redaction import Redaction
 from infrastructure.keyring import Keyring
@@ -103,6 +103,7 @@ class RedactionSummary(_Shape):
 
 class Manifest(_Shape):
     job_id: str
+    tenant: str = DEFAULT_TENANT  # bundles made before tenants existed hold default-tenant jobs
     capture_mode: str
     sealed_event_count: StrictInt
     streams: list[StreamEntry]
@@ -157,6 +158,10 @@ class Bundle:
     @property
     def job_id(self) -> str:
         return self.manifest.job_id
+
+    @property
+    def tenant(self) -> str:
+        return self.manifest.tenant
 
     @property
     def redacted(self) -> bool:
@@ -289,7 +294,7 @@ def _streams(
     listed = {s.originator_id: s for s in manifest.streams}
     if len(listed) != len(manifest.streams):
         raise _integrity(name, "its manifest lists a stream twice")
-    job_stream = Job.id_for(manifest.job_id)
+    job_stream = Job.id_in(manifest.tenant, manifest.job_id)
     if [s.originator_id for s in manifest.streams if s.role == "job"] != [job_stream]:
         raise _integrity(name, f"its manifest does not list job {manifest.job_id}'s stream")
     grouped: dict[UUID, list[StoredEvent]] = {s.originator_id: [] for s in manifest.streams}

@@ -19,7 +19,7 @@ from eventsourcing.utils import get_topic
 from domain.canonical import canonical_json, digest
 from domain.determinism import iso_text
 from domain.governance import Governance, governance_scope_of_job, governance_scope_of_snapshot
-from domain.job import Job, JobSealWitness
+from domain.job import DEFAULT_TENANT, Job, JobSealWitness
 from domain.memory import SemEntry
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.config import PrivacyPolicy, parse_config
@@ -88,19 +88,23 @@ def _sem_stamps(job: Job) -> dict[str, set[str]]:
     return stamps
 
 
-def collect_streams(ledger: Ledger, job_id: str) -> tuple[Job, list[BundleStream], list[str]]:
-    """The job's streams, each verified as the ledger reads it, and the snapshots it lacks."""
-    job = ledger.get_job(job_id)
+def collect_streams(
+    ledger: Ledger, job_id: str, tenant: str
+) -> tuple[Job, list[BundleStream], list[str]]:
+    """The tenant's job's streams, each verified as the ledger reads it, and the snapshots it
+    lacks."""
+    job = ledger.get_job(job_id, tenant=tenant)
     if not job.sealed:
         raise BundleError(f"job {job_id} is open: only completed, sealed jobs can be exported")
+    named = job.scoped_id
     streams = [
-        _stream(ledger, "job", Job.NAME_PREFIX, job_id, Job.id_for(job_id)),
+        _stream(ledger, "job", Job.NAME_PREFIX, named, Job.id_for(named)),
         _stream(
             ledger,
             "seal_witness",
             JobSealWitness.NAME_PREFIX,
-            job_id,
-            JobSealWitness.id_for(job_id),
+            named,
+            JobSealWitness.id_for(named),
         ),
     ]
     missing: list[str] = []
@@ -122,7 +126,7 @@ def collect_streams(ledger: Ledger, job_id: str) -> tuple[Job, list[BundleStream
         sem = _sem_stream(ledger, key, stamps)
         if sem is not None:
             streams.append(sem)
-    scopes = [governance_scope_of_job(job_id)]
+    scopes = [governance_scope_of_job(job_id, tenant)]
     scopes += [governance_scope_of_snapshot(s) for s in present]
     for scope in scopes:
         if ledger.stream_exists(Governance.id_for(scope)):
@@ -253,9 +257,11 @@ def _record_entry(record: StoredEvent, redacted: bool) -> dict[str, Any]:
     return entry
 
 
-def export_bundle(ledger: Ledger, job_id: str, *, redacted: bool = False) -> bytes:
-    """The bundle of one sealed job as canonical JSON bytes (newline-terminated)."""
-    job, streams, missing = collect_streams(ledger, job_id)
+def export_bundle(
+    ledger: Ledger, job_id: str, *, tenant: str = DEFAULT_TENANT, redacted: bool = False
+) -> bytes:
+    """The bundle of one sealed job of the tenant as canonical JSON bytes (newline-terminated)."""
+    job, streams, missing = collect_streams(ledger, job_id, tenant)
     redaction = redact(ledger, job, streams) if redacted else None
     entries: list[dict[str, Any]] = []
     listed: list[dict[str, Any]] = []
@@ -274,6 +280,7 @@ def export_bundle(ledger: Ledger, job_id: str, *, redacted: bool = False) -> byt
     key_ids = {_key_id(r.state) for s in streams for r in s.records}
     manifest: dict[str, Any] = {
         "job_id": job_id,
+        "tenant": tenant,
         "capture_mode": job.capture_mode,
         "sealed_event_count": job.sealed_event_count,
         "streams": listed,

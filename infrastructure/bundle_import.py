@@ -7,6 +7,7 @@ from typing import Final
 
 from eventsourcing.persistence import StoredEvent
 
+from domain.naming import tenant_scoped
 from infrastructure.bundle import Bundle, BundleError
 from infrastructure.ledger import Ledger
 from infrastructure.ledger_errors import ConflictError
@@ -15,6 +16,7 @@ from infrastructure.ledger_errors import ConflictError
 @dataclass(frozen=True)
 class ImportSummary:
     job_id: str
+    tenant: str
     written: int
     streams_written: list[str]
     streams_present: list[str]
@@ -36,10 +38,10 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
             " MACs, so it can be replayed but not imported"
         )
         raise BundleError(msg)
-    job_id = bundle.job_id
+    job_id, tenant = bundle.job_id, bundle.tenant
 
     def attempt() -> ImportSummary:
-        if ledger.job_exists(job_id):
+        if ledger.job_exists(job_id, tenant=tenant):
             raise ConflictError(f"job {job_id} already exists in this store: nothing imported")
         writes: list[StoredEvent] = []
         written: list[str] = []
@@ -62,10 +64,12 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
                 continue
             writes += stream.records[len(stored) :]
             written.append(stream.name)
-        registration = ledger._registration(ledger._registry_version(), job_id)
+        registration = ledger._registration(
+            ledger._registry_version(), tenant_scoped(tenant, job_id)
+        )
         writes += [ledger.mapper.to_stored_event(e) for e in registration]
         ledger.recorder.insert_events(writes)
         left = [s.name for s in bundle.streams if s.role not in IMPORTED_ROLES]
-        return ImportSummary(job_id, len(writes), written, present, left)
+        return ImportSummary(job_id, tenant, len(writes), written, present, left)
 
     return ledger.numbering(attempt, f"import of job {job_id}")

@@ -75,9 +75,9 @@ class Expectation:
         return found
 
 
-def recorded_expectation(ledger: Ledger, job_id: str) -> Expectation | None:
-    """The job's most recent replay result that a bundle replay can reproduce, if any."""
-    stream = Governance.id_for(governance_scope_of_job(job_id))
+def recorded_expectation(ledger: Ledger, job_id: str, tenant: str) -> Expectation | None:
+    """The tenant's job's most recent replay result a bundle replay can reproduce, if any."""
+    stream = Governance.id_for(governance_scope_of_job(job_id, tenant))
     requests: dict[int, Governance.ReplayRequested] = {}
     results: list[Governance.ReplayResulted] = []
     for event in ledger.verifying_store.get(stream):
@@ -90,7 +90,7 @@ def recorded_expectation(ledger: Ledger, job_id: str) -> Expectation | None:
         if request is None or result.error_code == ErrorCode.ACCESS_DENIED.value:
             continue
         try:
-            report = ledger.replays.record(job_id, result.attempt).report
+            report = ledger.replays.record(job_id, result.attempt, tenant=tenant).report
         except NotFoundError:
             report = None
         if report is not None and any(

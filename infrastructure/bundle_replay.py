@@ -57,7 +57,7 @@ def replay_bundle(
     check_replay_options(bundle, force_continue)
     job_id = bundle.job_id
     with bundle_ledger(bundle) as ledger:
-        record = ledger.governance.record(governance_scope_of_job(job_id))
+        record = ledger.governance.record(governance_scope_of_job(job_id, bundle.tenant))
         production_approved = record is not None and record.approved(Motion.PRODUCTION_REPLAY)
         force_approved = record is not None and record.force_continue_allowed()
         refusal = replay_refusal(mode, actor, production_approved)
@@ -67,7 +67,7 @@ def replay_bundle(
             )
             outcome.non_authoritative.append("the replay was refused before it ran")
         else:
-            job = ledger.replays._job_if_intact(job_id)
+            job = ledger.replays._job_if_intact(job_id, bundle.tenant)
             forced = bundle.redacted or force_continue
             request = ReplayRequest(
                 job_id,
@@ -77,7 +77,7 @@ def replay_bundle(
                 mocks or {},
                 elapsed or stopwatch(),
             )
-            outcome = ledger.replays._run_replay(job, request)
+            outcome = ledger.replays._run_replay(job, request, bundle.tenant)
             if bundle.redacted:
                 assert job is not None  # the bundle's job verified when it was read
                 outcome = set_aside_redactions(outcome, RedactionScope.of(bundle, job))

@@ -20,7 +20,7 @@ from domain.governance import (
     governance_scope_of_job,
     governance_scope_of_snapshot,
 )
-from domain.job import validate_job_id
+from domain.naming import DEFAULT_TENANT, tenant_and_key
 from domain.snapshot import Snapshot, check_snapshot_id
 from infrastructure.ledger_errors import NotFoundError
 from infrastructure.ops_clock import recorded_at
@@ -70,11 +70,11 @@ class GovernanceService:
 
         return self.ledger.retrying(attempt, what)
 
-    def existing_job_scope(self, job_id: str) -> str:
-        validate_job_id(job_id)
-        if not self.ledger.job_exists(job_id):
+    def existing_job_scope(self, job_id: str, tenant: str = DEFAULT_TENANT) -> str:
+        """The governance scope of the tenant's job; NotFoundError when the tenant has none."""
+        if not self.ledger.job_exists(job_id, tenant=tenant):
             raise NotFoundError(f"no job {job_id}")
-        return governance_scope_of_job(job_id)
+        return governance_scope_of_job(job_id, tenant)
 
     def _existing_snapshot_scope(self, snapshot_id: str) -> str:
         check_snapshot_id(snapshot_id)
@@ -84,9 +84,11 @@ class GovernanceService:
 
     # Council and admin actions
 
-    def request_force_continue(self, job_id: str, reason: str, actor: Actor) -> None:
+    def request_force_continue(
+        self, job_id: str, reason: str, actor: Actor, *, tenant: str = DEFAULT_TENANT
+    ) -> None:
         """An admin asks to continue replays of the job past a divergence."""
-        scope = self.existing_job_scope(job_id)
+        scope = self.existing_job_scope(job_id, tenant)
         now = recorded_at()
         self.act_on(
             scope,
@@ -94,9 +96,17 @@ class GovernanceService:
             f"force-continue request for {job_id}",
         )
 
-    def vote(self, job_id: str, motion: Motion, vote: Vote, actor: Actor) -> None:
+    def vote(
+        self,
+        job_id: str,
+        motion: Motion,
+        vote: Vote,
+        actor: Actor,
+        *,
+        tenant: str = DEFAULT_TENANT,
+    ) -> None:
         """A council member votes on a motion for a job (the latest vote counts)."""
-        scope = self.existing_job_scope(job_id)
+        scope = self.existing_job_scope(job_id, tenant)
         now = recorded_at()
         self.act_on(
             scope, lambda g: g.cast_vote(motion, vote, actor, now), f"council vote on {job_id}"
@@ -120,12 +130,18 @@ class GovernanceService:
             scope, lambda g: g.clear_halt(snapshot_id, actor, now), f"clear of {snapshot_id}"
         )
 
-    def log(self, job_id: str | None = None) -> list[dict[str, Any]]:
-        """Governance events in stored order: one job's and its snapshots', or all of them."""
+    def log(
+        self, job_id: str | None = None, *, tenant: str = DEFAULT_TENANT
+    ) -> list[dict[str, Any]]:
+        """Governance events in stored order: one job's and its snapshots', or all of them.
+
+        One job's log is shown as its tenant sees it: scope and ``job_id`` hold the job's own id.
+        The store's whole log shows every job by its id scoped by tenant.
+        """
         wanted: set[str] | None = None
         if job_id is not None:
-            job_scope = self.existing_job_scope(job_id)
-            snapshots = self.ledger.get_job(job_id).snapshot_ids.values()
+            job_scope = self.existing_job_scope(job_id, tenant)
+            snapshots = self.ledger.get_job(job_id, tenant=tenant).snapshot_ids.values()
             wanted = {job_scope, *(governance_scope_of_snapshot(s) for s in snapshots)}
         scopes: dict[Any, str] = {}
         entries: list[dict[str, Any]] = []
@@ -135,8 +151,10 @@ class GovernanceService:
             scope = scopes.get(event.originator_id)
             if scope is None:
                 raise IntegrityFailure(event.originator_id, 1, "governance record was never opened")
-            if wanted is None or scope in wanted:
+            if wanted is None:
                 entries.append({"scope": scope, **_log_entry(event)})
+            elif scope in wanted:
+                entries.append(_as_its_tenant_sees({"scope": scope, **_log_entry(event)}))
         return entries
 
     def _all_governance_events(self) -> Iterator[Any]:
@@ -151,6 +169,16 @@ class GovernanceService:
             if len(page) < PAGE:
                 return
             start = page[-1].id + 1
+
+
+def _as_its_tenant_sees(entry: dict[str, Any]) -> dict[str, Any]:
+    """A log entry with the job's own id where it held the id scoped by its tenant."""
+    if "job_id" in entry:
+        entry["job_id"] = tenant_and_key(entry["job_id"])[1]
+    kind, separator, name = entry["scope"].partition(":")
+    if kind == "job" and separator:
+        entry["scope"] = f"job:{tenant_and_key(name)[1]}"
+    return entry
 
 
 def _log_entry(event: Any) -> dict[str, Any]:

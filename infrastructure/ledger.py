@@ -33,6 +33,7 @@ from domain.job import (
     validate_tenant,
 )
 from domain.memory import SemEntry, SemRecord, canonical_key
+from domain.naming import tenant_and_key
 from domain.snapshot import Snapshot, SnapshotKind, check_snapshot_id
 from domain.stage0.config import DEFAULT_CONFIGS, BrainStateConfig, SelfRepConfig, parse_config
 from domain.validation_messages import first_problem
@@ -41,6 +42,7 @@ from infrastructure.governance_service import GovernanceService
 from infrastructure.keyring import Keyring, load_keyring
 from infrastructure.ledger_errors import (
     ConflictError,
+    LostRace,
     NotFoundError,
     SnapshotError,
     StoreBusyError,
@@ -197,37 +199,43 @@ class Ledger(Application[UUID]):
         job = Job.start(job_id, job_seed, job_input, snapshot_ids, capture_mode, tenant)
 
         def attempt() -> Job:
-            if self.job_exists(job_id):
+            if self.job_exists(job_id, tenant=tenant):
                 raise ConflictError(f"job {job_id} already exists")
-            self.save(job, *self._registration(self._registry_version(), job_id))
+            self.save(job, *self._registration(self._registry_version(), job.scoped_id))
             return job
 
         return self.numbering(attempt, f"start of job {job_id}")
 
     def record_job_events(
-        self, job_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+        self,
+        job_id: str,
+        events: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        tenant: str = DEFAULT_TENANT,
     ) -> list[str]:
         """Append facts to a job in one atomic write; returns their deterministic event ids."""
-        job = self.get_job(job_id)
+        job = self.get_job(job_id, tenant=tenant)
         ids = [job.record(event_type, payload) for event_type, payload in events]
         self._save_new(job, what=f"events for job {job_id}")
         return ids
 
-    def seal_job(self, job_id: str) -> Job:
+    def seal_job(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> Job:
         """Seal a job: count and digest its events' MACs, witnessed in the same transaction."""
-        job, records = self._load_job(job_id)
+        job, records = self._load_job(job_id, tenant)
         digest = mac_digest(r.mac for r in records)
         job.seal(len(records), digest)
-        witness = JobSealWitness(job_id=job_id, event_count=len(records), mac_digest=digest)
+        witness = JobSealWitness(job_id=job.scoped_id, event_count=len(records), mac_digest=digest)
         self._save_new(job, witness, what=f"seal of job {job_id}")
         return job
 
-    def verify_job(self, job_id: str, check_sequence: bool = False) -> JobVerification:
+    def verify_job(
+        self, job_id: str, check_sequence: bool = False, *, tenant: str = DEFAULT_TENANT
+    ) -> JobVerification:
         """Integrity only: the job's stream (MACs, versions, seal, witness), its snapshots' too.
 
         ``check_sequence`` also checks that the facts run 0, 1, 2... with seed-derived ids.
         """
-        job = self.get_job(job_id)
+        job = self.get_job(job_id, tenant=tenant)
         for kind, snapshot_id in sorted(job.snapshot_ids.items()):
             if not self.stream_exists(Snapshot.id_for(snapshot_id)):
                 message = f"{kind} snapshot {snapshot_id} is not in the ledger"
@@ -245,18 +253,24 @@ class Ledger(Application[UUID]):
             sequence_checked=check_sequence,
         )
 
-    def get_job(self, job_id: str) -> Job:
-        return self._load_job(job_id)[0]
+    def get_job(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> Job:
+        """The tenant's job: another tenant's job of the same id is not found, as none would be."""
+        return self._load_job(job_id, tenant)[0]
 
-    def _load_job(self, job_id: str) -> tuple[Job, list[VerifiedRecord]]:
+    def _load_job(self, job_id: str, tenant: str) -> tuple[Job, list[VerifiedRecord]]:
         """The job, verified in full (versions, MACs, seal and its witness), with its records."""
-        validate_job_id(job_id)
-        records = self.verifying_store.read_verified(Job.id_for(job_id))
-        if not records:
-            raise NotFoundError(f"no job {job_id}")
+        records = self._job_records(job_id, tenant)
         job = self._decode_job(records)
         self._check_witness(job)
         return job, records
+
+    def _job_records(self, job_id: str, tenant: str) -> list[VerifiedRecord]:
+        """The tenant's job stream, verified record by record; NotFoundError when it has none."""
+        validate_job_id(job_id)
+        records = self.verifying_store.read_verified(Job.id_in(tenant, job_id))
+        if not records:
+            raise NotFoundError(f"no job {job_id}")
+        return records
 
     def _decode_job(self, records: Sequence[VerifiedRecord]) -> Job:
         decode = self.verifying_store.signed_mapper.decode
@@ -267,7 +281,7 @@ class Ledger(Application[UUID]):
 
     def _check_witness(self, job: Job) -> None:
         """A witnessed seal must still be in the job's stream, and say the same."""
-        witness_records = self.verifying_store.read_verified(JobSealWitness.id_for(job.job_id))
+        witness_records = self.verifying_store.read_verified(JobSealWitness.id_for(job.scoped_id))
         if not witness_records:
             if job.sealed:
                 raise IntegrityFailure(job.id, job.version, "seal has no witness")
@@ -292,7 +306,7 @@ class Ledger(Application[UUID]):
         for _ in range(ATTEMPTS):
             try:
                 return attempt()
-            except (IntegrityError, RecordConflictError):
+            except (IntegrityError, RecordConflictError, LostRace):
                 continue
         raise StoreBusyError(f"{what}: the store kept changing underneath; try again")
 
@@ -313,10 +327,11 @@ class Ledger(Application[UUID]):
         return 0 if last is None else last.originator_version
 
     @staticmethod
-    def _registration(registry_version: int, job_id: str) -> list[DomainEventProtocol[UUID]]:
+    def _registration(registry_version: int, scoped_id: str) -> list[DomainEventProtocol[UUID]]:
+        """The registry events numbering a job (by its `Job.scoped_id`)."""
         if registry_version == 0:
-            return JobRegistry.first_registration(job_id)
-        return [JobRegistry.registration(registry_version, job_id)]
+            return JobRegistry.first_registration(scoped_id)
+        return [JobRegistry.registration(registry_version, scoped_id)]
 
     def _commit_job(
         self,
@@ -326,14 +341,20 @@ class Ledger(Application[UUID]):
         configs: tuple[SelfRepConfig | None, BrainStateConfig | None],
         with_job: Sequence[MaceAggregate] = (),
         stored: set[str] | None = None,
+        *,
+        derived: bool = False,
     ) -> ReflectiveLog:
         """Close, seal, number and store a job built in memory, all in one transaction.
 
         ``with_job``: what is stored with the job (its SEM writes, the snapshots first stored for
         it, a completed run draft). ``stored``: the
         declared snapshot ids the caller already knows are in the ledger (else each is looked up).
+        ``derived``: the id was derived from the job number read for this attempt, not named by
+        the caller; if such a job exists, another writer took that number first (`LostRace`).
         """
-        if self.job_exists(job.job_id):
+        if self.job_exists(job.job_id, tenant=job.tenant):
+            if derived:
+                raise LostRace(f"derived job id {job.job_id} was taken by another writer")
             raise ConflictError(f"job {job.job_id} already exists")
         if stored is None:
             stored = {sid for sid in job.snapshot_ids.values() if self._snapshot_stored(sid)}
@@ -344,24 +365,15 @@ class Ledger(Application[UUID]):
         macs = [record_mac(self.mapper.to_stored_event(e).state) for e in events]
         digest = mac_digest(macs)
         job.seal(len(events), digest)
-        witness = JobSealWitness(job_id=job.job_id, event_count=len(events), mac_digest=digest)
-        registration = self._registration(registry_version, job.job_id)
+        witness = JobSealWitness(job_id=job.scoped_id, event_count=len(events), mac_digest=digest)
+        registration = self._registration(registry_version, job.scoped_id)
         self.save(*events, job, witness, *registration, *with_job)
         return ReflectiveLog.of(job)
 
-    def job_tenant(self, job_id: str) -> str | None:
-        """Whose job it is, from its first event alone (verified); None when there is no job."""
+    def job_exists(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> bool:
+        """Whether the tenant holds a job of this id (another tenant's does not count)."""
         validate_job_id(job_id)
-        first = next(iter(self.recorder.select_events(Job.id_for(job_id), limit=1)), None)
-        if first is None:
-            return None
-        started = self.mapper.to_domain_event(first)
-        if not isinstance(started, Job.Started):
-            raise IntegrityFailure(first.originator_id, 1, "stream is not a Job")
-        return started.tenant
-
-    def job_exists(self, job_id: str) -> bool:
-        return self.stream_exists(Job.id_for(job_id))
+        return self.stream_exists(Job.id_in(tenant, job_id))
 
     def stream_exists(self, stream: UUID) -> bool:
         """Whether any event of the stream is stored (nothing is read or verified)."""
@@ -469,7 +481,9 @@ class Ledger(Application[UUID]):
             new_defaults = [s for s in default_snapshots().values() if s.snapshot_id in unstored]
             present = set(ids.values()) - unstored
             with_job: list[SemEntry | Snapshot] = [*run.sem_writes, *new_defaults]
-            return self._commit_job(job, version, run.final_output, configs, with_job, present)
+            return self._commit_job(
+                job, version, run.final_output, configs, with_job, present, derived=job_id is None
+            )
 
         return self.numbering(attempt, "run")
 
@@ -507,29 +521,34 @@ class Ledger(Application[UUID]):
                 captured = apply_capture(event, capture)
                 job.record(captured.EVENT_TYPE, captured.payload())
             return self._commit_job(
-                job, version, completed.final_output, configs, alongside(), set(stored)
+                job,
+                version,
+                completed.final_output,
+                configs,
+                alongside(),
+                set(stored),
+                derived=started.job_id is None,
             )
 
         return self.numbering(attempt, "record run")
 
     # Reading jobs back
 
-    def reflective_log(self, job_id: str) -> ReflectiveLog:
-        return ReflectiveLog.of(self.get_job(job_id))
+    def reflective_log(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> ReflectiveLog:
+        return ReflectiveLog.of(self.get_job(job_id, tenant=tenant))
 
-    def job_ids(self) -> Iterator[str]:
-        """Every job in the order this store recorded it."""
+    def job_ids(self, tenant: str = DEFAULT_TENANT) -> Iterator[str]:
+        """The tenant's jobs in the order this store recorded them."""
         registry = JobRegistry.id_for(JobRegistry.STORE)
         for event in self.verifying_store.get(registry):
             if isinstance(event, JobRegistry.Registered):
-                yield event.job_id
+                owner, job_id = tenant_and_key(event.job_id)
+                if owner == tenant:
+                    yield job_id
 
-    def job_stream(self, job_id: str) -> list[dict[str, Any]]:
+    def job_stream(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> list[dict[str, Any]]:
         """A job's events in stream order, as ``mace events`` prints them."""
-        validate_job_id(job_id)
-        records = self.verifying_store.read_verified(Job.id_for(job_id))
-        if not records:
-            raise NotFoundError(f"no job {job_id}")
+        records = self._job_records(job_id, tenant)
         self._check_witness(self._decode_job(records))
         decode = self.verifying_store.signed_mapper.decode
         return [_stream_entry(decode(record)) for record in records]

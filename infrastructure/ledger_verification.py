@@ -1,9 +1,9 @@
 """Verify a whole ledger: every MAC, every stream's contiguity, every seal and its witness.
 
 One pass over the events ordered by stream; memory holds one stream at a time (and the ids of the
-jobs, to check them against the store's job registry: a job stream deleted whole, or one written
-around the registry, is caught there). The first failure stops the pass and is reported with its
-stream and version.
+jobs, scoped by tenant, to check them against the store's job registry: a job stream deleted
+whole, or one written around the registry, is caught there). The first failure stops the pass
+and is reported with its stream and version.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from uuid import UUID
 import orjson
 from eventsourcing.utils import get_topic
 
-from domain.job import Job, JobRegistry, JobSealWitness
+from domain.job import DEFAULT_TENANT, Job, JobRegistry, JobSealWitness
+from domain.naming import tenant_scoped
 from infrastructure.keyring import Keyring
 from infrastructure.settings import Store
 from infrastructure.signed_record import IntegrityFailure
@@ -55,10 +56,12 @@ def verify_ledger(store: Store, table: str, keyring: Keyring) -> LedgerVerificat
                         )
             if first.stored.topic == JOB_STARTED_TOPIC:
                 jobs += 1
-                job_ids.add(orjson.loads(first.body)["job_id"])
+                started = orjson.loads(first.body)
+                # Version 1 of JobStarted had no tenant: those jobs are the default tenant's.
+                job_id = tenant_scoped(started.get("tenant", DEFAULT_TENANT), started["job_id"])
+                job_ids.add(job_id)
                 if last.stored.topic == SEAL_TOPIC:
                     sealed_jobs += 1
-                    job_id = orjson.loads(first.body)["job_id"]
                     if reader.topic_at(JobSealWitness.id_for(job_id), 1) != WITNESS_TOPIC:
                         reason = "seal has no witness"
                         raise IntegrityFailure(stream_id, last.stored.originator_version, reason)

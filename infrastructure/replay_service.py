@@ -23,6 +23,7 @@ from domain.governance import (
     governance_scope_of_snapshot,
 )
 from domain.memory import SemEntry
+from domain.naming import DEFAULT_TENANT, tenant_scoped
 from domain.replay_access import ReplayMode, check_mocks_allowed, replay_refusal
 from domain.replay_record import ReplayRecord, replay_record_name
 from domain.snapshot import Snapshot
@@ -47,14 +48,17 @@ class ReplayResult:
 
 
 class LedgerReplaySource:
-    """`ReplaySource` over the ledger: every read verified, the job read once."""
+    """`ReplaySource` over the ledger: every read verified, the job (the tenant's) read once."""
 
-    def __init__(self, ledger: Ledger, job: Job | None) -> None:
+    def __init__(self, ledger: Ledger, job: Job | None, tenant: str) -> None:
         self._ledger = ledger
         self._job = job
+        self._tenant = tenant
 
     def load_job(self, job_id: str) -> Job:
-        return self._job if self._job is not None else self._ledger.get_job(job_id)
+        if self._job is not None:
+            return self._job
+        return self._ledger.get_job(job_id, tenant=self._tenant)
 
     def snapshot_stored(self, snapshot_id: str) -> bool:
         return self._ledger.stream_exists(Snapshot.id_for(snapshot_id))
@@ -86,14 +90,16 @@ class ReplayService:
         mode: ReplayMode,
         actor: Actor,
         *,
+        tenant: str = DEFAULT_TENANT,
         force_continue: bool = False,
         mocks: Mapping[str, AgentReply] | None = None,
         elapsed: Callable[[], float] | None = None,
     ) -> ReplayResult:
-        """Seed 000 section 6 for one job, recorded: REPLAY_REQUEST, steps, report, result."""
-        scope = self.governance.existing_job_scope(job_id)
+        """Seed 000 section 6 for the tenant's job, recorded: REPLAY_REQUEST, steps, report,
+        result."""
+        scope = self.governance.existing_job_scope(job_id, tenant)
         check_mocks_allowed(mode, bool(mocks))
-        job = self._job_if_intact(job_id)
+        job = self._job_if_intact(job_id, tenant)
         watch = elapsed or stopwatch()
 
         now = recorded_at()
@@ -112,7 +118,7 @@ class ReplayService:
             request = ReplayRequest(
                 job_id, mode, force_continue, force_approved, mocks or {}, watch
             )
-            outcome = self._run_replay(job, request)
+            outcome = self._run_replay(job, request, tenant)
         else:
             outcome = ReplayOutcome.stopped(
                 job_id, mode, "access", ErrorCode.ACCESS_DENIED, refusal
@@ -122,15 +128,17 @@ class ReplayService:
         markdown = render_markdown(report)
         seconds = watch()
         self.ledger.retrying(
-            lambda: self._store_replay(scope, attempt, outcome, actor, report, markdown, seconds),
+            lambda: self._store_replay(
+                scope, tenant, attempt, outcome, actor, report, markdown, seconds
+            ),
             f"replay result for {job_id}",
         )
         return ReplayResult(attempt, outcome, report, markdown)
 
-    def _job_if_intact(self, job_id: str) -> Job | None:
+    def _job_if_intact(self, job_id: str, tenant: str) -> Job | None:
         """The job, refusing an open one up front; None when it fails verification (recorded)."""
         try:
-            job = self.ledger.get_job(job_id)
+            job = self.ledger.get_job(job_id, tenant=tenant)
         except IntegrityFailure:
             return None
         if not job.sealed:
@@ -138,9 +146,9 @@ class ReplayService:
             raise ValueError(msg)
         return job
 
-    def _run_replay(self, job: Job | None, request: ReplayRequest) -> ReplayOutcome:
+    def _run_replay(self, job: Job | None, request: ReplayRequest, tenant: str) -> ReplayOutcome:
         try:
-            return replay_job(LedgerReplaySource(self.ledger, job), request)
+            return replay_job(LedgerReplaySource(self.ledger, job, tenant), request)
         except IntegrityFailure as exc:
             # A stream read mid-replay (SEM history, a governance record) failed verification.
             return ReplayOutcome.stopped(
@@ -150,6 +158,7 @@ class ReplayService:
     def _store_replay(
         self,
         scope: str,
+        tenant: str,
         attempt: int,
         outcome: ReplayOutcome,
         actor: Actor,
@@ -169,7 +178,8 @@ class ReplayService:
             now,
             elapsed_ms=round(elapsed * 1000),
         )
-        steps = ReplayRecord.open(outcome.job_id, attempt, outcome.mode.value)
+        scoped_job = tenant_scoped(tenant, outcome.job_id)
+        steps = ReplayRecord.open(scoped_job, attempt, outcome.mode.value)
         for step in outcome.steps:
             steps.log_step(step.step, step.outcome, step.detail)
         steps.store_report(report, markdown)
@@ -183,6 +193,9 @@ class ReplayService:
             halts.append(halt)
         self.ledger.save(record, steps, *halts)
 
-    def record(self, job_id: str, attempt: int) -> ReplayRecord:
+    def record(self, job_id: str, attempt: int, *, tenant: str = DEFAULT_TENANT) -> ReplayRecord:
+        """One attempt's record of the tenant's job."""
         name = replay_record_name(job_id, attempt)
-        return self.ledger.get_aggregate(ReplayRecord, ReplayRecord.id_for(name), f"replay {name}")
+        return self.ledger.get_aggregate(
+            ReplayRecord, ReplayRecord.id_in(tenant, name), f"replay {name}"
+        )

@@ -3,8 +3,9 @@
 The run lives as a `RunDraft` until completion, which records it as one sealed job in the same
 transaction that marks the draft complete. Every step is idempotent for a client that re-sends
 after a lost response: the same start, the same batch (by event id) and the same completion
-answer as the first time did, and nothing is stored twice. A run belongs to its tenant; to any
-other tenant it does not exist.
+answer as the first time did, and nothing is stored twice. A run belongs to its tenant: run ids
+are scoped by tenant in storage, so another tenant's run of the same id is simply not there, and
+the id is as free to this tenant as one nobody holds.
 """
 
 from __future__ import annotations
@@ -40,25 +41,25 @@ class RunIntake:
         """Open a run; the same start re-sent returns the open run. True when newly opened."""
         run_id = run_id_of(started, tenant)
         fresh = RunDraft(run_id=run_id, tenant=tenant, started=started.model_dump(mode="json"))
-        existing = self._existing(run_id)
+        existing = self._existing(run_id, tenant)
         if existing is None:
-            if self.ledger.job_exists(run_id):
+            if self.ledger.job_exists(run_id, tenant=tenant):
                 raise ConflictError(f"job {run_id} already exists")
             try:
                 self.ledger.save(fresh)
             except (IntegrityError, RecordConflictError):
-                existing = self._existing(run_id)  # opened by a request racing this one
+                existing = self._existing(run_id, tenant)  # opened by a request racing this one
             else:
                 return fresh, True
         if existing is None:
             raise StoreBusyError(f"run {run_id} changed concurrently; try again")
-        if existing.tenant != tenant or existing.start_digest() != fresh.start_digest():
+        if existing.start_digest() != fresh.start_digest():
             raise ConflictError(f"run {run_id} already exists with another start")
         return existing, False
 
     def get(self, run_id: str, tenant: str) -> RunDraft:
-        draft = self._existing(run_id)
-        if draft is None or draft.tenant != tenant:
+        draft = self._existing(run_id, tenant)
+        if draft is None:
             raise NotFoundError(f"no run {run_id}")
         return draft
 
@@ -106,11 +107,12 @@ class RunIntake:
                 if not draft.completed:
                     raise
         draft.complete(final_output)  # refuses another final output; the same one changes nothing
-        return self.ledger.reflective_log(run_id), sent
+        return self.ledger.reflective_log(run_id, tenant=tenant), sent
 
-    def _existing(self, run_id: str) -> RunDraft | None:
+    def _existing(self, run_id: str, tenant: str) -> RunDraft | None:
+        stream = RunDraft.id_in(tenant, run_id)
         try:
-            return self.ledger.get_aggregate(RunDraft, RunDraft.id_for(run_id), f"run {run_id}")
+            return self.ledger.get_aggregate(RunDraft, stream, f"run {run_id}")
         except NotFoundError:
             return None
 

@@ -43,6 +43,7 @@ def job_summary(row: Row) -> dict[str, Any]:
     """One line of the job listing, from the job index."""
     return {
         "job_id": row["job_id"],
+        "tenant": row["tenant"],
         "status": row["status"],
         "capture_mode": row["capture_mode"],
         "replayable": row["replayable"],

@@ -5,7 +5,8 @@ Four views, each a set of JSON rows by key:
 - ``job_index``: every job, by its stream id: job id, number in the store, status, capture mode,
   replayability and missing artifacts;
 - ``non_replayable``: the jobs production replay cannot redo, and what each lacks;
-- ``replay_outcomes``: every replay attempt (``<job_id>#<attempt>``): who, which mode, outcome;
+- ``replay_outcomes``: every replay attempt (``<job_id>#<attempt>``, the job's id scoped by its
+  tenant): who, which mode, outcome;
 - ``halted_snapshots``: snapshots under FORCE_HALT_REPLAY, and why.
 
 `view_changes` says how one event changes the views, given a way to read a row's current value;
@@ -28,6 +29,7 @@ from domain.errors import ErrorCode
 from domain.events import JobCompleted
 from domain.governance import Governance
 from domain.job import Job, JobRegistry
+from domain.naming import tenant_and_key
 
 JOB_INDEX: Final = "job_index"
 NON_REPLAYABLE: Final = "non_replayable"
@@ -79,8 +81,9 @@ def _job_started(event: Job.Started, merge: Merge) -> list[ViewChange]:
 
 
 def _job_registered(event: JobRegistry.Registered, merge: Merge) -> list[ViewChange]:
+    tenant, job_id = tenant_and_key(event.job_id)  # registered by its scoped id
     key = str(Job.id_for(event.job_id))
-    return [merge(JOB_INDEX, key, job_id=event.job_id, job_number=event.job_number)]
+    return [merge(JOB_INDEX, key, job_id=job_id, tenant=tenant, job_number=event.job_number)]
 
 
 def _job_recorded(event: Job.Recorded, merge: Merge) -> list[ViewChange]:
@@ -108,11 +111,11 @@ def _job_sealed(event: Job.Sealed, merge: Merge) -> list[ViewChange]:
 
 
 def _replay_requested(event: Governance.ReplayRequested, merge: Merge) -> list[ViewChange]:
-    # The job is indexed before anyone can ask to replay it: its row says whose job it is.
-    job = merge(JOB_INDEX, str(Job.id_for(event.job_id))).row or {}
+    # A replay event names the job by its scoped id: whose job it is, and which.
+    tenant, job_id = tenant_and_key(event.job_id)
     row = {
-        "job_id": event.job_id,
-        "tenant": job.get("tenant"),
+        "job_id": job_id,
+        "tenant": tenant,
         "attempt": event.attempt,
         "mode": event.mode,
         "force_continue": event.force_continue,

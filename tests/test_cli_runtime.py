@@ -330,7 +330,7 @@ def test_jobs_lists_replayability(cli_env: Settings, capsys: pytest.CaptureFixtu
     listed = json_lines(out)
     assert [j["job_id"] for j in listed] == [first, second, third]
     assert all(
-        set(j) == {"job_id", "status", "capture_mode", "replayable", "missing_artifacts"}
+        set(j) == {"job_id", "tenant", "status", "capture_mode", "replayable", "missing_artifacts"}
         for j in listed
     )
     assert [(j["status"], j["capture_mode"], j["replayable"]) for j in listed] == [
@@ -347,7 +347,7 @@ def test_jobs_lists_replayability(cli_env: Settings, capsys: pytest.CaptureFixtu
     assert [j["job_id"] for j in json_lines(out)] == [second, third]
     code, out, _ = run(capsys, "jobs", "--non-replayable")
     assert code == 0
-    assert out.splitlines()[0] == f"{second}  sealed  NOT replayable"
+    assert out.splitlines()[0] == f"{second}  sealed  NOT replayable  tenant default"
     assert first not in out
 
 

@@ -82,10 +82,11 @@ def require(principal: Principal, *roles: Role) -> None:
 
 
 def own_job(ledger: Ledger, job_id: str, principal: Principal) -> None:
-    """404, exactly as for a job that does not exist, unless the job is the caller's tenant's."""
+    """404 unless the caller's tenant holds the job (ids are scoped by tenant in storage: another
+    tenant's job of the same id is not the caller's, and answers as one that does not exist)."""
     try:
-        tenant = ledger.job_tenant(job_id)
+        found = ledger.job_exists(job_id, tenant=principal.tenant)
     except ValueError as exc:
         raise invalid(str(exc), "path.job_id") from None
-    if tenant != principal.tenant:
+    if not found:
         raise not_found(f"job {job_id}")

@@ -86,11 +86,15 @@ def job_page(job_id: JobIdPath, ctx: Ctx, who: Caller) -> HTMLResponse:
     own_job(ctx.ledger, job_id, who)
     events = [
         {**e, "payload_text": canonical_json(e["payload"]).decode()}
-        for e in ctx.ledger.job_stream(job_id)
+        for e in ctx.ledger.job_stream(job_id, tenant=who.tenant)
     ]
-    replays = [r for r in ctx.ledger.read_models.rows(REPLAY_OUTCOMES) if r["job_id"] == job_id]
+    replays = [
+        r
+        for r in ctx.ledger.read_models.rows(REPLAY_OUTCOMES)
+        if (r["tenant"], r["job_id"]) == (who.tenant, job_id)
+    ]
     replays.sort(key=lambda r: int(r["attempt"]))
-    log = ctx.ledger.reflective_log(job_id)
+    log = ctx.ledger.reflective_log(job_id, tenant=who.tenant)
     return _page("job.html", who=who, job_id=job_id, log=log, events=events, replays=replays)
 
 
@@ -100,10 +104,10 @@ def replay_page(
 ) -> HTMLResponse:
     own_job(ctx.ledger, job_id, who)
     try:
-        record = ctx.ledger.replays.record(job_id, attempt)
+        record = ctx.ledger.replays.record(job_id, attempt, tenant=who.tenant)
     except NotFoundError:
         raise ApiError(404, "NOT_FOUND", f"no replay {job_id}#{attempt}") from None
-    return _page("replay.html", who=who, record=record)
+    return _page("replay.html", who=who, record=record.as_json())
 
 
 @router.post("/login", response_class=HTMLResponse)

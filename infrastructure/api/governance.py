@@ -32,7 +32,7 @@ def _act(action: Callable[[], None], done: dict[str, Any]) -> dict[str, Any]:
 @router.get("/v1/jobs/{job_id}/governance", summary="a job's governance log and its snapshots'")
 def governance_log(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
-    return {"job_id": job_id, "events": ctx.ledger.governance.log(job_id)}
+    return {"job_id": job_id, "events": ctx.ledger.governance.log(job_id, tenant=who.tenant)}
 
 
 @router.post(
@@ -45,7 +45,9 @@ def request_force_continue(
 ) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
     return _act(
-        lambda: ctx.ledger.governance.request_force_continue(job_id, body.reason, who.actor),
+        lambda: ctx.ledger.governance.request_force_continue(
+            job_id, body.reason, who.actor, tenant=who.tenant
+        ),
         {"job_id": job_id, "requested": "force_continue", "by": who.actor.as_json()},
     )
 
@@ -58,7 +60,9 @@ def request_force_continue(
 def vote(job_id: JobIdPath, body: CouncilVote, ctx: Ctx, who: Caller) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
     return _act(
-        lambda: ctx.ledger.governance.vote(job_id, body.motion, body.vote, who.actor),
+        lambda: ctx.ledger.governance.vote(
+            job_id, body.motion, body.vote, who.actor, tenant=who.tenant
+        ),
         {
             "job_id": job_id,
             "motion": body.motion.value,

@@ -64,14 +64,14 @@ def list_jobs(
 @router.get("/{job_id}", summary="a job's reflective log: trace, answer, replayability")
 def get_job(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
-    log = ctx.ledger.reflective_log(job_id)
+    log = ctx.ledger.reflective_log(job_id, tenant=who.tenant)
     return {**log.as_json(), "status": log.status}
 
 
 @router.get("/{job_id}/events", summary="a job's events in stream order")
 def job_events(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
-    return {"job_id": job_id, "events": ctx.ledger.job_stream(job_id)}
+    return {"job_id": job_id, "events": ctx.ledger.job_stream(job_id, tenant=who.tenant)}
 
 
 @router.get("/{job_id}/replays/{attempt}", summary="one replay attempt's steps and report")
@@ -80,7 +80,7 @@ def replay_attempt(
 ) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
     try:
-        record = ctx.ledger.replays.record(job_id, attempt)
+        record = ctx.ledger.replays.record(job_id, attempt, tenant=who.tenant)
     except NotFoundError:
         raise not_found(f"replay {job_id}#{attempt}") from None
     return record.as_json()

@@ -33,7 +33,12 @@ def request_replay(body: ReplayAsk, ctx: Ctx, who: Caller) -> Response:
     }
     try:
         result = ctx.ledger.replays.run(
-            body.job_id, body.mode, who.actor, force_continue=body.force_continue, mocks=mocks
+            body.job_id,
+            body.mode,
+            who.actor,
+            tenant=who.tenant,
+            force_continue=body.force_continue,
+            mocks=mocks,
         )
     except ValueError as exc:
         raise invalid(str(exc)) from None

@@ -19,6 +19,7 @@ from typing import Any
 
 from domain.governance import Actor
 from domain.job import validate_job_id
+from domain.naming import tenant_scoped
 from domain.replay_access import ReplayMode
 from domain.stage0.agents import AgentReply
 from infrastructure.bundle import Bundle, parse_bundle, read_bundle
@@ -31,7 +32,7 @@ from infrastructure.bundle_regression import (
     render_test,
 )
 from infrastructure.bundle_replay import REGRESSION_ACTOR, check_replay_options, replay_bundle
-from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
+from infrastructure.cli.common import EXIT_OK, UsageError, add_tenant_option, emit_json
 from infrastructure.keyring import load_keyring
 from infrastructure.ledger import Ledger
 from infrastructure.replay_service import ReplayResult
@@ -43,6 +44,7 @@ def add_parsers(commands: Any) -> None:
         "export", help="write one job's run bundle: a self-contained, signed file"
     )
     export.add_argument("job_id")
+    add_tenant_option(export)
     export.add_argument("-o", "--output", required=True, type=Path, metavar="FILE")
     export.add_argument(
         "--redact",
@@ -63,6 +65,7 @@ def add_parsers(commands: Any) -> None:
         help="write a pytest file and its bundle that replay a job and assert its recorded outcome",
     )
     regression.add_argument("job_id")
+    add_tenant_option(regression)
     regression.add_argument("-o", "--output", required=True, type=Path, metavar="DIR")
     regression.add_argument("--force", action="store_true", help="overwrite existing files")
     regression.set_defaults(handler=export_test)
@@ -117,7 +120,7 @@ def export_job(args: argparse.Namespace, settings: Settings) -> int:
     if not output.parent.is_dir():
         raise UsageError(f"cannot write {output}: {output.parent} is not a directory")
     with Ledger.open(settings, create=False) as ledger, _bad_input():
-        data = export_bundle(ledger, job_id, redacted=args.redact)
+        data = export_bundle(ledger, job_id, tenant=args.tenant, redacted=args.redact)
         bundle = parse_bundle(data, str(output), ledger.keyring)  # what we write reads back
     _write(output, data)
     summary = _export_summary(bundle, output, data)
@@ -148,6 +151,7 @@ def _export_summary(bundle: Bundle, output: Path, data: bytes) -> dict[str, Any]
     manifest = bundle.manifest
     return {
         "job_id": manifest.job_id,
+        "tenant": manifest.tenant,
         "file": str(output),
         "sha256": hashlib.sha256(data).hexdigest(),
         "counts": manifest.counts,
@@ -171,6 +175,7 @@ def import_job(args: argparse.Namespace, settings: Settings) -> int:
         emit_json(
             {
                 "job_id": summary.job_id,
+                "tenant": summary.tenant,
                 "records_written": summary.written,
                 "streams_written": summary.streams_written,
                 "streams_present": summary.streams_present,
@@ -194,7 +199,9 @@ def import_job(args: argparse.Namespace, settings: Settings) -> int:
 # replay --bundle
 
 
-def open_bundle(path: Path, job_id: str | None, force_continue: bool, settings: Settings) -> Bundle:
+def open_bundle(
+    path: Path, job_id: str | None, tenant: str | None, force_continue: bool, settings: Settings
+) -> Bundle:
     """The bundle ``mace replay --bundle`` reads, verified with the keyring the settings name,
     checked against the options before anything (a report directory) is written."""
     keyring = load_keyring(settings, create=False)
@@ -203,6 +210,8 @@ def open_bundle(path: Path, job_id: str | None, force_continue: bool, settings: 
         check_replay_options(bundle, force_continue)
     if job_id is not None and job_id != bundle.job_id:
         raise UsageError(f"bundle {path} holds job {bundle.job_id}, not {job_id}")
+    if tenant is not None and tenant != bundle.tenant:
+        raise UsageError(f"bundle {path} holds a job of tenant {bundle.tenant}, not {tenant}")
     return bundle
 
 
@@ -222,15 +231,16 @@ def replay_from_bundle(
 
 def export_test(args: argparse.Namespace, settings: Settings) -> int:
     job_id = _job_id(args.job_id)
+    named = tenant_scoped(args.tenant, job_id)  # two tenants' jobs of one id get two tests
     directory: Path = args.output
-    module, bundle_name = regression_file_names(job_id)
+    module, bundle_name = regression_file_names(named)
     test_path, bundle_path = directory / f"{module}.py", directory / bundle_name
     _prepare_directory(directory)
     for path in (test_path, bundle_path):
         _refuse_existing(path, args.force)
     with Ledger.open(settings, create=False) as ledger, _bad_input():
-        data = export_bundle(ledger, job_id)
-        expected = recorded_expectation(ledger, job_id)
+        data = export_bundle(ledger, job_id, tenant=args.tenant)
+        expected = recorded_expectation(ledger, job_id, args.tenant)
         bundle = parse_bundle(data, bundle_name, ledger.keyring)
     if expected is None:
         report = replay_bundle(bundle, ReplayMode.AUDIT, REGRESSION_ACTOR).report
@@ -243,7 +253,7 @@ def export_test(args: argparse.Namespace, settings: Settings) -> int:
         mode = ReplayMode(expected.mode)
         force = expected.force_continue
         report = replay_bundle(bundle, mode, expected.actor, force_continue=force).report
-    source = render_test(job_id, bundle_name, expected)
+    source = render_test(named, bundle_name, expected)
     try:
         directory.mkdir(exist_ok=True)
     except OSError as exc:

@@ -8,7 +8,14 @@ from typing import Any
 
 from domain.canonical import canonical_json
 from domain.governance import Actor, Motion, Vote
-from infrastructure.cli.common import EXIT_OK, UsageError, acting_actor, emit_json
+from domain.job import DEFAULT_TENANT
+from infrastructure.cli.common import (
+    EXIT_OK,
+    UsageError,
+    acting_actor,
+    add_tenant_option,
+    emit_json,
+)
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
 
@@ -24,6 +31,7 @@ def add_parsers(commands: Any) -> None:
     request.add_argument("job_id")
     request.add_argument("--action", choices=[Motion.FORCE_CONTINUE.value], required=True)
     request.add_argument("--reason", required=True, help="why, in one line")
+    add_tenant_option(request)
     request.set_defaults(handler=request_action)
 
     for name, vote, text in (
@@ -33,6 +41,7 @@ def add_parsers(commands: Any) -> None:
         parser = actions.add_parser(name, help=text)
         parser.add_argument("job_id")
         parser.add_argument("--action", choices=motions, required=True)
+        add_tenant_option(parser)
         parser.set_defaults(handler=vote_on, vote=vote)
 
     halt = actions.add_parser(
@@ -48,6 +57,7 @@ def add_parsers(commands: Any) -> None:
 
     log = actions.add_parser("log", help="print governance events, of one job or of all")
     log.add_argument("job_id", nargs="?")
+    add_tenant_option(log, default=None)
     log.add_argument("--json", action="store_true", help="canonical JSON lines")
     log.set_defaults(handler=print_log)
 
@@ -56,7 +66,7 @@ def request_action(args: argparse.Namespace, settings: Settings) -> int:
     return _act(
         settings,
         lambda ledger, actor: ledger.governance.request_force_continue(
-            args.job_id, args.reason, actor
+            args.job_id, args.reason, actor, tenant=args.tenant
         ),
         f"force-continue requested for job {args.job_id}",
     )
@@ -66,7 +76,9 @@ def vote_on(args: argparse.Namespace, settings: Settings) -> int:
     motion = Motion(args.action)
     return _act(
         settings,
-        lambda ledger, actor: ledger.governance.vote(args.job_id, motion, args.vote, actor),
+        lambda ledger, actor: ledger.governance.vote(
+            args.job_id, motion, args.vote, actor, tenant=args.tenant
+        ),
         f"{args.vote.value} {motion.value} for job {args.job_id}",
     )
 
@@ -100,9 +112,11 @@ def _act(settings: Settings, command: Callable[[Ledger, Actor], None], done: str
 
 
 def print_log(args: argparse.Namespace, settings: Settings) -> int:
+    if args.job_id is None and args.tenant is not None:
+        raise UsageError("--tenant names the tenant of JOB_ID: the whole log shows every tenant's")
     with Ledger.open(settings, create=False) as ledger:
         try:
-            entries = ledger.governance.log(args.job_id)
+            entries = ledger.governance.log(args.job_id, tenant=args.tenant or DEFAULT_TENANT)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     for entry in entries:

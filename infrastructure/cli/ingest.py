@@ -8,7 +8,13 @@ from typing import Any
 from domain.canonical import canonical_json
 from domain.events import json_schema
 from domain.run_file import RunFileError, parse_run
-from infrastructure.cli.common import EXIT_OK, UsageError, emit_json, read_bytes
+from infrastructure.cli.common import (
+    EXIT_OK,
+    UsageError,
+    add_tenant_option,
+    emit_json,
+    read_bytes,
+)
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
 from projections.job_summaries import recorded_run
@@ -17,6 +23,7 @@ from projections.job_summaries import recorded_run
 def add_parsers(commands: Any) -> None:
     ingest = commands.add_parser("ingest", help="record a run from a JSON-lines file")
     ingest.add_argument("file", help="Run Event Schema v1 lines, or - for standard input")
+    add_tenant_option(ingest)
     ingest.add_argument("--json", action="store_true", help="print canonical JSON")
     ingest.set_defaults(handler=ingest_run)
     schema = commands.add_parser("schema", help="print the JSON Schema of a run file's lines")
@@ -30,7 +37,7 @@ def ingest_run(args: argparse.Namespace, settings: Settings) -> int:
     except RunFileError as exc:
         raise UsageError(f"{name} {exc}") from None
     with Ledger.open(settings) as ledger:
-        log = ledger.record_run(run.started, run.events, run.completed)
+        log = ledger.record_run(run.started, run.events, run.completed, args.tenant)
     summary = recorded_run(log, len(run.events))
     if args.json:
         emit_json(summary)

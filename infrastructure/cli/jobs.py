@@ -12,6 +12,7 @@ from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
     add_snapshot_option,
+    add_tenant_option,
     emit_json,
     snapshot_overrides,
 )
@@ -36,12 +37,14 @@ def add_parsers(commands: Any) -> None:
     )
     run.add_argument("--user", default="default", help="whose profile facts the job may use")
     add_snapshot_option(run)
+    add_tenant_option(run)
     run.add_argument("--json", action="store_true", help="print canonical JSON")
     run.set_defaults(handler=run_job)
 
     events = commands.add_parser("events", help="print a job's events in order")
     events.add_argument("job_id")
     events.add_argument("--type", dest="event_type", help="only events of this type")
+    add_tenant_option(events)
     events.add_argument("--json", action="store_true", help="canonical JSON lines")
     events.set_defaults(handler=job_events)
 
@@ -49,6 +52,7 @@ def add_parsers(commands: Any) -> None:
     listing.add_argument(
         "--non-replayable", action="store_true", help="only jobs production replay cannot redo"
     )
+    add_tenant_option(listing, default=None)
     listing.add_argument("--json", action="store_true", help="canonical JSON lines")
     listing.set_defaults(handler=list_jobs)
 
@@ -70,6 +74,7 @@ def run_job(args: argparse.Namespace, settings: Settings) -> int:
                 user=args.user,
                 capture_mode=CaptureMode(args.capture),
                 snapshot_ids=overrides,
+                tenant=args.tenant,
             )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
@@ -93,7 +98,7 @@ def job_events(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"unknown event type {args.event_type!r}: expected one of {STREAM_TYPES}")
     with Ledger.open(settings, create=False) as ledger:
         try:
-            stream = ledger.job_stream(args.job_id)
+            stream = ledger.job_stream(args.job_id, tenant=args.tenant)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     for entry in stream:
@@ -110,7 +115,7 @@ def job_events(args: argparse.Namespace, settings: Settings) -> int:
 
 def list_jobs(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
-        summaries = job_listing(ledger.read_models.rows(JOB_INDEX))
+        summaries = job_listing(ledger.read_models.rows(JOB_INDEX), args.tenant)
     if args.non_replayable:
         summaries = [s for s in summaries if s["replayable"] is not True]
     for summary in summaries:
@@ -118,7 +123,8 @@ def list_jobs(args: argparse.Namespace, settings: Settings) -> int:
             emit_json(summary)
             continue
         replayable = {True: "replayable", False: "NOT replayable", None: "open"}
-        print(f"{summary['job_id']}  {summary['status']}  {replayable[summary['replayable']]}")
+        status = f"{summary['status']}  {replayable[summary['replayable']]}"
+        print(f"{summary['job_id']}  {status}  tenant {summary['tenant']}")
         for missing in summary["missing_artifacts"]:
             reason = missing["reason"]
             print(f"    missing {', '.join(missing['missing'])} of {missing['step']}: {reason}")

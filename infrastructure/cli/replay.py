@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.canonical import canonical_json
+from domain.job import DEFAULT_TENANT
 from domain.replay_access import ReplayMode
 from domain.stage0.agents import AGENTS, AgentReply
 from infrastructure.cli.bundles import open_bundle, replay_from_bundle
@@ -17,6 +18,7 @@ from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
     acting_actor,
+    add_tenant_option,
     emit_json,
     read_json_object,
 )
@@ -51,6 +53,7 @@ def add_parsers(commands: Any) -> None:
         help="go on past divergences (needs an admin request and a council approval)",
     )
     replay.add_argument("--report-dir", type=Path, help="write replay_report.json and .md here")
+    add_tenant_option(replay, default=None)
     replay.add_argument(
         "--mock",
         action="append",
@@ -75,7 +78,7 @@ def replay_job(args: argparse.Namespace, settings: Settings) -> int:
     bundle = (
         None
         if args.bundle is None
-        else open_bundle(args.bundle, args.job_id, args.force_continue, settings)
+        else open_bundle(args.bundle, args.job_id, args.tenant, args.force_continue, settings)
     )
     if args.report_dir is not None:
         _prepare(args.report_dir)
@@ -85,7 +88,12 @@ def replay_job(args: argparse.Namespace, settings: Settings) -> int:
         with Ledger.open(settings, create=False) as ledger:
             try:
                 result = ledger.replays.run(
-                    args.job_id, mode, actor, force_continue=args.force_continue, mocks=mocks
+                    args.job_id,
+                    mode,
+                    actor,
+                    tenant=args.tenant or DEFAULT_TENANT,
+                    force_continue=args.force_continue,
+                    mocks=mocks,
                 )
             except ValueError as exc:
                 raise UsageError(str(exc)) from None

@@ -7,7 +7,14 @@ import sys
 from typing import Any
 
 from domain.errors import MaceError
-from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, UsageError, emit_json
+from domain.job import DEFAULT_TENANT
+from infrastructure.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_tenant_option,
+    emit_json,
+)
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
 
@@ -18,6 +25,7 @@ def add_parsers(commands: Any) -> None:
     )
     verify.add_argument("job_id", nargs="?", help="the job to verify (with its snapshots)")
     verify.add_argument("--all", action="store_true", help="verify every stream in the store")
+    add_tenant_option(verify, default=None)
     verify.add_argument(
         "--check-sequence",
         action="store_true",
@@ -32,6 +40,8 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("name one JOB_ID or give --all (see 'mace verify --help')")
     if args.all and args.check_sequence:
         raise UsageError("--check-sequence applies to one job: name a JOB_ID")
+    if args.all and args.tenant is not None:
+        raise UsageError("--tenant names the tenant of one job: --all verifies every tenant's")
     with Ledger.open(settings, create=False) as ledger:
         try:
             counts = _verify_all(ledger) if args.all else _verify_job(ledger, args)
@@ -69,7 +79,9 @@ def _verify_all(ledger: Ledger) -> dict[str, Any]:
 
 def _verify_job(ledger: Ledger, args: argparse.Namespace) -> dict[str, Any]:
     try:
-        result = ledger.verify_job(args.job_id, check_sequence=args.check_sequence)
+        result = ledger.verify_job(
+            args.job_id, check_sequence=args.check_sequence, tenant=args.tenant or DEFAULT_TENANT
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return {
