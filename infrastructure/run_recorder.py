@@ -14,14 +14,16 @@ from __future__ import annotations
 from typing import Any
 
 from domain.events import EMITTED_TYPES, RunCompleted, RunEvent, RunStarted
+from domain.job import DEFAULT_TENANT
 from infrastructure.ledger import Ledger
 from projections.reflective_log import ReflectiveLog
 
 
 class RunRecorder:
-    def __init__(self, ledger: Ledger, started: RunStarted) -> None:
+    def __init__(self, ledger: Ledger, started: RunStarted, tenant: str = DEFAULT_TENANT) -> None:
         self._ledger = ledger
         self._started = started
+        self._tenant = tenant
         self._events: list[RunEvent] = []
         self._log: ReflectiveLog | None = None
 
@@ -42,5 +44,5 @@ class RunRecorder:
             msg = f"run {self._log.job_id} is already complete"
             raise ValueError(msg)
         completed = RunCompleted(final_output=final_output)
-        self._log = self._ledger.record_run(self._started, self._events, completed)
+        self._log = self._ledger.record_run(self._started, self._events, completed, self._tenant)
         return self._log

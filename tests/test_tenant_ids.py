@@ -20,6 +20,7 @@ from api_support import Api, assert_error, checked_client, stage_event
 from ledger_fixtures import run
 from test_cli_runtime import event_count, json_lines
 
+from domain.events import RunStarted
 from domain.governance import Actor, Motion, Vote, governance_scope_of_job
 from domain.job import Job
 from domain.replay_access import ReplayMode
@@ -28,6 +29,7 @@ from infrastructure.bundle_export import export_bundle
 from infrastructure.bundle_import import import_bundle
 from infrastructure.bundle_replay import replay_bundle
 from infrastructure.ledger import Ledger, NotFoundError
+from infrastructure.run_recorder import RunRecorder
 from infrastructure.settings import Settings
 
 SHARED = "shared-id-1"
@@ -168,10 +170,13 @@ def test_one_id_in_three_tenants_is_three_jobs_and_the_store_verifies(ledger: Le
         [],
     ]
     assert not ledger.job_exists(SHARED, tenant="gamma")
+    outside = RunRecorder(ledger, RunStarted(seed=7, input="x", job_id=SHARED), tenant="gamma")
+    assert outside.complete("done").job_id == SHARED
+    assert list(ledger.job_ids("gamma")) == [SHARED]
     with pytest.raises(NotFoundError):
-        ledger.get_job(SHARED, tenant="gamma")
+        ledger.get_job(SHARED, tenant="delta")
     summary = ledger.verify_all()
-    assert (summary.jobs, summary.sealed_jobs) == (3, 3)
+    assert (summary.jobs, summary.sealed_jobs) == (4, 4)
     for tenant in ("default", "acme", "beta"):
         assert ledger.verify_job(SHARED, check_sequence=True, tenant=tenant).sealed
 
