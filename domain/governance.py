@@ -24,7 +24,6 @@ from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
 from domain.errors import ErrorCode, MaceError
-from domain.naming import DEFAULT_TENANT, tenant_scoped
 
 SCOPE_PATTERN = re.compile(
     r"^(global|job:([a-z0-9][a-z0-9._-]{0,63}\|)?[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
@@ -404,9 +403,9 @@ class Governance(MaceAggregate):
             )
 
 
-def governance_scope_of_job(job_id: str, tenant: str = DEFAULT_TENANT) -> str:
-    """The scope of a tenant's job: ``job:`` and the job's id scoped by its tenant."""
-    return f"job:{tenant_scoped(tenant, job_id)}"
+def governance_scope_of_job(scoped_id: str) -> str:
+    """The scope of a job, named by its id scoped by its tenant (`Job.scoped_id`)."""
+    return f"job:{scoped_id}"
 
 
 def governance_scope_of_snapshot(snapshot_id: str) -> str:

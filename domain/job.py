@@ -173,9 +173,14 @@ class Job(MaceAggregate):
 
     @property
     def scoped_id(self) -> str:
-        """The job's id among every tenant's jobs: what its witness, registry entry, governance
-        record and replay records are named by."""
-        return tenant_scoped(self.tenant, self.job_id)
+        """The job's id among every tenant's jobs: what its stream, witness, registry entry,
+        governance record and replay records are named by.
+
+        Its id scoped by its tenant; or the id alone for a job that a tenant other than the
+        default recorded before ids were scoped by tenant (its stream says which: it was named so).
+        """
+        scoped = tenant_scoped(self.tenant, self.job_id)
+        return scoped if self.id_for(scoped) == self.id else self.job_id
 
     def record(self, event_type: str, payload: dict[str, Any]) -> str:
         """Record one fact; returns its deterministic event id."""

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 from domain.canonical import CanonicalJSONError, canonical_json, digest
 from domain.errors import ErrorCode, MaceError
 from domain.job import DEFAULT_TENANT, Job
+from domain.naming import tenant_scoped
 from domain.validation_messages import first_problem
 from infrastructure.bundle_redaction import Redaction
 from infrastructure.keyring import Keyring
@@ -103,7 +104,8 @@ class RedactionSummary(_Shape):
 
 class Manifest(_Shape):
     job_id: str
-    tenant: str = DEFAULT_TENANT  # bundles made before tenants existed hold default-tenant jobs
+    # Bundles made before job ids were scoped by tenant name none: their job says whose it is.
+    tenant: str | None = None
     capture_mode: str
     sealed_event_count: StrictInt
     streams: list[StreamEntry]
@@ -160,8 +162,20 @@ class Bundle:
         return self.manifest.job_id
 
     @property
+    def job_name(self) -> str:
+        """The name of the job's stream (`Job.scoped_id`): where it was, and is imported, stored."""
+        return tenant_scoped(self.manifest.tenant or DEFAULT_TENANT, self.job_id)
+
+    @property
     def tenant(self) -> str:
-        return self.manifest.tenant
+        """Whose job it is: the manifest says, or else (an older bundle) the job's JobStarted."""
+        if self.manifest.tenant is not None:
+            return self.manifest.tenant
+        job = next(stream for stream in self.streams if stream.role == "job")
+        started = job.records[0].state.split(SEPARATOR, 3)[3] if job.records else b"{}"
+        tenant = orjson.loads(started).get("tenant", DEFAULT_TENANT)
+        assert isinstance(tenant, str)
+        return tenant
 
     @property
     def redacted(self) -> bool:
@@ -294,7 +308,7 @@ def _streams(
     listed = {s.originator_id: s for s in manifest.streams}
     if len(listed) != len(manifest.streams):
         raise _integrity(name, "its manifest lists a stream twice")
-    job_stream = Job.id_in(manifest.tenant, manifest.job_id)
+    job_stream = Job.id_in(manifest.tenant or DEFAULT_TENANT, manifest.job_id)
     if [s.originator_id for s in manifest.streams if s.role == "job"] != [job_stream]:
         raise _integrity(name, f"its manifest does not list job {manifest.job_id}'s stream")
     grouped: dict[UUID, list[StoredEvent]] = {s.originator_id: [] for s in manifest.streams}

@@ -126,7 +126,7 @@ def collect_streams(
         sem = _sem_stream(ledger, key, stamps)
         if sem is not None:
             streams.append(sem)
-    scopes = [governance_scope_of_job(job_id, tenant)]
+    scopes = [governance_scope_of_job(named)]
     scopes += [governance_scope_of_snapshot(s) for s in present]
     for scope in scopes:
         if ledger.stream_exists(Governance.id_for(scope)):

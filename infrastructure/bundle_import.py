@@ -7,7 +7,6 @@ from typing import Final
 
 from eventsourcing.persistence import StoredEvent
 
-from domain.naming import tenant_scoped
 from infrastructure.bundle import Bundle, BundleError
 from infrastructure.ledger import Ledger
 from infrastructure.ledger_errors import ConflictError
@@ -64,9 +63,7 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
                 continue
             writes += stream.records[len(stored) :]
             written.append(stream.name)
-        registration = ledger._registration(
-            ledger._registry_version(), tenant_scoped(tenant, job_id)
-        )
+        registration = ledger._registration(ledger._registry_version(), bundle.job_name)
         writes += [ledger.mapper.to_stored_event(e) for e in registration]
         ledger.recorder.insert_events(writes)
         left = [s.name for s in bundle.streams if s.role not in IMPORTED_ROLES]

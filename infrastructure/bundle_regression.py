@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from domain.errors import ErrorCode
-from domain.governance import Actor, Governance, governance_scope_of_job
+from domain.governance import Actor, Governance
 from infrastructure.ledger import Ledger
 from infrastructure.ledger_errors import NotFoundError
 
@@ -77,7 +77,7 @@ class Expectation:
 
 def recorded_expectation(ledger: Ledger, job_id: str, tenant: str) -> Expectation | None:
     """The tenant's job's most recent replay result a bundle replay can reproduce, if any."""
-    stream = Governance.id_for(governance_scope_of_job(job_id, tenant))
+    stream = Governance.id_for(ledger.governance.existing_job_scope(job_id, tenant))
     requests: dict[int, Governance.ReplayRequested] = {}
     results: list[Governance.ReplayResulted] = []
     for event in ledger.verifying_store.get(stream):

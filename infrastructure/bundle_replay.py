@@ -57,7 +57,7 @@ def replay_bundle(
     check_replay_options(bundle, force_continue)
     job_id = bundle.job_id
     with bundle_ledger(bundle) as ledger:
-        record = ledger.governance.record(governance_scope_of_job(job_id, bundle.tenant))
+        record = ledger.governance.record(governance_scope_of_job(bundle.job_name))
         production_approved = record is not None and record.approved(Motion.PRODUCTION_REPLAY)
         force_approved = record is not None and record.force_continue_allowed()
         refusal = replay_refusal(mode, actor, production_approved)

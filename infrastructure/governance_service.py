@@ -72,9 +72,10 @@ class GovernanceService:
 
     def existing_job_scope(self, job_id: str, tenant: str = DEFAULT_TENANT) -> str:
         """The governance scope of the tenant's job; NotFoundError when the tenant has none."""
-        if not self.ledger.job_exists(job_id, tenant=tenant):
+        name = self.ledger.job_name(job_id, tenant)
+        if name is None:
             raise NotFoundError(f"no job {job_id}")
-        return governance_scope_of_job(job_id, tenant)
+        return governance_scope_of_job(name)
 
     def _existing_snapshot_scope(self, snapshot_id: str) -> str:
         check_snapshot_id(snapshot_id)

@@ -33,7 +33,7 @@ from domain.job import (
     validate_tenant,
 )
 from domain.memory import SemEntry, SemRecord, canonical_key
-from domain.naming import tenant_and_key
+from domain.naming import tenant_and_key, tenant_scoped
 from domain.snapshot import Snapshot, SnapshotKind, check_snapshot_id
 from domain.stage0.config import DEFAULT_CONFIGS, BrainStateConfig, SelfRepConfig, parse_config
 from domain.validation_messages import first_problem
@@ -266,11 +266,10 @@ class Ledger(Application[UUID]):
 
     def _job_records(self, job_id: str, tenant: str) -> list[VerifiedRecord]:
         """The tenant's job stream, verified record by record; NotFoundError when it has none."""
-        validate_job_id(job_id)
-        records = self.verifying_store.read_verified(Job.id_in(tenant, job_id))
-        if not records:
+        name = self.job_name(job_id, tenant)
+        if name is None:
             raise NotFoundError(f"no job {job_id}")
-        return records
+        return self.verifying_store.read_verified(Job.id_for(name))
 
     def _decode_job(self, records: Sequence[VerifiedRecord]) -> Job:
         decode = self.verifying_store.signed_mapper.decode
@@ -372,8 +371,26 @@ class Ledger(Application[UUID]):
 
     def job_exists(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> bool:
         """Whether the tenant holds a job of this id (another tenant's does not count)."""
+        return self.job_name(job_id, tenant) is not None
+
+    def job_name(self, job_id: str, tenant: str = DEFAULT_TENANT) -> str | None:
+        """The `Job.scoped_id` of the tenant's job of this id; None when the tenant has none.
+
+        The id scoped by the tenant, or the id alone for a job a tenant other than the default
+        recorded before ids were scoped by tenant. A stream under the id alone is the default
+        tenant's only if its JobStarted says so (read and verified): no tenant reads another's.
+        """
         validate_job_id(job_id)
-        return self.stream_exists(Job.id_in(tenant, job_id))
+        scoped = tenant_scoped(tenant, job_id)
+        if scoped != job_id and self.stream_exists(Job.id_for(scoped)):
+            return scoped
+        first = next(iter(self.recorder.select_events(Job.id_for(job_id), limit=1)), None)
+        if first is None:
+            return None
+        started = self.mapper.to_domain_event(first)
+        if not isinstance(started, Job.Started):
+            raise IntegrityFailure(first.originator_id, 1, "stream is not a Job")
+        return job_id if started.tenant == tenant else None
 
     def stream_exists(self, stream: UUID) -> bool:
         """Whether any event of the stream is stored (nothing is read or verified)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import groupby
+from typing import Any
 from uuid import UUID
 
 import orjson
@@ -56,9 +57,7 @@ def verify_ledger(store: Store, table: str, keyring: Keyring) -> LedgerVerificat
                         )
             if first.stored.topic == JOB_STARTED_TOPIC:
                 jobs += 1
-                started = orjson.loads(first.body)
-                # Version 1 of JobStarted had no tenant: those jobs are the default tenant's.
-                job_id = tenant_scoped(started.get("tenant", DEFAULT_TENANT), started["job_id"])
+                job_id = _job_name(stream_id, orjson.loads(first.body))
                 job_ids.add(job_id)
                 if last.stored.topic == SEAL_TOPIC:
                     sealed_jobs += 1
@@ -74,6 +73,16 @@ def verify_ledger(store: Store, table: str, keyring: Keyring) -> LedgerVerificat
                     raise IntegrityFailure(job_stream, seal_version, reason)
     _check_registry(job_ids, registered)
     return LedgerVerification(events=events, streams=streams, jobs=jobs, sealed_jobs=sealed_jobs)
+
+
+def _job_name(stream: UUID, started: dict[str, Any]) -> str:
+    """The `Job.scoped_id` of the job whose JobStarted body this is, stored in ``stream``.
+
+    JobStarted version 1 had no tenant (the default tenant's job). A job of another tenant
+    recorded before ids were scoped by tenant is stored under its id alone.
+    """
+    scoped = tenant_scoped(started.get("tenant", DEFAULT_TENANT), started["job_id"])
+    return scoped if Job.id_for(scoped) == stream else str(started["job_id"])
 
 
 def _check_registry(job_ids: set[str], registered: dict[str, int]) -> None:

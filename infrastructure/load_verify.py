@@ -18,7 +18,7 @@ from typing import Any
 from domain.canonical import digest
 from domain.errors import MaceError
 from domain.events import JobCompleted
-from domain.governance import Governance, governance_scope_of_job
+from domain.governance import Governance
 from infrastructure.ledger import Ledger
 from infrastructure.ledger_errors import NotFoundError
 from infrastructure.load_workload import PlannedRun
@@ -159,9 +159,11 @@ def _difference(sent: Sequence[str], found: Sequence[str]) -> str:
 
 def _replay_problem(ledger: Ledger, job_id: str, tenant: str, attempt: int) -> str | None:
     """What is wrong with the tenant's job's one recorded replay (None: nothing)."""
-    scope = governance_scope_of_job(job_id, tenant)
     try:
+        scope = ledger.governance.existing_job_scope(job_id, tenant)
         events = list(ledger.verifying_store.get(Governance.id_for(scope)))
+    except NotFoundError:
+        return "its job is not in the store"
     except MaceError as exc:
         return f"{exc.code.value}: {exc.message}"
     requests = [e for e in events if isinstance(e, Governance.ReplayRequested)]

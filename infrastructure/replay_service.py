@@ -23,11 +23,12 @@ from domain.governance import (
     governance_scope_of_snapshot,
 )
 from domain.memory import SemEntry
-from domain.naming import DEFAULT_TENANT, tenant_scoped
+from domain.naming import DEFAULT_TENANT
 from domain.replay_access import ReplayMode, check_mocks_allowed, replay_refusal
 from domain.replay_record import ReplayRecord, replay_record_name
 from domain.snapshot import Snapshot
 from domain.stage0.agents import AgentReply
+from infrastructure.ledger_errors import NotFoundError
 from infrastructure.ops_clock import recorded_at, stopwatch
 from infrastructure.signed_record import IntegrityFailure
 from projections.replay import ReplayOutcome, ReplayRequest, replay_job
@@ -178,8 +179,7 @@ class ReplayService:
             now,
             elapsed_ms=round(elapsed * 1000),
         )
-        scoped_job = tenant_scoped(tenant, outcome.job_id)
-        steps = ReplayRecord.open(scoped_job, attempt, outcome.mode.value)
+        steps = ReplayRecord.open(scope.removeprefix("job:"), attempt, outcome.mode.value)
         for step in outcome.steps:
             steps.log_step(step.step, step.outcome, step.detail)
         steps.store_report(report, markdown)
@@ -195,7 +195,9 @@ class ReplayService:
 
     def record(self, job_id: str, attempt: int, *, tenant: str = DEFAULT_TENANT) -> ReplayRecord:
         """One attempt's record of the tenant's job."""
-        name = replay_record_name(job_id, attempt)
-        return self.ledger.get_aggregate(
-            ReplayRecord, ReplayRecord.id_in(tenant, name), f"replay {name}"
-        )
+        what = f"replay {replay_record_name(job_id, attempt)}"
+        job_name = self.ledger.job_name(job_id, tenant)
+        if job_name is None:
+            raise NotFoundError(f"no {what}")
+        stream = ReplayRecord.id_for(replay_record_name(job_name, attempt))
+        return self.ledger.get_aggregate(ReplayRecord, stream, what)

@@ -112,9 +112,11 @@ class RunIntake:
     def _existing(self, run_id: str, tenant: str) -> RunDraft | None:
         stream = RunDraft.id_in(tenant, run_id)
         try:
-            return self.ledger.get_aggregate(RunDraft, stream, f"run {run_id}")
+            draft = self.ledger.get_aggregate(RunDraft, stream, f"run {run_id}")
         except NotFoundError:
             return None
+        # A default-tenant name may hold another tenant's run opened before ids were scoped.
+        return draft if draft.tenant == tenant else None
 
 
 def _emitted(content: dict[str, Any]) -> RunEvent:

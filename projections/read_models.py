@@ -81,9 +81,10 @@ def _job_started(event: Job.Started, merge: Merge) -> list[ViewChange]:
 
 
 def _job_registered(event: JobRegistry.Registered, merge: Merge) -> list[ViewChange]:
-    tenant, job_id = tenant_and_key(event.job_id)  # registered by its scoped id
+    # Registered by its scoped id, which names its stream; JobStarted says whose it is.
     key = str(Job.id_for(event.job_id))
-    return [merge(JOB_INDEX, key, job_id=job_id, tenant=tenant, job_number=event.job_number)]
+    job_id = tenant_and_key(event.job_id)[1]
+    return [merge(JOB_INDEX, key, job_id=job_id, job_number=event.job_number)]
 
 
 def _job_recorded(event: Job.Recorded, merge: Merge) -> list[ViewChange]:
@@ -111,11 +112,12 @@ def _job_sealed(event: Job.Sealed, merge: Merge) -> list[ViewChange]:
 
 
 def _replay_requested(event: Governance.ReplayRequested, merge: Merge) -> list[ViewChange]:
-    # A replay event names the job by its scoped id: whose job it is, and which.
-    tenant, job_id = tenant_and_key(event.job_id)
+    # A replay event names the job by its scoped id, which names its stream. The job is indexed
+    # before anyone can ask to replay it: its row says whose job it is.
+    job = merge(JOB_INDEX, str(Job.id_for(event.job_id))).row or {}
     row = {
-        "job_id": job_id,
-        "tenant": tenant,
+        "job_id": tenant_and_key(event.job_id)[1],
+        "tenant": job.get("tenant"),
         "attempt": event.attempt,
         "mode": event.mode,
         "force_continue": event.force_continue,

@@ -797,7 +797,7 @@ def test_production_replay_by_a_council_member_is_403_and_recorded(api: Api) -> 
 
 def test_a_tampered_job_fails_closed_over_http(api: Api, raw_table: RawTable) -> None:
     job_id = api.new_job()
-    stream = Job.id_for(job_id)
+    stream = Job.id_in("acme", job_id)
     state = bytearray(raw_table.state(stream, 2))
     state[-3] ^= 0x01
     raw_table.set_column(stream, 2, "state", bytes(state))

@@ -347,7 +347,7 @@ def test_the_property_catches_a_server_error(
         operation = schema["/v1/jobs/{job_id}"]["GET"]
         case = operation.Case(path_parameters={"job_id": job_id})
         assert answer_problems(case, case.call(headers=AUTH), AUTH) == []
-        flip_a_byte(raw_table, Job.id_for(job_id), version=2)
+        flip_a_byte(raw_table, Job.id_in(TENANT, job_id), version=2)
         response = case.call(headers=AUTH)
         problems = answer_problems(case, response, AUTH)
     finally:

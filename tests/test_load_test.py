@@ -66,9 +66,10 @@ def test_a_tiny_load_is_stored_exactly_and_replays_authoritatively(
     ) in lines
     # Independently of the report: the store holds the 4 jobs, all of the load test's tenant.
     with Ledger.open(cli_env) as ledger:
-        jobs = [job for job in ledger.job_ids() if job.startswith("load-")]
+        jobs = [job for job in ledger.job_ids(TENANT) if job.startswith("load-")]
         assert len(jobs) == 4
-        assert {ledger.get_job(job).tenant for job in jobs} == {TENANT}
+        assert {ledger.get_job(job, tenant=TENANT).tenant for job in jobs} == {TENANT}
+        assert not any(ledger.job_exists(job) for job in jobs)
 
 
 def test_a_sqlite_store_is_refused_without_allow_sqlite(
@@ -132,7 +133,8 @@ def test_the_read_back_finds_missing_runs_events_and_replays(ledger: Ledger) -> 
     exact, short, missing, _abandoned = runs
     record(ledger, exact)
     record(ledger, short, drop_last=True)
-    attempt = ledger.replays.run(exact.run_id, ReplayMode.AUDIT, Actor.of("a", ["auditor"]))
+    auditor = Actor.of("a", ["auditor"])
+    attempt = ledger.replays.run(exact.run_id, ReplayMode.AUDIT, auditor, tenant=TENANT)
     assert (attempt.attempt, attempt.outcome.ok, attempt.outcome.authoritative) == (1, True, True)
     acknowledged = {exact.run_id, short.run_id, missing.run_id}
 
@@ -160,7 +162,6 @@ def test_the_read_back_finds_missing_runs_events_and_replays(ledger: Ledger) -> 
         f"replay of {exact.run_id}: recorded attempt 1, the service answered 2"
     ]
     other_tenant = verify_store(ledger, [exact], {exact.run_id}, {}, "someone-else")
-    assert other_tenant.problems == [
-        f"run {exact.run_id}: the job belongs to tenant {TENANT!r}, not 'someone-else'"
-    ]
+    # Another tenant's job of that id is not that tenant's: to it, the run was never recorded.
+    assert other_tenant.problems == [f"run {exact.run_id}: not recorded"]
     assert verify_store(ledger, [exact], {exact.run_id}, {exact.run_id: 1}, TENANT).ok

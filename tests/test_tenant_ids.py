@@ -207,7 +207,7 @@ def test_replays_and_governance_of_one_id_in_two_tenants_stay_apart(ledger: Ledg
     assert {e["job_id"] for e in acme_log + default_log if "job_id" in e} == {SHARED}
     # acme's approval is acme's: the default tenant's job of the same id has none.
     default_record = ledger.governance.record(governance_scope_of_job(SHARED))
-    acme_record = ledger.governance.record(governance_scope_of_job(SHARED, "acme"))
+    acme_record = ledger.governance.record(governance_scope_of_job(f"acme|{SHARED}"))
     assert default_record is not None and acme_record is not None
     assert acme_record.force_continue_allowed() and not default_record.force_continue_allowed()
     assert ledger.replays.record(SHARED, 1, tenant="acme").job_id == f"acme|{SHARED}"
@@ -320,3 +320,38 @@ def test_every_job_command_takes_the_tenant(
     code, _, err = run(capsys, "verify", "--all", "--tenant", "acme")
     assert code == 2 and "--tenant" in err
     assert event_count(cli_env) == before
+
+
+# --- jobs recorded before ids were scoped by tenant ---------------------------------------------
+
+
+def test_a_tenants_job_recorded_before_ids_were_scoped_stays_its_own(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, every job lived under its id alone, whatever its tenant: acme's job stays acme's
+    (readable, replayable, verified), and the default tenant, whose names those are, never
+    reads it."""
+    with monkeypatch.context() as before_scoping:
+        before_scoping.setattr(Job, "name_of", classmethod(lambda cls, fields: fields["job_id"]))
+        before_scoping.setattr(Job, "scoped_id", property(lambda job: job.job_id))
+        api.ledger.run_job("2 + 3", "s1", job_id="legacy", tenant="acme")
+    assert api.ledger.stream_exists(Job.id_for("legacy"))
+    assert not api.ledger.stream_exists(Job.id_in("acme", "legacy"))
+
+    assert api.ledger.job_name("legacy", "acme") == "legacy"
+    assert api.ledger.job_name("legacy") is None
+    assert api.get("/v1/jobs/legacy", "operator").json()["input"] == "2 + 3"
+    for other in ("default_operator", "beta_operator"):
+        assert_error(api.get("/v1/jobs/legacy", other), 404, "NOT_FOUND", "no job legacy")
+    replay = api.replay("legacy", who="admin_auditor")
+    assert (replay.status_code, replay.json()["ok"]) == (200, True)
+    assert api.get("/v1/jobs/legacy/replays/1", "operator").json()["job_id"] == "legacy"
+    assert [(j["job_id"], j["tenant"]) for j in api.get("/v1/jobs").json()["jobs"]] == [
+        ("legacy", "acme")
+    ]
+    assert api.get("/v1/jobs", "default_operator").json()["total"] == 0
+    outcomes = api.ledger.read_models.rows("replay_outcomes")
+    assert [(r["tenant"], r["job_id"]) for r in outcomes] == [("acme", "legacy")]
+    assert api.ledger.verify_all().sealed_jobs == 1
+    with pytest.raises(NotFoundError):
+        api.ledger.get_job("legacy")
