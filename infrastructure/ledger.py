@@ -558,10 +558,14 @@ class Ledger(Application[UUID]):
         """The tenant's jobs in the order this store recorded them."""
         registry = JobRegistry.id_for(JobRegistry.STORE)
         for event in self.verifying_store.get(registry):
-            if isinstance(event, JobRegistry.Registered):
-                owner, job_id = tenant_and_key(event.job_id)
+            if not isinstance(event, JobRegistry.Registered):
+                continue
+            owner, job_id = tenant_and_key(event.job_id)
+            if owner != DEFAULT_TENANT:
                 if owner == tenant:
                     yield job_id
+            elif self.job_name(job_id, tenant) == event.job_id:  # its JobStarted says whose
+                yield job_id
 
     def job_stream(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> list[dict[str, Any]]:
         """A job's events in stream order, as ``mace events`` prints them."""

@@ -340,6 +340,7 @@ def test_a_tenants_job_recorded_before_ids_were_scoped_stays_its_own(
 
     assert api.ledger.job_name("legacy", "acme") == "legacy"
     assert api.ledger.job_name("legacy") is None
+    assert (list(api.ledger.job_ids("acme")), list(api.ledger.job_ids())) == (["legacy"], [])
     assert api.get("/v1/jobs/legacy", "operator").json()["input"] == "2 + 3"
     for other in ("default_operator", "beta_operator"):
         assert_error(api.get("/v1/jobs/legacy", other), 404, "NOT_FOUND", "no job legacy")
