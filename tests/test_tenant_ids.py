@@ -21,8 +21,16 @@ from ledger_fixtures import run
 from test_cli_runtime import event_count, json_lines
 
 from domain.events import RunStarted
-from domain.governance import Actor, Motion, Vote, governance_scope_of_job
-from domain.job import Job
+from domain.governance import (
+    Actor,
+    Governance,
+    GovernanceError,
+    Motion,
+    Vote,
+    governance_scope_of_job,
+)
+from domain.job import Job, validate_job_id, validate_tenant
+from domain.naming import tenant_and_key, tenant_scoped
 from domain.replay_access import ReplayMode
 from infrastructure.bundle import read_bundle
 from infrastructure.bundle_export import export_bundle
@@ -53,6 +61,22 @@ def _acme_view(api: Api, job_id: str) -> list[bytes]:
     """Everything acme reads about its job (reflective log, events, governance)."""
     paths = (f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/events", f"/v1/jobs/{job_id}/governance")
     return [api.get(path, "operator").content for path in paths]
+
+
+def test_scoped_names_never_meet_and_split_back() -> None:
+    """The default tenant's name is the id itself; another tenant's holds a character no id or
+    tenant may hold, so it is never a default-tenant id, and it splits back one way only."""
+    assert tenant_scoped("default", "job-1") == "job-1"
+    assert tenant_scoped("acme", "job-1") == "acme|job-1"
+    for tenant, key in (("default", "a:b.c-d"), ("acme", "a:b"), ("a.b-c", "x|y")):
+        assert tenant_and_key(tenant_scoped(tenant, key)) == (tenant, key)
+    with pytest.raises(ValueError, match="invalid job id"):
+        validate_job_id("acme|job-1")
+    with pytest.raises(ValueError, match="invalid tenant"):
+        validate_tenant("acme|x")
+    assert Governance.open(governance_scope_of_job("acme|job-1")).scope == "job:acme|job-1"
+    with pytest.raises(GovernanceError, match="invalid governance scope"):
+        Governance.open("job:Acme|job-1")
 
 
 # --- HTTP -----------------------------------------------------------------------------------------
@@ -276,7 +300,7 @@ def test_every_job_command_takes_the_tenant(
     code, out, _ = run(capsys, "verify", SHARED, "--tenant", "acme", "--check-sequence", "--json")
     assert (code, json_lines(out)[0]["ok"]) == (0, True)
     code, out, _ = run(capsys, "verify", "--all", "--json")
-    assert (code, json_lines(out)[0]["jobs"]) == (0, 2)
+    assert (code, json_lines(out)[0]["jobs"]) == (0, 2)  # the same id, two tenants: two jobs
     code, out, _ = run(capsys, "replay", SHARED, "--tenant", "acme", "--json")
     assert (code, json_lines(out)[0]["ok"]) == (0, True)
 
@@ -293,10 +317,19 @@ def test_every_job_command_takes_the_tenant(
     code, out, _ = run(capsys, "governance", "log", SHARED, "--json")
     assert json_lines(out) == []  # the default tenant's job has no governance yet
 
+    run_file = tmp_path / "run.jsonl"
+    lines = [
+        {"type": "RunStarted", "seed": 7, "input": "outside", "job_id": SHARED},
+        {"type": "RunCompleted", "final_output": "done"},
+    ]
+    run_file.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    code, _, err = run(capsys, "ingest", str(run_file), "--tenant", "beta")
+    assert code == 0, err
     code, out, _ = run(capsys, "jobs", "--json")
     assert [(j["job_id"], j["tenant"]) for j in json_lines(out)] == [
         (SHARED, "default"),
         (SHARED, "acme"),
+        (SHARED, "beta"),
     ]
     code, out, _ = run(capsys, "jobs", "--tenant", "acme")
     assert out.splitlines() == [f"{SHARED}  sealed  replayable  tenant acme"]
@@ -312,7 +345,7 @@ def test_every_job_command_takes_the_tenant(
 
     # A tenant that holds no such job answers as for any unknown job; a bad name is bad input.
     before = event_count(cli_env)
-    code, _, err = run(capsys, "replay", SHARED, "--tenant", "beta")
+    code, _, err = run(capsys, "replay", SHARED, "--tenant", "gamma")
     assert (code, err) == (2, f"mace: error: no job {SHARED}\n")
     vote = ("approve", SHARED, "--tenant", "Bad!", "--action", "force_continue")
     code, _, err = run(capsys, "governance", *vote)
