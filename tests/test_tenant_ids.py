@@ -205,6 +205,27 @@ def test_one_id_in_three_tenants_is_three_jobs_and_the_store_verifies(ledger: Le
         assert ledger.verify_job(SHARED, check_sequence=True, tenant=tenant).sealed
 
 
+def test_a_job_recorded_piece_by_piece_is_its_tenants(ledger: Ledger) -> None:
+    for tenant in ("acme", "default"):
+        ledger.start_job(SHARED, f"seed-{tenant}", "in parts", {}, tenant=tenant)
+        ledger.record_job_events(SHARED, [("StageTransition", {"to": tenant})], tenant=tenant)
+        ledger.seal_job(SHARED, tenant=tenant)
+    for tenant in ("acme", "default"):
+        job = ledger.get_job(SHARED, tenant=tenant)
+        assert (job.job_seed, job.facts[0].payload, job.sealed) == (
+            f"seed-{tenant}",
+            {"to": tenant},
+            True,
+        )
+        assert ledger.verify_job(SHARED, tenant=tenant).events == 3
+    assert [e["event_type"] for e in ledger.job_stream(SHARED, tenant="acme")] == [
+        "JobStarted",
+        "StageTransition",
+        "JobSealed",
+    ]
+    assert ledger.verify_all().sealed_jobs == 2
+
+
 def test_replays_and_governance_of_one_id_in_two_tenants_stay_apart(ledger: Ledger) -> None:
     _same_id_in_three_tenants(ledger)
     ledger.governance.request_force_continue(SHARED, "diverged", ADMIN, tenant="acme")
