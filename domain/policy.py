@@ -4,9 +4,11 @@ A bundle is ``version: 1``, optional ``metadata`` (a mapping kept as written), a
 with an ``id``, a ``when`` of predicates that must all hold, and an ``action`` (``deny`` drops the
 memory, ``redact`` replaces its content). The first rule that matches a memory decides it.
 
-Loading refuses, naming the rule and the reason: another version, a rule without an id or with
-an id used before, an empty ``when``, an unknown predicate or action, a value of the wrong type,
-and YAML that repeats a key or holds what JSON cannot (dates, NaN). ``bundle_hash`` is the
+Loading refuses, naming the rule and the reason: more than ``MAX_BUNDLE_BYTES`` of YAML, an
+anchor or alias (YAML's references, with which a few hundred bytes stand for gigabytes), another
+version, a rule without an id or with an id used before, an empty ``when``, an unknown predicate
+or action, a value of the wrong type, and YAML that repeats a key or holds what JSON cannot
+(dates, NaN). ``bundle_hash`` is the
 SHA-256 of the canonical JSON of the parsed bundle, so comments, key order and formatting do not
 change it; the verbatim YAML is what a receipt freezes.
 """
@@ -23,6 +25,8 @@ import yaml
 from domain.canonical import CanonicalJSONError, canonical_copy, digest
 
 BUNDLE_VERSION: Final = 1
+MAX_BUNDLE_BYTES: Final = 64 * 1024
+"""The most UTF-8 bytes of YAML a bundle may hold: rules are read by people, not generated."""
 
 
 class PolicyError(ValueError):
@@ -106,7 +110,20 @@ class PolicyBundle:
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML that refuses a mapping repeating a key (PyYAML would keep the last silently)."""
+    """Safe YAML that refuses anchors and aliases, and a mapping repeating a key.
+
+    An alias stands for its whole anchored node, so a few hundred bytes of nested aliases stand
+    for billions of values once anything walks them (the canonical JSON of the bundle does):
+    they are refused as the parser meets them, before anything is built. A repeated key PyYAML
+    would resolve by keeping the last value, silently.
+    """
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            msg = f"line {event.start_mark.line + 1}: {NO_ALIASES}"
+            raise PolicyError(msg)
+        return super().compose_node(parent, index)  # type: ignore[no-any-return]
 
 
 def _mapping_without_repeats(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -128,8 +145,15 @@ _StrictLoader.add_constructor(
 )
 
 
+NO_ALIASES: Final = "YAML anchors and aliases are not allowed in a policy bundle"
+
+
 def parse_bundle(bundle_yaml: str) -> PolicyBundle:
     """Load a bundle from its YAML text; PolicyError names the rule and reason if it is refused."""
+    size = len(bundle_yaml.encode("utf-8", errors="surrogatepass"))
+    if size > MAX_BUNDLE_BYTES:
+        msg = f"a policy bundle is at most {MAX_BUNDLE_BYTES} bytes of YAML, this one is {size}"
+        raise PolicyError(msg)
     try:
         document = yaml.load(bundle_yaml, Loader=_StrictLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import orjson
 from pydantic import ValidationError
 
 from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
+from domain.json_input import JSONInputError, parse_json_input
 from domain.validation_messages import first_problem
 
 LINE_TYPES = (
@@ -37,9 +37,9 @@ class ParsedRun:
 
 def parse_line(number: int, line: bytes) -> RunEvent:
     try:
-        data = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise RunFileError(number, f"not JSON: {exc}") from None
+        data = parse_json_input(line)
+    except JSONInputError as exc:
+        raise RunFileError(number, str(exc)) from None
     if not isinstance(data, dict):
         raise RunFileError(number, f"expected a JSON object, got {type(data).__name__}")
     if data.get("type") not in LINE_TYPES:

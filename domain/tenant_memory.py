@@ -23,12 +23,19 @@ from domain.canonical import canonical_copy
 from domain.determinism import derive_id
 from domain.memory import validate_key, validate_value
 from domain.policy import MemoryKind
+from domain.stage0.config import DEFAULT_PRIVACY, PrivacyPolicy
 
 LABEL_PATTERN: Final = re.compile(r"^[a-z0-9][a-z0-9._:-]{0,63}$")
 MAX_LABELS: Final = 16
 MAX_EPISODE_CHARS: Final = 4096
 MAX_REASON_CHARS: Final = 500
 ID_PREFIX: Final = {MemoryKind.FACT: "mem-", MemoryKind.EPISODE: "epi-"}
+TENANT_PRIVACY: Final[PrivacyPolicy] = DEFAULT_PRIVACY
+"""The privacy rule over tenant facts: the Stage-0 default privacy snapshot's denied attributes.
+
+A tenant's memories are written outside any job, so no job's privacy snapshot covers them; they
+are held to the default one, the same list ``mace sem put`` applies unless told otherwise.
+"""
 
 
 class MemoryLogError(ValueError):
@@ -61,6 +68,13 @@ class Memory:
             "provenance": self.provenance,
             "position": self.position,
         }
+
+
+def check_fact_key(key: str) -> str:
+    """A SEM key (S1-S3) whose attribute the privacy rule lets memory keep, or a ValueError."""
+    validate_key(key)
+    TENANT_PRIVACY.check_storable(key)
+    return key
 
 
 def check_labels(labels: list[str]) -> list[str]:
@@ -125,8 +139,8 @@ class MemoryLog(MaceAggregate):
     def remember_fact(
         self, key: str, value: Any, labels: list[str], provenance: dict[str, Any]
     ) -> Memory:
-        """Store a fact under a SEM key (S1-S3, S6); a live fact under that key is superseded."""
-        validate_key(key)
+        """Store a fact under a SEM key (S1-S3, S6, privacy); a live fact under it is superseded."""
+        check_fact_key(key)
         current = next((m for m in self._live.values() if m.key == key), None)
         self._remembered(
             memory_id=self._next_id(MemoryKind.FACT),

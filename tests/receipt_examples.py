@@ -13,3 +13,16 @@ rules:
     when: {memory_label: pii, caller_role_not: admin}
     action: redact
 """
+
+# A 280-byte "billion laughs": each level is nine references to the one before, so six levels
+# stand for 9**6 strings. It must be refused before anything expands it.
+ALIAS_BOMB = (
+    "version: 1\n"
+    "metadata:\n"
+    '  a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    + "".join(
+        f"  {name}: &{name} [{','.join([f'*{previous}'] * 9)}]\n"
+        for previous, name in zip("abcde", "bcdef", strict=True)
+    )
+    + "rules: []\n"
+)

@@ -25,13 +25,13 @@ from api_support import (
     not_found_body,
 )
 from ledger_fixtures import TEST_SECRETS, settings_for
-from receipt_examples import BUNDLE
+from receipt_examples import ALIAS_BOMB, BUNDLE
 from receipt_tampering import edit_receipt, refuse_new_receipts
 
 from domain.canonical import canonical_json
 from domain.context_assembly import REDACTED
 from domain.governance import Actor
-from domain.policy import parse_bundle
+from domain.policy import MAX_BUNDLE_BYTES, parse_bundle
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
 
@@ -301,6 +301,11 @@ BAD_MEMORIES: dict[str, tuple[dict[str, Any], str, str | None]] = {
     ),
     "value-too-large": (fact("user/customer/a/plan", "x" * 5000), "body.fact.value", None),
     "value-beyond-64-bits": (fact("user/customer/a/plan", 2**70), "body.fact.value", None),
+    "attribute-the-privacy-policy-denies": (
+        fact("user/person/bob/password", "hunter2"),
+        "body.fact.key",
+        "body.fact.key: the privacy policy denies storing attribute 'password'",
+    ),
     "label-uppercase": (
         episode("text", ["PII"]),
         "body.episode.labels",
@@ -431,8 +436,13 @@ def test_policy_set_read_and_clear_with_the_global_fallback(api: Api, ledger: Le
             "- {id: a, when: {memory_label: y}, action: deny}\n",
             "rule 'a': the id is used by an earlier rule",
         ),
+        (ALIAS_BOMB, "line 3: YAML anchors and aliases are not allowed in a policy bundle"),
+        (
+            "version: 1\nrules: []\n#" + "x" * MAX_BUNDLE_BYTES + "\n",
+            f"a policy bundle is at most {MAX_BUNDLE_BYTES} bytes of YAML",
+        ),
     ],
-    ids=["unknown-predicate", "other-version", "not-yaml", "repeated-id"],
+    ids=["unknown-predicate", "other-version", "not-yaml", "repeated-id", "alias-bomb", "too-big"],
 )
 def test_a_refused_bundle_is_422_with_the_policy_error_and_writes_nothing(
     api: Api, bundle_yaml: str, message: str

@@ -21,11 +21,11 @@ from typing import Any
 import orjson
 import pytest
 from ledger_fixtures import RawTable, run, signing_keys
-from receipt_examples import BUNDLE
+from receipt_examples import ALIAS_BOMB, BUNDLE
 from receipt_tampering import edit_receipt, refuse_new_receipts
 
 from domain.canonical import canonical_json
-from domain.policy import parse_bundle
+from domain.policy import MAX_BUNDLE_BYTES, parse_bundle
 from domain.receipt import BODY_KEYS, Receipt
 from infrastructure.settings import Settings
 
@@ -798,6 +798,22 @@ ZERO = "rct-" + "0" * 32
         ),
         (["memories", "add", "--episode", "x", "--origin", "{nope"], "--origin is not JSON: "),
         (
+            ["memories", "add", "--episode", "x", "--origin", '{"job": [1, NaN]}'],
+            "--origin: non-finite float at $.job[1]",
+        ),
+        (
+            ["memories", "add", "--fact", "user/customer/a/b", "123456789012345678901234567890"],
+            "value: integer outside signed 64-bit range at $",
+        ),
+        (
+            ["memories", "add", "--fact", "user/customer/a/b", '{"n": 1e400}'],
+            "value: non-finite float at $.n",
+        ),
+        (
+            ["memories", "add", "--fact", "user/person/bob/password", '"hunter2"', *ACME],
+            "the privacy policy denies storing attribute 'password'",
+        ),
+        (
             ["memories", "list", "--tenant", "ACME"],
             f"argument --tenant: invalid tenant 'ACME': {TENANT_RULE}"
             " (see 'mace memories list --help')",
@@ -829,6 +845,15 @@ ZERO = "rct-" + "0" * 32
             "argument --global: not allowed with argument --tenant (see 'mace policy set --help')",
         ),
         (["policy", "set", "{missing}", "--global"], "cannot read {missing}: No such file"),
+        (
+            ["policy", "set", "{bomb}", *ACME],
+            "line 3: YAML anchors and aliases are not allowed in a policy bundle",
+        ),
+        (
+            ["policy", "set", "{too_big}", "--global"],
+            f"a policy bundle is at most {MAX_BUNDLE_BYTES} bytes of YAML, this one is"
+            f" {MAX_BUNDLE_BYTES + 23}",
+        ),
         (["policy", "set", "{binary}", "--global"], "{binary} is not UTF-8 text"),
         (["policy", "clear", "--global"], "no policy bundle is set for global"),
         (["policy", "clear", "--tenant", "other"], "no policy bundle is set for tenant/other"),
@@ -891,6 +916,10 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
             tmp_path, "version: 1\nrules:\n- {id: a, when: {colour: red}, action: deny}\n", "r.yaml"
         ),
         "{missing}": str(tmp_path / "absent.yaml"),
+        "{bomb}": write_bundle(tmp_path, ALIAS_BOMB, "bomb.yaml"),
+        "{too_big}": write_bundle(
+            tmp_path, "version: 1\nrules: []\n#" + "x" * MAX_BUNDLE_BYTES + "\n", "big.yaml"
+        ),
         "{binary}": str(binary),
     }
     for name, value in names.items():

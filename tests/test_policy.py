@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from receipt_examples import ALIAS_BOMB
 
 from domain.canonical import digest
-from domain.policy import Action, PolicyError, Subject, parse_bundle
+from domain.policy import MAX_BUNDLE_BYTES, Action, PolicyError, Subject, parse_bundle
 
+NO_ALIASES = "YAML anchors and aliases are not allowed in a policy bundle"
 BUNDLE = """\
 version: 1
 metadata:
@@ -201,9 +203,26 @@ def test_a_bad_bundle_is_refused_naming_the_rule_and_reason(text: str, message: 
         ("{[1]: 2}", "line 1: a mapping key must be a plain value"),
         ("{{a: 1}: 2}", "line 1: a mapping key must be a plain value"),
         ("[" * 3000, "nested too deeply to be a policy bundle"),
+        (ALIAS_BOMB, f"line 3: {NO_ALIASES}"),
+        ("version: 1\nrules: []\nmetadata: {owner: &o team}\n", f"line 3: {NO_ALIASES}"),
+        ("version: &v 1\nrules: []\nmetadata: {v: *v}\n", f"line 1: {NO_ALIASES}"),
+        ("version: 1\nrules: &r []\n", f"line 2: {NO_ALIASES}"),
+        ("version: 1\nrules: []\nmetadata: {<<: *m}\n", f"line 3: {NO_ALIASES}"),
+        (
+            "version: 1\nrules: []\n#" + "x" * MAX_BUNDLE_BYTES + "\n",
+            f"a policy bundle is at most {MAX_BUNDLE_BYTES} bytes of YAML, this one is"
+            f" {MAX_BUNDLE_BYTES + 23}",
+        ),
     ],
 )
 def test_yaml_no_bundle_could_hold_is_refused_in_one_line(text: str, message: str) -> None:
     with pytest.raises(PolicyError) as caught:
         parse_bundle(text)
     assert str(caught.value) == message
+
+
+def test_a_bundle_of_the_largest_size_allowed_loads() -> None:
+    text = "version: 1\nrules: []\n#"
+    text += "x" * (MAX_BUNDLE_BYTES - len(text) - 1) + "\n"
+    assert len(text.encode()) == MAX_BUNDLE_BYTES
+    assert parse_bundle(text).rules == ()

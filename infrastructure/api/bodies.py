@@ -21,10 +21,16 @@ from domain.context_assembly import MAX_ENTRIES_LIMIT, MAX_QUERY_CHARS
 from domain.events import EmittedEvent, JobId
 from domain.governance import Motion, Vote
 from domain.job import CaptureMode
-from domain.memory import validate_key, validate_value
+from domain.memory import validate_value
 from domain.replay_access import ReplayMode
 from domain.snapshot import SnapshotKind
-from domain.tenant_memory import MAX_EPISODE_CHARS, check_episode, check_labels, check_reason
+from domain.tenant_memory import (
+    MAX_EPISODE_CHARS,
+    check_episode,
+    check_fact_key,
+    check_labels,
+    check_reason,
+)
 
 OneLine = Annotated[str, Field(min_length=1, max_length=500, pattern=r"^[^\r\n]*$")]
 ClientEventId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
@@ -114,7 +120,7 @@ Origin = Annotated[JsonValue, Field(default=None, description="where the memory 
 
 class FactMemory(Body):
     kind: Literal["fact"]
-    key: Annotated[str, checked_by(validate_key)] = Field(
+    key: Annotated[str, checked_by(check_fact_key)] = Field(
         description="a SEM key: <scope>/<entity_type>/<entity_id>/<attribute>"
     )
     value: Annotated[JsonValue, checked_by(validate_value)]

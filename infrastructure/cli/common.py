@@ -9,11 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-import orjson
-
 from domain.canonical import canonical_json
 from domain.governance import Actor, GovernanceError, Role
 from domain.job import DEFAULT_TENANT, validate_tenant
+from domain.json_input import JSONInputError, NotJSONError, parse_json_input
 from domain.snapshot import SnapshotKind, parse_kind
 from infrastructure.settings import Settings
 
@@ -72,10 +71,23 @@ def read_bytes(source: str) -> tuple[str, bytes]:
 
 
 def parse_json(name: str, raw: bytes | str) -> Any:
+    """JSON a user handed in, under the one input parser's rules (int64, finite, with the path)."""
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise UsageError(f"{name} is not JSON: {exc}") from None
+        return parse_json_input(raw)
+    except NotJSONError as exc:
+        raise UsageError(f"{name} is {exc}") from None
+    except JSONInputError as exc:
+        raise UsageError(f"{name}: {exc}") from None
+
+
+def parse_json_argument(name: str, text: str) -> Any:
+    """A JSON value given on the command line; a bare word gets the hint to quote it."""
+    try:
+        return parse_json_input(text)
+    except NotJSONError:
+        raise UsageError(f"{name} {text!r} is not JSON: quote strings, e.g. '\"{text}\"'") from None
+    except JSONInputError as exc:
+        raise UsageError(f"{name}: {exc}") from None
 
 
 def read_json_object(source: str) -> dict[str, Any]:

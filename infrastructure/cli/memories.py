@@ -10,8 +10,8 @@ import argparse
 from typing import Any
 
 from domain.canonical import canonical_json
-from domain.memory import validate_key, validate_value
-from domain.tenant_memory import Memory, check_episode, check_labels
+from domain.memory import validate_value
+from domain.tenant_memory import Memory, check_episode, check_fact_key, check_labels
 from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
@@ -20,6 +20,7 @@ from infrastructure.cli.common import (
     bad_input,
     emit_json,
     parse_json,
+    parse_json_argument,
 )
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
@@ -57,10 +58,9 @@ def add_memory(args: argparse.Namespace, settings: Settings) -> int:
     origin = None if args.origin is None else parse_json("--origin", args.origin)
     with bad_input():  # refused before the store is opened (or created)
         check_labels(args.label)
-        canonical_json(origin)
         if args.fact is not None:
-            key, value = args.fact[0], _fact_value(args.fact[1])
-            validate_key(key)
+            key, value = args.fact[0], parse_json_argument("value", args.fact[1])
+            check_fact_key(key)
             validate_value(value)
         else:
             check_episode(args.episode)
@@ -78,13 +78,6 @@ def add_memory(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print(f"{memory.memory_id} {memory.kind.value} at position {memory.position}")
     return EXIT_OK
-
-
-def _fact_value(text: str) -> Any:
-    try:
-        return parse_json("value", text)
-    except UsageError:
-        raise UsageError(f"value {text!r} is not JSON: quote strings, e.g. '\"{text}\"'") from None
 
 
 def list_memories(args: argparse.Namespace, settings: Settings) -> int:

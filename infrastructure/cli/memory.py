@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import orjson
-
 from domain.canonical import CanonicalJSONError, canonical_json
 from domain.memory import SemRecord
 from infrastructure.cli.common import (
@@ -14,6 +12,7 @@ from infrastructure.cli.common import (
     UsageError,
     add_snapshot_option,
     emit_json,
+    parse_json_argument,
     snapshot_overrides,
 )
 from infrastructure.ledger import Ledger
@@ -37,11 +36,7 @@ def add_parsers(commands: Any) -> None:
 
 
 def sem_put(args: argparse.Namespace, settings: Settings) -> int:
-    try:
-        value = orjson.loads(args.value)
-    except orjson.JSONDecodeError:
-        msg = f"value {args.value!r} is not JSON: quote strings, e.g. '\"{args.value}\"'"
-        raise UsageError(msg) from None
+    value = parse_json_argument("value", args.value)
     overrides = snapshot_overrides(args.snapshot)
     with Ledger.open(settings) as ledger:
         try:

@@ -1,0 +1,47 @@
+"""The one parser for JSON that users hand in: command-line values, snapshot and mock files, run lines.
+
+A value is accepted exactly when it can be stored as given. orjson cannot be that parser: it
+reads an integer beyond 64 bits as a float (``123456789012345678901234567890`` becomes
+``1.2345678901234568e+29``), a lossy value the canonical serializer would then store without
+complaint. Python's ``json`` reads every integer exactly (and NaN, Infinity, overflowing floats
+as non-finite floats); the canonical serializer's own rules then refuse, naming the JSONPath of
+the value, what it could not write faithfully: integers outside signed 64 bits, non-finite
+numbers, lone surrogates. The HTTP service holds bodies to the same rules (its bodies are
+checked by the canonical serializer too).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from domain.canonical import CanonicalJSONError, canonical_json
+
+
+class JSONInputError(ValueError):
+    """JSON holding a value that cannot be stored as given; the message names it and its path."""
+
+
+class NotJSONError(JSONInputError):
+    """Input that is not JSON at all (or not UTF-8); the message starts with "not"."""
+
+
+def parse_json_input(raw: bytes | str) -> Any:
+    """The JSON value ``raw`` holds (UTF-8 when bytes), or JSONInputError saying what is wrong."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        value = json.loads(text)
+    except UnicodeDecodeError as exc:
+        msg = f"not UTF-8 text: byte {exc.start} cannot be decoded"
+        raise NotJSONError(msg) from None
+    except RecursionError:
+        raise NotJSONError("not JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
+        raise NotJSONError(f"not JSON: {exc}") from None
+    try:
+        canonical_json(value)
+    except CanonicalJSONError as exc:
+        raise JSONInputError(str(exc)) from None
+    except RecursionError:
+        raise JSONInputError("nested too deeply to be stored") from None
+    return value
