@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from domain.canonical import canonical_json, digest
-from domain.job import CaptureMode, validate_job_id
+from domain.job import MAX_INPUT_CHARS, CaptureMode, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, SnapshotKind
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
@@ -104,7 +104,7 @@ class RunStarted(RunEvent):
     EVENT_TYPE = "RunStarted"
     job_id: JobId | None = None
     seed: StrictInt | StrictStr
-    input: str
+    input: str = Field(max_length=MAX_INPUT_CHARS)
     snapshot_ids: dict[SnapshotKind, str] = Field(default_factory=dict)
     capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY
 

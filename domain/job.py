@@ -28,6 +28,8 @@ from domain.snapshot import SnapshotKind
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 EVENT_TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 TENANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+MAX_INPUT_CHARS = 100_000
+"""The most characters a job's input may have, however it arrives (CLI, run file, HTTP)."""
 
 
 class CaptureMode(StrEnum):
@@ -146,6 +148,9 @@ class Job(MaceAggregate):
         unknown = sorted(set(snapshot_ids) - {k.value for k in SnapshotKind})
         if unknown:
             msg = f"unknown snapshot kind(s) {unknown}: expected {[k.value for k in SnapshotKind]}"
+            raise ValueError(msg)
+        if len(job_input) > MAX_INPUT_CHARS:
+            msg = f"job input: {len(job_input)} characters, at most {MAX_INPUT_CHARS}"
             raise ValueError(msg)
         canonical_json(job_input)  # refuses what could not be stored canonically
 

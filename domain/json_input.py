@@ -1,4 +1,4 @@
-"""The one parser for JSON that users hand in: command-line values, snapshot and mock files, run lines.
+"""The one parser for JSON users hand in: command-line values, snapshot and mock files, run lines.
 
 A value is accepted exactly when it can be stored as given. orjson cannot be that parser: it
 reads an integer beyond 64 bits as a float (``123456789012345678901234567890`` becomes

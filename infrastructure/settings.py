@@ -54,6 +54,8 @@ class PostgresStore:
             "POSTGRES_DBNAME": self.dbname,
             "POSTGRES_SCHEMA": self.schema,
             "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
+            # Fails closed on a row whose state was set to NULL (eventsourcing's would crash).
+            "APPLICATION_RECORDER_TOPIC": "infrastructure.checked_recorder:CheckedPostgresRecorder",
         }
 
     def describe(self) -> str:

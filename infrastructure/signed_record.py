@@ -24,6 +24,8 @@ from infrastructure.keyring import Keyring
 MAGIC = b"mace1"
 SEPARATOR = b"."
 MAC_HEX_LENGTH = 64
+NO_TOPIC = "the stored row has no topic"
+NO_STATE = "the stored row has no state"
 
 
 class IntegrityFailure(MaceError):
@@ -66,6 +68,11 @@ def sign_record(
 def verify_record(keyring: Keyring, stored: StoredEvent) -> VerifiedRecord:
     """Check one stored event's envelope and MAC; raise IntegrityFailure if either is wrong."""
     stream, version = stored.originator_id, stored.originator_version
+    # Rows come from a table anyone with database access can edit: a NULL column fails closed.
+    if not isinstance(stored.topic, str):
+        raise IntegrityFailure(stream, version, NO_TOPIC)
+    if not isinstance(stored.state, bytes):
+        raise IntegrityFailure(stream, version, NO_STATE)
     parts = stored.state.split(SEPARATOR, 3)
     if len(parts) != 4 or parts[0] != MAGIC or len(parts[2]) != MAC_HEX_LENGTH:
         raise IntegrityFailure(stream, version, "not a signed MACE record")

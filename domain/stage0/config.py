@@ -15,10 +15,18 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from domain.memory import SNAKE_CASE, SemValueError, SemVocabulary
-from domain.snapshot import SnapshotKind
+from domain.snapshot import Snapshot, SnapshotKind
+from domain.validation_messages import first_problem
 
 AGENT_NAME = r"^[a-z][a-z0-9_]{0,63}$"
 GENERIC_AGENT = "generic_agent"
@@ -135,6 +143,26 @@ CONFIG_MODELS: dict[SnapshotKind, type[_Config]] = {
 def parse_config(kind: SnapshotKind, payload: dict[str, Any]) -> Any:
     """The snapshot's payload as the model of its kind; ValueError says what is wrong."""
     return CONFIG_MODELS[kind].model_validate(payload)
+
+
+class UnusableSnapshot(ValueError):
+    """A snapshot payload its kind's parser refuses; the message names the kind and the field."""
+
+
+def declare_usable(
+    kind: str, payload: dict[str, Any], schema_version: int = 1, seed_namespace: str | None = None
+) -> Snapshot:
+    """Declare a snapshot only if a job could run under it, so it is refused when stored.
+
+    The payload checked is the one that will be stored (its canonical copy), with the parser a job
+    will use; UnusableSnapshot names the field, e.g. ``router snapshot: field rules[1].pattern``.
+    """
+    snapshot = Snapshot.declare(kind, payload, schema_version, seed_namespace)
+    try:
+        parse_config(SnapshotKind(snapshot.kind), snapshot.payload)
+    except ValidationError as exc:
+        raise UnusableSnapshot(f"{snapshot.kind} snapshot: {first_problem(exc)}") from None
+    return snapshot
 
 
 DEFAULT_ROUTER = RouterConfig(

@@ -20,7 +20,7 @@ from domain.canonical import canonical_json
 from domain.context_assembly import MAX_ENTRIES_LIMIT, MAX_QUERY_CHARS
 from domain.events import EmittedEvent, JobId
 from domain.governance import Motion, Vote
-from domain.job import CaptureMode
+from domain.job import MAX_INPUT_CHARS, CaptureMode
 from domain.memory import validate_value
 from domain.replay_access import ReplayMode
 from domain.snapshot import SnapshotKind
@@ -71,7 +71,7 @@ class RunCompletion(Body):
 
 
 class Stage0Job(Body):
-    input: str = Field(max_length=100_000)
+    input: str = Field(max_length=MAX_INPUT_CHARS)
     seed: StrictInt | StrictStr
     job_id: JobId | None = None
     user: str = Field(default="default", min_length=1, max_length=200)

@@ -12,7 +12,7 @@ from fastapi.responses import Response
 
 from domain.canonical import CanonicalJSONError
 from domain.governance import Role
-from domain.snapshot import Snapshot
+from domain.stage0.config import UnusableSnapshot, declare_usable
 from infrastructure.api.bodies import SnapshotDeclaration
 from infrastructure.api.context import Caller, Ctx, SnapshotIdPath, require
 from infrastructure.api.errors import invalid, not_found
@@ -26,9 +26,11 @@ router = APIRouter(prefix="/v1/snapshots", tags=["snapshots"])
 def put_snapshot(body: SnapshotDeclaration, ctx: Ctx, who: Caller) -> Response:
     require(who, Role.OPERATOR, Role.ADMIN)
     try:
-        declared = Snapshot.declare(
+        declared = declare_usable(
             body.kind.value, body.payload, body.schema_version, body.seed_namespace
         )
+    except UnusableSnapshot as exc:
+        raise invalid(str(exc), "body.payload") from None
     except (ValueError, CanonicalJSONError) as exc:
         raise invalid(str(exc)) from None
     snapshot, created = ctx.ledger.put_snapshot(declared)

@@ -6,7 +6,8 @@ import argparse
 from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
-from domain.snapshot import Snapshot, SnapshotKind
+from domain.snapshot import SnapshotKind
+from domain.stage0.config import declare_usable
 from infrastructure.cli.common import EXIT_OK, UsageError, emit_json, read_json_object
 from infrastructure.ledger import Ledger, NotFoundError
 from infrastructure.settings import Settings
@@ -31,7 +32,7 @@ def add_parsers(commands: Any) -> None:
 def snapshot_put(args: argparse.Namespace, settings: Settings) -> int:
     payload = read_json_object(args.file)
     try:
-        declared = Snapshot.declare(args.kind, payload, args.schema_version, args.namespace)
+        declared = declare_usable(args.kind, payload, args.schema_version, args.namespace)
     except (ValueError, CanonicalJSONError) as exc:
         raise UsageError(str(exc)) from None
     with Ledger.open(settings) as ledger:
