@@ -119,11 +119,11 @@ class _StrictLoader(yaml.SafeLoader):
     """
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             msg = f"line {event.start_mark.line + 1}: {NO_ALIASES}"
             raise PolicyError(msg)
-        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        return super().compose_node(parent, index)
 
 
 def _mapping_without_repeats(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:

@@ -23,23 +23,27 @@ from infrastructure.signed_record import NO_STATE, IntegrityFailure
 class CheckedPostgresRecorder(PostgresApplicationRecorder):
     def select_events(self, originator_id: UUID | str, **kwargs: Any) -> Sequence[StoredEvent]:
         try:
-            return super().select_events(originator_id, **kwargs)
+            events: Sequence[StoredEvent] = super().select_events(originator_id, **kwargs)
         except TypeError:
             row = self._first_without_state(SQL("originator_id = %s"), originator_id)
             if row is None:
                 raise
             raise IntegrityFailure(*row, NO_STATE) from None
+        return events
 
     def select_notifications(
         self, start: int | None, limit: int, *args: Any, **kwargs: Any
     ) -> Sequence[Notification]:
         try:
-            return super().select_notifications(start, limit, *args, **kwargs)
+            page: Sequence[Notification] = super().select_notifications(
+                start, limit, *args, **kwargs
+            )
         except TypeError:
             row = self._first_without_state(SQL("notification_id >= %s"), start or 0)
             if row is None:
                 raise
             raise IntegrityFailure(*row, NO_STATE) from None
+        return page
 
     def _first_without_state(self, where: SQL, value: object) -> tuple[UUID, int] | None:
         """The stream and version of the first row ``where`` selects whose state is NULL."""

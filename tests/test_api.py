@@ -49,6 +49,9 @@ from infrastructure.settings import Settings
 DEFAULT_IDS = {kind.value: s.snapshot_id for kind, s in default_snapshots().items()}
 ROUTER_ID = DEFAULT_IDS["router"]
 ACCESS_DENIED = "ACCESS_DENIED"
+ONE_RULE_ROUTER = {
+    "rules": [{"rule_id": "R1", "pattern": "x", "agent": "generic_agent", "why": "only"}]
+}
 RECORDERS_TEXT = "['admin', 'operator']"
 
 
@@ -166,7 +169,7 @@ def _write_requests(api: Api) -> dict[str, tuple[Callable[[str], httpx.Response]
     job_id = api.new_job()
     run_id = api.open_run(started())
     assert api.post(f"/v1/snapshots/{ROUTER_ID}/halt", {"reason": "incident 7"}).status_code == 201
-    snapshot = {"kind": "router", "payload": {"rules": []}}
+    snapshot = {"kind": "router", "payload": ONE_RULE_ROUTER}
     return {
         "open-run": (
             lambda w: api.post("/v1/runs", started(input="other"), w),
@@ -999,8 +1002,8 @@ def test_governance_rule_violations_answer_422_and_write_nothing(api: Api) -> No
 
 
 def test_snapshots_put_get_idempotent_and_invalid_ids(api: Api) -> None:
-    declaration = {"kind": "router", "payload": {"rules": []}, "schema_version": 2}
-    declared = Snapshot.declare("router", {"rules": []}, 2, None)
+    declaration = {"kind": "router", "payload": ONE_RULE_ROUTER, "schema_version": 2}
+    declared = Snapshot.declare("router", ONE_RULE_ROUTER, 2, None)
     created = api.post("/v1/snapshots", declaration)
     assert created.status_code == 201
     assert created.json() == {

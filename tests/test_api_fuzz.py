@@ -157,7 +157,9 @@ def store_some_records(client: TestClient) -> KnownIds:
         post("/replay/request", {"job_id": jobs[0], "mode": mode})
     run = post("/v1/runs", {"type": "RunStarted", "seed": 7, "input": "open", "job_id": "run-open"})
     foreign = post("/v1/jobs", {"input": "2 + 3", "seed": 1}, headers=other)["job_id"]
-    snapshot = post("/v1/snapshots", {"kind": "router", "payload": {"rules": []}})["snapshot_id"]
+    rule = {"rule_id": "R1", "pattern": "x", "agent": "generic_agent", "why": "fuzzed"}
+    router = {"kind": "router", "payload": {"rules": [rule]}}
+    snapshot = post("/v1/snapshots", router)["snapshot_id"]
     snapshots = [snapshot, *sorted(first["snapshot_ids"].values())]
     episode = {"kind": "episode", "text": "alice asked about her plan", "labels": ["crm"]}
     memories = [post("/v1/memories", episode)["memory_id"]]

@@ -14,7 +14,11 @@ from ledger_fixtures import RawTable, run
 from domain.snapshot import Snapshot
 from infrastructure.settings import Settings
 
-ROUTER = {"rules": [{"id": "R4", "agent": "generic_agent", "why": "matched_R4_fallback"}]}
+ROUTER = {
+    "rules": [
+        {"rule_id": "R4", "pattern": ".*", "agent": "generic_agent", "why": "matched_R4_fallback"}
+    ]
+}
 
 
 def write_json(tmp_path: Path, data: object, name: str = "snapshot.json") -> str:

@@ -285,7 +285,9 @@ def test_a_row_without_state_or_topic_is_one_integrity_failure_line_on_every_rea
     stream = Job.id_for(job_id)
     RawTable(settings).set_column(stream, 2, column, None)
     expected = f"stream {stream} version 2: "
-    for argv in READS:
+    # The read models read only the topics they project, so a row without a topic is not theirs
+    # to see (``verify`` is what finds it); a row without a state is, when they catch up.
+    for argv in [["jobs"], *READS] if column == "state" else READS:
         names = {"{job}": job_id, "{out}": str(tmp_path / "job.bundle.json")}
         code, _, err = run(capsys, *[names.get(a, a) for a in argv])
         assert code == 1, (argv, err)
