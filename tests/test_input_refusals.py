@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
-from api_support import Api, assert_error, checked_client
+from api_support import Api, assert_error, auth, checked_client
 from ledger_fixtures import RawTable, run
 
 from domain.job import MAX_INPUT_CHARS, Job
@@ -148,6 +148,30 @@ def test_integers_at_the_edges_of_64_bits_are_stored_exactly(
     assert code == 0
     assert b"[9223372036854775807,-9223372036854775808]" in out.encode()
     assert orjson.loads(out)["value"] == value
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b'{"final_output": {"n": NaN}}', "non-finite float at $.final_output.n"),
+        (b'{"final_output": [1, -Infinity]}', "non-finite float at $.final_output[1]"),
+        (b'{"final_output": 1e400}', "non-finite float at $.final_output"),
+        (
+            b'{"final_output": {"n": %d}}' % BIG,
+            "integer outside signed 64-bit range at $.final_output.n",
+        ),
+    ],
+)
+def test_http_bodies_are_held_to_the_same_rules(api: Api, raw: bytes, message: str) -> None:
+    run_id = api.open_run(START)
+    before = api.position()
+    response = api.client.post(
+        f"/v1/runs/{run_id}/complete",
+        content=raw,
+        headers={**auth("operator"), "content-type": "application/json"},
+    )
+    assert_error(response, 422, "INVALID_INPUT", f"body: {message}", "body")
+    assert api.position() == before
 
 
 # --- snapshots are checked by their kind's parser when stored ------------------------------------
