@@ -162,6 +162,13 @@ def parse_bundle(bundle_yaml: str) -> PolicyBundle:
     except RecursionError:
         # PyYAML composes recursively: thousands of nested brackets exhaust the stack.
         raise PolicyError("nested too deeply to be a policy bundle") from None
+    except PolicyError:
+        raise
+    except ValueError as exc:
+        # A scalar its constructor cannot build: a date like 2026-13-45, an integer of
+        # thousands of digits.
+        msg = f"holds a value YAML cannot read: {str(exc).splitlines()[0]}"
+        raise PolicyError(msg) from None
     if not isinstance(document, dict):
         msg = (
             f"a bundle is a mapping with version, metadata and rules, not {type(document).__name__}"

@@ -441,8 +441,20 @@ def test_policy_set_read_and_clear_with_the_global_fallback(api: Api, ledger: Le
             "version: 1\nrules: []\n#" + "x" * MAX_BUNDLE_BYTES + "\n",
             f"a policy bundle is at most {MAX_BUNDLE_BYTES} bytes of YAML",
         ),
+        (
+            "version: 1\nrules: []\nmetadata: {since: 2026-13-45}\n",
+            "holds a value YAML cannot read: month must be in 1..12",
+        ),
     ],
-    ids=["unknown-predicate", "other-version", "not-yaml", "repeated-id", "alias-bomb", "too-big"],
+    ids=[
+        "unknown-predicate",
+        "other-version",
+        "not-yaml",
+        "repeated-id",
+        "alias-bomb",
+        "too-big",
+        "impossible-date",
+    ],
 )
 def test_a_refused_bundle_is_422_with_the_policy_error_and_writes_nothing(
     api: Api, bundle_yaml: str, message: str

@@ -203,6 +203,16 @@ def test_a_bad_bundle_is_refused_naming_the_rule_and_reason(text: str, message: 
         ("{[1]: 2}", "line 1: a mapping key must be a plain value"),
         ("{{a: 1}: 2}", "line 1: a mapping key must be a plain value"),
         ("[" * 3000, "nested too deeply to be a policy bundle"),
+        (
+            "version: 1\nrules: []\nmetadata: {since: 2026-13-45}\n",
+            "holds a value YAML cannot read: month must be in 1..12",
+        ),
+        (
+            "version: 1\nrules: []\nmetadata: {n: " + "1" * 5000 + "}\n",
+            "holds a value YAML cannot read: Exceeds the limit (4300 digits) for integer string"
+            " conversion: value has 5000 digits; use sys.set_int_max_str_digits() to increase the"
+            " limit",
+        ),
         (ALIAS_BOMB, f"line 3: {NO_ALIASES}"),
         ("version: 1\nrules: []\nmetadata: {owner: &o team}\n", f"line 3: {NO_ALIASES}"),
         ("version: &v 1\nrules: []\nmetadata: {v: *v}\n", f"line 1: {NO_ALIASES}"),
