@@ -317,6 +317,8 @@ def test_a_row_without_state_or_topic_is_one_integrity_failure_line_on_every_rea
         assert code == 1, (argv, err)
         assert err.startswith("mace: INTEGRITY_FAILURE: ") and err.count("\n") == 1, (argv, err)
         assert expected in err, (argv, err)
-    response = api.get(f"/v1/jobs/{job_id}/events", "default_operator")
-    text = assert_error(response, 500, "INTEGRITY_FAILURE")
-    assert f"stream {stream} version 2: " in text
+    listing = ["/v1/jobs"] if column == "state" else []
+    for path in [*listing, f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/events"]:
+        response = api.get(path, "default_operator")
+        text = assert_error(response, 500, "INTEGRITY_FAILURE")
+        assert f"stream {stream} version 2: " in text
