@@ -8,9 +8,8 @@ Loading refuses, naming the rule and the reason: more than ``MAX_BUNDLE_BYTES`` 
 anchor or alias (YAML's references, with which a few hundred bytes stand for gigabytes), another
 version, a rule without an id or with an id used before, an empty ``when``, an unknown predicate
 or action, a value of the wrong type, and YAML that repeats a key or holds what JSON cannot
-(dates, NaN). ``bundle_hash`` is the
-SHA-256 of the canonical JSON of the parsed bundle, so comments, key order and formatting do not
-change it; the verbatim YAML is what a receipt freezes.
+(dates, NaN). ``bundle_hash`` is the SHA-256 of the canonical JSON of the parsed bundle, so
+comments, key order and formatting do not change it; the verbatim YAML is what a receipt freezes.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from domain.canonical import CanonicalJSONError, canonical_copy, digest
 BUNDLE_VERSION: Final = 1
 MAX_BUNDLE_BYTES: Final = 64 * 1024
 """The most UTF-8 bytes of YAML a bundle may hold: rules are read by people, not generated."""
+NO_ALIASES: Final = "YAML anchors and aliases are not allowed in a policy bundle"
 
 
 class PolicyError(ValueError):
@@ -143,9 +143,6 @@ def _mapping_without_repeats(loader: _StrictLoader, node: yaml.MappingNode) -> d
 _StrictLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_repeats
 )
-
-
-NO_ALIASES: Final = "YAML anchors and aliases are not allowed in a policy bundle"
 
 
 def parse_bundle(bundle_yaml: str) -> PolicyBundle:
