@@ -73,50 +73,51 @@ START = {"type": "RunStarted", "seed": 7, "input": "say hello"}
 
 # --- one JSON parser for what the command line reads ---------------------------------------------
 
-BAD_JSON: dict[str, tuple[list[str], dict[str, str], str]] = {
+BAD_JSON: dict[str, tuple[list[str], str | None, str]] = {
+    # argv ("{file}" for the file), the file's content, the error
     "sem-value-beyond-64-bits": (
         ["sem", "put", "world/country/x/population", str(BIG)],
-        {},
+        None,
         "value: integer outside signed 64-bit range at $",
     ),
     "sem-value-below-64-bits": (
         ["sem", "put", "world/country/x/population", f"[{-(2**63) - 1}]"],
-        {},
+        None,
         "value: integer outside signed 64-bit range at $[0]",
     ),
     "sem-value-nan": (
         ["sem", "put", "world/country/x/population", '{"n": NaN}'],
-        {},
+        None,
         "value: non-finite float at $.n",
     ),
     "sem-value-overflowing-float": (
         ["sem", "put", "world/country/x/population", "1e400"],
-        {},
+        None,
         "value: non-finite float at $",
     ),
     "snapshot-file": (
         ["snapshot", "put", "--kind", "governance", "{file}"],
-        {"file": f'{{"replay_max_iterations": {BIG}}}'},
+        f'{{"replay_max_iterations": {BIG}}}',
         "{file}: integer outside signed 64-bit range at $.replay_max_iterations",
     ),
     "snapshot-file-infinity": (
         ["snapshot", "put", "--kind", "governance", "{file}"],
-        {"file": '{"replay_max_seconds": Infinity}'},
+        '{"replay_max_seconds": Infinity}',
         "{file}: non-finite float at $.replay_max_seconds",
     ),
     "ingest-line": (
         ["ingest", "{file}"],
-        {"file": run_lines(START, f'{{"type": "RunCompleted", "final_output": {{"n": {BIG}}}}}')},
+        run_lines(START, f'{{"type": "RunCompleted", "final_output": {{"n": {BIG}}}}}'),
         "{file} line 2: integer outside signed 64-bit range at $.final_output.n",
     ),
     "ingest-line-nan": (
         ["ingest", "{file}"],
-        {"file": run_lines(START, '{"type": "RunCompleted", "final_output": [NaN]}')},
+        run_lines(START, '{"type": "RunCompleted", "final_output": [NaN]}'),
         "{file} line 2: non-finite float at $.final_output[0]",
     ),
     "mock-file": (
         ["replay", "some-job", "--mode", "reexecute", "--mock", "math_agent={file}"],
-        {"file": f'{{"text": "4", "claims": [{{"n": {BIG}}}]}}'},
+        f'{{"text": "4", "claims": [{{"n": {BIG}}}]}}',
         "{file}: integer outside signed 64-bit range at $.claims[0].n",
     ),
 }
@@ -132,10 +133,10 @@ def test_json_the_cli_reads_is_refused_with_its_path_and_nothing_is_written(
 ) -> None:
     monkeypatch.setenv("MACE_ACTOR", "ana")
     monkeypatch.setenv("MACE_ROLES", "operator,admin,auditor")
-    argv, files, message = BAD_JSON[case]
-    paths = {name: write(tmp_path, f"{name}.json", content) for name, content in files.items()}
-    argv = [arg.replace("{file}", paths.get("file", "")) for arg in argv]
-    assert refused(capsys, cli_store, *argv) == message.replace("{file}", paths.get("file", ""))
+    argv, content, message = BAD_JSON[case]
+    path = "" if content is None else write(tmp_path, "input.json", content)
+    argv = [arg.replace("{file}", path) for arg in argv]
+    assert refused(capsys, cli_store, *argv) == message.replace("{file}", path)
 
 
 def test_integers_at_the_edges_of_64_bits_are_stored_exactly(
