@@ -13,9 +13,19 @@ checked by the canonical serializer too).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
 from domain.canonical import CanonicalJSONError, canonical_json
+
+_INT64_DIGITS: Final = len(str(-(2**63)))
+_BEYOND_INT64: Final = 2**64
+
+
+def _integer(literal: str) -> int:
+    """An integer literal as its exact value. A literal longer than any signed 64-bit integer is
+    out of range whatever its digits, so it is not converted (thousands of digits cost quadratic
+    time, or Python refuses them): it stands for a value out of range, which is then refused."""
+    return int(literal) if len(literal) <= _INT64_DIGITS else _BEYOND_INT64
 
 
 class JSONInputError(ValueError):
@@ -30,13 +40,13 @@ def parse_json_input(raw: bytes | str) -> Any:
     """The JSON value ``raw`` holds (UTF-8 when bytes), or JSONInputError saying what is wrong."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        value = json.loads(text)
+        value = json.loads(text, parse_int=_integer)
     except UnicodeDecodeError as exc:
         msg = f"not UTF-8 text: byte {exc.start} cannot be decoded"
         raise NotJSONError(msg) from None
     except RecursionError:
         raise NotJSONError("not JSON: nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
+    except ValueError as exc:
         raise NotJSONError(f"not JSON: {exc}") from None
     try:
         canonical_json(value)

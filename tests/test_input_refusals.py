@@ -85,6 +85,11 @@ BAD_JSON: dict[str, tuple[list[str], str | None, str]] = {
         None,
         "value: integer outside signed 64-bit range at $[0]",
     ),
+    "sem-value-of-thousands-of-digits": (
+        ["sem", "put", "world/country/x/population", '{"n": -' + "9" * 5000 + "}"],
+        None,
+        "value: integer outside signed 64-bit range at $.n",
+    ),
     "sem-value-nan": (
         ["sem", "put", "world/country/x/population", '{"n": NaN}'],
         None,
