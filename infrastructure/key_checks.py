@@ -28,7 +28,7 @@ from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 from eventsourcing.utils import get_topic
 
 from domain.key_check import KeyCheck
-from infrastructure.keyring import Keyring, KeyringError
+from infrastructure.keyring import Keyring
 from infrastructure.signed_record import IntegrityFailure, signer_prefix, verify_record
 
 CHECK_TOPIC: Final = get_topic(KeyCheck.Recorded)
@@ -45,8 +45,11 @@ class KeyStatus(StrEnum):
     """The store was signed with another secret under this key id."""
 
 
-class KeyMismatch(KeyringError):
-    """A configured key id whose secret is not the one the store was signed with."""
+class KeyMismatch(Exception):
+    """A configured key id whose secret is not the one the store was signed with.
+
+    Not a ValueError: no request is at fault, so no caller may take it for bad input.
+    """
 
     def __init__(self, keyring: Keyring, key_id: str) -> None:
         super().__init__(
