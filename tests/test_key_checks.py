@@ -128,11 +128,34 @@ def test_a_store_written_before_key_checks_is_protected_by_its_events(
         assert run(capsys, *attack) == (2, "", f"mace: error: {MISMATCH.format(key='k1')}\n")
     assert stored_rows(raw) == rows
 
+    use_keys(monkeypatch, "k2", k1=WRONG, k2=TEST_SECRETS["k2"])  # wrong, though retired
+    assert run(capsys, *ATTACKS[0]) == (2, "", f"mace: error: {MISMATCH.format(key='k1')}\n")
+    assert stored_rows(raw) == rows
+
     use_keys(monkeypatch, k1=TEST_SECRETS["k1"])
     remember(capsys, "user/customer/bob/plan")
     (check,) = check_records(raw)
     assert check.startswith(b"mace1.k1.")
     assert run(capsys, "verify", "--all")[0] == 0
+
+
+def test_a_regenerated_development_keyring_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("MACE_SIGNING_KEYS", "MACE_ACTIVE_KEY_ID", "MACE_KEYRING_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MACE_STORE", f"sqlite:///{tmp_path}/mace.db")
+    monkeypatch.setenv("MACE_ACTOR", "ana")
+    monkeypatch.setenv("MACE_ROLES", "operator")
+    remember(capsys)
+    keyring_file = tmp_path / "mace.db.keys.json"
+    keyring_file.unlink()  # lost; the next command makes a new one, with a new secret
+    code, out, err = run(capsys, *ATTACKS[0])
+    assert (code, out) == (2, "")
+    assert err.endswith(
+        f"mace: error: keyring file {keyring_file} key dev-1 does not match the key dev-1 this"
+        " store was signed with: configure the store's secret for dev-1\n"
+    )
 
 
 def test_rotation_records_the_new_key_and_checks_the_retired_one(
