@@ -1,4 +1,4 @@
-"""Proving that this process's signing keys are the store's, before it writes anything.
+"""Proving that this process's signing keys are the store's: at open, and before every write.
 
 Each configured key id is held against the store (a few reads, then nothing: what is proven is
 remembered for the life of the process):
@@ -10,7 +10,8 @@ remembered for the life of the process):
   there is one. Only events written before the store's first check record are searched: from that
   record on, every writer records a check for each of its keys with its first write, so a key
   without a check record signed nothing since. A store written before key checks existed is thus
-  searched once, up to the first event of that key; a newer one costs a single read.
+  searched up to the first event of that key (once per process, until a check record exists); a
+  newer one costs a single read.
   The missing check records are then written with the process's first write, in its transaction.
 
 A key whose secret differs raises `KeyMismatch`, naming the key id and where the keys came from,
