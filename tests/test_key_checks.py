@@ -75,7 +75,10 @@ def test_a_wrong_secret_under_the_store_key_id_is_refused_and_writes_nothing(
     remember(capsys)
     raw = RawTable(actor)
     rows = stored_rows(raw)
-    assert len(check_records(raw)) == 1
+    (check,) = check_records(raw)
+    secret = TEST_SECRETS["k1"]
+    assert secret not in check and base64.b64encode(secret) not in check  # its MAC is the proof
+    assert orjson.loads(check.split(b".", 3)[3])["statement"] == KeyCheck.STATEMENT
 
     use_keys(monkeypatch, k1=WRONG)
     for attack in ATTACKS:
