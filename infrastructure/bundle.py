@@ -207,8 +207,12 @@ class VouchedKeyring(Keyring):
     def key_ids(self) -> list[str]:
         return self._inner.key_ids
 
-    def sign(self, message: bytes) -> tuple[str, bytes]:
-        return self._inner.sign(message)
+    @property
+    def source(self) -> str:
+        return self._inner.source
+
+    def sign(self, message: bytes, key_id: str | None = None) -> tuple[str, bytes]:
+        return self._inner.sign(message, key_id)
 
     def verify(self, key_id: str, message: bytes, tag: bytes) -> bool:
         return (key_id, message, tag) in self._vouched or self._inner.verify(key_id, message, tag)

@@ -65,7 +65,7 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
             written.append(stream.name)
         registration = ledger._registration(ledger._registry_version(), bundle.job_name)
         writes += [ledger.mapper.to_stored_event(e) for e in registration]
-        ledger.recorder.insert_events(writes)
+        ledger.insert_records(writes)
         left = [s.name for s in bundle.streams if s.role not in IMPORTED_ROLES]
         return ImportSummary(job_id, tenant, len(writes), written, present, left)
 

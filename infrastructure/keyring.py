@@ -41,9 +41,11 @@ class KeyringError(ValueError):
 class Keyring:
     """HMAC-SHA256 keys by id. Its repr names key ids only."""
 
-    __slots__ = ("_active_key_id", "_secrets")
+    __slots__ = ("_active_key_id", "_secrets", "_source")
 
-    def __init__(self, keys: Mapping[str, bytes], active_key_id: str) -> None:
+    def __init__(
+        self, keys: Mapping[str, bytes], active_key_id: str, source: str = "the keyring"
+    ) -> None:
         if not keys:
             msg = "a keyring needs at least one key"
             raise KeyringError(msg)
@@ -59,6 +61,7 @@ class Keyring:
             raise KeyringError(msg)
         self._secrets = dict(keys)
         self._active_key_id = active_key_id
+        self._source = source
 
     @property
     def active_key_id(self) -> str:
@@ -68,11 +71,20 @@ class Keyring:
     def key_ids(self) -> list[str]:
         return sorted(self._secrets)
 
-    def sign(self, message: bytes) -> tuple[str, bytes]:
-        """The active key's id and its HMAC-SHA256 of ``message``."""
-        mac = HMAC(self._secrets[self._active_key_id], hashes.SHA256())
+    @property
+    def source(self) -> str:
+        """Where the keys came from, for messages that tell an operator what to fix."""
+        return self._source
+
+    def sign(self, message: bytes, key_id: str | None = None) -> tuple[str, bytes]:
+        """The signing key's id and its HMAC-SHA256 of ``message``: the active key unless named.
+
+        Only a key check names its key: it must be signed by the key whose secret it proves.
+        """
+        key_id = self._active_key_id if key_id is None else key_id
+        mac = HMAC(self._secrets[key_id], hashes.SHA256())
         mac.update(message)
-        return self._active_key_id, mac.finalize()
+        return key_id, mac.finalize()
 
     def verify(self, key_id: str, message: bytes, tag: bytes) -> bool:
         """Constant-time check of ``tag``; False for an unknown key id or a wrong tag."""
@@ -123,7 +135,7 @@ def parse_signing_keys(raw: str, active_key_id: str | None) -> Keyring:
             msg = "MACE_ACTIVE_KEY_ID must name the signing key when MACE_SIGNING_KEYS has several"
             raise KeyringError(msg)
         active_key_id = next(iter(keys))
-    return Keyring(keys, active_key_id)
+    return Keyring(keys, active_key_id, "MACE_SIGNING_KEYS")
 
 
 def dev_keyring_path(settings: Settings) -> Path | None:
@@ -147,7 +159,7 @@ def _read_keyring_file(path: Path) -> Keyring:
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, binascii.Error):
         msg = f"keyring file {path} is not a MACE keyring (keys, active_key_id)"
         raise KeyringError(msg) from None
-    return Keyring(keys, active)
+    return Keyring(keys, active, f"keyring file {path}")
 
 
 def _create_keyring_file(path: Path) -> None:

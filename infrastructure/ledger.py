@@ -12,9 +12,14 @@ from threading import Lock
 from typing import Any, ClassVar, Final, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application, project_aggregate
+from eventsourcing.application import (
+    AggregateNotFoundError,
+    Application,
+    ProcessingEvent,
+    project_aggregate,
+)
 from eventsourcing.domain import DomainEventProtocol
-from eventsourcing.persistence import IntegrityError, RecordConflictError
+from eventsourcing.persistence import IntegrityError, RecordConflictError, Recording, StoredEvent
 from pydantic import ValidationError
 
 from domain.aggregate import MaceAggregate
@@ -32,6 +37,7 @@ from domain.job import (
     validate_job_id,
     validate_tenant,
 )
+from domain.key_check import KeyCheck
 from domain.memory import SemEntry, SemRecord, canonical_key
 from domain.naming import tenant_and_key, tenant_scoped
 from domain.snapshot import Snapshot, SnapshotKind, check_snapshot_id
@@ -39,6 +45,7 @@ from domain.stage0.config import DEFAULT_CONFIGS, BrainStateConfig, SelfRepConfi
 from domain.validation_messages import first_problem
 from infrastructure.event_store import VerifyingEventStore
 from infrastructure.governance_service import GovernanceService
+from infrastructure.key_checks import KeyChecks
 from infrastructure.keyring import Keyring, load_keyring
 from infrastructure.ledger_errors import (
     ConflictError,
@@ -95,6 +102,7 @@ class Ledger(Application[UUID]):
         self.store = store
         self.keyring = keyring
         super().__init__(env=store.eventsourcing_env())
+        self.key_checks = KeyChecks(self.recorder, keyring)
         self._job_numbering = Lock()
         self.governance = GovernanceService(self)
         self.replays = ReplayService(self)
@@ -115,7 +123,48 @@ class Ledger(Application[UUID]):
             msg = f"no ledger at {store.describe()} (set MACE_STORE)"
             raise NotFoundError(msg)
         keyring = load_keyring(settings, create=create)
-        return cls(store, keyring)
+        ledger = cls(store, keyring)
+        try:
+            # A key the store contradicts is refused here, before any command reads or writes.
+            ledger.key_checks.prove()
+        except BaseException:
+            ledger.close()
+            raise
+        return ledger
+
+    def _record(self, processing_event: ProcessingEvent[UUID]) -> list[Recording[UUID]]:
+        """Every save: the keys proven first, the missing key checks in the same transaction."""
+        events = list(processing_event.events)
+
+        def write(checks: list[KeyCheck.Recorded]) -> list[Recording[UUID]]:
+            processing_event.events[:] = [*checks, *events]
+            return super(Ledger, self)._record(processing_event)
+
+        return self._with_key_checks(write)
+
+    def insert_records(self, records: Sequence[StoredEvent]) -> None:
+        """Store records signed elsewhere (an imported bundle) as they are, keys proven first."""
+
+        def write(checks: list[KeyCheck.Recorded]) -> None:
+            self.recorder.insert_events([*map(self.mapper.to_stored_event, checks), *records])
+
+        self._with_key_checks(write)
+
+    def _with_key_checks(self, write: Callable[[list[KeyCheck.Recorded]], T]) -> T:
+        """Run ``write`` with the key checks it must carry; a check another writer stored first
+        is read and verified, and the write is tried again without it."""
+        checks = self.key_checks.unwritten()
+        while True:
+            try:
+                written = write(checks)
+            except (IntegrityError, RecordConflictError):
+                still = self.key_checks.unwritten()
+                if len(still) == len(checks):
+                    raise  # the conflict was the write's own
+                checks = still
+                continue
+            self.key_checks.recorded(checks)
+            return written
 
     def construct_mapper(self) -> SignedMapper:
         return SignedMapper(self.keyring)

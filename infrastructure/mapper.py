@@ -1,7 +1,8 @@
 """The one mapper: pydantic events <-> signed canonical JSON records.
 
 Writing: ``model_dump(mode="json")`` without the id and version (they are columns, and bound by
-the MAC), plus ``class_version``, through the canonical serializer, then signed. Reading: verify
+the MAC), plus ``class_version``, through the canonical serializer, then signed by the active key
+(a key check by the key it names). Reading: verify
 first, then decode, upcast (eventsourcing's ``upcast_vN_vN+1`` convention) and validate.
 """
 
@@ -17,6 +18,7 @@ from eventsourcing.utils import get_topic, resolve_topic
 
 from domain.aggregate import DomainEvent
 from domain.canonical import canonical_json
+from domain.key_check import KeyCheck
 from infrastructure.keyring import Keyring
 from infrastructure.signed_record import VerifiedRecord, sign_record, verify_record
 
@@ -48,11 +50,13 @@ class SignedMapper(Mapper[UUID]):
         body = self.transcoder.encode(state)
         originator_id = domain_event.originator_id
         version = domain_event.originator_version
+        # A key check proves the secret of the key it names, so that key signs it.
+        key_id = domain_event.key_id if isinstance(domain_event, KeyCheck.Recorded) else None
         return StoredEvent(
             originator_id=originator_id,
             originator_version=version,
             topic=topic,
-            state=sign_record(self.keyring, originator_id, version, topic, body),
+            state=sign_record(self.keyring, originator_id, version, topic, body, key_id),
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:

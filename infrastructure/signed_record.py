@@ -59,9 +59,15 @@ def mac_message(originator_id: UUID | str, version: int, topic: str, body: bytes
 
 
 def sign_record(
-    keyring: Keyring, originator_id: UUID | str, version: int, topic: str, body: bytes
+    keyring: Keyring,
+    originator_id: UUID | str,
+    version: int,
+    topic: str,
+    body: bytes,
+    key_id: str | None = None,
 ) -> bytes:
-    key_id, mac = keyring.sign(mac_message(originator_id, version, topic, body))
+    """The signed envelope, by the active key unless ``key_id`` names another (a key check)."""
+    key_id, mac = keyring.sign(mac_message(originator_id, version, topic, body), key_id)
     return SEPARATOR.join((MAGIC, key_id.encode("ascii"), mac.hex().encode("ascii"), body))
 
 
@@ -87,6 +93,11 @@ def verify_record(keyring: Keyring, stored: StoredEvent) -> VerifiedRecord:
     if not keyring.verify(key_id, mac_message(stream, version, stored.topic, body), mac):
         raise IntegrityFailure(stream, version, "MAC mismatch")
     return VerifiedRecord(stored=stored, key_id=key_id, mac=mac, body=body)
+
+
+def signer_prefix(key_id: str) -> bytes:
+    """How every record signed under ``key_id`` begins (unverified: the MAC decides)."""
+    return SEPARATOR.join((MAGIC, key_id.encode("ascii"), b""))
 
 
 def record_mac(state: bytes) -> bytes:

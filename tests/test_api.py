@@ -95,6 +95,7 @@ def test_health_and_readiness_answer_without_a_token(api: Api, settings: Setting
         "store": settings.parsed_store().describe(),
         "log_position": 0,
         "active_key_id": "k1",
+        "keys": {"k1": "unrecorded"},
         "tokens": len(CALLERS),
     }
     api.new_job()

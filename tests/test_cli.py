@@ -51,7 +51,8 @@ def test_snapshot_put_show_verify(
     )
 
     code, out, _ = run(capsys, "verify", "--all")
-    assert (code, out) == (0, "ok: 1 events in 1 streams verified (0 jobs, 0 sealed)\n")
+    # The snapshot, and the check record of the key that signed it.
+    assert (code, out) == (0, "ok: 2 events in 2 streams verified (0 jobs, 0 sealed)\n")
 
 
 def test_verify_reports_tampering_with_exit_1(
@@ -119,7 +120,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("mace: error: ")
     assert message in err
-    assert RawTable(cli_env).execute("SELECT COUNT(*) FROM {table}") == [(1,)]
+    # The snapshot and its signing key's check record.
+    assert RawTable(cli_env).execute("SELECT COUNT(*) FROM {table}") == [(2,)]
 
 
 def test_bad_input_creates_no_store(

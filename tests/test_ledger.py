@@ -111,8 +111,9 @@ def test_bad_job_input_is_refused_and_nothing_written(ledger: Ledger, raw_table:
     ledger.start_job("job-3", "s1", "x", {})
     with pytest.raises(ValueError, match=r"\$\.x"):
         ledger.record_job_events("job-3", [("OK", {"a": 1}), ("BAD", {"x": float("nan")})])
-    # job-3's start and its registration (the registry's opening and job number 0), no more.
-    assert raw_table.execute("SELECT COUNT(*) FROM {table}") == [(3,)]
+    # job-3's start and its registration (the registry's opening and job number 0), and the
+    # check record of the key that signed them, no more.
+    assert raw_table.execute("SELECT COUNT(*) FROM {table}") == [(4,)]
 
 
 def test_key_rotation_keeps_old_events_verifiable(settings: object, store_url: str) -> None:
@@ -139,8 +140,8 @@ def test_verify_all_counts_everything(ledger: Ledger) -> None:
     ledger.start_job("open", "s3", "still running", {})
     summary = ledger.verify_all()
     # 1 snapshot + 2 sealed jobs (4 events + 1 witness each) + 1 open job
-    # + the job registry (opened, then 3 jobs registered)
-    assert (summary.events, summary.streams, summary.jobs, summary.sealed_jobs) == (16, 7, 3, 2)
+    # + the job registry (opened, then 3 jobs registered) + the signing key's check record
+    assert (summary.events, summary.streams, summary.jobs, summary.sealed_jobs) == (17, 8, 3, 2)
 
 
 def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger) -> None:
@@ -166,6 +167,6 @@ def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger)
     assert stored_receipt.body["entries"][0]["score"] == 0.3
     assert stored_receipt.body["policy_snapshot"]["captured_at"] == "t"
     summary = ledger.verify_all()
-    assert (summary.events, summary.streams) == (5, 3)
+    assert (summary.events, summary.streams) == (6, 4)  # and the signing key's check record
     with pytest.raises(AccessDenied, match="only the council role may clear a halt"):
         stored_halts.clear_halt("f" * 64, ops, "2026-11-22T10:02:00Z")

@@ -39,6 +39,7 @@ from infrastructure.api.errors import (
 from infrastructure.api.limits import BodyLimit
 from infrastructure.api.responses import CanonicalJSONResponse
 from infrastructure.api.tokens import TokenBook
+from infrastructure.key_checks import KeyMismatch
 from infrastructure.ledger import Ledger
 from infrastructure.ledger_errors import (
     ConflictError,
@@ -151,6 +152,10 @@ def _answer_errors(app: FastAPI) -> None:
             request, ApiError(503, HttpCode.STORE_UNAVAILABLE, f"store unavailable: {exc}")
         )
 
+    async def key_mismatch(request: Request, exc: Exception) -> Response:
+        # The service's configuration, not the request, is wrong: nothing was written.
+        return await answer(request, ApiError(503, HttpCode.KEY_MISMATCH, str(exc)))
+
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(StarletteHTTPException, unrouted)
     app.add_exception_handler(RequestValidationError, validation)
@@ -161,3 +166,4 @@ def _answer_errors(app: FastAPI) -> None:
     app.add_exception_handler(SnapshotError, unusable_snapshot)
     app.add_exception_handler(Unreplayable, unreplayable)
     app.add_exception_handler(PersistenceError, store_down)
+    app.add_exception_handler(KeyMismatch, key_mismatch)

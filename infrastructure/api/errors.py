@@ -27,6 +27,7 @@ class HttpCode(StrEnum):
     STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
     STORE_BUSY = "STORE_BUSY"
     NOT_READY = "NOT_READY"
+    KEY_MISMATCH = "KEY_MISMATCH"
 
 
 class ApiError(Exception):
@@ -89,7 +90,11 @@ ERROR_ANSWERS: dict[int | str, dict[str, Any]] = {
         (413, "body, batch or run larger than allowed (PAYLOAD_TOO_LARGE)"),
         (422, "invalid input; field names the first bad value (INVALID_INPUT)"),
         (500, "stored data failed verification (INTEGRITY_FAILURE)"),
-        (503, "the store cannot be reached (STORE_UNAVAILABLE) or is busy: retry (STORE_BUSY)"),
+        (
+            503,
+            "the store cannot be reached (STORE_UNAVAILABLE), is busy: retry (STORE_BUSY), or was"
+            " signed with another secret under a configured key id (KEY_MISMATCH)",
+        ),
     )
 }
 

@@ -1,7 +1,8 @@
 """``mace``: the command line. Thin: parse, validate, call one ledger use case, print.
 
 Exit codes: 0 success; 1 the operation ran and failed (integrity failure, unreachable store);
-2 bad usage or input, in which case nothing has been written. Errors are one line on stderr.
+2 bad usage, input or configuration (a signing key the store contradicts), in which case nothing
+has been written. Errors are one line on stderr.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from infrastructure.cli import (
     verify,
 )
 from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError
+from infrastructure.key_checks import KeyMismatch
 from infrastructure.keyring import KeyringError
 from infrastructure.ledger import ConflictError, NotFoundError, SnapshotError
 from infrastructure.ledger_errors import StoreBusyError
@@ -91,7 +93,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return int(args.handler(args, load_settings()))
-    except (UsageError, KeyringError, NotFoundError, ConflictError, SnapshotError) as exc:
+    except (
+        UsageError,
+        KeyringError,
+        KeyMismatch,
+        NotFoundError,
+        ConflictError,
+        SnapshotError,
+    ) as exc:
         fail(f"error: {exc}")
         return EXIT_USAGE
     except MaceError as exc:
