@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from domain.canonical import canonical_json
 
+MARK_OPENING: Final = "[refused:"
 MARK: Final = re.compile(
     r"\[refused:(?P<attribute>[a-z0-9_]+):hmac-sha256:(?P<key_id>[A-Za-z0-9_-]{1,64})"
     r":(?P<digest>[0-9a-f]{64})\]"
