@@ -29,50 +29,60 @@ if TYPE_CHECKING:
     from infrastructure.ledger import Ledger
 
 
+HTTP_CHANNEL = "http"
+CLI_CHANNEL = "cli"
+
+
 @dataclass(frozen=True)
-class JobEventsRead:
-    """A job's events as one reader may see them."""
+class JobRead:
+    """A job's events and how much of their personal data one reader may see."""
 
     job_id: str
     events: list[dict[str, Any]]
+    """The verified events chosen, as stored."""
     personal_versions: list[int]
     """The versions (among ``events``) that carry personal data."""
-    redacted: bool
-    """Whether their personal data was replaced (the reader is no admin)."""
+    in_full: bool
+    """True for an admin (the read is recorded) or when no chosen event carries personal data."""
+    needles: PrivacyNeedles
+
+    def show(self, value: Any) -> Any:
+        """``value`` (any view of this job) as this reader may see it."""
+        return value if self.in_full else scrub_pii(value, self.needles)
+
+    def shown_events(self) -> list[dict[str, Any]]:
+        return [self.show(entry) for entry in self.events]
 
 
 class PersonalDataReads:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
-    def job_events(
+    def read_job(
         self,
         job_id: str,
+        tenant: str,
         reader: Actor | None,
         channel: str,
-        shown: Callable[[dict[str, Any]], bool] = lambda entry: True,
-    ) -> JobEventsRead:
-        """The job's verified events that ``shown`` keeps, as ``reader`` may see them.
-
-        ``reader`` None: nobody identified, which sees what a non-admin sees.
+        chosen: Callable[[dict[str, Any]], bool] = lambda entry: True,
+    ) -> JobRead:
+        """The tenant's job's verified events that ``chosen`` keeps, for ``reader`` (None:
+        anonymous). An admin's read of events carrying personal data is recorded, in the
+        tenant's access log, before it is returned.
         """
-        stream = self.ledger.job_stream(job_id)
+        stream = self.ledger.job_stream(job_id, tenant=tenant)
         started = stream[0]["payload"]
-        needles = PrivacyNeedles(frozenset(self._privacy(started["snapshot_ids"]).deny_sem_attributes))
+        denied = self._privacy(started["snapshot_ids"]).deny_sem_attributes
+        needles = PrivacyNeedles(frozenset(denied))
         for entry in stream:
             needles.collect(entry["payload"])
-        events = [entry for entry in stream if shown(entry)]
+        events = [entry for entry in stream if chosen(entry)]
         personal = [e["version"] for e in events if holds_pii(e["payload"], needles)]
-        if not personal:
-            return JobEventsRead(job_id, events, [], redacted=False)
-        if reader is not None and reader.holds(Role.ADMIN):
-            self._record_read(started["tenant"], reader, job_id, personal, channel)
-            return JobEventsRead(job_id, events, personal, redacted=False)
-        redacted = [
-            {**e, "payload": scrub_pii(e["payload"], needles)} if e["version"] in personal else e
-            for e in events
-        ]
-        return JobEventsRead(job_id, redacted, personal, redacted=True)
+        admin = reader is not None and reader.holds(Role.ADMIN)
+        if personal and admin:
+            assert reader is not None
+            self._record_read(tenant, reader, job_id, personal, channel)
+        return JobRead(job_id, events, personal, admin or not personal, needles)
 
     def accesses(self, tenant: str) -> list[dict[str, Any]]:
         """The tenant's recorded reads of personal data, oldest first."""
