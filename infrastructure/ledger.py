@@ -521,12 +521,12 @@ class Ledger(Application[UUID]):
         events: Sequence[RunEvent],
         completed: RunCompleted,
         tenant: str = DEFAULT_TENANT,
-        alongside: Callable[[], Sequence[MaceAggregate]] = tuple,
+        alongside: Callable[[str], Sequence[MaceAggregate]] = lambda job_id: (),
     ) -> ReflectiveLog:
         """Record a run produced elsewhere (start, events, completion) as one sealed job.
 
-        ``alongside`` makes, afresh for each attempt, aggregates to save in the job's own
-        transaction (a run draft marked complete).
+        ``alongside`` makes, afresh for each attempt and given the job's id, aggregates to save
+        in the job's own transaction (a run draft marked complete, the run's content index).
         """
         validate_tenant(tenant)
         capture = CaptureMode(started.capture_mode)
@@ -551,7 +551,7 @@ class Ledger(Application[UUID]):
                 version,
                 completed.final_output,
                 configs,
-                alongside(),
+                alongside(job_id),
                 set(stored),
                 derived=started.job_id is None,
             )

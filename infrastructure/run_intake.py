@@ -93,7 +93,7 @@ class RunIntake:
             events = [_emitted(content) for content in draft.events]
             completed = RunCompleted(final_output=final_output)
 
-            def completed_draft() -> Sequence[MaceAggregate]:
+            def completed_draft(job_id: str) -> Sequence[MaceAggregate]:
                 again = self.get(run_id, tenant)
                 again.complete(final_output)
                 return [again]
