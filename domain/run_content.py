@@ -18,6 +18,7 @@ from domain.aggregate import MaceAggregate
 from domain.canonical import digest
 from domain.events import RunCompleted, RunEvent, RunStarted
 from domain.job import validate_job_id, validate_tenant
+from domain.naming import tenant_scoped
 
 
 def run_content_digest(
@@ -46,5 +47,6 @@ class RunContent(MaceAggregate):
         self.job_id = validate_job_id(job_id)
 
     @staticmethod
-    def name_of(tenant: str, content_digest: str) -> str:
-        return f"{validate_tenant(tenant)}:{content_digest}"
+    def named(tenant: str, content_digest: str) -> str:
+        """The index's name: the digest, scoped by the tenant as every tenant's name is."""
+        return tenant_scoped(validate_tenant(tenant), content_digest)

@@ -4,7 +4,7 @@ Which events carry personal data is decided by the one PII classification the tr
 export's (`bundle_redaction`): values recorded under a SEM attribute the job's privacy snapshot
 denies (a refusal mark included: its digest still stands for one person's secret), and every text
 of the job that holds one (its input, a prompt, a trace). The job's declared privacy snapshot
-decides; a job whose privacy snapshot is not in the ledger is read under the Stage-0 default.
+decides (`privacy_rules`).
 
 An admin gets those events in full, and the read is first appended, signed, to the job's
 tenant's `PersonalDataAccessLog` (if that write fails, nothing is served). Anyone else gets them
@@ -19,11 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from domain.governance import Actor, Role
 from domain.personal_data_access import PersonalDataAccessLog
-from domain.snapshot import SnapshotKind
-from domain.stage0.config import DEFAULT_PRIVACY, PrivacyPolicy, parse_config
 from infrastructure.bundle_redaction import PrivacyNeedles, holds_pii, scrub_pii
-from infrastructure.ledger_errors import NotFoundError
 from infrastructure.ops_clock import recorded_at
+from infrastructure.privacy_rules import privacy_rules
 
 if TYPE_CHECKING:
     from infrastructure.ledger import Ledger
@@ -72,7 +70,7 @@ class PersonalDataReads:
         """
         stream = self.ledger.job_stream(job_id, tenant=tenant)
         started = stream[0]["payload"]
-        denied = self._privacy(started["snapshot_ids"]).deny_sem_attributes
+        denied = privacy_rules(self.ledger, started["snapshot_ids"]).deny_sem_attributes
         needles = PrivacyNeedles(frozenset(denied))
         for entry in stream:
             needles.collect(entry["payload"])
@@ -115,18 +113,3 @@ class PersonalDataReads:
             self.ledger.save(*entry)
 
         self.ledger.retrying(attempt, f"personal data access record of {tenant}")
-
-    def _privacy(self, snapshot_ids: dict[str, str]) -> PrivacyPolicy:
-        snapshot_id = snapshot_ids.get(SnapshotKind.PRIVACY.value)
-        if snapshot_id is None:
-            return DEFAULT_PRIVACY
-        try:
-            payload = self.ledger.get_snapshot(snapshot_id).payload
-        except NotFoundError:
-            return DEFAULT_PRIVACY
-        try:
-            policy = parse_config(SnapshotKind.PRIVACY, payload)
-        except ValueError:
-            return DEFAULT_PRIVACY
-        assert isinstance(policy, PrivacyPolicy)
-        return policy

@@ -14,6 +14,7 @@ from domain.aggregate import MaceAggregate
 from domain.job import DEFAULT_TENANT
 from domain.run_content import RunContent, run_content_digest
 from domain.run_file import ParsedRun
+from infrastructure.privacy_rules import refuse_clear_private_values
 from projections.reflective_log import ReflectiveLog
 
 if TYPE_CHECKING:
@@ -32,8 +33,11 @@ def record_once(
     """Record ``run`` as a sealed job unless the tenant recorded the same content before.
 
     Returns the job's log and whether it was a duplicate (then nothing was written).
+    `ClearPrivateValue` when an event records a value its privacy rules deny, in clear.
     """
-    name = RunContent.name_of(tenant, run_content_digest(run.started, run.events, run.completed))
+    declared = {kind.value: sid for kind, sid in run.started.snapshot_ids.items()}
+    refuse_clear_private_values(ledger, declared, run.events)
+    name = RunContent.named(tenant, run_content_digest(run.started, run.events, run.completed))
     index = RunContent.id_for(name)
 
     def recorded_by() -> str | None:

@@ -98,7 +98,7 @@ def test_a_duplicate_found_only_inside_the_write_attempt_answers_the_first_job(
     """Two identical runs sent at once: the second looked before the first committed."""
     parsed = parse_run(orjson.dumps(line) for line in LINES)
     content = run_content_digest(parsed.started, parsed.events, parsed.completed)
-    index = RunContent.id_for(RunContent.name_of("default", content))
+    index = RunContent.id_for(RunContent.named("default", content))
     first, _ = record_once(ledger, parsed)
     before = ledger.recorder.max_notification_id()
     exists = ledger.stream_exists

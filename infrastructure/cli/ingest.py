@@ -16,6 +16,7 @@ from infrastructure.cli.common import (
     read_bytes,
 )
 from infrastructure.ledger import Ledger
+from infrastructure.privacy_rules import ClearPrivateValue
 from infrastructure.run_ingest import record_once
 from infrastructure.settings import Settings
 from projections.job_summaries import recorded_run
@@ -38,7 +39,10 @@ def ingest_run(args: argparse.Namespace, settings: Settings) -> int:
     except RunFileError as exc:
         raise UsageError(f"{name} {exc}") from None
     with Ledger.open(settings) as ledger:
-        log, duplicate = record_once(ledger, run, args.tenant)
+        try:
+            log, duplicate = record_once(ledger, run, args.tenant)
+        except ClearPrivateValue as exc:
+            raise UsageError(f"{name} event {exc.position + 1}: {exc}") from None
     summary = {**recorded_run(log, len(run.events)), "duplicate": duplicate}
     if args.json:
         emit_json(summary)
