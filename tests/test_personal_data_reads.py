@@ -98,6 +98,9 @@ def test_the_access_log_is_signed_an_edited_entry_fails_closed(
 ) -> None:
     job_id = api.new_job(SENSITIVE)
     assert api.get(f"/v1/jobs/{job_id}/events", "admin").status_code == 200
+    every_state = raw_table.execute("SELECT state FROM {table}")
+    assert not any(SECRET.encode() in bytes(state) for (state,) in every_state)
+    api.ledger.verify_all()
     log = PersonalDataAccessLog.id_for("acme")
     rows = raw_table.rows(log)
     assert [v for v, _, _ in rows] == [1, 2]
