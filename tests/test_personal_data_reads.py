@@ -153,3 +153,17 @@ def test_mace_events_follows_the_same_rule(
     code, out, err = run(capsys, "events", job_id[1])
     assert (code, out) == (2, "")
     assert err.startswith("mace: error: MACE_ACTOR/MACE_ROLES: unknown role")
+
+
+def test_the_dashboard_job_page_follows_the_same_rule(api: Api) -> None:
+    job_id = api.new_job(SENSITIVE)
+    with api.unchecked():
+        page = api.get(f"/dashboard/jobs/{job_id}", "operator")
+        assert page.status_code == 200
+        assert b"[refused:" not in page.content and PII_MARK.encode() in page.content
+        assert reads(api) == []
+        page = api.get(f"/dashboard/jobs/{job_id}", "admin")
+        assert page.status_code == 200
+        assert MARK_OPENING in page.content
+    (read,) = reads(api)
+    assert (read["job_id"], read["channel"]) == (job_id, "http")
