@@ -71,6 +71,8 @@ def test_only_an_admin_reads_personal_data_in_full_and_the_read_is_recorded(
     assert read["actor"] == {"actor_id": "adam", "roles": ["admin"]}
     assert (read["job_id"], read["versions"], read["channel"]) == (job_id, versions, "http")
     assert WHEN.fullmatch(str(read["accessed_at"]))
+    theirs = api.get("/v1/personal-data/reads", "beta_admin_auditor")
+    assert (theirs.status_code, theirs.json()) == (200, {"reads": []})  # the log is acme's
 
     # Another tenant's admin: the job does not exist for them, and nothing is recorded.
     position = api.position()
