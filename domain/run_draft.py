@@ -81,11 +81,10 @@ class RunDraft(MaceAggregate):
     ) -> BatchOutcome:
         """Take the ``(event_id, event)`` pairs not held yet; re-sent ones are skipped.
 
+        A completed run takes none, but answers a batch it holds whole as all duplicates.
+
         ``max_events``: how many events the run may hold in all (re-sent ones count once).
         """
-        if self.completed:
-            msg = f"run {self.run_id} is complete: no more events may be added"
-            raise RunDraftError(msg)
         fresh: list[dict[str, Any]] = []
         seen: dict[str, str] = {}
         for position, (event_id, content) in enumerate(batch):
@@ -100,6 +99,9 @@ class RunDraft(MaceAggregate):
             elif held != content_digest:
                 msg = f"events[{position}].event_id {event_id!r} was sent before with other content"
                 raise RunDraftError(msg)
+        if fresh and self.completed:  # a batch re-sent whole after completion is duplicates
+            msg = f"run {self.run_id} is complete: no more events may be added"
+            raise RunDraftError(msg)
         if max_events is not None and len(self.events) + len(fresh) > max_events:
             msg = f"run {self.run_id} would exceed {max_events} events"
             raise RunTooLarge(msg)

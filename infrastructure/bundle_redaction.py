@@ -10,7 +10,8 @@ Two things never leave the store in a redacted bundle:
 - **PII** (``pii``): every value recorded under a SEM key whose attribute the job's privacy
   snapshot denies, and every text of the job that contains such a value (the input, a percept's
   label, an answer): as a substring, or for a value shorter than ``MIN_NEEDLE`` characters as a
-  whole word. SEM streams of denied attributes are left out.
+  whole word. A refusal mark (`domain.stage0.refusals`), even cut short, counts as such a value:
+  its digest stands for a refused secret. SEM streams of denied attributes are left out.
 
 A redacted record keeps its key id and original MAC (the job's seal still commits to it), and
 gets a new body with the redacted parts replaced: model I/O by ``null``, PII by ``PII_MARK``.
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from domain.canonical import canonical_json
+from domain.stage0.refusals import MARK_OPENING
 
 PII_MARK: Final = "[REDACTED:pii]"
 MIN_NEEDLE: Final = 3
@@ -83,6 +85,8 @@ class PrivacyNeedles:
                 self.texts.add(text)
 
     def found_in(self, text: str) -> bool:
+        if MARK_OPENING in text:  # a refusal mark, even cut short (a percept label is)
+            return True
         return any(
             needle in text if len(needle) >= MIN_NEEDLE else _word(needle).search(text)
             for needle in self.texts
@@ -156,6 +160,18 @@ def leak(body: Any, needles: PrivacyNeedles, path: str = "") -> str | None:
     ):
         return path or "(body)"
     return None
+
+
+def scrub_pii(value: Any, needles: PrivacyNeedles) -> Any:
+    """``value`` with its PII replaced by ``PII_MARK`` exactly as a safe export rewrites it."""
+    return _scrub(value, "", needles, [])
+
+
+def holds_pii(value: Any, needles: PrivacyNeedles) -> bool:
+    """Whether ``value`` records a value under a denied attribute, or a text holding one."""
+    own = PrivacyNeedles(needles.denied)
+    own.collect(value)
+    return bool(own.texts) or leak(value, needles) is not None
 
 
 def _scrub(value: Any, path: str, needles: PrivacyNeedles, found: list[Redaction]) -> Any:

@@ -42,6 +42,7 @@ from domain.memory import SemEntry, SemRecord, canonical_key
 from domain.naming import tenant_and_key, tenant_scoped
 from domain.snapshot import Snapshot, SnapshotKind, check_snapshot_id
 from domain.stage0.config import DEFAULT_CONFIGS, BrainStateConfig, SelfRepConfig, parse_config
+from domain.stage0.refusals import RefusedValue, refusal_mark
 from domain.validation_messages import first_problem
 from infrastructure.event_store import VerifyingEventStore
 from infrastructure.governance_service import GovernanceService
@@ -64,6 +65,7 @@ from infrastructure.repository import LedgerRepository
 from infrastructure.settings import Settings, SQLiteStore, Store
 from infrastructure.signed_record import IntegrityFailure, VerifiedRecord, mac_digest, record_mac
 from projections.reflective_log import ReflectiveLog, complete_job
+from projections.refused_input import recorded_input
 from projections.stage0_runtime import Stage0Snapshots, run_stage0
 
 __all__ = ["ConflictError", "Ledger", "NotFoundError", "SnapshotError", "default_snapshots"]
@@ -533,6 +535,8 @@ class Ledger(Application[UUID]):
         Job.check_start(job_id, seed, text, {})
         validate_tenant(tenant)
         ids, snapshots, unstored = self.stage0_snapshots(snapshot_ids or {})
+        # A value the privacy policy refuses is recorded only as its mark: the job runs over that.
+        text = recorded_input(text, seed, user, snapshots, self, capture_mode, self.refusal_mark)
 
         def attempt() -> ReflectiveLog:
             version = self._registry_version()
@@ -553,6 +557,11 @@ class Ledger(Application[UUID]):
 
         return self.numbering(attempt, "run")
 
+    def refusal_mark(self, refused: RefusedValue) -> str:
+        """A refused value's mark: its attribute and a digest keyed by the active signing key."""
+        key_id, mac = self.keyring.sign(refused.digest_message())
+        return refusal_mark(refused.attribute, key_id, mac.hex())
+
     # Runs recorded by an outside emitter
 
     def record_run(
@@ -561,12 +570,12 @@ class Ledger(Application[UUID]):
         events: Sequence[RunEvent],
         completed: RunCompleted,
         tenant: str = DEFAULT_TENANT,
-        alongside: Callable[[], Sequence[MaceAggregate]] = tuple,
+        alongside: Callable[[str], Sequence[MaceAggregate]] = lambda job_id: (),
     ) -> ReflectiveLog:
         """Record a run produced elsewhere (start, events, completion) as one sealed job.
 
-        ``alongside`` makes, afresh for each attempt, aggregates to save in the job's own
-        transaction (a run draft marked complete).
+        ``alongside`` makes, afresh for each attempt and given the job's id, aggregates to save
+        in the job's own transaction (a run draft marked complete, the run's content index).
         """
         validate_tenant(tenant)
         capture = CaptureMode(started.capture_mode)
@@ -591,7 +600,7 @@ class Ledger(Application[UUID]):
                 version,
                 completed.final_output,
                 configs,
-                alongside(),
+                alongside(job_id),
                 set(stored),
                 derived=started.job_id is None,
             )

@@ -20,6 +20,7 @@ from domain.determinism import derive_id
 from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
 from domain.run_draft import BatchOutcome, RunDraft
 from infrastructure.ledger_errors import ConflictError, NotFoundError, StoreBusyError
+from infrastructure.privacy_rules import refuse_clear_private_values
 from projections.reflective_log import ReflectiveLog
 
 if TYPE_CHECKING:
@@ -75,6 +76,8 @@ class RunIntake:
 
         def attempt() -> BatchOutcome:
             draft = self.get(run_id, tenant)
+            declared = draft.started.get("snapshot_ids") or {}
+            refuse_clear_private_values(self.ledger, declared, [event for _, event in batch])
             outcome = draft.append(pairs, max_events)
             self.ledger.save(draft)
             return outcome
@@ -93,7 +96,7 @@ class RunIntake:
             events = [_emitted(content) for content in draft.events]
             completed = RunCompleted(final_output=final_output)
 
-            def completed_draft() -> Sequence[MaceAggregate]:
+            def completed_draft(job_id: str) -> Sequence[MaceAggregate]:
                 again = self.get(run_id, tenant)
                 again.complete(final_output)
                 return [again]

@@ -16,6 +16,7 @@ from typing import Any
 from domain.events import EMITTED_TYPES, RunCompleted, RunEvent, RunStarted
 from domain.job import DEFAULT_TENANT
 from infrastructure.ledger import Ledger
+from infrastructure.privacy_rules import refuse_clear_private_values
 from projections.reflective_log import ReflectiveLog
 
 
@@ -39,10 +40,15 @@ class RunRecorder:
         self._events.append(event)
 
     def complete(self, final_output: Any) -> ReflectiveLog:
-        """Record the run, sealed; returns its ReflectiveLog (job id, replayability, gaps)."""
+        """Record the run, sealed; returns its ReflectiveLog (job id, replayability, gaps).
+
+        `ClearPrivateValue` (nothing recorded) if an event holds a denied value in clear.
+        """
         if self._log is not None:
             msg = f"run {self._log.job_id} is already complete"
             raise ValueError(msg)
         completed = RunCompleted(final_output=final_output)
+        declared = {kind.value: sid for kind, sid in self._started.snapshot_ids.items()}
+        refuse_clear_private_values(self._ledger, declared, self._events)
         self._log = self._ledger.record_run(self._started, self._events, completed, self._tenant)
         return self._log

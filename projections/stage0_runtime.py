@@ -41,10 +41,12 @@ from domain.stage0.config import (
     BrainStateConfig,
     GovernanceConfig,
     PrivacyPolicy,
+    PrivacyRefusal,
     RouterConfig,
     SelfRepConfig,
     parse_config,
 )
+from domain.stage0.refusals import RefusedValue, value_text
 from domain.stage0.router import decide
 from projections.brainstate import fold_brainstate
 from projections.selfrep import available_agents, fold_selfrep
@@ -93,6 +95,7 @@ class RecordingMemory:
         self._iteration = iteration
         self._writer = writer
         self.written: dict[str, SemEntry] = {}
+        self.refused: list[RefusedValue] = []
         self.source_failure: Exception | None = None
 
     def key(self, raw: str) -> str:
@@ -123,6 +126,8 @@ class RecordingMemory:
             else:
                 entry.write(value, self._writer)
         except (SemKeyError, SemValueError) as exc:
+            if isinstance(exc, PrivacyRefusal):
+                self.refused.append(RefusedValue(exc.attribute, value_text(value)))
             self._emit(
                 SemWrite(
                     iteration=self._iteration,
@@ -149,11 +154,13 @@ class RecordingMemory:
 
 @dataclass
 class Stage0Run:
-    """What one job did: its events in order (as captured) and the SEM writes to store."""
+    """What one job did: its events in order (as captured), the SEM writes to store, and the
+    values the privacy policy refused to store."""
 
     events: list[RunEvent] = field(default_factory=list)
     final_output: str = ""
     sem_writes: list[SemEntry] = field(default_factory=list)
+    refused: list[RefusedValue] = field(default_factory=list)
 
 
 def run_stage0(
@@ -234,6 +241,7 @@ def run_stage0(
     )
     run.final_output = reply.text
     run.sem_writes = list(memory.written.values())
+    run.refused = memory.refused
     return run
 
 

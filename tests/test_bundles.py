@@ -33,6 +33,7 @@ from test_replay_cli import (
 from domain.canonical import canonical_json
 from domain.job import Job, JobSealWitness
 from domain.memory import SemEntry
+from domain.stage0.refusals import MARK
 from infrastructure.bundle_redaction import PII_MARK
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
@@ -456,7 +457,11 @@ def test_redacted_bundle_holds_no_pii_and_no_model_io(
     pii_job = new_job(capsys, f"remember that my pin is {PII_VALUE}", "p1")
     io_job = model_io_job(capsys, tmp_path)
     full = export(capsys, pii_job, tmp_path / "pii-full.json")
-    assert PII_VALUE.encode() in full.read_bytes()  # so the search below can fail
+    # The ledger never kept the refused value, only its refusal mark: that is what must go.
+    assert PII_VALUE.encode() not in full.read_bytes()
+    found = MARK.search(full.read_text())
+    assert found is not None  # so the search below can fail
+    mark = found[0].encode()
     full_io = export(capsys, io_job, tmp_path / "io-full.json")
     assert all(c.encode() in full_io.read_bytes() for c in CANARIES)
 
@@ -468,6 +473,7 @@ def test_redacted_bundle_holds_no_pii_and_no_model_io(
     pii = tmp_path / "pii.json"
     raw = pii.read_bytes()
     assert PII_VALUE.encode() not in raw
+    assert mark not in raw
     assert PII_MARK.encode() in raw
     redaction = bundle_json(pii)["manifest"]["redaction"]
     assert bundle_json(pii)["manifest"]["redacted"] is True
@@ -515,7 +521,7 @@ def test_redacted_bundle_holds_no_pii_and_no_model_io(
     )
 
 
-def test_a_short_pii_value_is_redacted_as_a_whole_word(
+def test_a_short_refused_value_is_in_no_bundle_and_its_mark_not_in_a_redacted_one(
     cli_env: Settings,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -525,10 +531,11 @@ def test_a_short_pii_value_is_redacted_as_a_whole_word(
     job_id = new_job(capsys, "remember that my pin is 12", "p2")
     full = export(capsys, job_id, tmp_path / "full.json")
     redacted = export(capsys, job_id, tmp_path / "pin.json", "--redact")
-    for bundle, holds_it in ((full, True), (redacted, False)):
+    for bundle, holds_mark in ((full, True), (redacted, False)):
         states = "".join(r["state"] for r in bundle_json(bundle)["records"])
-        assert ("my pin is 12" in states) is holds_it
-        assert ('"value":"12"' in states or '"value":12' in states) is holds_it
+        assert "my pin is 12" not in states
+        assert '"value":"12"' not in states
+        assert ("my pin is [refused:pin:" in states) is holds_mark
     code, report, _ = bundle_replay(capsys, redacted)
     assert (code, report["ok"], report["authoritative"]) == (0, True, False)
 

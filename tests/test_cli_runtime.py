@@ -414,7 +414,13 @@ def test_ingest_records_a_sealed_job(
 ) -> None:
     assert run(capsys, "run", "hello", "--seed", "s0")[0] == 0  # store the default snapshots
     result = run_json(capsys, "ingest", write_lines(tmp_path, run_lines(job_id="ext-1")))
-    assert result == {"job_id": "ext-1", "events": 2, "replayable": True, "missing_artifacts": []}
+    assert result == {
+        "job_id": "ext-1",
+        "events": 2,
+        "replayable": True,
+        "missing_artifacts": [],
+        "duplicate": False,
+    }
 
     code, out, _ = run(capsys, "events", "ext-1", "--type", "ModelCallEnvelope", "--json")
     (envelope,) = json_lines(out)

@@ -943,6 +943,7 @@ def test_ingested_divergence_and_governed_force_continue(
         "events": 4,
         "replayable": True,
         "missing_artifacts": [],
+        "duplicate": False,
     }
     divergence = {
         "code": "REPLAY_DIVERGENCE",

@@ -17,6 +17,7 @@ from typing import Any, Final, Protocol
 from domain.canonical import canonical_json
 from domain.memory import SemKeyError, SemRecord, SemVocabulary
 from domain.stage0.config import GENERIC_AGENT
+from domain.stage0.refusals import value_text
 from domain.stage0.replies import F1_SEM_MISS, F3_NO_AGENT, F4_AGENT_FAILURE, F5_SEM_WRITE_FAILURE
 
 INT64_MAX: Final = 2**63 - 1
@@ -59,10 +60,6 @@ Agent = Callable[[AgentRequest, Memory], AgentReply]
 def words_to_segment(words: str) -> str:
     """``"Favorite Color"`` -> ``"favorite_color"``; anything else is left for SEM to refuse."""
     return re.sub(r"[\s\-]+", "_", words.strip().lower())
-
-
-def _value_text(value: Any) -> str:
-    return value if isinstance(value, str) else canonical_json(value).decode()
 
 
 def _strip_end(text: str) -> str:
@@ -135,7 +132,7 @@ def profile_agent(request: AgentRequest, memory: Memory) -> AgentReply:
         reply = _recall(memory, profile_key(request.user, attribute))
         if reply.claims:
             value = reply.claims[0]["value"]
-            return AgentReply(f"Your {attribute.lower()} is {_value_text(value)}.", *_facts(reply))
+            return AgentReply(f"Your {attribute.lower()} is {value_text(value)}.", *_facts(reply))
         return reply
     if write := _PROFILE_WRITE.fullmatch(request.text):
         attribute, value = write["attribute"], write["value"]
@@ -160,7 +157,7 @@ def _recall(memory: Memory, raw_key: str) -> AgentReply:
     if not record.exists:
         return AgentReply(F1_SEM_MISS)
     return AgentReply(
-        text=_value_text(record.value),
+        text=value_text(record.value),
         claims=[{"key": key, "value": record.value}],
         evidence=[{"kind": "sem_read", "key": key, "last_updated": record.last_updated}],
     )

@@ -106,6 +106,14 @@ class BrainStateConfig(_Config):
     sem: SemVocabulary = Field(default_factory=SemVocabulary)
 
 
+class PrivacyRefusal(SemValueError):
+    """A memory write the privacy policy refused: the value must not be kept (seed 004 F5)."""
+
+    def __init__(self, attribute: str) -> None:
+        super().__init__(f"the privacy policy denies storing attribute {attribute!r}")
+        self.attribute = attribute
+
+
 class PrivacyPolicy(_Config):
     deny_sem_attributes: list[str] = Field(default_factory=list)
 
@@ -122,8 +130,7 @@ class PrivacyPolicy(_Config):
         """Refuse a canonical SEM key whose attribute the policy never lets memory keep."""
         attribute = key.rsplit("/", 1)[-1]
         if attribute in self.deny_sem_attributes:
-            msg = f"the privacy policy denies storing attribute {attribute!r}"
-            raise SemValueError(msg)
+            raise PrivacyRefusal(attribute)
 
 
 class GovernanceConfig(_Config):

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from domain.errors import MaceError
 from domain.receipt import Unreplayable
 from infrastructure.api import (
+    access_log,
     dashboard,
     governance,
     health,
@@ -79,6 +80,7 @@ def create_app(settings: Settings, tokens: TokenBook, ledger: Ledger | None = No
         return CanonicalJSONResponse(app.openapi())
 
     for module in (
+        access_log,
         health,
         runs,
         jobs,

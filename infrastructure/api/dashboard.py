@@ -29,6 +29,7 @@ from infrastructure.api.errors import ApiError
 from infrastructure.api.metrics import tenant_evidence
 from infrastructure.api.tokens import Principal
 from infrastructure.ledger_errors import NotFoundError
+from infrastructure.personal_data import HTTP_CHANNEL, PersonalDataReads
 from projections.read_models import HALTED_SNAPSHOTS, NON_REPLAYABLE, REPLAY_OUTCOMES
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -84,9 +85,9 @@ def overview(ctx: Ctx, who: Caller) -> HTMLResponse:
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
 def job_page(job_id: JobIdPath, ctx: Ctx, who: Caller) -> HTMLResponse:
     own_job(ctx.ledger, job_id, who)
+    read = PersonalDataReads(ctx.ledger).read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
     events = [
-        {**e, "payload_text": canonical_json(e["payload"]).decode()}
-        for e in ctx.ledger.job_stream(job_id, tenant=who.tenant)
+        {**e, "payload_text": canonical_json(e["payload"]).decode()} for e in read.shown_events()
     ]
     replays = [
         r
@@ -95,7 +96,16 @@ def job_page(job_id: JobIdPath, ctx: Ctx, who: Caller) -> HTMLResponse:
     ]
     replays.sort(key=lambda r: int(r["attempt"]))
     log = ctx.ledger.reflective_log(job_id, tenant=who.tenant)
-    return _page("job.html", who=who, job_id=job_id, log=log, events=events, replays=replays)
+    return _page(
+        "job.html",
+        who=who,
+        job_id=job_id,
+        log=log,
+        job_input=read.show(log.job_input),
+        final_output=read.show(log.completion.final_output if log.completion else None),
+        events=events,
+        replays=replays,
+    )
 
 
 @router.get("/jobs/{job_id}/replays/{attempt}", response_class=HTMLResponse)

@@ -18,6 +18,7 @@ from infrastructure.api.context import (
 )
 from infrastructure.api.errors import invalid, not_found
 from infrastructure.ledger_errors import ConflictError, NotFoundError, SnapshotError
+from infrastructure.personal_data import HTTP_CHANNEL, JobRead, PersonalDataReads
 from projections.job_summaries import job_listing, run_report
 from projections.read_models import JOB_INDEX
 
@@ -61,17 +62,28 @@ def list_jobs(
     return {"jobs": jobs[offset : offset + limit], "total": len(jobs)}
 
 
-@router.get("/{job_id}", summary="a job's reflective log: trace, answer, replayability")
+def _personal_data(read: JobRead) -> dict[str, Any]:
+    return {"versions": read.personal_versions, "redacted": not read.in_full}
+
+
+@router.get("/{job_id}", summary="a job's reflective log; personal data in full to admins only")
 def get_job(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
+    read = PersonalDataReads(ctx.ledger).read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
     log = ctx.ledger.reflective_log(job_id, tenant=who.tenant)
-    return {**log.as_json(), "status": log.status}
+    shown: dict[str, Any] = read.show(log.as_json())
+    return {**shown, "status": log.status, "personal_data": _personal_data(read)}
 
 
-@router.get("/{job_id}/events", summary="a job's events in stream order")
+@router.get("/{job_id}/events", summary="a job's events; personal data in full to admins only")
 def job_events(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
-    return {"job_id": job_id, "events": ctx.ledger.job_stream(job_id, tenant=who.tenant)}
+    read = PersonalDataReads(ctx.ledger).read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
+    return {
+        "job_id": job_id,
+        "events": read.shown_events(),
+        "personal_data": _personal_data(read),
+    }
 
 
 @router.get("/{job_id}/replays/{attempt}", summary="one replay attempt's steps and report")

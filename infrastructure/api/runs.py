@@ -13,6 +13,7 @@ from domain.run_draft import RunDraft, RunDraftError, RunTooLarge
 from infrastructure.api.bodies import EventBatch, RunCompletion
 from infrastructure.api.context import Caller, Ctx, RunIdPath, require
 from infrastructure.api.errors import ApiError, HttpCode, invalid, too_large
+from infrastructure.privacy_rules import ClearPrivateValue
 from infrastructure.run_intake import RunIntake
 from projections.job_summaries import recorded_run
 
@@ -56,6 +57,8 @@ def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> d
         raise too_large(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
     except RunDraftError as exc:
         raise ApiError(409, HttpCode.CONFLICT, str(exc)) from None
+    except ClearPrivateValue as exc:
+        raise invalid(str(exc), f"body.events.{exc.position}.event") from None
     return {
         "run_id": run_id,
         "accepted": outcome.accepted,

@@ -16,6 +16,8 @@ from infrastructure.cli.common import (
     read_bytes,
 )
 from infrastructure.ledger import Ledger
+from infrastructure.privacy_rules import ClearPrivateValue
+from infrastructure.run_ingest import record_once
 from infrastructure.settings import Settings
 from projections.job_summaries import recorded_run
 
@@ -37,12 +39,18 @@ def ingest_run(args: argparse.Namespace, settings: Settings) -> int:
     except RunFileError as exc:
         raise UsageError(f"{name} {exc}") from None
     with Ledger.open(settings) as ledger:
-        log = ledger.record_run(run.started, run.events, run.completed, args.tenant)
-    summary = recorded_run(log, len(run.events))
+        try:
+            log, duplicate = record_once(ledger, run, args.tenant)
+        except ClearPrivateValue as exc:
+            raise UsageError(f"{name} event {exc.position + 1}: {exc}") from None
+    summary = {**recorded_run(log, len(run.events)), "duplicate": duplicate}
     if args.json:
         emit_json(summary)
         return EXIT_OK
-    print(f"job {log.job_id}: {len(run.events)} events recorded and sealed")
+    if duplicate:
+        print(f"job {log.job_id}: this run was recorded before (same content); nothing written")
+    else:
+        print(f"job {log.job_id}: {len(run.events)} events recorded and sealed")
     print(f"  replayable: {'yes' if summary['replayable'] else 'no'}")
     for item in summary["missing_artifacts"]:
         print(f"    missing {', '.join(item['missing'])} of {item['step']}: {item['reason']}")

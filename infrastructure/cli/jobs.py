@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
@@ -11,12 +12,14 @@ from domain.job import CaptureMode
 from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
+    acting_actor,
     add_snapshot_option,
     add_tenant_option,
     emit_json,
     snapshot_overrides,
 )
 from infrastructure.ledger import Ledger
+from infrastructure.personal_data import CLI_CHANNEL, PersonalDataReads
 from infrastructure.settings import Settings
 from projections.job_summaries import job_listing, run_report
 from projections.read_models import JOB_INDEX
@@ -96,14 +99,26 @@ def run_job(args: argparse.Namespace, settings: Settings) -> int:
 def job_events(args: argparse.Namespace, settings: Settings) -> int:
     if args.event_type is not None and args.event_type not in STREAM_TYPES:
         raise UsageError(f"unknown event type {args.event_type!r}: expected one of {STREAM_TYPES}")
+    reader = acting_actor(settings) if settings.actor or settings.roles else None
     with Ledger.open(settings, create=False) as ledger:
         try:
-            stream = ledger.job_stream(args.job_id, tenant=args.tenant)
+            read = PersonalDataReads(ledger).read_job(
+                args.job_id,
+                args.tenant,
+                reader,
+                CLI_CHANNEL,
+                lambda e: args.event_type is None or e["event_type"] == args.event_type,
+            )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    for entry in stream:
-        if args.event_type is not None and entry["event_type"] != args.event_type:
-            continue
+    if read.personal_versions:
+        versions = ", ".join(str(v) for v in read.personal_versions)
+        if read.in_full:
+            note = f"your read of personal data (versions {versions}) was recorded"
+        else:
+            note = f"personal data in versions {versions} redacted: only admin reads it in full"
+        print(f"mace: note: {note}", file=sys.stderr)
+    for entry in read.shown_events():
         if args.json:
             emit_json(entry)
             continue
