@@ -81,22 +81,55 @@ def recorders_only(who: str) -> str:
 # --- health, readiness, the OpenAPI document ----------------------------------------------------
 
 
-def test_health_and_readiness_answer_without_a_token(api: Api, settings: Settings) -> None:
+READY = b'{"status":"ready"}'
+NOT_READY = b'{"error":{"code":"NOT_READY","message":"not ready"}}'
+# Callers who see readiness only as ready / not ready: none, a stranger, and every role but admin.
+UNDETAILED = {
+    "no-token": {},
+    "unknown-token": {"Authorization": "Bearer not-a-known-token"},
+    "operator": auth("operator"),
+    "auditor": auth("auditor"),
+    "council": auth("council"),
+}
+
+
+def test_health_and_readiness_say_only_whether_without_an_admin_token(api: Api) -> None:
     health = api.get("/healthz", None)
     assert (health.status_code, health.content) == (200, b'{"status":"ok"}')
+    for name, headers in UNDETAILED.items():
+        ready = api.client.get("/readyz", headers=headers)
+        assert (ready.status_code, ready.content) == (200, READY), name
 
-    ready = api.get("/readyz", None)
-    assert ready.status_code == 200
-    assert ready.json() == {
+
+def test_readiness_details_are_for_an_admin_token(api: Api, settings: Settings) -> None:
+    details = {
         "status": "ready",
         "store": settings.parsed_store().describe(),
         "log_position": 0,
         "active_key_id": "k1",
         "tokens": len(CALLERS),
     }
+    for who in ("admin", "admin_auditor", "beta_admin_auditor"):
+        ready = api.get("/readyz", who)
+        assert (ready.status_code, ready.json()) == (200, details), who
     api.new_job()
-    position = api.get("/readyz", None).json()["log_position"]
+    position = api.get("/readyz", "admin").json()["log_position"]
     assert position == api.position() > 0
+
+
+def test_an_unreachable_store_is_not_ready_and_only_an_admin_learns_why(
+    api: Api, settings: Settings
+) -> None:
+    raw = RawTable(settings)
+    raw.execute("ALTER TABLE {table} RENAME TO moved_away")
+    for name, headers in UNDETAILED.items():
+        ready = api.client.get("/readyz", headers=headers)
+        assert (ready.status_code, ready.content) == (503, NOT_READY), name
+    message = assert_error(api.get("/readyz", "admin"), 503, "NOT_READY")
+    assert message.startswith("not ready: store unreachable: ")
+    assert raw.table in message  # the store's own words, for an admin only
+    health = api.get("/healthz", None)
+    assert (health.status_code, health.content) == (200, b'{"status":"ok"}')
 
 
 def test_openapi_document_needs_no_token_and_lists_the_endpoints(api: Api) -> None:

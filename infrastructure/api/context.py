@@ -39,14 +39,19 @@ def service(request: Request) -> Service:
 _bearer = HTTPBearer(auto_error=False, description="a token from MACE_TOKENS_FILE")
 
 
-def caller(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
-    """The principal the request's bearer token (or dashboard session cookie) names, else 401."""
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def _token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    """The bearer token, else the dashboard's session cookie, else None."""
     token = credentials.credentials if credentials is not None else None
-    token = token or request.cookies.get(SESSION_COOKIE)
-    if not token:
+    return token or request.cookies.get(SESSION_COOKIE) or None
+
+
+def caller(request: Request, credentials: Credentials) -> Principal:
+    """The principal the request's bearer token (or dashboard session cookie) names, else 401."""
+    token = _token(request, credentials)
+    if token is None:
         raise ApiError(401, HttpCode.UNAUTHENTICATED, "a bearer token is required")
     principal = service(request).tokens.principal(token)
     if principal is None:
@@ -54,7 +59,14 @@ def caller(
     return principal
 
 
+def presented(request: Request, credentials: Credentials) -> Principal | None:
+    """The principal a token names, if one was presented and is valid; never refuses."""
+    token = _token(request, credentials)
+    return None if token is None else service(request).tokens.principal(token)
+
+
 Caller = Annotated[Principal, Depends(caller)]
+MaybeCaller = Annotated[Principal | None, Depends(presented)]
 # The schema documents each id's pattern; the domain's own check gives the message.
 JobIdPath = Annotated[
     str,
