@@ -28,6 +28,7 @@ from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_copy
 from domain.context_assembly import AssembledContext, ContextCaller, ContextRequest
 from domain.determinism import derive_id
+from domain.governance import Role
 from domain.policy import PolicyBundle, PolicyError, parse_bundle
 
 SIGNATURE_ALGORITHM: Final = "HMAC-SHA256"
@@ -53,6 +54,10 @@ BODY_KEYS: Final = frozenset(
         "signature",
     }
 )
+
+
+RECEIPT_REPLAYERS: Final = (Role.AUDITOR, Role.ADMIN, Role.COUNCIL)
+"""Who may replay a receipt, on every interface: a replay records a receipt in the tenant's book."""
 
 
 class ReceiptKind(StrEnum):

@@ -27,11 +27,12 @@ from domain.context_assembly import (
     ContextRequest,
     assemble_context,
 )
-from domain.governance import Actor
+from domain.governance import Actor, require_any
 from domain.job import validate_tenant
 from domain.policy import PolicyBundle, parse_bundle
 from domain.receipt import (
     RECEIPT_ID_PATTERN,
+    RECEIPT_REPLAYERS,
     MemoryView,
     Receipt,
     ReceiptBook,
@@ -246,7 +247,10 @@ class ReceiptService:
         Unreplayable (with its seed 001 code) when the receipt cannot be replayed. If the replay
         receipt cannot be written, the envelope is still answered (fail-open, seed 001) with a
         null ``replay_receipt_id``: serving is never blocked by the audit write.
+        AccessDenied, before anything is read or written, unless ``replayed_by`` holds one of
+        `RECEIPT_REPLAYERS`.
         """
+        require_any(replayed_by, RECEIPT_REPLAYERS)
         stored = self.stored(receipt_id, tenant)
         verdict = verify_receipt(
             self.ledger.keyring, stored.body, stored.signature, record_intact=stored.intact

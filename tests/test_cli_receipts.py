@@ -692,6 +692,26 @@ def test_an_unreplayable_receipt_exits_1_with_its_code_and_writes_nothing(
         assert err.startswith("mace: error: " + line.format(original=original))
 
 
+def test_replay_needs_the_roles_http_needs_and_a_refusal_records_nothing(
+    acme: Acme,
+    cli_env: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    receipt_id = emit(capsys, "alice plan")["receipt"]["receipt_id"]
+    act(monkeypatch, "olga", "operator")
+    for argv in ([], ["--json"], ["--memory", "as-emitted"]):
+        err = refused(capsys, cli_env, "receipts", "replay", receipt_id, *ACME, *argv, code=1)
+        assert err == (
+            "mace: ACCESS_DENIED: this needs one of the roles ['admin', 'auditor', 'council'];"
+            " olga holds ['operator']\n"
+        )
+    assert ok_json(capsys, "receipts", "list", "--parent", receipt_id, *ACME)["receipts"] == []
+    for roles in ("operator,admin", "auditor", "council"):
+        act(monkeypatch, "olga", roles)
+        assert ok_json(capsys, "receipts", "replay", receipt_id, *ACME)["replay_receipt_id"]
+
+
 def test_replay_of_an_unknown_or_foreign_receipt_is_bad_input(
     acme: Acme,
     cli_env: Settings,
@@ -878,6 +898,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     acme: Acme,
     cli_env: Settings,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     argv: list[str],
     message: str,
@@ -895,6 +916,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     }
     for name, value in names.items():
         message = message.replace(name, value)
+    if argv[:2] == ["receipts", "replay"]:
+        act(monkeypatch, "ada", "auditor")  # one who may replay, so that the input is judged
     err = refused(capsys, cli_env, *[names.get(a, a) for a in argv])
     assert err.startswith("mace: error: " + message), err
     if not message.endswith((": ", "No such file")):

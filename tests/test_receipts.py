@@ -18,7 +18,7 @@ from receipt_tampering import edit_receipt, refuse_new_receipts
 
 from domain.canonical import canonical_json
 from domain.context_assembly import REDACTED, ContextCaller, ContextRequest
-from domain.governance import Actor
+from domain.governance import AccessDenied, Actor
 from domain.policy import PolicyError
 from domain.receipt import MemoryView, ReceiptKind, Unreplayable, handoff_of
 from domain.tenant_memory import MemoryLogError
@@ -254,6 +254,27 @@ def test_listing_is_in_emission_order_and_filters_by_parent(acme: Ledger) -> Non
 @pytest.fixture
 def emitted(acme: Ledger) -> Iterator[str]:
     yield acme.receipts.emit(ask("alice plan email"))["receipt"]["receipt_id"]
+
+
+def test_only_an_auditor_admin_or_council_member_may_replay_a_receipt(
+    acme: Ledger, emitted: str
+) -> None:
+    before = acme.recorder.max_notification_id()
+    for who in (WRITER, Actor.of("olga", ["operator"])):
+        with pytest.raises(AccessDenied) as denied:
+            acme.receipts.replay(emitted, "acme", who, MemoryView.CURRENT)
+        assert denied.value.message == (
+            "this needs one of the roles ['admin', 'auditor', 'council'];"
+            f" {who.actor_id} holds ['operator']"
+        )
+    # Refused before anything is read: an unknown receipt is refused the same way.
+    with pytest.raises(AccessDenied):
+        acme.receipts.replay("rct-" + "0" * 32, "acme", WRITER, MemoryView.CURRENT)
+    assert acme.recorder.max_notification_id() == before
+    for role in ("auditor", "admin", "council"):
+        who = Actor.of("replayer", ["operator", role])
+        answer = acme.receipts.replay(emitted, "acme", who, MemoryView.CURRENT)
+        assert answer["replay_receipt_id"] is not None
 
 
 def test_an_edited_row_fails_verification_and_is_refused_by_replay(

@@ -9,8 +9,7 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator
 
-from domain.errors import ErrorCode
-from domain.governance import Role
+from domain.governance import Role, require_any
 from domain.job import JOB_ID_PATTERN, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, check_snapshot_id
 from infrastructure.api.errors import ApiError, HttpCode, invalid, not_found
@@ -83,14 +82,8 @@ Ctx = Annotated[Service, Depends(service)]
 
 
 def require(principal: Principal, *roles: Role) -> None:
-    """403 unless the caller holds one of ``roles``."""
-    if not any(principal.actor.holds(role) for role in roles):
-        wanted = sorted(role.value for role in roles)
-        message = (
-            f"this needs one of the roles {wanted}; {principal.actor.actor_id}"
-            f" holds {list(principal.actor.roles)}"
-        )
-        raise ApiError(403, ErrorCode.ACCESS_DENIED, message)
+    """403 ``ACCESS_DENIED`` unless the caller holds one of ``roles``."""
+    require_any(principal.actor, roles)
 
 
 def own_job(ledger: Ledger, job_id: str, principal: Principal) -> None:
