@@ -93,7 +93,7 @@ def policy_snapshot(
 
 def receipt_body(
     *,
-    receipt_id: str,
+    receipt_id: str | None,
     kind: ReceiptKind,
     tenant: str,
     mode: ReceiptMode,
@@ -107,9 +107,13 @@ def receipt_body(
     snapshot: dict[str, Any] | None,
     emitted_at: str,
     replayed_by: ContextCaller | None,
-    key_id: str,
+    key_id: str | None,
 ) -> dict[str, Any]:
-    """The whole body a receipt signs, in canonical form."""
+    """The whole body a receipt signs, in canonical form.
+
+    ``receipt_id`` and ``key_id`` None: the body of an assembly whose receipt could not be stored,
+    served with no id and unsigned (``signature`` null).
+    """
     if snapshot is not None and set(snapshot) != POLICY_SNAPSHOT_KEYS:
         msg = f"policy_snapshot must have exactly the keys {sorted(POLICY_SNAPSHOT_KEYS)}"
         raise ValueError(msg)
@@ -129,7 +133,9 @@ def receipt_body(
         "policy_snapshot": snapshot,
         "emitted_at": emitted_at,
         "replayed_by": None if replayed_by is None else replayed_by.as_json(),
-        "signature": {"algorithm": SIGNATURE_ALGORITHM, "key_id": key_id},
+        "signature": None
+        if key_id is None
+        else {"algorithm": SIGNATURE_ALGORITHM, "key_id": key_id},
     }
     return dict(canonical_copy(body))
 

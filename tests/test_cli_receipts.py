@@ -777,6 +777,47 @@ def test_a_replay_whose_receipt_cannot_be_written_still_prints_the_diff(
     assert stored(cli_env) == before
 
 
+@pytest.mark.parametrize(
+    "argv", [["context"], ["handoff", "--to", "billing-bot"]], ids=["context", "handoff"]
+)
+def test_a_context_whose_receipt_cannot_be_written_is_printed_with_a_warning(
+    acme: Acme,
+    cli_env: Settings,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    argv: list[str],
+) -> None:
+    kind, *options = argv
+    ask = [kind, "alice plan email", *options, *ACME]
+    written = ok_json(capsys, *ask)["receipt"]
+    refuse_new_receipts(cli_env)
+    before = stored(cli_env)
+
+    code, out, _ = run(capsys, *ask, "--json")
+    assert code == 0
+    answer = orjson.loads(out)
+    assert (answer["receipt"]["receipt_id"], answer["signature"]) == (None, None)
+    assert answer["receipt"]["entries"] == written["entries"]
+    assert answer["warning"].startswith("the receipt was not written (the store refused it)")
+    assert f"{kind} for tenant acme: the receipt was not written (" in caplog.text
+    assert stored(cli_env) == before
+
+    # The real command: the context on standard output, one warning line on standard error.
+    mace = shutil.which("mace", path=str(Path(sys.executable).parent))
+    assert mace is not None
+    result = subprocess.run(
+        [mace, *ask], capture_output=True, text=True, check=False, env=dict(os.environ)
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"receipt (not written) ({kind}, live) tenant acme\n")
+    assert "signature: none (the receipt was not written)\n" in result.stdout
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(
+        f"mace: warning: {kind} for tenant acme: the receipt was not written ("
+    )
+    assert stored(cli_env) == before
+
+
 # --- bad input: exit 2, one line, nothing written -----------------------------------------------
 
 TENANT_RULE = (

@@ -2,7 +2,9 @@
 its signed receipt; list, read, verify and replay the tenant's receipts.
 
 A receipt of another tenant is answered exactly as one that does not exist. A replay that cannot
-be done answers 422 with the seed's own ``unreplayable.*`` code (mapped in ``app``).
+be done answers 422 with the seed's own ``unreplayable.*`` code (mapped in ``app``). A context or
+handoff whose receipt the store refuses is still answered 200 (fail-open, seed 001), unsigned and
+with a ``warning``; see `ReceiptService._record`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from infrastructure.receipt_service import LIST_LIMIT, Assembly
 
 router = APIRouter(tags=["receipts"])
 NO_RECEIPT = (404, "no such receipt for this tenant (NOT_FOUND)")
+UNWRITTEN = (
+    "If the receipt cannot be written, the context is still answered (fail-open): receipt_id,"
+    " the body's signature and signature are null and a warning says so."
+)
 
 
 def check_receipt_id(receipt_id: str) -> str:
@@ -67,6 +73,7 @@ def _emit(
 @router.post(
     "/v1/context",
     summary="assemble a context for the caller under the bundle in force; its signed receipt",
+    description=UNWRITTEN,
     responses=documented((422, "a bad query or max_entries; field names it; nothing is written")),
 )
 def context(body: ContextAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
@@ -76,6 +83,7 @@ def context(body: ContextAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
 @router.post(
     "/v1/handoff",
     summary="assemble the context handed to another agent; its signed receipt",
+    description=UNWRITTEN,
     responses=documented(
         (422, "a bad query, agent id or note; field names it; nothing is written")
     ),
