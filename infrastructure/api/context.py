@@ -13,7 +13,7 @@ from domain.governance import Role, require_any
 from domain.job import JOB_ID_PATTERN, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, check_snapshot_id
 from infrastructure.api.errors import ApiError, HttpCode, invalid, not_found
-from infrastructure.api.tokens import Principal, TokenBook
+from infrastructure.api.tokens import Principal, Tokens
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
 
@@ -27,7 +27,7 @@ class Service:
 
     settings: Settings
     ledger: Ledger
-    tokens: TokenBook
+    tokens: Tokens
 
 
 def service(request: Request) -> Service:

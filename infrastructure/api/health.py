@@ -46,6 +46,9 @@ def readiness(ctx: Service) -> Readiness:
         problems.append(f"store unreachable: {exc}")
     if not keyring.key_ids:
         problems.append("no signing keys loaded")
+    tokens = ctx.tokens.problem()
+    if tokens is not None:
+        problems.append(f"no token can be accepted: {tokens}")
     return Readiness(problems, details)
 
 
