@@ -163,6 +163,7 @@ def test_openapi_document_needs_no_token_and_lists_the_endpoints(api: Api) -> No
     ):
         assert path in paths, path
     assert not any(path.startswith("/dashboard") for path in paths)
+    assert "admin token only" in paths["/readyz"]["get"]["responses"]["503"]["description"]
 
 
 # --- 401 ----------------------------------------------------------------------------------------

@@ -58,9 +58,13 @@ def caller(request: Request, credentials: Credentials) -> Principal:
     return principal
 
 
-def presented(request: Request, credentials: Credentials) -> Principal | None:
-    """The principal a token names, if one was presented and is valid; never refuses."""
-    token = _token(request, credentials)
+async def presented(request: Request) -> Principal | None:
+    """The principal a token names, if one was presented and is valid; never refuses.
+
+    The bearer scheme is read here, not declared as a dependency, so the OpenAPI document does
+    not list a token as required where it is optional.
+    """
+    token = _token(request, await _bearer(request))
     return None if token is None else service(request).tokens.principal(token)
 
 

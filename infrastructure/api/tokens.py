@@ -201,6 +201,7 @@ def _changing(path: Path) -> Iterator[list[TokenEntry]]:
         data = TokensFile(tokens=entries).model_dump(mode="json")
         temporary = path.with_name(path.name + ".tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(descriptor, 0o600)  # a stale temporary file keeps its own mode otherwise
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(canonical_json(data) + b"\n")
         temporary.replace(path)
