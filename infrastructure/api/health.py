@@ -10,7 +10,7 @@ and every detail is in `readiness`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from eventsourcing.persistence import PersistenceError
@@ -27,8 +27,8 @@ router = APIRouter(tags=["operations"])
 class Readiness:
     """Why the service cannot serve (empty: it can), and what it runs on, for admins."""
 
-    problems: list[str] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
+    problems: list[str]
+    details: dict[str, Any]
 
 
 def readiness(ctx: Service) -> Readiness:
