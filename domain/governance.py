@@ -16,6 +16,7 @@ its clear (``FORCE_HALT_CLEAR``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -98,6 +99,15 @@ class Actor:
 
     def as_json(self) -> dict[str, Any]:
         return {"actor_id": self.actor_id, "roles": list(self.roles)}
+
+
+def require_any(actor: Actor, roles: Iterable[Role]) -> None:
+    """AccessDenied unless the actor holds at least one of ``roles``."""
+    wanted = sorted(role.value for role in roles)
+    if not any(actor.holds(Role(role)) for role in wanted):
+        raise AccessDenied(
+            f"this needs one of the roles {wanted}; {actor.actor_id} holds {list(actor.roles)}"
+        )
 
 
 def _reason(reason: str) -> str:

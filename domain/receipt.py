@@ -28,6 +28,7 @@ from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_copy
 from domain.context_assembly import AssembledContext, ContextCaller, ContextRequest
 from domain.determinism import derive_id
+from domain.governance import Role
 from domain.policy import PolicyBundle, PolicyError, parse_bundle
 
 SIGNATURE_ALGORITHM: Final = "HMAC-SHA256"
@@ -53,6 +54,10 @@ BODY_KEYS: Final = frozenset(
         "signature",
     }
 )
+
+
+RECEIPT_REPLAYERS: Final = (Role.AUDITOR, Role.ADMIN, Role.COUNCIL)
+"""Who may replay a receipt, on every interface: a replay records a receipt in the tenant's book."""
 
 
 class ReceiptKind(StrEnum):
@@ -88,7 +93,7 @@ def policy_snapshot(
 
 def receipt_body(
     *,
-    receipt_id: str,
+    receipt_id: str | None,
     kind: ReceiptKind,
     tenant: str,
     mode: ReceiptMode,
@@ -102,9 +107,13 @@ def receipt_body(
     snapshot: dict[str, Any] | None,
     emitted_at: str,
     replayed_by: ContextCaller | None,
-    key_id: str,
+    key_id: str | None,
 ) -> dict[str, Any]:
-    """The whole body a receipt signs, in canonical form."""
+    """The whole body a receipt signs, in canonical form.
+
+    ``receipt_id`` and ``key_id`` None: the body of an assembly whose receipt could not be stored,
+    served with no id and unsigned (``signature`` null).
+    """
     if snapshot is not None and set(snapshot) != POLICY_SNAPSHOT_KEYS:
         msg = f"policy_snapshot must have exactly the keys {sorted(POLICY_SNAPSHOT_KEYS)}"
         raise ValueError(msg)
@@ -124,7 +133,9 @@ def receipt_body(
         "policy_snapshot": snapshot,
         "emitted_at": emitted_at,
         "replayed_by": None if replayed_by is None else replayed_by.as_json(),
-        "signature": {"algorithm": SIGNATURE_ALGORITHM, "key_id": key_id},
+        "signature": None
+        if key_id is None
+        else {"algorithm": SIGNATURE_ALGORITHM, "key_id": key_id},
     }
     return dict(canonical_copy(body))
 

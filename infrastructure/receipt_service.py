@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from threading import Lock
 from typing import TYPE_CHECKING, Any, Final
 
@@ -27,11 +27,12 @@ from domain.context_assembly import (
     ContextRequest,
     assemble_context,
 )
-from domain.governance import Actor
+from domain.governance import Actor, require_any
 from domain.job import validate_tenant
 from domain.policy import PolicyBundle, parse_bundle
 from domain.receipt import (
     RECEIPT_ID_PATTERN,
+    RECEIPT_REPLAYERS,
     MemoryView,
     Receipt,
     ReceiptBook,
@@ -56,6 +57,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LIST_LIMIT: Final = 500
+NOT_WRITTEN: Final = (
+    "the receipt was not written (the store refused it): this answer has no receipt id"
+    " and no signature"
+)
 
 
 @lru_cache(maxsize=64)
@@ -97,7 +102,8 @@ class ReceiptService:
     def emit(self, assembly: Assembly) -> dict[str, Any]:
         """Assemble a context under the bundle in force now and record its signed receipt.
 
-        The answer is the receipt as `get` answers it: ``{"receipt": body, "signature": hex}``.
+        The answer is the receipt as `get` answers it: ``{"receipt": body, "signature": hex}``, or,
+        when the receipt cannot be written, the unsigned body with a ``warning`` (see `_record`).
         """
         validate_tenant(assembly.tenant)
         book = self.ledger.memories.bundle_in_force(assembly.tenant)
@@ -128,28 +134,37 @@ class ReceiptService:
 
         Within this process emissions take their numbers in turn; between processes the store's
         version check decides and the loser renumbers, re-signs and tries again.
+
+        Fail-open (seed 001: serving is never blocked by the audit write): if the store refuses
+        the write, the assembly is answered all the same, logged in one line, as
+        ``{"receipt": body, "signature": None, "warning": NOT_WRITTEN}`` with the body's
+        ``receipt_id`` and ``signature`` null. Only the write: the reads the assembly needed are
+        done before, and fail closed.
         """
+        body_of = partial(
+            receipt_body,
+            kind=assembly.kind,
+            tenant=assembly.tenant,
+            mode=ReceiptMode.LIVE if parent is None else ReceiptMode.AS_OF_REPLAY,
+            parent_receipt_id=parent,
+            caller=assembly.caller,
+            request=assembly.request,
+            handoff=assembly.handoff,
+            memory_position=memory_position,
+            memory_view=memory_view,
+            context=context,
+            snapshot=snapshot,
+            replayed_by=None
+            if replayed_by is None
+            else ContextCaller(replayed_by.actor_id, replayed_by.roles),
+        )
 
         def attempt() -> dict[str, Any]:
             book_version = self._book_version(assembly.tenant)
             receipt_id = receipt_id_for(assembly.tenant, ReceiptBook.next_number(book_version))
-            body = receipt_body(
+            body = body_of(
                 receipt_id=receipt_id,
-                kind=assembly.kind,
-                tenant=assembly.tenant,
-                mode=ReceiptMode.LIVE if parent is None else ReceiptMode.AS_OF_REPLAY,
-                parent_receipt_id=parent,
-                caller=assembly.caller,
-                request=assembly.request,
-                handoff=assembly.handoff,
-                memory_position=memory_position,
-                memory_view=memory_view,
-                context=context,
-                snapshot=snapshot,
                 emitted_at=recorded_at(),
-                replayed_by=None
-                if replayed_by is None
-                else ContextCaller(replayed_by.actor_id, replayed_by.roles),
                 key_id=self.ledger.keyring.active_key_id,
             )
             signature = sign_receipt(self.ledger.keyring, body)
@@ -158,7 +173,17 @@ class ReceiptService:
             return {"receipt": body, "signature": signature}
 
         with self._numbering:
-            return self.ledger.retrying(attempt, f"receipt for tenant {assembly.tenant}")
+            try:
+                return self.ledger.retrying(attempt, f"receipt for tenant {assembly.tenant}")
+            except (PersistenceError, StoreBusyError) as exc:
+                what = (
+                    f"{assembly.kind.value} for tenant {assembly.tenant}: the receipt"
+                    if parent is None
+                    else f"replay of receipt {parent}: the replay receipt"
+                )
+                log.warning("%s was not written (%s); answering without it", what, exc)
+        unsigned = body_of(receipt_id=None, emitted_at=recorded_at(), key_id=None)
+        return {"receipt": unsigned, "signature": None, "warning": NOT_WRITTEN}
 
     def _book_version(self, tenant: str) -> int:
         book_id = ReceiptBook.id_for(tenant)
@@ -246,7 +271,10 @@ class ReceiptService:
         Unreplayable (with its seed 001 code) when the receipt cannot be replayed. If the replay
         receipt cannot be written, the envelope is still answered (fail-open, seed 001) with a
         null ``replay_receipt_id``: serving is never blocked by the audit write.
+        AccessDenied, before anything is read or written, unless ``replayed_by`` holds one of
+        `RECEIPT_REPLAYERS`.
         """
+        require_any(replayed_by, RECEIPT_REPLAYERS)
         stored = self.stored(receipt_id, tenant)
         verdict = verify_receipt(
             self.ledger.keyring, stored.body, stored.signature, record_intact=stored.intact
@@ -266,28 +294,21 @@ class ReceiptService:
             tenant, position if memory_view is MemoryView.AS_EMITTED else None
         )
         context = _assembled(memory_log, assembly, bundle)
-        try:
-            replay: dict[str, Any] | None = self._record(
-                assembly,
-                context,
-                _position(memory_log),
-                memory_view,
-                original["policy_snapshot"],
-                receipt_id,
-                replayed_by,
-            )
-        except (PersistenceError, StoreBusyError) as exc:
-            log.warning(
-                "replay of receipt %s: the replay receipt was not written (%s);"
-                " answering the diff without it",
-                receipt_id,
-                exc,
-            )
-            replay = None
+        replay = self._record(
+            assembly,
+            context,
+            _position(memory_log),
+            memory_view,
+            original["policy_snapshot"],
+            receipt_id,
+            replayed_by,
+        )["receipt"]
+        written = replay["receipt_id"] is not None
         return {
             "original_receipt_id": receipt_id,
-            "replay_receipt_id": None if replay is None else replay["receipt"]["receipt_id"],
-            "diff": receipt_diff(original, None if replay is None else replay["receipt"]),
+            "replay_receipt_id": replay["receipt_id"],
+            # Not written: every original entry is listed as removed (seed 001).
+            "diff": receipt_diff(original, replay if written else None),
         }
 
 

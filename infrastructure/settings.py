@@ -121,6 +121,8 @@ class Settings(BaseSettings):
     roles: str | None = None
     # The HTTP service: who may call it (hashed bearer tokens) and how much one request may carry.
     tokens_file: Path | None = None
+    # How often, at most, `mace serve` looks whether the tokens file changed (0: every request).
+    tokens_reload_seconds: float = Field(default=3.0, ge=0)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     max_batch_events: int = Field(default=500, ge=1)
     max_run_events: int = Field(default=20_000, ge=1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import signal
 import socket
 import stat
@@ -36,13 +37,24 @@ from api_support import (
     stage_event,
     token_book,
 )
+from fastapi.testclient import TestClient
 from ledger_fixtures import RawTable, run, signing_keys
 
 from domain.canonical import canonical_json
 from domain.events import hash_of
 from domain.job import Job
 from domain.snapshot import Snapshot
-from infrastructure.api.tokens import TokenBook, TokensFileError, add_token, read_tokens_file
+from infrastructure.api.app import create_app
+from infrastructure.api.tokens import (
+    TokenBook,
+    Tokens,
+    TokensFileError,
+    WatchedTokensFile,
+    add_token,
+    read_tokens_file,
+    revoke_token,
+    token_id_of,
+)
 from infrastructure.ledger import Ledger, default_snapshots
 from infrastructure.settings import Settings
 
@@ -84,13 +96,28 @@ def recorders_only(who: str) -> str:
 # --- health, readiness, the OpenAPI document ----------------------------------------------------
 
 
-def test_health_and_readiness_answer_without_a_token(api: Api, settings: Settings) -> None:
+READY = b'{"status":"ready"}'
+NOT_READY = b'{"error":{"code":"NOT_READY","message":"not ready"}}'
+# Callers who see readiness only as ready / not ready: none, a stranger, and every role but admin.
+UNDETAILED = {
+    "no-token": {},
+    "unknown-token": {"Authorization": "Bearer not-a-known-token"},
+    "operator": auth("operator"),
+    "auditor": auth("auditor"),
+    "council": auth("council"),
+}
+
+
+def test_health_and_readiness_say_only_whether_without_an_admin_token(api: Api) -> None:
     health = api.get("/healthz", None)
     assert (health.status_code, health.content) == (200, b'{"status":"ok"}')
+    for name, headers in UNDETAILED.items():
+        ready = api.client.get("/readyz", headers=headers)
+        assert (ready.status_code, ready.content) == (200, READY), name
 
-    ready = api.get("/readyz", None)
-    assert ready.status_code == 200
-    assert ready.json() == {
+
+def test_readiness_details_are_for_an_admin_token(api: Api, settings: Settings) -> None:
+    details = {
         "status": "ready",
         "store": settings.parsed_store().describe(),
         "log_position": 0,
@@ -98,9 +125,27 @@ def test_health_and_readiness_answer_without_a_token(api: Api, settings: Setting
         "keys": {"k1": "unrecorded"},
         "tokens": len(CALLERS),
     }
+    for who in ("admin", "admin_auditor", "beta_admin_auditor"):
+        ready = api.get("/readyz", who)
+        assert (ready.status_code, ready.json()) == (200, details), who
     api.new_job()
-    position = api.get("/readyz", None).json()["log_position"]
+    position = api.get("/readyz", "admin").json()["log_position"]
     assert position == api.position() > 0
+
+
+def test_an_unreachable_store_is_not_ready_and_only_an_admin_learns_why(
+    api: Api, settings: Settings
+) -> None:
+    raw = RawTable(settings)
+    raw.execute("ALTER TABLE {table} RENAME TO moved_away")
+    for name, headers in UNDETAILED.items():
+        ready = api.client.get("/readyz", headers=headers)
+        assert (ready.status_code, ready.content) == (503, NOT_READY), name
+    message = assert_error(api.get("/readyz", "admin"), 503, "NOT_READY")
+    assert message.startswith("not ready: store unreachable: ")
+    assert raw.table in message  # the store's own words, for an admin only
+    health = api.get("/healthz", None)
+    assert (health.status_code, health.content) == (200, b'{"status":"ok"}')
 
 
 def test_openapi_document_needs_no_token_and_lists_the_endpoints(api: Api) -> None:
@@ -122,6 +167,7 @@ def test_openapi_document_needs_no_token_and_lists_the_endpoints(api: Api) -> No
     ):
         assert path in paths, path
     assert not any(path.startswith("/dashboard") for path in paths)
+    assert "admin token only" in paths["/readyz"]["get"]["responses"]["503"]["description"]
 
 
 # --- 401 ----------------------------------------------------------------------------------------
@@ -1332,6 +1378,88 @@ def test_token_book_names_the_principal_of_a_token_and_no_other() -> None:
     assert book.principal(CALLERS["operator"].token.upper()) is None
 
 
+# --- tokens change while the service runs -------------------------------------------------------
+
+
+@pytest.fixture
+def tokens_file(tmp_path: Path) -> Path:
+    return tmp_path / "tokens.json"
+
+
+def served(settings: Settings, ledger: Ledger, tokens: Tokens) -> TestClient:
+    """The real app over ``ledger``, with the tokens it is given (a watched file, here)."""
+    return TestClient(create_app(settings, tokens, ledger))
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_a_revoked_token_is_refused_and_a_new_one_accepted_without_a_restart(
+    settings: Settings, ledger: Ledger, tokens_file: Path
+) -> None:
+    ana = add_token(tokens_file, "ana", ["admin", "operator"], "acme")
+    olga = add_token(tokens_file, "olga", ["operator"], "acme")
+    with served(settings, ledger, WatchedTokensFile(tokens_file, 0)) as client:
+        assert client.get("/v1/jobs", headers=bearer(olga)).status_code == 200
+        revoked = revoke_token(tokens_file, token_id_of(olga))
+        assert (revoked.actor_id, revoked.tenant) == ("olga", "acme")
+        refused = client.get("/v1/jobs", headers=bearer(olga))
+        assert_error(refused, 401, "UNAUTHENTICATED", "the bearer token is not valid")
+        # The dashboard's session cookie is the same token: refused too.
+        page = client.get("/dashboard", headers={"Cookie": f"mace_session={olga}"})
+        assert page.status_code == 401
+        assert client.get("/v1/jobs", headers=bearer(ana)).status_code == 200
+
+        gus = add_token(tokens_file, "gus", ["operator"], "globex")
+        assert client.get("/v1/jobs", headers=bearer(gus)).status_code == 200
+        assert client.get("/readyz", headers=bearer(ana)).json()["tokens"] == 2
+
+
+def test_a_tokens_file_that_becomes_unusable_refuses_every_token_until_it_is_fixed(
+    settings: Settings,
+    ledger: Ledger,
+    tokens_file: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ana = add_token(tokens_file, "ana", ["admin"], "acme")
+    good = tokens_file.read_bytes()
+    with served(settings, ledger, WatchedTokensFile(tokens_file, 0)) as client:
+        for broken in (b'{"tokens": [', None):
+            if broken is None:
+                tokens_file.unlink()
+            else:
+                tokens_file.write_bytes(broken)
+            caplog.clear()
+            for _ in range(2):
+                response = client.get("/v1/jobs", headers=bearer(ana))
+                assert_error(response, 401, "UNAUTHENTICATED", "the bearer token is not valid")
+                ready = client.get("/readyz", headers=bearer(ana))
+                assert (ready.status_code, ready.content) == (503, NOT_READY)
+            (line,) = [r.getMessage() for r in caplog.records]  # once per change, not per request
+            assert line.startswith(f"tokens file {tokens_file}" if broken else "cannot read")
+            assert line.endswith(": no token is accepted until the tokens file is fixed")
+
+        caplog.clear()
+        tokens_file.write_bytes(good)
+        assert client.get("/v1/jobs", headers=bearer(ana)).status_code == 200
+        assert [r.getMessage() for r in caplog.records] == [
+            f"tokens file {tokens_file} is usable again: 1 token(s)"
+        ]
+
+
+def test_the_tokens_file_is_looked_at_no_more_often_than_the_interval(tokens_file: Path) -> None:
+    olga = add_token(tokens_file, "olga", ["operator"], "acme")
+    now = [100.0]
+    watched = WatchedTokensFile(tokens_file, 3, clock=lambda: now[0])
+    revoke_token(tokens_file, token_id_of(olga))
+    now[0] += 2.9
+    assert watched.principal(olga) is not None  # not looked at again yet
+    now[0] += 0.1
+    assert watched.principal(olga) is None
+    assert len(watched) == 0
+
+
 # --- mace token new, mace serve -----------------------------------------------------------------
 
 
@@ -1362,10 +1490,16 @@ def test_mace_token_new_stores_only_a_hash_in_a_0600_file(
         "--file",
         str(path),
     )
-    assert (code, err) == (0, "")
     assert out.count("\n") == 1
     token = out.strip()
     assert token.startswith("mace_") and len(token) > 40
+    token_id = token_id_of(token)
+    assert re.fullmatch(r"[0-9a-f]{16}", token_id)
+    assert (code, err) == (
+        0,
+        f"mace: token {token_id} for ana (tenant acme); 'mace token revoke {token_id}'"
+        " removes it\n",
+    )
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     raw = path.read_bytes()
     assert token.encode() not in raw
@@ -1385,8 +1519,8 @@ def test_mace_token_new_stores_only_a_hash_in_a_0600_file(
     # A second token is added beside the first; MACE_TOKENS_FILE is the default file.
     monkeypatch.setenv("MACE_TOKENS_FILE", str(path))
     code, out, err = run(capsys, "token", "new", "--actor", "olga", "--roles", "operator")
-    assert (code, err) == (0, "")
     second = out.strip()
+    assert (code, err.count("\n")) == (0, 1) and token_id_of(second) in err
     book = TokenBook.load(path)
     assert len(book) == 2
     again = book.principal(second)
@@ -1405,6 +1539,47 @@ def test_mace_token_new_stores_only_a_hash_in_a_0600_file(
         assert (code, out) == (2, "")
         assert err.count("\n") == 1 and err.startswith("mace: error: ") and message in err, err
     assert path.read_bytes() == before
+
+
+def test_mace_token_list_and_revoke(
+    cli_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = cli_home / "tokens.json"
+    monkeypatch.setenv("MACE_TOKENS_FILE", str(path))
+    ana = add_token(path, "ana", ["auditor", "admin"], "acme")
+    olga = add_token(path, "olga", ["operator"], "default")
+    ids = {"ana": token_id_of(ana), "olga": token_id_of(olga)}
+    code, out, err = run(capsys, "token", "list")
+    assert (code, err) == (0, "")
+    assert out == (
+        f"{ids['ana']} ana admin,auditor acme\n{ids['olga']} olga operator default\n"
+    )
+    code, out, err = run(capsys, "token", "list", "--json")
+    assert orjson.loads(out) == {
+        "tokens": [
+            {"id": ids["ana"], "actor_id": "ana", "roles": ["admin", "auditor"], "tenant": "acme"},
+            {"id": ids["olga"], "actor_id": "olga", "roles": ["operator"], "tenant": "default"},
+        ]
+    }
+    assert ana not in out and hashlib.sha256(ana.encode()).hexdigest() not in out
+
+    # An unknown id: exit 2, one line, the file as it was.
+    before = path.read_bytes()
+    for unknown in ("0" * 16, "", ids["ana"][:8]):
+        code, out, err = run(capsys, "token", "revoke", unknown)
+        assert (code, out) == (2, "")
+        assert err == (
+            f"mace: error: no token {unknown!r} in tokens file {path} (see 'mace token list')\n"
+        )
+    assert path.read_bytes() == before
+
+    code, out, err = run(capsys, "token", "revoke", ids["olga"])
+    assert (code, out, err) == (0, f"revoked token {ids['olga']} of olga (tenant default)\n", "")
+    book = TokenBook.load(path)
+    assert (book.principal(olga), len(book)) == (None, 1)
+    assert book.principal(ana) is not None
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert run(capsys, "token", "revoke", ids["olga"])[0] == 2
 
 
 def test_mace_serve_without_a_tokens_file_exits_2_with_one_line(
@@ -1464,6 +1639,7 @@ def test_mace_serve_answers_over_the_network(tmp_path: Path) -> None:
         "MACE_SIGNING_KEYS": signing_keys("k1").get_secret_value(),
         "MACE_ACTIVE_KEY_ID": "k1",
         "MACE_TOKENS_FILE": str(tokens),
+        "MACE_TOKENS_RELOAD_SECONDS": "0",
     }
     mace = Path(sys.executable).with_name("mace")
     log = (tmp_path / "serve.log").open("wb")
@@ -1492,6 +1668,9 @@ def test_mace_serve_answers_over_the_network(tmp_path: Path) -> None:
             assert (shown.json()["job_id"], shown.json()["status"]) == (job_id, "sealed")
             listed = client.get("/v1/jobs", headers=headers).json()
             assert [j["job_id"] for j in listed["jobs"]] == [job_id]
+            # Revoked while it runs: refused at once, no restart.
+            revoke_token(tokens, token_id_of(token))
+            assert client.get("/v1/jobs", headers=headers).status_code == 401
     finally:
         server.send_signal(signal.SIGTERM)
         try:

@@ -24,7 +24,7 @@ from api_support import (
     checked_client,
     not_found_body,
 )
-from ledger_fixtures import TEST_SECRETS, settings_for
+from ledger_fixtures import TEST_SECRETS, RawTable, settings_for
 from receipt_examples import ALIAS_BOMB, BUNDLE
 from receipt_tampering import edit_receipt, refuse_new_receipts
 
@@ -32,6 +32,7 @@ from domain.canonical import canonical_json
 from domain.context_assembly import REDACTED
 from domain.governance import Actor
 from domain.policy import MAX_BUNDLE_BYTES, parse_bundle
+from domain.tenant_memory import MemoryLog
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
 
@@ -911,3 +912,48 @@ def test_a_replay_whose_receipt_cannot_be_written_still_answers_200(
     assert diff["selected_entries"]["added"] == [] and diff["selected_entries"]["common"] == 0
     assert api.position() == before
     assert [r["receipt_id"] for r in api.get("/v1/receipts").json()["receipts"]] == [emitted]
+
+
+NOT_WRITTEN = (
+    "the receipt was not written (the store refused it): this answer has no receipt id"
+    " and no signature"
+)
+
+
+@pytest.mark.parametrize(
+    "path, extra",
+    [("/v1/context", {}), ("/v1/handoff", {"to_agent": "billing-bot"})],
+    ids=["context", "handoff"],
+)
+def test_a_context_whose_receipt_cannot_be_written_is_still_served_200(
+    api: Api, acme: Acme, settings: Settings, path: str, extra: dict[str, Any]
+) -> None:
+    ask = {"query": "alice plan email", **extra}
+    written = api.post(path, ask).json()["receipt"]
+    refuse_new_receipts(settings)
+    before = api.position()
+
+    response = api.post(path, ask)
+    assert response.status_code == 200, response.content
+    answer = response.json()
+    assert set(answer) == {"receipt", "signature", "warning"}
+    assert (answer["signature"], answer["warning"]) == (None, NOT_WRITTEN)
+    served = answer["receipt"]
+    assert (served["receipt_id"], served["signature"]) == (None, None)
+    for key in ("kind", "handoff", "caller", "entries", "filters_applied", "context_hash"):
+        assert served[key] == written[key], key
+    assert api.position() == before
+    listed = api.get("/v1/receipts").json()["receipts"]
+    assert [r["receipt_id"] for r in listed] == [written["receipt_id"]]
+
+
+def test_a_context_over_an_altered_memory_log_fails_closed_though_writes_fail_open(
+    api: Api, acme: Acme, settings: Settings
+) -> None:
+    refuse_new_receipts(settings)
+    raw = RawTable(settings)
+    stream = MemoryLog.id_for("acme")
+    state = bytearray(raw.state(stream, 2))
+    state[-3] ^= 1
+    raw.set_column(stream, 2, "state", bytes(state))
+    assert_error(api.post("/v1/context", {"query": "alice plan"}), 500, "INTEGRITY_FAILURE")

@@ -692,6 +692,26 @@ def test_an_unreplayable_receipt_exits_1_with_its_code_and_writes_nothing(
         assert err.startswith("mace: error: " + line.format(original=original))
 
 
+def test_replay_needs_the_roles_http_needs_and_a_refusal_records_nothing(
+    acme: Acme,
+    cli_env: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    receipt_id = emit(capsys, "alice plan")["receipt"]["receipt_id"]
+    act(monkeypatch, "olga", "operator")
+    for argv in ([], ["--json"], ["--memory", "as-emitted"]):
+        err = refused(capsys, cli_env, "receipts", "replay", receipt_id, *ACME, *argv, code=1)
+        assert err == (
+            "mace: ACCESS_DENIED: this needs one of the roles ['admin', 'auditor', 'council'];"
+            " olga holds ['operator']\n"
+        )
+    assert ok_json(capsys, "receipts", "list", "--parent", receipt_id, *ACME)["receipts"] == []
+    for roles in ("operator,admin", "auditor", "council"):
+        act(monkeypatch, "olga", roles)
+        assert ok_json(capsys, "receipts", "replay", receipt_id, *ACME)["replay_receipt_id"]
+
+
 def test_replay_of_an_unknown_or_foreign_receipt_is_bad_input(
     acme: Acme,
     cli_env: Settings,
@@ -753,6 +773,47 @@ def test_a_replay_whose_receipt_cannot_be_written_still_prints_the_diff(
     assert result.stderr.count("\n") == 1
     assert result.stderr.startswith(
         f"mace: warning: replay of receipt {receipt_id}: the replay receipt was not written ("
+    )
+    assert stored(cli_env) == before
+
+
+@pytest.mark.parametrize(
+    "argv", [["context"], ["handoff", "--to", "billing-bot"]], ids=["context", "handoff"]
+)
+def test_a_context_whose_receipt_cannot_be_written_is_printed_with_a_warning(
+    acme: Acme,
+    cli_env: Settings,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    argv: list[str],
+) -> None:
+    kind, *options = argv
+    ask = [kind, "alice plan email", *options, *ACME]
+    written = ok_json(capsys, *ask)["receipt"]
+    refuse_new_receipts(cli_env)
+    before = stored(cli_env)
+
+    code, out, _ = run(capsys, *ask, "--json")
+    assert code == 0
+    answer = orjson.loads(out)
+    assert (answer["receipt"]["receipt_id"], answer["signature"]) == (None, None)
+    assert answer["receipt"]["entries"] == written["entries"]
+    assert answer["warning"].startswith("the receipt was not written (the store refused it)")
+    assert f"{kind} for tenant acme: the receipt was not written (" in caplog.text
+    assert stored(cli_env) == before
+
+    # The real command: the context on standard output, one warning line on standard error.
+    mace = shutil.which("mace", path=str(Path(sys.executable).parent))
+    assert mace is not None
+    result = subprocess.run(
+        [mace, *ask], capture_output=True, text=True, check=False, env=dict(os.environ)
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"receipt (not written) ({kind}, live) tenant acme\n")
+    assert "signature: none (the receipt was not written)\n" in result.stdout
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(
+        f"mace: warning: {kind} for tenant acme: the receipt was not written ("
     )
     assert stored(cli_env) == before
 
@@ -903,6 +964,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     acme: Acme,
     cli_env: Settings,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     argv: list[str],
     message: str,
@@ -924,6 +986,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     }
     for name, value in names.items():
         message = message.replace(name, value)
+    if argv[:2] == ["receipts", "replay"]:
+        act(monkeypatch, "ada", "auditor")  # one who may replay, so that the input is judged
     err = refused(capsys, cli_env, *[names.get(a, a) for a in argv])
     assert err.startswith("mace: error: " + message), err
     if not message.endswith((": ", "No such file")):

@@ -12,16 +12,16 @@ from typing import Any
 
 import orjson
 import pytest
-from ledger_fixtures import settings_for
+from ledger_fixtures import RawTable, settings_for
 from receipt_examples import BUNDLE
 from receipt_tampering import edit_receipt, refuse_new_receipts
 
 from domain.canonical import canonical_json
 from domain.context_assembly import REDACTED, ContextCaller, ContextRequest
-from domain.governance import Actor
+from domain.governance import AccessDenied, Actor
 from domain.policy import PolicyError
-from domain.receipt import MemoryView, ReceiptKind, Unreplayable, handoff_of
-from domain.tenant_memory import MemoryLogError
+from domain.receipt import BODY_KEYS, MemoryView, ReceiptKind, Unreplayable, handoff_of
+from domain.tenant_memory import MemoryLog, MemoryLogError
 from infrastructure.ledger import Ledger
 from infrastructure.ledger_errors import NotFoundError
 from infrastructure.receipt_service import Assembly
@@ -256,6 +256,27 @@ def emitted(acme: Ledger) -> Iterator[str]:
     yield acme.receipts.emit(ask("alice plan email"))["receipt"]["receipt_id"]
 
 
+def test_only_an_auditor_admin_or_council_member_may_replay_a_receipt(
+    acme: Ledger, emitted: str
+) -> None:
+    before = acme.recorder.max_notification_id()
+    for who in (WRITER, Actor.of("olga", ["operator"])):
+        with pytest.raises(AccessDenied) as denied:
+            acme.receipts.replay(emitted, "acme", who, MemoryView.CURRENT)
+        assert denied.value.message == (
+            "this needs one of the roles ['admin', 'auditor', 'council'];"
+            f" {who.actor_id} holds ['operator']"
+        )
+    # Refused before anything is read: an unknown receipt is refused the same way.
+    with pytest.raises(AccessDenied):
+        acme.receipts.replay("rct-" + "0" * 32, "acme", WRITER, MemoryView.CURRENT)
+    assert acme.recorder.max_notification_id() == before
+    for role in ("auditor", "admin", "council"):
+        who = Actor.of("replayer", ["operator", role])
+        answer = acme.receipts.replay(emitted, "acme", who, MemoryView.CURRENT)
+        assert answer["replay_receipt_id"] is not None
+
+
 def test_an_edited_row_fails_verification_and_is_refused_by_replay(
     acme: Ledger, settings: Settings, emitted: str
 ) -> None:
@@ -344,6 +365,58 @@ def test_a_replay_whose_receipt_cannot_be_written_still_answers(
     assert [e["memory_id"] for e in diff["selected_entries"]["removed"]] == ids
     assert diff["selected_entries"]["added"] == [] and diff["selected_entries"]["common"] == 0
     assert len(acme.receipts.listing("acme")) == 1
+
+
+# Fail-open: a context or handoff receipt cannot be written
+
+NOT_WRITTEN = (
+    "the receipt was not written (the store refused it): this answer has no receipt id"
+    " and no signature"
+)
+HANDOFF = handoff_of("billing-bot", "support-bot", "customer disputes an invoice")
+
+
+@pytest.mark.parametrize("kind", list(ReceiptKind))
+def test_an_assembly_whose_receipt_cannot_be_written_is_served_unsigned(
+    acme: Ledger, settings: Settings, caplog: pytest.LogCaptureFixture, kind: ReceiptKind
+) -> None:
+    handoff = HANDOFF if kind is ReceiptKind.HANDOFF else None
+    assembly = Assembly(kind, "acme", AGENT, ContextRequest("alice plan email", 10), handoff)
+    written = acme.receipts.emit(assembly)["receipt"]
+    refuse_new_receipts(settings)
+    before = acme.recorder.max_notification_id()
+
+    answer = acme.receipts.emit(assembly)
+    assert set(answer) == {"receipt", "signature", "warning"}
+    assert (answer["signature"], answer["warning"]) == (None, NOT_WRITTEN)
+    served = answer["receipt"]
+    assert set(served) == BODY_KEYS
+    assert (served["receipt_id"], served["signature"]) == (None, None)
+    for key in ("kind", "handoff", "caller", "request", "memory", "entries", "context_hash"):
+        assert served[key] == written[key], key
+    assert served["filters_applied"] == written["filters_applied"] != []
+    bundle = ("bundle_hash", "bundle_yaml")
+    assert [served["policy_snapshot"][k] for k in bundle] == [
+        written["policy_snapshot"][k] for k in bundle
+    ]
+    assert acme.recorder.max_notification_id() == before
+    assert [r["receipt_id"] for r in acme.receipts.listing("acme")] == [written["receipt_id"]]
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert line.startswith(f"{kind.value} for tenant acme: the receipt was not written (")
+    assert line.endswith("); answering without it")
+
+
+def test_only_the_receipt_write_fails_open_not_the_reads_the_assembly_needs(
+    acme: Ledger, settings: Settings
+) -> None:
+    refuse_new_receipts(settings)
+    raw = RawTable(settings)
+    stream = MemoryLog.id_for("acme")
+    state = bytearray(raw.state(stream, 2))
+    state[-3] ^= 1
+    raw.set_column(stream, 2, "state", bytes(state))
+    with pytest.raises(IntegrityFailure):
+        acme.receipts.emit(ask("alice plan"))
 
 
 def test_secrets_never_enter_a_receipt(acme: Ledger) -> None:

@@ -39,7 +39,7 @@ from infrastructure.api.errors import (
 )
 from infrastructure.api.limits import BodyLimit
 from infrastructure.api.responses import CanonicalJSONResponse
-from infrastructure.api.tokens import TokenBook
+from infrastructure.api.tokens import Tokens
 from infrastructure.key_checks import KeyMismatch
 from infrastructure.ledger import Ledger
 from infrastructure.ledger_errors import (
@@ -51,7 +51,7 @@ from infrastructure.ledger_errors import (
 from infrastructure.settings import Settings
 
 
-def create_app(settings: Settings, tokens: TokenBook, ledger: Ledger | None = None) -> FastAPI:
+def create_app(settings: Settings, tokens: Tokens, ledger: Ledger | None = None) -> FastAPI:
     """The service over ``ledger`` (default: the one the settings name, opened at start-up)."""
 
     @asynccontextmanager

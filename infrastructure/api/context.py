@@ -9,12 +9,11 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator
 
-from domain.errors import ErrorCode
-from domain.governance import Role
+from domain.governance import Role, require_any
 from domain.job import JOB_ID_PATTERN, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, check_snapshot_id
 from infrastructure.api.errors import ApiError, HttpCode, invalid, not_found
-from infrastructure.api.tokens import Principal, TokenBook
+from infrastructure.api.tokens import Principal, Tokens
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
 
@@ -28,7 +27,7 @@ class Service:
 
     settings: Settings
     ledger: Ledger
-    tokens: TokenBook
+    tokens: Tokens
 
 
 def service(request: Request) -> Service:
@@ -39,14 +38,19 @@ def service(request: Request) -> Service:
 _bearer = HTTPBearer(auto_error=False, description="a token from MACE_TOKENS_FILE")
 
 
-def caller(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
-    """The principal the request's bearer token (or dashboard session cookie) names, else 401."""
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def _token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    """The bearer token, else the dashboard's session cookie, else None."""
     token = credentials.credentials if credentials is not None else None
-    token = token or request.cookies.get(SESSION_COOKIE)
-    if not token:
+    return token or request.cookies.get(SESSION_COOKIE) or None
+
+
+def caller(request: Request, credentials: Credentials) -> Principal:
+    """The principal the request's bearer token (or dashboard session cookie) names, else 401."""
+    token = _token(request, credentials)
+    if token is None:
         raise ApiError(401, HttpCode.UNAUTHENTICATED, "a bearer token is required")
     principal = service(request).tokens.principal(token)
     if principal is None:
@@ -54,7 +58,18 @@ def caller(
     return principal
 
 
+async def presented(request: Request) -> Principal | None:
+    """The principal a token names, if one was presented and is valid; never refuses.
+
+    The bearer scheme is read here, not declared as a dependency, so the OpenAPI document does
+    not list a token as required where it is optional.
+    """
+    token = _token(request, await _bearer(request))
+    return None if token is None else service(request).tokens.principal(token)
+
+
 Caller = Annotated[Principal, Depends(caller)]
+MaybeCaller = Annotated[Principal | None, Depends(presented)]
 # The schema documents each id's pattern; the domain's own check gives the message.
 JobIdPath = Annotated[
     str,
@@ -71,14 +86,8 @@ Ctx = Annotated[Service, Depends(service)]
 
 
 def require(principal: Principal, *roles: Role) -> None:
-    """403 unless the caller holds one of ``roles``."""
-    if not any(principal.actor.holds(role) for role in roles):
-        wanted = sorted(role.value for role in roles)
-        message = (
-            f"this needs one of the roles {wanted}; {principal.actor.actor_id}"
-            f" holds {list(principal.actor.roles)}"
-        )
-        raise ApiError(403, ErrorCode.ACCESS_DENIED, message)
+    """403 ``ACCESS_DENIED`` unless the caller holds one of ``roles``."""
+    require_any(principal.actor, roles)
 
 
 def own_job(ledger: Ledger, job_id: str, principal: Principal) -> None:

@@ -1,23 +1,71 @@
-"""``/healthz`` (the process answers) and ``/readyz`` (the store answers and holds our keys).
+"""``/healthz`` (the process answers) and ``/readyz`` (it can serve: store, keys and tokens).
 
-Ready means the store answers and no configured key contradicts it: a key whose secret is not the
-one the store was signed with (`infrastructure.key_checks`) makes the service not ready, and every
-write it tries is refused with 503 ``KEY_MISMATCH``.
+Ready means the store answers, no configured key contradicts it (a key whose secret is not the one
+the store was signed with, `infrastructure.key_checks`, makes the service not ready, and every
+write it tries is refused with 503 ``KEY_MISMATCH``) and the tokens file is usable.
+
+Both answer without a token, and then say only whether: ``{"status": "ready"}`` or 503
+``NOT_READY`` with the message ``not ready``. What the service runs on (the store's address, the
+active key id, how many tokens it holds, the global log position) and why it is not ready (a
+store's error text names its host, user and tables) tell a scanner about the deployment, and the
+log position moves with every tenant's writes; so they go to an ``admin`` token only. Every check
+and every detail is in `readiness`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from eventsourcing.persistence import PersistenceError
 from fastapi import APIRouter
 
-from infrastructure.api.context import Ctx
-from infrastructure.api.errors import ApiError, HttpCode
+from domain.governance import Role
+from infrastructure.api.context import Ctx, MaybeCaller, Service
+from infrastructure.api.errors import ApiError, HttpCode, documented
 from infrastructure.key_checks import KeyMismatch, KeyStatus
 from infrastructure.signed_record import IntegrityFailure
 
 router = APIRouter(tags=["operations"])
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Why the service cannot serve (empty: it can), and what it runs on, for admins."""
+
+    problems: list[str]
+    details: dict[str, Any]
+
+
+def readiness(ctx: Service) -> Readiness:
+    """Every readiness check and every detail an admin sees."""
+    problems: list[str] = []
+    keyring = ctx.ledger.keyring
+    details: dict[str, Any] = {
+        "store": ctx.ledger.store.describe(),
+        "active_key_id": keyring.active_key_id,
+        "tokens": len(ctx.tokens),
+    }
+    try:
+        details["log_position"] = ctx.ledger.recorder.max_notification_id() or 0
+        keys = ctx.ledger.key_checks.status()
+    except (PersistenceError, OSError) as exc:
+        problems.append(f"store unreachable: {exc}")
+    except IntegrityFailure as exc:
+        problems.append(str(exc))
+    else:
+        details["keys"] = {key_id: status.value for key_id, status in sorted(keys.items())}
+        problems.extend(
+            str(KeyMismatch(keyring, key_id))
+            for key_id, status in sorted(keys.items())
+            if status is KeyStatus.MISMATCH
+        )
+    if not keyring.key_ids:
+        problems.append("no signing keys loaded")
+    tokens = ctx.tokens.problem()
+    if tokens is not None:
+        problems.append(f"no token can be accepted: {tokens}")
+    return Readiness(problems, details)
 
 
 @router.get("/healthz", summary="the process is up")
@@ -25,26 +73,17 @@ def healthz() -> dict[str, Any]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="the store is reachable and holds the service's signing keys")
-def readyz(ctx: Ctx) -> dict[str, Any]:
-    try:
-        position = ctx.ledger.recorder.max_notification_id() or 0
-        keys = ctx.ledger.key_checks.status()
-    except (PersistenceError, OSError) as exc:
-        raise ApiError(503, HttpCode.NOT_READY, f"store unreachable: {exc}") from None
-    except IntegrityFailure as exc:
-        raise ApiError(503, HttpCode.NOT_READY, str(exc)) from None
-    keyring = ctx.ledger.keyring
-    if not keyring.key_ids:
-        raise ApiError(503, HttpCode.NOT_READY, "no signing keys loaded")
-    for key_id, status in sorted(keys.items()):
-        if status is KeyStatus.MISMATCH:
-            raise ApiError(503, HttpCode.NOT_READY, str(KeyMismatch(keyring, key_id)))
-    return {
-        "status": "ready",
-        "store": ctx.ledger.store.describe(),
-        "log_position": position,
-        "active_key_id": keyring.active_key_id,
-        "keys": {key_id: status.value for key_id, status in sorted(keys.items())},
-        "tokens": len(ctx.tokens),
-    }
+@router.get(
+    "/readyz",
+    summary="ready or not; with an admin token also what the service runs on, or why not ready",
+    description="No token needed. Without an admin token the answer is only "
+    '`{"status": "ready"}` or 503 `NOT_READY` "not ready".',
+    responses=documented((503, "not ready (NOT_READY); the reason for an admin token only")),
+)
+def readyz(ctx: Ctx, who: MaybeCaller) -> dict[str, Any]:
+    state = readiness(ctx)
+    admin = who is not None and who.actor.holds(Role.ADMIN)
+    if state.problems:
+        reason = f"not ready: {'; '.join(state.problems)}" if admin else "not ready"
+        raise ApiError(503, HttpCode.NOT_READY, reason)
+    return {"status": "ready", **state.details} if admin else {"status": "ready"}

@@ -4,18 +4,29 @@
 event log never holds a token or its hash. A presented token is hashed and compared with every
 entry in constant time, so neither a match nor its position shows in the response time. Tokens
 are random (``mace token new`` makes 256-bit ones), so an unsalted hash is enough to keep the
-file useless to a reader.
+file useless to a reader. A token's id is the first 16 hex digits of its hash: derived, so files
+written before ids existed have them too, and naming it shows nothing of the token.
+
+The service watches the file (`WatchedTokensFile`), so revoking or adding a token needs no
+restart. ``mace token`` rewrites it whole (a new file renamed over the old one, mode 0600) under a
+lock, so concurrent changes are not lost and a reader never sees half a file.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
+import logging
 import os
 import secrets
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from threading import Lock
+from typing import Annotated, Final, Protocol
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -26,6 +37,9 @@ from domain.job import validate_tenant
 from domain.validation_messages import first_problem
 
 Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+TOKEN_ID_DIGITS: Final = 16
+
+log = logging.getLogger(__name__)
 
 
 class TokensFileError(ValueError):
@@ -39,6 +53,10 @@ class TokenEntry(BaseModel):
     actor_id: str
     roles: list[Role] = Field(min_length=1)
     tenant: str
+
+    @property
+    def token_id(self) -> str:
+        return self.sha256[:TOKEN_ID_DIGITS]
 
 
 class TokensFile(BaseModel):
@@ -59,6 +77,22 @@ def token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
 
+def token_id_of(token: str) -> str:
+    return token_hash(token).hex()[:TOKEN_ID_DIGITS]
+
+
+class Tokens(Protocol):
+    """What the service asks of its tokens: who a token names, how many, whether usable."""
+
+    def principal(self, token: str) -> Principal | None: ...
+
+    def __len__(self) -> int: ...
+
+    def problem(self) -> str | None:
+        """Why no token can be accepted now (None: they can)."""
+        ...
+
+
 class TokenBook:
     def __init__(self, entries: list[TokenEntry]) -> None:
         self._entries = [(bytes.fromhex(e.sha256), _principal(e)) for e in entries]
@@ -69,6 +103,9 @@ class TokenBook:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def problem(self) -> str | None:
+        return None
 
     def principal(self, token: str) -> Principal | None:
         """The caller this token names, or None; every entry is compared, in constant time."""
@@ -99,20 +136,26 @@ def read_tokens_file(path: Path) -> TokensFile:
         raise TokensFileError(f"tokens file {path} is not JSON: {exc}") from None
     except ValidationError as exc:
         raise TokensFileError(f"tokens file {path}: {first_problem(exc)}") from None
-    hashes = [entry.sha256 for entry in parsed.tokens]
+    _check_entries(path, parsed.tokens)
+    return parsed
+
+
+def _check_entries(path: Path, entries: list[TokenEntry]) -> None:
+    hashes = [entry.sha256 for entry in entries]
     if len(set(hashes)) != len(hashes):
         raise TokensFileError(f"tokens file {path} lists the same token twice")
-    for entry in parsed.tokens:
+    ids = [entry.token_id for entry in entries]
+    if len(set(ids)) != len(ids):
+        raise TokensFileError(f"tokens file {path} lists two tokens with the same id")
+    for entry in entries:
         try:
             _principal(entry)
         except TokensFileError as exc:
             raise TokensFileError(f"tokens file {path}: {exc}") from None
-    return parsed
 
 
 def add_token(path: Path, actor_id: str, roles: list[str], tenant: str) -> str:
     """Make a new random token for an actor, store its hash in ``path``; return the token."""
-    entries = read_tokens_file(path).tokens if path.exists() else []
     try:
         actor = Actor.of(actor_id, roles)
         validate_tenant(tenant)
@@ -125,10 +168,109 @@ def add_token(path: Path, actor_id: str, roles: list[str], tenant: str) -> str:
         roles=[Role(r) for r in actor.roles],
         tenant=tenant,
     )
-    data = TokensFile(tokens=[*entries, entry]).model_dump(mode="json")
-    temporary = path.with_name(path.name + ".tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "wb") as handle:
-        handle.write(canonical_json(data) + b"\n")
-    temporary.replace(path)
+    with _changing(path) as entries:
+        entries.append(entry)
     return token
+
+
+def revoke_token(path: Path, token_id: str) -> TokenEntry:
+    """Remove the token with this id from ``path``; the entry removed."""
+    with _changing(path) as entries:
+        found = [entry for entry in entries if entry.token_id == token_id]
+        if not found:
+            msg = f"no token {token_id!r} in tokens file {path} (see 'mace token list')"
+            raise TokensFileError(msg)
+        entries.remove(found[0])
+    return found[0]
+
+
+@contextmanager
+def _changing(path: Path) -> Iterator[list[TokenEntry]]:
+    """The file's entries to change in place, then written whole; nothing if the block raises.
+
+    A lock beside the file makes concurrent changes take turns (a revoke racing a new token
+    must not bring the revoked one back); the new file is renamed over the old one, so the
+    service reads either all of the old file or all of the new one.
+    """
+    lock = os.open(path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        entries = list(read_tokens_file(path).tokens) if path.exists() else []
+        yield entries
+        _check_entries(path, entries)
+        data = TokensFile(tokens=entries).model_dump(mode="json")
+        temporary = path.with_name(path.name + ".tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(descriptor, 0o600)  # a stale temporary file keeps its own mode otherwise
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(canonical_json(data) + b"\n")
+        temporary.replace(path)
+    finally:
+        os.close(lock)  # releases the lock
+
+
+Stamp = tuple[int, int, int, int]
+
+
+def _stamp(path: Path) -> Stamp | None:
+    """What changes when the file does (inode, size, mtime, ctime); None if it cannot be seen."""
+    try:
+        seen = path.stat()
+    except OSError:
+        return None
+    return (seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns)
+
+
+class WatchedTokensFile:
+    """The tokens in a file as it is now: re-read when it changed, looked at every ``interval`` s.
+
+    Looking is a ``stat``; the file is read only when its inode, size, mtime or ctime changed.
+    A file that cannot be read or is not valid makes the service accept no token at all until it
+    is fixed (fail closed), with one log line per change: keeping the old tokens would keep a
+    token working that someone meant to revoke by editing the file, and an outage is noticed
+    where a revoked token still at work is not. ``mace token`` never writes such a file.
+    """
+
+    def __init__(
+        self, path: Path, interval: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.path = path
+        self._interval = interval
+        self._clock = clock
+        self._lock = Lock()
+        self._seen = _stamp(path)
+        self._book = TokenBook.load(path)  # unusable at start-up: refused (mace serve exits 2)
+        self._problem: str | None = None
+        self._looked = clock()
+
+    def principal(self, token: str) -> Principal | None:
+        return self._current().principal(token)
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def problem(self) -> str | None:
+        self._current()
+        return self._problem
+
+    def _current(self) -> TokenBook:
+        with self._lock:
+            now = self._clock()
+            if now - self._looked >= self._interval:
+                self._looked = now
+                stamp = _stamp(self.path)
+                if stamp != self._seen:
+                    self._seen = stamp
+                    self._reload()
+            return self._book
+
+    def _reload(self) -> None:
+        try:
+            book = TokenBook.load(self.path)
+        except TokensFileError as exc:
+            self._book, self._problem = TokenBook([]), str(exc)
+            log.warning("%s: no token is accepted until the tokens file is fixed", exc)
+            return
+        if self._problem is not None:
+            log.warning("tokens file %s is usable again: %d token(s)", self.path, len(book))
+        self._book, self._problem = book, None

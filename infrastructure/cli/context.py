@@ -2,7 +2,9 @@
 
 The caller of the assembly is the acting identity (``MACE_ACTOR``, ``MACE_ROLES``): its id and
 roles are what the policy bundle's ``caller*`` predicates see. Every assembly is recorded as a
-signed receipt; ``--json`` prints it as ``{"receipt", "signature"}``.
+signed receipt; ``--json`` prints it as ``{"receipt", "signature"}``. If the receipt cannot be
+written, the context is printed all the same, unsigned and with no id (``--json`` adds
+``warning``), a warning line goes to standard error and the command succeeds (fail-open).
 """
 
 from __future__ import annotations

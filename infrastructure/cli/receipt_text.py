@@ -29,9 +29,13 @@ def filter_text(applied: dict[str, Any]) -> str:
 
 
 def print_receipt(emitted: dict[str, Any]) -> None:
-    """A receipt as ``get`` and ``emit`` answer it: ``{"receipt": body, "signature": hex}``."""
+    """A receipt as ``get`` and ``emit`` answer it: ``{"receipt": body, "signature": hex}``.
+
+    An emission whose receipt could not be written has no id and no signature; it says so.
+    """
     body = emitted["receipt"]
-    print(f"receipt {body['receipt_id']} ({body['kind']}, {body['mode']}) tenant {body['tenant']}")
+    receipt_id = body["receipt_id"] or "(not written)"
+    print(f"receipt {receipt_id} ({body['kind']}, {body['mode']}) tenant {body['tenant']}")
     if body.get("parent_receipt_id") is not None:
         print(f"replay of: {body['parent_receipt_id']}")
     caller = body["caller"]
@@ -58,7 +62,11 @@ def print_receipt(emitted: dict[str, Any]) -> None:
     for applied in body["filters_applied"]:
         print(f"  {filter_text(applied)}")
     signature = body["signature"]
-    print(f"signature: {signature['algorithm']} key {signature['key_id']} {emitted['signature']}")
+    if signature is None:
+        print("signature: none (the receipt was not written)")
+    else:
+        algorithm, key_id = signature["algorithm"], signature["key_id"]
+        print(f"signature: {algorithm} key {key_id} {emitted['signature']}")
     print(f"emitted_at: {body['emitted_at']}")
 
 

@@ -1,6 +1,8 @@
 """``mace receipts list|show|verify|replay``: a tenant's retrieval receipts, checked and replayed.
 
 An unknown receipt and another tenant's receipt are the same bad input (exit 2, ``no receipt ID``).
+``replay`` acts as ``MACE_ACTOR``/``MACE_ROLES`` and is refused ``ACCESS_DENIED`` (exit 1,
+nothing recorded) unless they hold a role the receipt use case lets replay, as over HTTP.
 A receipt whose stored row was edited fails like any integrity failure (exit 1, ``show``), never
 verifies (exit 1, ``verify``) and cannot be replayed (exit 1, ``unreplayable.invalid_snapshot``).
 If a replay's own receipt cannot be written, the diff is printed anyway and the command succeeds
