@@ -93,7 +93,11 @@ def test_run_json_report(cli_env: Settings, capsys: pytest.CaptureFixture[str]) 
     again = run_json(capsys, "run", "2 + 3", "--seed", "s1")
     assert again["job_id"] == derive_id("s1", "job", "2 + 3", 1)
     code, out, _ = run(capsys, "verify", "--all")
-    assert (code, out) == (0, "ok: 24 events in 10 streams verified (2 jobs, 2 sealed)\n")
+    assert (code, out) == (
+        0,
+        "ok: 24 events in 10 streams verified (2 jobs, 2 sealed)\n"
+        "replay requests without a result: 0 abandoned, 0 running\n",
+    )
 
 
 def test_run_text_mode(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,8 +26,9 @@ from infrastructure.api.context import (
     service,
 )
 from infrastructure.api.errors import ApiError
-from infrastructure.api.metrics import tenant_evidence
+from infrastructure.api.metrics import tenant_evidence, tenant_replays
 from infrastructure.api.tokens import Principal
+from infrastructure.governance_service import ABANDONED
 from infrastructure.ledger_errors import NotFoundError
 from projections.read_models import HALTED_SNAPSHOTS, NON_REPLAYABLE, REPLAY_OUTCOMES
 
@@ -66,7 +67,7 @@ def error_page(error: ApiError) -> HTMLResponse:
 def overview(ctx: Ctx, who: Caller) -> HTMLResponse:
     models = ctx.ledger.read_models
     mine = who.tenant
-    replays = [r for r in models.rows(REPLAY_OUTCOMES) if r.get("tenant") == mine]
+    replays = tenant_replays(ctx, who)
     replays.sort(key=lambda r: (r["requested_at"], r["job_id"], r["attempt"]), reverse=True)
     gaps = [r for r in models.rows(NON_REPLAYABLE) if r.get("tenant") == mine]
     gaps.sort(key=lambda r: str(r["job_id"]))
@@ -76,6 +77,7 @@ def overview(ctx: Ctx, who: Caller) -> HTMLResponse:
         who=who,
         evidence=tenant_evidence(ctx, who),
         gaps=gaps,
+        abandoned=[r for r in replays if r["outcome"] == ABANDONED],
         replays=replays[:RECENT],
         halts=halts,
     )
@@ -88,11 +90,11 @@ def job_page(job_id: JobIdPath, ctx: Ctx, who: Caller) -> HTMLResponse:
         {**e, "payload_text": canonical_json(e["payload"]).decode()}
         for e in ctx.ledger.job_stream(job_id, tenant=who.tenant)
     ]
-    replays = [
+    replays = ctx.ledger.governance.with_unanswered(
         r
         for r in ctx.ledger.read_models.rows(REPLAY_OUTCOMES)
         if (r["tenant"], r["job_id"]) == (who.tenant, job_id)
-    ]
+    )
     replays.sort(key=lambda r: int(r["attempt"]))
     log = ctx.ledger.reflective_log(job_id, tenant=who.tenant)
     return _page("job.html", who=who, job_id=job_id, log=log, events=events, replays=replays)
