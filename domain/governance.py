@@ -159,6 +159,8 @@ class Governance(MaceAggregate):
 
     class ReplayRequested(MaceAggregate.Event):
         LOG_NAME: ClassVar[str] = "REPLAY_REQUEST"
+        # Version 1 named no lease.
+        class_version: ClassVar[int] = 2
         job_id: str
         attempt: int
         mode: str
@@ -166,6 +168,11 @@ class Governance(MaceAggregate):
         actor_id: str
         roles: list[str]
         recorded_at: str
+        lease: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["lease"] = None
 
     class ReplayResulted(MaceAggregate.Event):
         LOG_NAME: ClassVar[str] = "REPLAY_RESULT"
@@ -200,6 +207,7 @@ class Governance(MaceAggregate):
         self.halted: dict[str, str] = {}
         self.replay_attempts = 0
         self.replay_results: set[int] = set()
+        self.replay_leases: dict[int, str | None] = {}
 
     # Council votes and force-continue
 
@@ -312,9 +320,18 @@ class Governance(MaceAggregate):
     # Replay attempts
 
     def request_replay(
-        self, mode: str, force_continue: bool, actor: Actor, recorded_at: str
+        self,
+        mode: str,
+        force_continue: bool,
+        actor: Actor,
+        recorded_at: str,
+        lease: str | None = None,
     ) -> int:
-        """Append REPLAY_REQUEST; returns the attempt's number (from 1, per job)."""
+        """Append REPLAY_REQUEST; returns the attempt's number (from 1, per job).
+
+        ``lease``: names the lock the replaying process holds until the attempt's result is
+        stored (ops metadata): a request without a result whose lease nobody holds was abandoned.
+        """
         self._job_scope("a replay")
         attempt = self.replay_attempts + 1
         self._replay_requested(
@@ -325,6 +342,7 @@ class Governance(MaceAggregate):
             actor_id=actor.actor_id,
             roles=list(actor.roles),
             recorded_at=recorded_at,
+            lease=lease,
         )
         return attempt
 
@@ -338,8 +356,10 @@ class Governance(MaceAggregate):
         actor_id: str,
         roles: list[str],
         recorded_at: str,
+        lease: str | None,
     ) -> None:
         self.replay_attempts = attempt
+        self.replay_leases[attempt] = lease
 
     def record_replay_result(
         self,

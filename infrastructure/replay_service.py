@@ -5,6 +5,15 @@ before anything else happens (so a refused or crashed attempt is still on record
 REPLAY_RESULT at the end; the attempt's own replay record gets every verification step and the
 report. The result, the record and any halts the replay sets are stored in one transaction.
 Reached as `Ledger.replays`.
+
+Concurrent replays of one job race for the next version of its governance record. Neither
+append gives up on a lost race (`GovernanceService.store_racing`): the request is decided again
+on the record as it now stands (attempt number, approvals) and appended, or it raises before
+anything is written; the result is for the attempt its request got, whatever was appended since,
+so it is built again on the new record and appended. What can still leave a request without a
+result is the process failing between the two (killed, the store lost or refusing the write, an
+unexpected error): the replay holds a lease (`replay_leases`) from before its request is stored
+until its result is, so readers tell such an abandoned request from a running one.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from domain.aggregate import MaceAggregate
 from domain.canonical import digest
 from domain.errors import ErrorCode
 from domain.governance import (
@@ -103,37 +113,39 @@ class ReplayService:
         job = self._job_if_intact(job_id, tenant)
         watch = elapsed or stopwatch()
 
-        now = recorded_at()
-        # Access and force-continue are decided on the very record the request was appended to.
-        attempt, production_approved, force_approved = self.governance.act_on(
-            scope,
-            lambda g: (
-                g.request_replay(mode.value, force_continue, actor, now),
-                g.approved(Motion.PRODUCTION_REPLAY),
-                g.force_continue_allowed(),
-            ),
-            f"replay request for {job_id}",
-        )
-        refusal = replay_refusal(mode, actor, production_approved)
-        if refusal is None:
-            request = ReplayRequest(
-                job_id, mode, force_continue, force_approved, mocks or {}, watch
+        with self.governance.leases.hold() as lease:
+            now = recorded_at()
+            # Access and force-continue are decided on the very record the request was appended to.
+            attempt, production_approved, force_approved = self.governance.act_on(
+                scope,
+                lambda g: (
+                    g.request_replay(mode.value, force_continue, actor, now, lease),
+                    g.approved(Motion.PRODUCTION_REPLAY),
+                    g.force_continue_allowed(),
+                ),
+                f"replay request for {job_id}",
             )
-            outcome = self._run_replay(job, request, tenant)
-        else:
-            outcome = ReplayOutcome.stopped(
-                job_id, mode, "access", ErrorCode.ACCESS_DENIED, refusal
+            refusal = replay_refusal(mode, actor, production_approved)
+            if refusal is None:
+                request = ReplayRequest(
+                    job_id, mode, force_continue, force_approved, mocks or {}, watch
+                )
+                outcome = self._run_replay(job, request, tenant)
+            else:
+                outcome = ReplayOutcome.stopped(
+                    job_id, mode, "access", ErrorCode.ACCESS_DENIED, refusal
+                )
+                outcome.non_authoritative.append("the replay was refused before it ran")
+            report = replay_report(outcome, actor, attempt, force_continue)
+            markdown = render_markdown(report)
+            seconds = watch()
+            self.governance.store_racing(
+                lambda: (
+                    None,
+                    self._replay_writes(scope, attempt, outcome, actor, report, markdown, seconds),
+                ),
+                f"replay result for {job_id}",
             )
-            outcome.non_authoritative.append("the replay was refused before it ran")
-        report = replay_report(outcome, actor, attempt, force_continue)
-        markdown = render_markdown(report)
-        seconds = watch()
-        self.ledger.retrying(
-            lambda: self._store_replay(
-                scope, tenant, attempt, outcome, actor, report, markdown, seconds
-            ),
-            f"replay result for {job_id}",
-        )
         return ReplayResult(attempt, outcome, report, markdown)
 
     def _job_if_intact(self, job_id: str, tenant: str) -> Job | None:
@@ -156,17 +168,24 @@ class ReplayService:
                 request.job_id, request.mode, "integrity", ErrorCode.INTEGRITY_FAILURE, exc.message
             )
 
-    def _store_replay(
+    def _replay_writes(
         self,
         scope: str,
-        tenant: str,
         attempt: int,
         outcome: ReplayOutcome,
         actor: Actor,
         report: dict[str, Any],
         markdown: str,
         elapsed: float,
-    ) -> None:
+    ) -> list[MaceAggregate]:
+        """The result on the record as it stands now, the attempt's replay record, any halts."""
+        job_name = scope.removeprefix("job:")
+        name = replay_record_name(job_name, attempt)
+        if self.ledger.stream_exists(ReplayRecord.id_for(name)):
+            # Only this attempt's request got its number: the record it came from lost events.
+            raise IntegrityFailure(
+                ReplayRecord.id_for(name), 1, f"replay record {name} exists before its replay ran"
+            )
         now = recorded_at()
         record = self.governance.record_or_new(scope)
         record.record_replay_result(
@@ -179,7 +198,7 @@ class ReplayService:
             now,
             elapsed_ms=round(elapsed * 1000),
         )
-        steps = ReplayRecord.open(scope.removeprefix("job:"), attempt, outcome.mode.value)
+        steps = ReplayRecord.open(job_name, attempt, outcome.mode.value)
         for step in outcome.steps:
             steps.log_step(step.step, step.outcome, step.detail)
         steps.store_report(report, markdown)
@@ -191,7 +210,7 @@ class ReplayService:
             )
             halt.halt(snapshot_id, HaltCause.INTEGRITY_FAILURE, reason, actor, now)
             halts.append(halt)
-        self.ledger.save(record, steps, *halts)
+        return [record, steps, *halts]
 
     def record(self, job_id: str, attempt: int, *, tenant: str = DEFAULT_TENANT) -> ReplayRecord:
         """One attempt's record of the tenant's job."""

@@ -28,6 +28,18 @@ def _row(originator_id: UUID, version: int, topic: object, state: object) -> Sto
     return StoredEvent(originator_id, version, topic, data)  # type: ignore[arg-type]
 
 
+def connect_postgres(store: PostgresStore) -> psycopg.Connection[tuple[object, ...]]:
+    """A connection of its own to the store's database, in autocommit mode."""
+    return psycopg.connect(
+        host=store.host,
+        port=store.port,
+        user=store.user,
+        password=store.password,
+        dbname=store.dbname,
+        autocommit=True,
+    )
+
+
 class StoreReader:
     """Ordered scans and point look-ups over one store's events table; use as a context manager.
 
@@ -54,14 +66,7 @@ class StoreReader:
             conn = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True)
             self._stack.callback(conn.close)
             return conn
-        pg = psycopg.connect(
-            host=store.host,
-            port=store.port,
-            user=store.user,
-            password=store.password,
-            dbname=store.dbname,
-            autocommit=True,
-        )
+        pg = connect_postgres(store)
         self._stack.callback(pg.close)
         return pg
 

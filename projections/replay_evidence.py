@@ -15,13 +15,14 @@ from typing import Any
 from projections.read_models import Row
 
 REPRODUCTION_OUTCOMES = frozenset({"ok", "failed"})
-"""Replays that ran to a verdict: not those still pending nor those refused before they ran."""
+"""Replays that ran to a verdict: not those without a result, nor those refused before they ran."""
 
 
 @dataclass(frozen=True)
 class ReplayEvidence:
     attempts: dict[tuple[str, str], int] = field(default_factory=dict)
-    """Replay attempts by ``(mode, outcome)``; outcome is ok, failed, refused or pending."""
+    """Replay attempts by ``(mode, outcome)``: ok, failed or refused, and those without a result:
+    pending (the read model's word), running or abandoned (as the ledger's leases tell)."""
     jobs: int = 0
     jobs_not_replayable: int = 0
     mean_seconds_to_reproduce: float | None = None

@@ -94,7 +94,11 @@ def test_run_json_report(cli_env: Settings, capsys: pytest.CaptureFixture[str]) 
     assert again["job_id"] == derive_id("s1", "job", "2 + 3", 1)
     code, out, _ = run(capsys, "verify", "--all")
     # With the signing key's check record.
-    assert (code, out) == (0, "ok: 25 events in 11 streams verified (2 jobs, 2 sealed)\n")
+    assert (code, out) == (
+        0,
+        "ok: 25 events in 11 streams verified (2 jobs, 2 sealed)\n"
+        "replay requests without a result: 0 abandoned, 0 running\n",
+    )
 
 
 def test_run_text_mode(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:

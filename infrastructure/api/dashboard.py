@@ -26,8 +26,9 @@ from infrastructure.api.context import (
     service,
 )
 from infrastructure.api.errors import ApiError
-from infrastructure.api.metrics import tenant_evidence
+from infrastructure.api.metrics import tenant_evidence, tenant_replays
 from infrastructure.api.tokens import Principal
+from infrastructure.governance_service import ABANDONED
 from infrastructure.ledger_errors import NotFoundError
 from infrastructure.personal_data import HTTP_CHANNEL, PersonalDataReads
 from projections.read_models import HALTED_SNAPSHOTS, NON_REPLAYABLE, REPLAY_OUTCOMES
@@ -67,7 +68,7 @@ def error_page(error: ApiError) -> HTMLResponse:
 def overview(ctx: Ctx, who: Caller) -> HTMLResponse:
     models = ctx.ledger.read_models
     mine = who.tenant
-    replays = [r for r in models.rows(REPLAY_OUTCOMES) if r.get("tenant") == mine]
+    replays = tenant_replays(ctx, who)
     replays.sort(key=lambda r: (r["requested_at"], r["job_id"], r["attempt"]), reverse=True)
     gaps = [r for r in models.rows(NON_REPLAYABLE) if r.get("tenant") == mine]
     gaps.sort(key=lambda r: str(r["job_id"]))
@@ -77,6 +78,7 @@ def overview(ctx: Ctx, who: Caller) -> HTMLResponse:
         who=who,
         evidence=tenant_evidence(ctx, who),
         gaps=gaps,
+        abandoned=[r for r in replays if r["outcome"] == ABANDONED],
         replays=replays[:RECENT],
         halts=halts,
     )
@@ -89,11 +91,11 @@ def job_page(job_id: JobIdPath, ctx: Ctx, who: Caller) -> HTMLResponse:
     events = [
         {**e, "payload_text": canonical_json(e["payload"]).decode()} for e in read.shown_events()
     ]
-    replays = [
+    replays = ctx.ledger.governance.with_unanswered(
         r
         for r in ctx.ledger.read_models.rows(REPLAY_OUTCOMES)
         if (r["tenant"], r["job_id"]) == (who.tenant, job_id)
-    ]
+    )
     replays.sort(key=lambda r: int(r["attempt"]))
     log = ctx.ledger.reflective_log(job_id, tenant=who.tenant)
     return _page(

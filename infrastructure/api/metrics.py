@@ -7,18 +7,22 @@ from fastapi.responses import PlainTextResponse
 
 from infrastructure.api.context import Caller, Ctx, Service
 from infrastructure.api.tokens import Principal
-from projections.read_models import JOB_INDEX, REPLAY_OUTCOMES
+from projections.read_models import JOB_INDEX, REPLAY_OUTCOMES, Row
 from projections.replay_evidence import ReplayEvidence, replay_evidence
 
 router = APIRouter(tags=["operations"])
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+def tenant_replays(ctx: Service, who: Principal) -> list[Row]:
+    """The tenant's replay attempts; one without a result is running or abandoned, not pending."""
+    rows = ctx.ledger.read_models.rows(REPLAY_OUTCOMES)
+    return ctx.ledger.governance.with_unanswered(r for r in rows if r.get("tenant") == who.tenant)
+
+
 def tenant_evidence(ctx: Service, who: Principal) -> ReplayEvidence:
-    models = ctx.ledger.read_models
-    jobs = [r for r in models.rows(JOB_INDEX) if r.get("tenant") == who.tenant]
-    replays = [r for r in models.rows(REPLAY_OUTCOMES) if r.get("tenant") == who.tenant]
-    return replay_evidence(jobs, replays)
+    jobs = [r for r in ctx.ledger.read_models.rows(JOB_INDEX) if r.get("tenant") == who.tenant]
+    return replay_evidence(jobs, tenant_replays(ctx, who))
 
 
 @router.get(

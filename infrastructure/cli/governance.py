@@ -16,6 +16,7 @@ from infrastructure.cli.common import (
     add_tenant_option,
     emit_json,
 )
+from infrastructure.governance_service import ABANDONED, RUNNING
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
 
@@ -124,7 +125,10 @@ def print_log(args: argparse.Namespace, settings: Settings) -> int:
             emit_json(entry)
             continue
         rest = {k: v for k, v in entry.items() if k not in {"scope", "version", "event"}}
+        # A request still without its result says so up front, not at the end of a long line.
+        unanswered = f" {entry['result']}" if entry.get("result") in {ABANDONED, RUNNING} else ""
         print(
-            f"{entry['scope']} #{entry['version']} {entry['event']} {canonical_json(rest).decode()}"
+            f"{entry['scope']} #{entry['version']} {entry['event']}{unanswered}"
+            f" {canonical_json(rest).decode()}"
         )
     return EXIT_OK

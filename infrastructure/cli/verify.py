@@ -15,6 +15,7 @@ from infrastructure.cli.common import (
     add_tenant_option,
     emit_json,
 )
+from infrastructure.governance_service import ABANDONED, RUNNING
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
 
@@ -57,6 +58,7 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
             f"ok: {counts['events']} events in {counts['streams']} streams verified "
             f"({counts['jobs']} jobs, {counts['sealed_jobs']} sealed)"
         )
+        _print_unanswered(counts["abandoned_replays"], counts["running_replays"])
     else:
         sequence = ", sequence and event ids checked" if args.check_sequence else ""
         print(
@@ -68,13 +70,32 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _verify_all(ledger: Ledger) -> dict[str, Any]:
+    """Integrity of every stream, then the replay requests left without a result.
+
+    An abandoned request is not a verification failure: the ledger holds exactly what happened
+    (a replay was asked for and its process stopped before recording a verdict). It is listed,
+    so that the interrupted audit is seen and run again.
+    """
     summary = ledger.verify_all()
+    unanswered = ledger.governance.unanswered_replays()
     return {
         "events": summary.events,
         "streams": summary.streams,
         "jobs": summary.jobs,
         "sealed_jobs": summary.sealed_jobs,
+        "abandoned_replays": [u.as_json() for u in unanswered if u.status == ABANDONED],
+        "running_replays": [u.as_json() for u in unanswered if u.status == RUNNING],
     }
+
+
+def _print_unanswered(abandoned: list[dict[str, Any]], running: list[dict[str, Any]]) -> None:
+    print(f"replay requests without a result: {len(abandoned)} abandoned, {len(running)} running")
+    for state, requests in (("abandoned", abandoned), ("running", running)):
+        for r in requests:
+            print(
+                f"{state}: job {r['job_id']} attempt {r['attempt']} ({r['mode']} by"
+                f" {r['actor_id']}, requested {r['requested_at']})"
+            )
 
 
 def _verify_job(ledger: Ledger, args: argparse.Namespace) -> dict[str, Any]:
