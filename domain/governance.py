@@ -2,7 +2,16 @@
 
 A scope is what the decisions are about: ``job:<id>`` (force-continue requests, council votes,
 every replay request and result for that job; the id scoped by its tenant, and so is the
-``job_id`` of its replay events), ``snapshot:<id>`` (halts and their clears) or ``global``.
+``job_id`` of its replay events), ``tenant-snapshot:<id>`` (one tenant's halts of a snapshot and
+their clears; the id scoped by the tenant as job ids are), ``snapshot:<id>`` (store-wide halts)
+or ``global``.
+
+A halt belongs to the tenant that set it: it stops that tenant's replays only, and only that
+tenant's council clears it. A store-wide halt stops every tenant's replays; only an actor with the
+``store_operator`` role sets one, and only a council member who also holds that role clears it.
+Halts recorded before halts were scoped by tenant live in ``snapshot:<id>`` and say no tenant:
+nobody knows any more whose they were, so they stay store-wide (never silently lifted).
+
 Everything here is a human action: the wall-clock instant a person acted arrives as
 ``recorded_at`` (ops metadata, never a decision input), while the event's own timestamp stays on
 the deterministic clock like every other MACE event.
@@ -25,9 +34,11 @@ from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
 from domain.errors import ErrorCode, MaceError
+from domain.naming import tenant_and_key, tenant_scoped
 
 SCOPE_PATTERN = re.compile(
     r"^(global|job:([a-z0-9][a-z0-9._-]{0,63}\|)?[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
+    r"|tenant-snapshot:([a-z0-9][a-z0-9._-]{0,63}\|)?[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
     r"|snapshot:[A-Za-z0-9][A-Za-z0-9._:-]{0,127})$"
 )
 ACTOR_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
@@ -39,6 +50,9 @@ class Role(StrEnum):
     ADMIN = "admin"
     AUDITOR = "auditor"
     COUNCIL = "council"
+    STORE_OPERATOR = "store_operator"
+    """Acts for the whole store, not one tenant: sets (and, with council, clears) store-wide
+    halts. It grants nothing else."""
 
 
 class Vote(StrEnum):
@@ -143,19 +157,33 @@ class Governance(MaceAggregate):
 
     class HaltSet(MaceAggregate.Event):
         LOG_NAME: ClassVar[str] = "FORCE_HALT_REPLAY"
+        # Version 1 was before halts were scoped by tenant: it is store-wide (tenant None).
+        class_version: ClassVar[int] = 2
         snapshot_id: str
+        tenant: str | None
         cause: str
         reason: str
         actor_id: str
         roles: list[str]
         recorded_at: str
 
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["tenant"] = None
+
     class HaltCleared(MaceAggregate.Event):
         LOG_NAME: ClassVar[str] = "FORCE_HALT_CLEAR"
+        # Version 1 was before halts were scoped by tenant: it is store-wide (tenant None).
+        class_version: ClassVar[int] = 2
         snapshot_id: str
+        tenant: str | None
         actor_id: str
         roles: list[str]
         recorded_at: str
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["tenant"] = None
 
     class ReplayRequested(MaceAggregate.Event):
         LOG_NAME: ClassVar[str] = "REPLAY_REQUEST"
@@ -195,9 +223,18 @@ class Governance(MaceAggregate):
     @classmethod
     def open(cls, scope: str) -> Governance:
         if not SCOPE_PATTERN.fullmatch(scope):
-            msg = f"invalid governance scope {scope!r}: expected global, job:<id> or snapshot:<id>"
+            msg = (
+                f"invalid governance scope {scope!r}: expected global, job:<id>, snapshot:<id> or"
+                " tenant-snapshot:<id>"
+            )
             raise GovernanceError(msg)
         return cls(scope=scope)
+
+    @property
+    def halt_tenant(self) -> str | None:
+        """Whose halts this record holds: a tenant's, or (None) the store-wide ones."""
+        kind, _, name = self.scope.partition(":")
+        return tenant_and_key(name)[0] if kind == TENANT_SNAPSHOT else None
 
     @event(Opened)
     def __init__(self, scope: str) -> None:
@@ -271,15 +308,19 @@ class Governance(MaceAggregate):
     def halt(
         self, snapshot_id: str, cause: HaltCause, reason: str, actor: Actor, recorded_at: str
     ) -> None:
-        """Set FORCE_HALT_REPLAY on a snapshot; a snapshot already halted stays as it is."""
+        """Set FORCE_HALT_REPLAY on a snapshot for this record's tenant (or the whole store); a
+        snapshot already halted here stays as it is."""
         reason = _reason(reason)
-        if self.scope != governance_scope_of_snapshot(snapshot_id):
+        if self.scope != governance_scope_of_snapshot(snapshot_id, self.halt_tenant):
             msg = f"a halt of snapshot {snapshot_id} belongs to its own scope, not {self.scope}"
             raise GovernanceError(msg)
+        if self.halt_tenant is None:
+            self._require(actor, Role.STORE_OPERATOR, "halt a snapshot for every tenant")
         if snapshot_id in self.halted:
             return
         self._halt_set(
             snapshot_id=snapshot_id,
+            tenant=self.halt_tenant,
             cause=HaltCause(cause).value,
             reason=reason,
             actor_id=actor.actor_id,
@@ -291,6 +332,7 @@ class Governance(MaceAggregate):
     def _halt_set(
         self,
         snapshot_id: str,
+        tenant: str | None,
         cause: str,
         reason: str,
         actor_id: str,
@@ -301,11 +343,14 @@ class Governance(MaceAggregate):
 
     def clear_halt(self, snapshot_id: str, actor: Actor, recorded_at: str) -> None:
         self._require(actor, Role.COUNCIL, "clear a halt")
+        if self.halt_tenant is None:
+            self._require(actor, Role.STORE_OPERATOR, "clear a store-wide halt")
         if snapshot_id not in self.halted:
             msg = f"snapshot {snapshot_id} is not halted in scope {self.scope}"
             raise GovernanceError(msg)
         self._halt_cleared(
             snapshot_id=snapshot_id,
+            tenant=self.halt_tenant,
             actor_id=actor.actor_id,
             roles=list(actor.roles),
             recorded_at=recorded_at,
@@ -313,7 +358,12 @@ class Governance(MaceAggregate):
 
     @event(HaltCleared)
     def _halt_cleared(
-        self, snapshot_id: str, actor_id: str, roles: list[str], recorded_at: str
+        self,
+        snapshot_id: str,
+        tenant: str | None,
+        actor_id: str,
+        roles: list[str],
+        recorded_at: str,
     ) -> None:
         del self.halted[snapshot_id]
 
@@ -438,5 +488,26 @@ def governance_scope_of_job(scoped_id: str) -> str:
     return f"job:{scoped_id}"
 
 
-def governance_scope_of_snapshot(snapshot_id: str) -> str:
-    return f"snapshot:{snapshot_id}"
+TENANT_SNAPSHOT = "tenant-snapshot"
+"""The kind of scope that holds one tenant's halts of a snapshot."""
+
+
+def governance_scope_of_snapshot(snapshot_id: str, tenant: str | None) -> str:
+    """Where a tenant's halts of a snapshot are recorded; ``tenant=None``: store-wide halts.
+
+    The store-wide record keeps the name every halt had before halts were scoped by tenant. A
+    tenant's (the default tenant's too) is another kind of scope, with the snapshot id scoped by
+    the tenant as job ids are, so that no tenant's halt is ever a store-wide one.
+    """
+    if tenant is None:
+        return f"snapshot:{snapshot_id}"
+    return f"{TENANT_SNAPSHOT}:{tenant_scoped(tenant, snapshot_id)}"
+
+
+def halt_scopes(snapshot_id: str, tenant: str) -> tuple[str, str]:
+    """The scopes whose halts stop the tenant's replays touching a snapshot: its own, then the
+    store-wide one. No other tenant's."""
+    return (
+        governance_scope_of_snapshot(snapshot_id, tenant),
+        governance_scope_of_snapshot(snapshot_id, None),
+    )

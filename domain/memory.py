@@ -5,8 +5,11 @@ The type and the attribute are snake_case (S3); synonyms from the vocabulary a j
 to one key (S4); a write replaces the value (S5, S8); a read answers ``exists``, ``value`` and
 ``last_updated`` (S7) and never invents a value for a missing key (S9).
 
-Each key is its own aggregate, ``sem:<key>``, and its clock is seeded by that name: the n-th
-write to a key is stamped ``DeterministicClock("sem:<key>").at(n)``. Timestamps of one key are
+Each key of each tenant is its own aggregate, its key scoped by its tenant (`tenant_scoped`):
+``sem:<key>`` for the default tenant (every entry stored before SEM was scoped by tenant is the
+default tenant's, unchanged), ``sem:<tenant>|<key>`` for another (S1 allows no ``|`` in a key, so
+it is never the default tenant's). Its clock is seeded by that name: the n-th write to a key is
+stamped ``DeterministicClock("sem:<name>").at(n)``. Timestamps of one key are
 therefore strictly increasing in write order, the same in every store that saw the same writes,
 and "latest ``last_updated`` wins" (F2) and "last validated write wins" (S8) name the same write.
 Two writers racing on one key conflict in the event log; the one that retries writes after the
@@ -16,15 +19,17 @@ other, with a later timestamp, so a conflict always resolves to the latest ``las
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from eventsourcing.domain import event
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from domain.aggregate import MaceAggregate
 from domain.canonical import CanonicalJSONError, canonical_copy, canonical_json
 from domain.determinism import iso_text
+from domain.naming import DEFAULT_TENANT, tenant_scoped
 
 KEY_PATTERN: Final = re.compile(r"^[a-z0-9_\/]+$")
 """Rule S1's regex, verbatim."""
@@ -148,7 +153,7 @@ MISS: Final = SemRecord(exists=False)
 
 
 class SemEntry(MaceAggregate):
-    """One canonical key's current value; every write is an event with its source."""
+    """One canonical key's current value in one tenant; every write is an event with its source."""
 
     NAME_PREFIX = "sem"
     NAME_FIELD = "key"
@@ -157,21 +162,36 @@ class SemEntry(MaceAggregate):
         key: str
         value: Any
         source: str
+        tenant: str = DEFAULT_TENANT
+
+        @model_serializer(mode="wrap")
+        def _default_tenant_unwritten(self, handler: SerializerFunctionWrapHandler) -> Any:
+            # Entries stored before SEM was scoped by tenant carry no tenant: they are the
+            # default tenant's, and its new entries stay byte for byte what they were.
+            data = handler(self)
+            if data.get("tenant") == DEFAULT_TENANT:
+                del data["tenant"]
+            return data
 
     class Overwritten(MaceAggregate.Event):
         value: Any
         source: str
 
     @classmethod
-    def first_write(cls, key: str, value: Any, source: str) -> SemEntry:
+    def name_of(cls, fields: Mapping[str, Any]) -> str:
+        return tenant_scoped(fields.get("tenant", DEFAULT_TENANT), fields["key"])
+
+    @classmethod
+    def first_write(cls, tenant: str, key: str, value: Any, source: str) -> SemEntry:
         validate_key(key)
-        return cls(key=key, value=validate_value(value), source=source)
+        return cls(key=key, value=validate_value(value), source=source, tenant=tenant)
 
     @event(Stored)
-    def __init__(self, key: str, value: Any, source: str) -> None:
+    def __init__(self, key: str, value: Any, source: str, tenant: str) -> None:
         self.key = key
         self.value = value
         self.source = source
+        self.tenant = tenant
 
     def write(self, value: Any, source: str) -> None:
         """S5/S8: a validated write replaces the current value."""

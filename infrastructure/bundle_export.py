@@ -18,9 +18,10 @@ from eventsourcing.utils import get_topic
 
 from domain.canonical import canonical_json, digest
 from domain.determinism import iso_text
-from domain.governance import Governance, governance_scope_of_job, governance_scope_of_snapshot
+from domain.governance import Governance, governance_scope_of_job, halt_scopes
 from domain.job import DEFAULT_TENANT, Job, JobSealWitness
 from domain.memory import SemEntry
+from domain.naming import tenant_and_key, tenant_scoped
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.config import PrivacyPolicy, parse_config
 from infrastructure.bundle import (
@@ -56,10 +57,10 @@ def _stream(ledger: Ledger, role: Role, prefix: str, key: str, stream_id: UUID) 
     return BundleStream(role, f"{prefix}:{key}", stream_id, [r.stored for r in records])
 
 
-def _sem_stream(ledger: Ledger, key: str, stamps: set[str]) -> BundleStream | None:
-    """The key's SEM entry up to the last version the job read or wrote (later jobs' writes are
-    not this job's business); None when the job met no stored version of it."""
-    stream_id = SemEntry.id_for(key)
+def _sem_stream(ledger: Ledger, tenant: str, key: str, stamps: set[str]) -> BundleStream | None:
+    """The tenant's SEM entry under the key up to the last version the job read or wrote (later
+    jobs' writes are not this job's business); None when the job met no stored version of it."""
+    stream_id = SemEntry.id_in(tenant, key)
     records = ledger.verifying_store.read_verified(stream_id)
     decode = ledger.verifying_store.signed_mapper.decode
     events = [decode(r) for r in records]
@@ -71,7 +72,8 @@ def _sem_stream(ledger: Ledger, key: str, stamps: set[str]) -> BundleStream | No
     if not met:
         return None
     kept = [r.stored for r in records[: max(met) + 1]]
-    return BundleStream("sem", f"{SemEntry.NAME_PREFIX}:{key}", stream_id, kept)
+    name = f"{SemEntry.NAME_PREFIX}:{tenant_scoped(tenant, key)}"
+    return BundleStream("sem", name, stream_id, kept)
 
 
 def _sem_stamps(job: Job) -> dict[str, set[str]]:
@@ -123,11 +125,11 @@ def collect_streams(
             )
         )
     for key, stamps in sorted(_sem_stamps(job).items()):
-        sem = _sem_stream(ledger, key, stamps)
+        sem = _sem_stream(ledger, job.tenant, key, stamps)
         if sem is not None:
             streams.append(sem)
     scopes = [governance_scope_of_job(named)]
-    scopes += [governance_scope_of_snapshot(s) for s in present]
+    scopes += [scope for s in present for scope in halt_scopes(s, job.tenant)]
     for scope in scopes:
         if ledger.stream_exists(Governance.id_for(scope)):
             streams.append(
@@ -201,7 +203,8 @@ def _omit_denied_sem(streams: list[BundleStream], needles: PrivacyNeedles) -> li
     omitted: list[dict[str, str]] = []
     kept: list[BundleStream] = []
     for stream in streams:
-        key = stream.name.split(":", 1)[1]
+        # A SEM stream is named sem:<key>, or sem:<tenant>|<key> (`tenant_scoped`).
+        key = tenant_and_key(stream.name.split(":", 1)[1])[1]
         if stream.role != "sem" or not needles.is_denied(key):
             kept.append(stream)
             continue

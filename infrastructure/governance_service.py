@@ -17,6 +17,7 @@ from eventsourcing.utils import get_topic
 
 from domain.aggregate import MaceAggregate
 from domain.governance import (
+    TENANT_SNAPSHOT,
     Actor,
     Governance,
     HaltCause,
@@ -24,7 +25,9 @@ from domain.governance import (
     Vote,
     governance_scope_of_job,
     governance_scope_of_snapshot,
+    halt_scopes,
 )
+from domain.job import validate_tenant
 from domain.naming import DEFAULT_TENANT, tenant_and_key
 from domain.snapshot import Snapshot, check_snapshot_id
 from infrastructure.ledger_errors import NotFoundError
@@ -135,11 +138,25 @@ class GovernanceService:
             raise NotFoundError(f"no job {job_id}")
         return governance_scope_of_job(name)
 
-    def _existing_snapshot_scope(self, snapshot_id: str) -> str:
+    def _existing_snapshot_scope(self, snapshot_id: str, tenant: str | None) -> str:
         check_snapshot_id(snapshot_id)
+        if tenant is not None:
+            validate_tenant(tenant)
         if not self.ledger.stream_exists(Snapshot.id_for(snapshot_id)):
             raise NotFoundError(f"no snapshot {snapshot_id}")
-        return governance_scope_of_snapshot(snapshot_id)
+        return governance_scope_of_snapshot(snapshot_id, tenant)
+
+    def halt_reason(self, tenant: str, snapshot_id: str) -> str | None:
+        """Why the tenant's replays touching the snapshot are halted (its own halt, or a
+        store-wide one), or None when they are not."""
+        own_scope, store_scope = halt_scopes(snapshot_id, tenant)
+        own = self.record(own_scope)
+        if own is not None and snapshot_id in own.halted:
+            return own.halted[snapshot_id]
+        store_wide = self.record(store_scope)
+        if store_wide is not None and snapshot_id in store_wide.halted:
+            return f"store-wide halt: {store_wide.halted[snapshot_id]}"
+        return None
 
     # Council and admin actions
 
@@ -171,9 +188,12 @@ class GovernanceService:
             scope, lambda g: g.cast_vote(motion, vote, actor, now), f"council vote on {job_id}"
         )
 
-    def halt_snapshot(self, snapshot_id: str, reason: str, actor: Actor) -> None:
-        """Record a security incident: replays touching the snapshot halt until cleared."""
-        scope = self._existing_snapshot_scope(snapshot_id)
+    def halt_snapshot(
+        self, snapshot_id: str, reason: str, actor: Actor, tenant: str | None
+    ) -> None:
+        """Record a security incident: the tenant's replays touching the snapshot halt until its
+        council clears the halt (``tenant=None``: every tenant's, a store operator's halt)."""
+        scope = self._existing_snapshot_scope(snapshot_id, tenant)
         now = recorded_at()
         self.act_on(
             scope,
@@ -181,9 +201,10 @@ class GovernanceService:
             f"halt of snapshot {snapshot_id}",
         )
 
-    def clear_halt(self, snapshot_id: str, actor: Actor) -> None:
-        """FORCE_HALT_CLEAR: the council lifts a halt."""
-        scope = self._existing_snapshot_scope(snapshot_id)
+    def clear_halt(self, snapshot_id: str, actor: Actor, tenant: str | None) -> None:
+        """FORCE_HALT_CLEAR: the tenant's council lifts its halt (``tenant=None``: a store-wide
+        halt, by a council member who is a store operator)."""
+        scope = self._existing_snapshot_scope(snapshot_id, tenant)
         now = recorded_at()
         self.act_on(
             scope, lambda g: g.clear_halt(snapshot_id, actor, now), f"clear of {snapshot_id}"
@@ -192,16 +213,20 @@ class GovernanceService:
     def log(
         self, job_id: str | None = None, *, tenant: str = DEFAULT_TENANT
     ) -> list[dict[str, Any]]:
-        """Governance events in stored order: one job's and its snapshots', or all of them.
+        """Governance events in stored order: one job's, and the halts of its snapshots that stop
+        its replays (its tenant's and store-wide ones, no other tenant's), or all of them.
 
-        One job's log is shown as its tenant sees it: scope and ``job_id`` hold the job's own id.
-        The store's whole log shows every job by its id scoped by tenant.
+        One job's log is shown as its tenant sees it: scope and ``job_id`` hold the job's own id
+        (and a halt's scope the snapshot id). The store's whole log shows every job and halt by
+        its id scoped by tenant.
         """
         wanted: set[str] | None = None
         if job_id is not None:
             job_scope = self.existing_job_scope(job_id, tenant)
-            snapshots = self.ledger.get_job(job_id, tenant=tenant).snapshot_ids.values()
-            wanted = {job_scope, *(governance_scope_of_snapshot(s) for s in snapshots)}
+            job = self.ledger.get_job(job_id, tenant=tenant)
+            wanted = {job_scope}
+            for snapshot_id in job.snapshot_ids.values():
+                wanted.update(halt_scopes(snapshot_id, job.tenant))
         scopes: dict[Any, str] = {}
         entries: list[dict[str, Any]] = []
         requests: dict[Attempt, dict[str, Any]] = {}
@@ -306,12 +331,12 @@ class GovernanceService:
 
 
 def _as_its_tenant_sees(entry: dict[str, Any]) -> dict[str, Any]:
-    """A log entry with the job's own id where it held the id scoped by its tenant."""
+    """A log entry with the job's (or snapshot's) own id where it held one scoped by tenant."""
     if "job_id" in entry:
         entry["job_id"] = tenant_and_key(entry["job_id"])[1]
     kind, separator, name = entry["scope"].partition(":")
-    if kind == "job" and separator:
-        entry["scope"] = f"job:{tenant_and_key(name)[1]}"
+    if kind in {"job", TENANT_SNAPSHOT} and separator:
+        entry["scope"] = f"{kind}:{tenant_and_key(name)[1]}"
     return entry
 
 

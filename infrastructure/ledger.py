@@ -542,7 +542,8 @@ class Ledger(Application[UUID]):
             version = self._registry_version()
             this_id = self._job_id(job_id, seed, text, version)
             job = Job.start(this_id, seed, text, ids, capture_mode, tenant)
-            run = run_stage0(this_id, seed, text, user, snapshots, self, capture_mode)
+            memory = TenantSem(self, tenant)
+            run = run_stage0(this_id, seed, text, user, snapshots, memory, capture_mode)
             for event in run.events:
                 job.record(event.EVENT_TYPE, event.payload())
             configs = (snapshots.selfrep, snapshots.brainstate)
@@ -632,41 +633,62 @@ class Ledger(Application[UUID]):
         decode = self.verifying_store.signed_mapper.decode
         return [_stream_entry(decode(record)) for record in records]
 
-    # Semantic memory
+    # Semantic memory: each tenant's own (`SemEntry`, its key scoped by tenant)
 
-    def entry(self, key: str) -> SemEntry | None:
-        """The stored SEM entry under a canonical key (the runtime's `SemSource`)."""
+    def sem_entry(self, tenant: str, key: str) -> SemEntry | None:
+        """The tenant's stored SEM entry under a canonical key."""
+        stream = SemEntry.id_in(tenant, key)
         try:
-            return self.get_aggregate(SemEntry, SemEntry.id_for(key), f"SEM entry {key}")
+            return self.get_aggregate(SemEntry, stream, f"SEM entry {key} of tenant {tenant}")
         except NotFoundError:
             return None
 
     def sem_get(
-        self, raw_key: str, snapshot_ids: dict[str, str] | None = None
+        self,
+        raw_key: str,
+        snapshot_ids: dict[str, str] | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> tuple[str, SemRecord]:
-        """S7: the record under a key, after S1-S4; a miss says so (S9)."""
+        """S7: the tenant's record under a key, after S1-S4; a miss says so (S9)."""
+        validate_tenant(tenant)
         key = canonical_key(raw_key, self.stage0_snapshots(snapshot_ids or {})[1].brainstate.sem)
-        entry = self.entry(key)
+        entry = self.sem_entry(tenant, key)
         return key, (SemRecord(exists=False) if entry is None else entry.read())
 
     def sem_put(
-        self, raw_key: str, value: Any, snapshot_ids: dict[str, str] | None = None
+        self,
+        raw_key: str,
+        value: Any,
+        snapshot_ids: dict[str, str] | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> tuple[str, SemRecord]:
-        """S5/S8: store a fact from outside any job; the write is an event on the key."""
+        """S5/S8: store a tenant's fact from outside any job; the write is an event on the key."""
+        validate_tenant(tenant)
         snapshots = self.stage0_snapshots(snapshot_ids or {})[1]
         key = canonical_key(raw_key, snapshots.brainstate.sem)
         snapshots.privacy.check_storable(key)
 
         def attempt() -> SemRecord:
-            entry = self.entry(key)
+            entry = self.sem_entry(tenant, key)
             if entry is None:
-                entry = SemEntry.first_write(key, value, "cli")
+                entry = SemEntry.first_write(tenant, key, value, "cli")
             else:
                 entry.write(value, "cli")
             self.save(entry)
             return entry.read()
 
         return key, self.retrying(attempt, f"SEM write to {key}")
+
+
+@dataclass(frozen=True)
+class TenantSem:
+    """One tenant's SEM in the ledger, as the Stage-0 runtime reads it (`SemSource`)."""
+
+    ledger: Ledger
+    tenant: str
+
+    def entry(self, key: str) -> SemEntry | None:
+        return self.ledger.sem_entry(self.tenant, key)
 
 
 def _config_if_usable(snapshot: Snapshot | None, kind: SnapshotKind) -> Any:

@@ -20,7 +20,7 @@ from typing import Any
 
 from domain.canonical import canonical_json, digest
 from domain.events import RunEvent, ToolCall, ToolResult, hash_of
-from domain.job import CaptureMode
+from domain.job import DEFAULT_TENANT, CaptureMode
 from domain.stage0.config import DEFAULT_CONFIGS
 from projections.stage0_runtime import Stage0Snapshots, run_stage0
 
@@ -98,6 +98,8 @@ class PlannedRun:
 
 class _NoMemory:
     """An empty semantic memory: an arithmetic question reads and writes none anyway."""
+
+    tenant = DEFAULT_TENANT
 
     def entry(self, key: str) -> None:
         return None

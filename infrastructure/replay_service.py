@@ -77,13 +77,11 @@ class LedgerReplaySource:
     def load_snapshot(self, snapshot_id: str) -> Snapshot:
         return self._ledger.get_snapshot(snapshot_id)
 
-    def halt_reason(self, snapshot_id: str) -> str | None:
-        scope = governance_scope_of_snapshot(snapshot_id)
-        record = self._ledger.governance.record(scope)
-        return None if record is None else record.halted.get(snapshot_id)
+    def halt_reason(self, tenant: str, snapshot_id: str) -> str | None:
+        return self._ledger.governance.halt_reason(tenant, snapshot_id)
 
-    def sem_events(self, key: str) -> list[SemEntry.Event]:
-        events = self._ledger.verifying_store.get(SemEntry.id_for(key))
+    def sem_events(self, tenant: str, key: str) -> list[SemEntry.Event]:
+        events = self._ledger.verifying_store.get(SemEntry.id_in(tenant, key))
         return [e for e in events if isinstance(e, SemEntry.Event)]
 
 
@@ -204,7 +202,10 @@ class ReplayService:
         steps.store_report(report, markdown)
         halts: list[Governance] = []
         for snapshot_id in outcome.halt_snapshots:
-            halt = self.governance.record_or_new(governance_scope_of_snapshot(snapshot_id))
+            # The halt is the job's tenant's: another tenant's replay of the snapshot fails its
+            # own signature check, and halts there.
+            scope_of_halt = governance_scope_of_snapshot(snapshot_id, tenant)
+            halt = self.governance.record_or_new(scope_of_halt)
             reason = (
                 f"signature check failed in replay {replay_record_name(outcome.job_id, attempt)}"
             )

@@ -7,7 +7,8 @@ Four views, each a set of JSON rows by key:
 - ``non_replayable``: the jobs production replay cannot redo, and what each lacks;
 - ``replay_outcomes``: every replay attempt (``<job_id>#<attempt>``, the job's id scoped by its
   tenant): who, which mode, outcome;
-- ``halted_snapshots``: snapshots under FORCE_HALT_REPLAY, and why.
+- ``halted_snapshots``: snapshots under FORCE_HALT_REPLAY, whose halt (a tenant's, or store-wide:
+  ``tenant`` null) and why, by the tenant's governance scope (store-wide: ``<snapshot_id>``).
 
 `view_changes` says how one event changes the views, given a way to read a row's current value;
 it is the whole projection, and it is pure. Where the rows live and how far the log has been
@@ -27,7 +28,7 @@ from eventsourcing.utils import get_topic
 from domain.canonical import digest
 from domain.errors import ErrorCode
 from domain.events import JobCompleted
-from domain.governance import Governance
+from domain.governance import Governance, governance_scope_of_snapshot
 from domain.job import Job, JobRegistry
 from domain.naming import tenant_and_key
 
@@ -159,16 +160,22 @@ def _outcome(event: Governance.ReplayResulted) -> str:
 def _halt_set(event: Governance.HaltSet, merge: Merge) -> list[ViewChange]:
     halt = {
         "snapshot_id": event.snapshot_id,
+        "tenant": event.tenant,
         "cause": event.cause,
         "reason": event.reason,
         "actor_id": event.actor_id,
         "halted_at": event.recorded_at,
     }
-    return [ViewChange(HALTED_SNAPSHOTS, event.snapshot_id, halt)]
+    return [ViewChange(HALTED_SNAPSHOTS, _halt_key(event.snapshot_id, event.tenant), halt)]
 
 
 def _halt_cleared(event: Governance.HaltCleared, merge: Merge) -> list[ViewChange]:
-    return [ViewChange(HALTED_SNAPSHOTS, event.snapshot_id, None)]
+    return [ViewChange(HALTED_SNAPSHOTS, _halt_key(event.snapshot_id, event.tenant), None)]
+
+
+def _halt_key(snapshot_id: str, tenant: str | None) -> str:
+    # A store-wide halt keeps the key every halt had before halts were scoped by tenant.
+    return snapshot_id if tenant is None else governance_scope_of_snapshot(snapshot_id, tenant)
 
 
 _HANDLERS: Final[dict[type, Callable[[Any, Merge], list[ViewChange]]]] = {

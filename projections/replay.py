@@ -59,8 +59,8 @@ class ReplaySource(SemHistory, Protocol):
     def load_snapshot(self, snapshot_id: str) -> Snapshot:
         """The snapshot, signature and content address verified (MaceError otherwise)."""
 
-    def halt_reason(self, snapshot_id: str) -> str | None:
-        """Why replays touching the snapshot are halted, or None when they are not."""
+    def halt_reason(self, tenant: str, snapshot_id: str) -> str | None:
+        """Why the tenant's replays touching the snapshot are halted, or None when they are not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +157,7 @@ class _Replay:
     def run(self) -> None:
         job, completion = self.load_reflective_log()
         ids = self.required_snapshots(job)
-        self.no_force_halt(ids)
+        self.no_force_halt(job, ids)
         snapshots = self.verified_snapshots(ids)
         events = self.ordered_events(job)
         self.seed_rng(job)
@@ -233,10 +233,10 @@ class _Replay:
         self.step(step, "ok", f"all {len(ids)} declared snapshots present")
         return ids
 
-    def no_force_halt(self, ids: dict[SnapshotKind, str]) -> None:
+    def no_force_halt(self, job: Job, ids: dict[SnapshotKind, str]) -> None:
         step = "2b force halts"
         for kind, snapshot_id in ids.items():
-            reason = self.source.halt_reason(snapshot_id)
+            reason = self.source.halt_reason(job.tenant, snapshot_id)
             if reason is not None:
                 message = (
                     f"{kind.value} snapshot {snapshot_id} is halted ({reason}) until the council"
@@ -380,7 +380,7 @@ class _Replay:
             percept.text,
             percept.user,
             snapshots,
-            MemoryAsRecorded(self.source, body),
+            MemoryAsRecorded(self.source, job.tenant, body),
             CaptureMode(job.capture_mode),
             self.agents(percept.iteration),
         )

@@ -1,8 +1,9 @@
 """SEM as a job saw it, rebuilt from the signed SEM log for that job's replay.
 
-Memory changes after a job ran (later jobs write the same keys), so a replay must not read it as
-it stands now. Each SEM write is stamped by its key's deterministic clock, and a job records the
-``last_updated`` of every entry it read or wrote; that stamp names the entry's version exactly.
+The memory is the job's own tenant's (the tenant its JobStarted records). It changes after a job
+ran (later jobs write the same keys), so a replay must not read it as it stands now. Each SEM
+write is stamped by its key's deterministic clock, and a job records the ``last_updated`` of
+every entry it read or wrote; that stamp names the entry's version exactly.
 For each key the job touched, the view folds the key's own events up to the version the job met
 first (the version it read, or the one before its first write). A key the job never touched is
 a miss, as is a stamp that no version of the key carries: either way the replay's reads differ
@@ -20,15 +21,17 @@ from domain.memory import SemEntry
 
 
 class SemHistory(Protocol):
-    def sem_events(self, key: str) -> Sequence[SemEntry.Event]:
-        """Every event of the key's SEM entry, verified, in version order (none: empty)."""
+    def sem_events(self, tenant: str, key: str) -> Sequence[SemEntry.Event]:
+        """Every event of the tenant's SEM entry under the key, verified, in version order (none:
+        empty)."""
 
 
 class MemoryAsRecorded:
-    """A `SemSource` answering with each key's entry as the job first met it."""
+    """A `SemSource` answering with each key's entry of the job's tenant as the job first met it."""
 
-    def __init__(self, history: SemHistory, events: Iterable[RunEvent]) -> None:
+    def __init__(self, history: SemHistory, tenant: str, events: Iterable[RunEvent]) -> None:
         self._history = history
+        self.tenant = tenant
         self._first_met: dict[str, tuple[str | None, bool]] = {}
         for event in events:
             if isinstance(event, SemRead):
@@ -41,7 +44,7 @@ class MemoryAsRecorded:
         if met is None or met[0] is None:
             return None
         stamp, before_it = met
-        events = self._history.sem_events(key)
+        events = self._history.sem_events(self.tenant, key)
         for position, stored in enumerate(events):
             if iso_text(stored.timestamp) == stamp:
                 return _fold(events[: position if before_it else position + 1])

@@ -68,8 +68,15 @@ class Stage0Snapshots:
 
 
 class SemSource(Protocol):
+    """One tenant's SEM: a job reads and writes the entries of its own tenant only."""
+
+    @property
+    def tenant(self) -> str:
+        """Whose entries these are; the entries a job writes are this tenant's."""
+
     def entry(self, key: str) -> SemEntry | None:
-        """The stored entry under a canonical key, as a fresh object the caller may change."""
+        """The tenant's stored entry under a canonical key, as a fresh object the caller may
+        change."""
 
 
 class RecordingMemory:
@@ -122,7 +129,7 @@ class RecordingMemory:
             self._privacy.check_storable(key)
             entry = self._entry(key)
             if entry is None:
-                entry = SemEntry.first_write(key, value, self._writer)
+                entry = SemEntry.first_write(self._source.tenant, key, value, self._writer)
             else:
                 entry.write(value, self._writer)
         except (SemKeyError, SemValueError) as exc:

@@ -53,6 +53,9 @@ CALLERS: dict[str, Caller] = {
     "beta_council": Caller("tok-beta-council", "ben", ("council",), "beta"),
     # Tenant "default": where `mace ingest` and `mace run` record.
     "default_operator": Caller("tok-default-operator", "dan", ("operator",), "default"),
+    # Acting for the whole store (store-wide halts): a store operator, and one on the council.
+    "store_operator": Caller("tok-store-operator", "sol", ("store_operator",), "default"),
+    "store_council": Caller("tok-store-council", "sue", ("council", "store_operator"), "default"),
 }
 SINGLE_ROLES = ("operator", "admin", "auditor", "council")
 

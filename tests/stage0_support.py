@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from domain.job import DEFAULT_TENANT
 from domain.memory import SemEntry
 
 SEED_004 = Path(__file__).resolve().parent / "spec" / "004_b33ece0496ab8fac.txt"
@@ -29,7 +30,7 @@ def quoted_sentences(text: str) -> list[str]:
 def fact(key: str, *values: Any) -> SemEntry:
     """A SEM entry under ``key`` that was written each of ``values`` in turn."""
     first, *rest = values
-    entry = SemEntry.first_write(key, first, source="test")
+    entry = SemEntry.first_write(DEFAULT_TENANT, key, first, source="test")
     for value in rest:
         entry.write(value, source="test")
     return entry
@@ -37,6 +38,8 @@ def fact(key: str, *values: Any) -> SemEntry:
 
 class InMemorySem:
     """A `SemSource` over a dict ``key -> SemEntry``; it hands out copies, as a store does."""
+
+    tenant = DEFAULT_TENANT
 
     def __init__(self, *entries: SemEntry) -> None:
         self.entries: dict[str, SemEntry] = {entry.key: entry for entry in entries}

@@ -313,6 +313,7 @@ def test_any_role_may_halt_a_snapshot(api: Api) -> None:
     assert response.json() == {
         "snapshot_id": ROUTER_ID,
         "halted": True,
+        "tenant": "acme",
         "by": CALLERS["auditor"].actor,
     }
 
@@ -1000,6 +1001,7 @@ def test_governance_flow_force_continue_halt_and_clear(api: Api) -> None:
     assert cleared.json() == {
         "snapshot_id": ROUTER_ID,
         "halted": False,
+        "tenant": "acme",
         "by": CALLERS["council"].actor,
     }
     again = api.replay(real).json()
@@ -1011,12 +1013,13 @@ def test_governance_flow_force_continue_halt_and_clear(api: Api) -> None:
         api.post(f"/v1/snapshots/{ROUTER_ID}/clear", None, "council"),
         422,
         "INVALID_INPUT",
-        f"snapshot {ROUTER_ID} is not halted in scope snapshot:{ROUTER_ID}",
+        f"snapshot {ROUTER_ID} is not halted in scope tenant-snapshot:acme|{ROUTER_ID}",
     )
     assert api.position() == before
 
     log = api.governance(real)
-    halts = [(e["event"], e.get("actor_id")) for e in log if e["scope"] == f"snapshot:{ROUTER_ID}"]
+    scope = f"tenant-snapshot:{ROUTER_ID}"  # acme's halts, as acme sees its job's log
+    halts = [(e["event"], e.get("actor_id")) for e in log if e["scope"] == scope]
     assert halts == [
         ("GOVERNANCE_OPENED", None),
         ("FORCE_HALT_REPLAY", "olga"),
@@ -1329,7 +1332,7 @@ TOKENS_FILE_CASES: dict[str, tuple[bytes | None, str]] = {
     "unknown-role": (
         orjson.dumps({"tokens": [_entry(roles=["admin", "wizard"])]}),
         "tokens file {path}: field tokens[0].roles[1]: Input should be 'operator', 'admin',"
-        " 'auditor' or 'council'",
+        " 'auditor', 'council' or 'store_operator'",
     ),
     "bad-hash": (
         orjson.dumps({"tokens": [_entry(sha256="abc")]}),

@@ -1020,7 +1020,7 @@ def test_writes_and_replays_need_an_identity(
     err = refused(capsys, cli_env, *[names.get(a, a) for a in argv])
     assert err == (
         "mace: error: set MACE_ACTOR (who you are) and MACE_ROLES (comma-separated: operator,"
-        " admin, auditor, council) to act\n"
+        " admin, auditor, council, store_operator) to act\n"
     )
     act(monkeypatch, "bad actor!", "operator")
     err = refused(capsys, cli_env, *[names.get(a, a) for a in argv])

@@ -33,7 +33,7 @@ def test_aggregate_commands_touch_no_clock_or_randomness() -> None:
         governance.cast_vote("force_continue", "approve", ada, "2026-11-22T00:00Z")
         attempt = governance.request_replay("audit", True, ops, "t")
         governance.record_replay_result(attempt, True, None, True, 0, "0" * 64, "t")
-        halts = Governance.open(f"snapshot:{snapshot.snapshot_id}")
+        halts = Governance.open(f"tenant-snapshot:acme|{snapshot.snapshot_id}")
         halts.halt(snapshot.snapshot_id, HaltCause.INTEGRITY_FAILURE, "MAC", ops, "t")
         halts.clear_halt(snapshot.snapshot_id, ada, "t")
         record = ReplayRecord.open("job-1", attempt, "audit")

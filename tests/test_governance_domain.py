@@ -26,12 +26,15 @@ from domain.governance import (
     Vote,
     governance_scope_of_job,
     governance_scope_of_snapshot,
+    halt_scopes,
 )
 
-ALL_ROLES = "['operator', 'admin', 'auditor', 'council']"
+ALL_ROLES = "['operator', 'admin', 'auditor', 'council', 'store_operator']"
 SNAPSHOT = "ab" * 32
 OTHER_SNAPSHOT = "cd" * 32
 WHEN = "2026-11-22T10:00:00Z"
+ACME_HALTS = f"tenant-snapshot:acme|{SNAPSHOT}"
+STORE_HALTS = f"snapshot:{SNAPSHOT}"
 
 ADA = Actor.of("ada", ["council"])  # council member
 BOB = Actor.of("bob", ["council"])  # another council member
@@ -166,6 +169,8 @@ def test_holds_answers_per_role() -> None:
         "job:a",
         "job:a:b.c_d-e",
         "snapshot:" + SNAPSHOT,
+        "tenant-snapshot:acme|" + SNAPSHOT,
+        "tenant-snapshot:" + SNAPSHOT,
         "job:" + "a" * 128,
     ],
 )
@@ -201,21 +206,32 @@ def test_valid_scopes_open(scope: str) -> None:
         " job:x",
         "job:" + "a" * 129,
         "tenant:x",
+        "snapshot:acme|" + SNAPSHOT,
+        "tenant-snapshot:|" + SNAPSHOT,
+        "tenant-snapshot:Acme|" + SNAPSHOT,
+        "tenant-snapshot:acme|beta|" + SNAPSHOT,
+        "global|acme",
     ],
 )
 def test_invalid_scopes_are_refused(scope: str) -> None:
     with pytest.raises(GovernanceError) as caught:
         Governance.open(scope)
     assert str(caught.value) == (
-        f"invalid governance scope {scope!r}: expected global, job:<id> or snapshot:<id>"
+        f"invalid governance scope {scope!r}: expected global, job:<id>, snapshot:<id> or"
+        " tenant-snapshot:<id>"
     )
 
 
 def test_scope_helpers_name_jobs_and_snapshots() -> None:
     assert governance_scope_of_job("job-1") == "job:job-1"
-    assert governance_scope_of_snapshot(SNAPSHOT) == f"snapshot:{SNAPSHOT}"
+    assert governance_scope_of_snapshot(SNAPSHOT, "acme") == ACME_HALTS
+    assert governance_scope_of_snapshot(SNAPSHOT, "default") == f"tenant-snapshot:{SNAPSHOT}"
+    assert governance_scope_of_snapshot(SNAPSHOT, None) == STORE_HALTS
+    assert halt_scopes(SNAPSHOT, "acme") == (ACME_HALTS, STORE_HALTS)
     Governance.open(governance_scope_of_job("job-1"))
-    Governance.open(governance_scope_of_snapshot(SNAPSHOT))
+    for tenant in ("acme", "default", None):
+        record = Governance.open(governance_scope_of_snapshot(SNAPSHOT, tenant))
+        assert record.halt_tenant == tenant
 
 
 # Council votes
@@ -481,7 +497,7 @@ def test_bad_reasons_are_refused_for_force_continue_and_halt(reason: str) -> Non
         record.request_force_continue(reason, OPS, WHEN)
     assert str(caught.value) == REASON_RULE
     assert record.force_requested_by is None
-    halts = Governance.open(f"snapshot:{SNAPSHOT}")
+    halts = Governance.open(ACME_HALTS)
     with pytest.raises(GovernanceError) as caught:
         halts.halt(SNAPSHOT, HaltCause.SECURITY_INCIDENT, reason, OPS, WHEN)
     assert str(caught.value) == REASON_RULE
@@ -516,7 +532,7 @@ def test_a_reason_with_any_line_break_is_refused(reason: str) -> None:
     with pytest.raises(GovernanceError) as caught:
         record.request_force_continue(reason, OPS, WHEN)
     assert str(caught.value) == REASON_RULE
-    halts = Governance.open(f"snapshot:{SNAPSHOT}")
+    halts = Governance.open(ACME_HALTS)
     with pytest.raises(GovernanceError) as caught:
         halts.halt(SNAPSHOT, HaltCause.SECURITY_INCIDENT, reason, OPS, WHEN)
     assert str(caught.value) == REASON_RULE
@@ -527,7 +543,7 @@ def test_a_reason_with_any_line_break_is_refused(reason: str) -> None:
 
 
 def test_a_halt_is_recorded_once_and_then_stays_as_it_is() -> None:
-    record = Governance.open(f"snapshot:{SNAPSHOT}")
+    record = Governance.open(ACME_HALTS)
     record.halt(SNAPSHOT, HaltCause.INTEGRITY_FAILURE, "signature check failed", OPS, WHEN)
     assert record.halted == {SNAPSHOT: "INTEGRITY_FAILURE: signature check failed"}
     version = record.version
@@ -545,11 +561,15 @@ def test_a_halt_is_recorded_once_and_then_stays_as_it_is() -> None:
         halt.roles,
         halt.recorded_at,
     ) == (SNAPSHOT, "INTEGRITY_FAILURE", "signature check failed", "ops", ["admin"], WHEN)
+    assert halt.tenant == "acme"
 
 
-@pytest.mark.parametrize("scope", ["global", "job:job-1", f"snapshot:{OTHER_SNAPSHOT}"])
+@pytest.mark.parametrize(
+    "scope",
+    ["global", "job:job-1", f"snapshot:{OTHER_SNAPSHOT}", f"tenant-snapshot:acme|{OTHER_SNAPSHOT}"],
+)
 def test_a_halt_belongs_to_its_snapshots_own_scope(scope: str) -> None:
-    """Replays read halts from ``snapshot:<id>`` only, so a halt anywhere else is refused."""
+    """Replays read halts from a snapshot's own scopes only: a halt elsewhere is refused."""
     record = Governance.open(scope)
     with pytest.raises(GovernanceError, match=f"belongs to its own scope, not {scope}"):
         record.halt(SNAPSHOT, HaltCause.SECURITY_INCIDENT, "leaked key", OPS, WHEN)
@@ -558,7 +578,7 @@ def test_a_halt_belongs_to_its_snapshots_own_scope(scope: str) -> None:
 
 
 def test_an_unknown_halt_cause_records_nothing() -> None:
-    record = Governance.open(f"snapshot:{SNAPSHOT}")
+    record = Governance.open(ACME_HALTS)
     with pytest.raises(ValueError, match="SECURITY_BREACH"):
         record.halt(SNAPSHOT, "SECURITY_BREACH", "x", OPS, WHEN)  # type: ignore[arg-type]
     assert record.halted == {}
@@ -568,7 +588,7 @@ def test_an_unknown_halt_cause_records_nothing() -> None:
     "actor", [OPS, AUDITOR, Actor.of("op", ["operator"]), Actor.of("x", ["admin", "auditor"])]
 )
 def test_only_the_council_clears_a_halt(actor: Actor) -> None:
-    record = Governance.open(f"snapshot:{SNAPSHOT}")
+    record = Governance.open(ACME_HALTS)
     record.halt(SNAPSHOT, HaltCause.INTEGRITY_FAILURE, "MAC mismatch", OPS, WHEN)
     with pytest.raises(AccessDenied) as caught:
         record.clear_halt(SNAPSHOT, actor, WHEN)
@@ -581,7 +601,7 @@ def test_only_the_council_clears_a_halt(actor: Actor) -> None:
 
 
 def test_only_a_halted_snapshot_can_be_cleared() -> None:
-    scope = f"snapshot:{SNAPSHOT}"
+    scope = ACME_HALTS
     record = Governance.open(scope)
     with pytest.raises(GovernanceError) as caught:
         record.clear_halt(SNAPSHOT, ADA, WHEN)
@@ -605,11 +625,11 @@ def test_only_a_halted_snapshot_can_be_cleared() -> None:
 
 def test_the_role_is_checked_before_the_halt() -> None:
     with pytest.raises(AccessDenied):
-        Governance.open(f"snapshot:{SNAPSHOT}").clear_halt(SNAPSHOT, OPS, WHEN)
+        Governance.open(ACME_HALTS).clear_halt(SNAPSHOT, OPS, WHEN)
 
 
 def test_a_cleared_snapshot_can_be_halted_again() -> None:
-    record = Governance.open(f"snapshot:{SNAPSHOT}")
+    record = Governance.open(ACME_HALTS)
     record.halt(SNAPSHOT, HaltCause.INTEGRITY_FAILURE, "MAC mismatch", OPS, WHEN)
     record.clear_halt(SNAPSHOT, ADA, WHEN)
     record.halt(SNAPSHOT, HaltCause.SECURITY_INCIDENT, "leaked key", OPS, WHEN)
@@ -622,6 +642,61 @@ def test_a_cleared_snapshot_can_be_halted_again() -> None:
         "FORCE_HALT_REPLAY",
     ]
     assert rebuilt(events).halted == {SNAPSHOT: "SECURITY_INCIDENT: leaked key"}
+
+
+STORE_OPS = Actor.of("sam", ["store_operator"])  # acts for the whole store
+STORE_COUNCIL = Actor.of("sue", ["council", "store_operator"])
+
+
+def test_a_tenant_halt_says_whose_it_is_and_its_council_clears_it() -> None:
+    record = Governance.open(ACME_HALTS)
+    record.halt(SNAPSHOT, HaltCause.SECURITY_INCIDENT, "leaked key", AUDITOR, WHEN)
+    record.clear_halt(SNAPSHOT, ADA, WHEN)
+    events = stamps_follow_the_clock(record)
+    assert [getattr(e, "tenant", "-") for e in events] == ["-", "acme", "acme"]
+
+
+@pytest.mark.parametrize("actor", [OPS, AUDITOR, ADA, CHAIR, Actor.of("op", ["operator"])])
+def test_only_a_store_operator_halts_a_snapshot_for_every_tenant(actor: Actor) -> None:
+    record = Governance.open(STORE_HALTS)
+    with pytest.raises(AccessDenied) as caught:
+        record.halt(SNAPSHOT, HaltCause.SECURITY_INCIDENT, "leaked key", actor, WHEN)
+    assert caught.value.message == (
+        "only the store_operator role may halt a snapshot for every tenant;"
+        f" {actor.actor_id} holds {list(actor.roles)}"
+    )
+    assert record.halted == {}
+    assert log_names(stamps_follow_the_clock(record)) == ["GOVERNANCE_OPENED"]
+
+
+def test_a_store_wide_halt_is_cleared_by_a_council_member_who_is_a_store_operator() -> None:
+    record = Governance.open(STORE_HALTS)
+    record.halt(SNAPSHOT, HaltCause.SECURITY_INCIDENT, "leaked key", STORE_OPS, WHEN)
+    assert record.halted == {SNAPSHOT: "SECURITY_INCIDENT: leaked key"}
+    for actor, role, action in [
+        (ADA, "store_operator", "clear a store-wide halt"),
+        (STORE_OPS, "council", "clear a halt"),
+    ]:
+        with pytest.raises(AccessDenied) as caught:
+            record.clear_halt(SNAPSHOT, actor, WHEN)
+        assert caught.value.message == (
+            f"only the {role} role may {action}; {actor.actor_id} holds {list(actor.roles)}"
+        )
+    assert SNAPSHOT in record.halted
+    record.clear_halt(SNAPSHOT, STORE_COUNCIL, WHEN)
+    events = stamps_follow_the_clock(record)
+    assert log_names(events) == ["GOVERNANCE_OPENED", "FORCE_HALT_REPLAY", "FORCE_HALT_CLEAR"]
+    assert [e.tenant for e in events[1:]] == [None, None]
+    assert rebuilt(events).halted == {}
+
+
+def test_a_halt_recorded_before_tenants_reads_as_store_wide() -> None:
+    """Version 1 of the halt events had no tenant: whoever set it, it is kept for every tenant."""
+    for event_class in (Governance.HaltSet, Governance.HaltCleared):
+        assert event_class.class_version == 2
+        state: dict[str, Any] = {"snapshot_id": SNAPSHOT}
+        event_class.upcast_v1_v2(state)
+        assert state == {"snapshot_id": SNAPSHOT, "tenant": None}
 
 
 # Replay attempts
@@ -730,7 +805,7 @@ def test_every_command_stamps_its_event_from_the_deterministic_clock() -> None:
         None,
         *(f"human time {n}" for n in range(1, 6)),
     ]
-    halts = Governance.open(f"snapshot:{SNAPSHOT}")
+    halts = Governance.open(ACME_HALTS)
     halts.halt(SNAPSHOT, HaltCause.INTEGRITY_FAILURE, "MAC mismatch", OPS, "human time 6")
     halts.clear_halt(SNAPSHOT, ADA, "human time 7")
     stamped = stamps_follow_the_clock(halts)

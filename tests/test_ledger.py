@@ -148,7 +148,7 @@ def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger)
     council = Governance.open("job:job-1")
     ada, ops = Actor.of("ada", ["council"]), Actor.of("ops", ["admin"])
     council.cast_vote("force_continue", "approve", ada, "2026-11-22T10:00:00Z")
-    halts = Governance.open("snapshot:" + "f" * 64)
+    halts = Governance.open("tenant-snapshot:acme|" + "f" * 64)
     halts.halt("f" * 64, HaltCause.INTEGRITY_FAILURE, "MAC mismatch", ops, "2026-11-22T10:01:00Z")
     body = dict.fromkeys(BODY_KEYS) | {
         "receipt_id": "rct-" + "1" * 32,
@@ -160,7 +160,9 @@ def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger)
     ledger.save(council, halts, receipt)
 
     stored_council: Governance = ledger.repository.get(Governance.id_for("job:job-1"))
-    stored_halts: Governance = ledger.repository.get(Governance.id_for("snapshot:" + "f" * 64))
+    stored_halts: Governance = ledger.repository.get(
+        Governance.id_for("tenant-snapshot:acme|" + "f" * 64)
+    )
     stored_receipt: Receipt = ledger.repository.get(Receipt.id_for("rct-" + "1" * 32))
     assert stored_council.votes == {"force_continue": [("ada", "approve")]}
     assert stored_halts.halted == {"f" * 64: "INTEGRITY_FAILURE: MAC mismatch"}

@@ -31,7 +31,7 @@ from domain.determinism import (
     snapshot_id,
     wm_id,
 )
-from domain.job import CaptureMode
+from domain.job import DEFAULT_TENANT, CaptureMode
 from domain.memory import SemEntry
 from domain.stage0.config import DEFAULT_CONFIGS
 from projections.stage0_runtime import Stage0Snapshots, run_stage0
@@ -196,6 +196,8 @@ def test_pure_layers_never_touch_clock_or_randomness() -> None:
 
 class InMemorySem:
     """A SEM source that is a dict: the runtime's only window on memory."""
+
+    tenant = DEFAULT_TENANT
 
     def __init__(self) -> None:
         self.entries: dict[str, SemEntry] = {}

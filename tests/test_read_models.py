@@ -12,7 +12,7 @@ from eventsourcing.persistence import TrackingRecorder
 from ledger_fixtures import RawTable, run
 
 from domain.governance import Actor
-from domain.job import CaptureMode
+from domain.job import DEFAULT_TENANT, CaptureMode
 from domain.replay_access import ReplayMode
 from infrastructure.ledger import Ledger
 from infrastructure.read_model_views import TABLE
@@ -44,7 +44,7 @@ def test_views_hold_jobs_gaps_replays_and_halts(ledger: Ledger) -> None:
     ids = record_some(ledger)
     router = ledger.reflective_log(ids[0]).snapshot_ids["router_snapshot_id"]
     assert router is not None
-    ledger.governance.halt_snapshot(router, "key leaked", AUDITOR)
+    ledger.governance.halt_snapshot(router, "key leaked", AUDITOR, DEFAULT_TENANT)
     views = ledger.read_models
 
     jobs = sorted(views.rows(JOB_INDEX), key=lambda row: row["job_number"])
@@ -64,12 +64,13 @@ def test_views_hold_jobs_gaps_replays_and_halts(ledger: Ledger) -> None:
     ]
     assert outcomes[0]["actor_id"] == "ana" and outcomes[0]["mode"] == "production"
     (halt,) = views.rows(HALTED_SNAPSHOTS)
-    assert (halt["snapshot_id"], halt["cause"], halt["reason"]) == (
+    assert (halt["snapshot_id"], halt["tenant"], halt["cause"], halt["reason"]) == (
         router,
+        DEFAULT_TENANT,
         "SECURITY_INCIDENT",
         "key leaked",
     )
-    ledger.governance.clear_halt(router, Actor.of("cy", ["council"]))
+    ledger.governance.clear_halt(router, Actor.of("cy", ["council"]), DEFAULT_TENANT)
     assert views.rows(HALTED_SNAPSHOTS) == []
 
 

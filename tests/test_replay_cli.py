@@ -248,7 +248,7 @@ USAGE_CASES: dict[str, tuple[str | None, str | None, list[str], str]] = {
         "admin",
         [],
         "set MACE_ACTOR (who you are) and MACE_ROLES (comma-separated: operator, admin, auditor,"
-        " council) to act",
+        " council, store_operator) to act",
     ),
     "no-roles": (
         "ana",
@@ -263,7 +263,7 @@ USAGE_CASES: dict[str, tuple[str | None, str | None, list[str], str]] = {
         "admin,wizard",
         [],
         "MACE_ACTOR/MACE_ROLES: unknown role in ['admin', 'wizard']: expected some of"
-        " ['operator', 'admin', 'auditor', 'council']",
+        " ['operator', 'admin', 'auditor', 'council', 'store_operator']",
     ),
     "bad-actor": (
         "bad actor!",
@@ -728,7 +728,11 @@ def test_halt_and_clear_flow(
     job_id = new_job(capsys)
     act(monkeypatch, "sec", "admin")
     code, out, err = run(capsys, "governance", "halt", ROUTER_ID, "--reason", "key leak")
-    assert (code, out, err) == (0, f"FORCE_HALT_REPLAY set on snapshot {ROUTER_ID} by sec\n", "")
+    assert (code, out, err) == (
+        0,
+        f"FORCE_HALT_REPLAY set on snapshot {ROUTER_ID} for tenant default by sec\n",
+        "",
+    )
 
     act(monkeypatch, "ana", "admin,auditor")
     halted = (
@@ -765,7 +769,11 @@ def test_halt_and_clear_flow(
     assert written_state(cli_env, capsys) == before
     act(monkeypatch, "cleo", "council")
     code, out, err = run(capsys, "governance", "clear", ROUTER_ID)
-    assert (code, out, err) == (0, f"FORCE_HALT_CLEAR on snapshot {ROUTER_ID} by cleo\n", "")
+    assert (code, out, err) == (
+        0,
+        f"FORCE_HALT_CLEAR on snapshot {ROUTER_ID} for tenant default by cleo\n",
+        "",
+    )
 
     act(monkeypatch, "ana", "admin,auditor")
     code, report, _ = replay_json(capsys, job_id)
@@ -778,11 +786,12 @@ def test_halt_and_clear_flow(
     code, out, err = run(capsys, "governance", "clear", ROUTER_ID)
     assert (code, out) == (2, "")
     assert err == (
-        f"mace: error: snapshot {ROUTER_ID} is not halted in scope snapshot:{ROUTER_ID}\n"
+        f"mace: error: snapshot {ROUTER_ID} is not halted in scope tenant-snapshot:{ROUTER_ID}\n"
     )
     assert written_state(cli_env, capsys) == before
 
-    halts = [e for e in governance_log(capsys, job_id) if e["scope"] == f"snapshot:{ROUTER_ID}"]
+    scope = f"tenant-snapshot:{ROUTER_ID}"
+    halts = [e for e in governance_log(capsys, job_id) if e["scope"] == scope]
     assert [e["event"] for e in halts] == [
         "GOVERNANCE_OPENED",
         "FORCE_HALT_REPLAY",
@@ -809,7 +818,10 @@ def test_clear_of_a_snapshot_never_halted_and_bad_snapshot_ids(
     selfrep = DEFAULT_IDS["selfrep"]
     unknown = "a" * 64
     for argv, message in (
-        (["clear", selfrep], f"snapshot {selfrep} is not halted in scope snapshot:{selfrep}"),
+        (
+            ["clear", selfrep],
+            f"snapshot {selfrep} is not halted in scope tenant-snapshot:{selfrep}",
+        ),
         (
             ["clear", "nothex"],
             "invalid snapshot id 'nothex': expected 64 lowercase hex characters",
@@ -899,7 +911,7 @@ def test_governance_log_of_one_job_and_of_all(
 
     # A halt on a snapshot a job declares belongs to that job's log, and to every such job's.
     assert run(capsys, "governance", "halt", ROUTER_ID, "--reason", "incident 7")[0] == 0
-    halt_scope = f"snapshot:{ROUTER_ID}"
+    halt_scope = f"tenant-snapshot:{ROUTER_ID}"
     for job_id in (first, second):
         assert [e["event"] for e in governance_log(capsys, job_id) if e["scope"] == halt_scope] == [
             "GOVERNANCE_OPENED",
@@ -1113,7 +1125,7 @@ def test_tampered_snapshot_halts_replays_until_cleared(
     assert_failure_line(err, "FORCE_HALT_REPLAY", halted)
     (halt,) = [e for e in governance_log(capsys, job_id) if e["event"] == "FORCE_HALT_REPLAY"]
     assert (halt["scope"], halt["cause"], halt["actor_id"]) == (
-        f"snapshot:{ROUTER_ID}",
+        f"tenant-snapshot:{ROUTER_ID}",
         "INTEGRITY_FAILURE",
         "ana",
     )

@@ -34,7 +34,7 @@ from domain.events import (
     hash_of,
 )
 from domain.governance import AccessDenied, Actor, GovernanceError, Motion, Vote
-from domain.job import CaptureMode
+from domain.job import DEFAULT_TENANT, CaptureMode
 from domain.replay_access import ReplayMode
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.agents import AgentReply
@@ -389,7 +389,7 @@ def test_REPLAY_03_flipped_snapshot_byte_fails_integrity_and_halts_until_council
         "3 snapshot signatures", "failed", f"INTEGRITY_FAILURE: {message}"
     )
     assert tampered.outcome.halt_snapshots == [snapshot_id]
-    scope = f"snapshot:{snapshot_id}"
+    scope = f"tenant-snapshot:{snapshot_id}"  # the replaying job's (default) tenant's halt
     halt_reason = "signature check failed in replay job-03#1"
     record = ledger.governance.record(scope)
     assert record is not None
@@ -423,14 +423,14 @@ def test_REPLAY_03_flipped_snapshot_byte_fails_integrity_and_halts_until_council
         assert result.outcome.halt_snapshots == []
 
     with pytest.raises(AccessDenied) as denied:
-        ledger.governance.clear_halt(snapshot_id, ANA)
+        ledger.governance.clear_halt(snapshot_id, ANA, DEFAULT_TENANT)
     assert denied.value.code is ErrorCode.ACCESS_DENIED
     assert str(denied.value) == (
         "ACCESS_DENIED: only the council role may clear a halt; ana holds ['admin', 'auditor']"
     )
     assert_failed(replay(ledger, job_id), "FORCE_HALT_REPLAY", halted)
 
-    ledger.governance.clear_halt(snapshot_id, CORA)
+    ledger.governance.clear_halt(snapshot_id, CORA, DEFAULT_TENANT)
 
     record = ledger.governance.record(scope)
     assert record is not None and record.halted == {}

@@ -30,7 +30,7 @@ from domain.events import (
     SemWrite,
 )
 from domain.governance import Actor, Role
-from domain.job import CaptureMode, Job
+from domain.job import DEFAULT_TENANT, CaptureMode, Job
 from domain.memory import SemEntry
 from domain.replay_access import REPLAY_ROLES, ReplayMode, parse_mode, replay_refusal
 from domain.replay_record import ReplayRecord, replay_record_name
@@ -70,7 +70,7 @@ def may_replay(mode: ReplayMode, roles: frozenset[str], production_approved: boo
 
 
 def test_the_role_sets_cover_every_non_empty_combination() -> None:
-    assert len(ROLE_SETS) == 15
+    assert len(ROLE_SETS) == 31  # five roles; store_operator grants no replay
     assert {"operator", "admin", "auditor"} == REPLAYERS
 
 
@@ -225,14 +225,15 @@ class FakeSemHistory:
         collected = [e for e in entry.collect_events() if isinstance(e, SemEntry.Event)]
         self.events.setdefault(entry.key, []).extend(collected)
 
-    def sem_events(self, key: str) -> Sequence[SemEntry.Event]:
+    def sem_events(self, tenant: str, key: str) -> Sequence[SemEntry.Event]:
+        assert tenant == DEFAULT_TENANT
         self.asked.append(key)
         return list(self.events.get(key, []))
 
 
 def written(values: Sequence[str], key: str = COLOR) -> tuple[SemEntry, list[str]]:
     """A SEM entry written each value in turn, and the ``last_updated`` stamp of each version."""
-    entry = SemEntry.first_write(key, values[0], "job:earlier")
+    entry = SemEntry.first_write(DEFAULT_TENANT, key, values[0], "job:earlier")
     stamps = [entry.read().last_updated]
     for value in values[1:]:
         entry.write(value, "job:earlier")
@@ -261,7 +262,9 @@ def test_stamps_are_the_key_clock_per_version() -> None:
 def test_a_recorded_read_gives_the_version_it_read(version: int, value: str) -> None:
     entry, stamps = written(["red", "blue", "green"])
     history = FakeSemHistory(entry)
-    memory = MemoryAsRecorded(history, [read_event(COLOR, value, stamps[version - 1])])
+    memory = MemoryAsRecorded(
+        history, DEFAULT_TENANT, [read_event(COLOR, value, stamps[version - 1])]
+    )
     seen = memory.entry(COLOR)
     assert seen is not None
     assert (seen.version, seen.value, seen.key) == (version, value, COLOR)
@@ -271,7 +274,9 @@ def test_a_recorded_read_gives_the_version_it_read(version: int, value: str) -> 
 
 def test_a_recorded_write_gives_the_version_before_it() -> None:
     entry, stamps = written(["red", "blue", "green"])
-    memory = MemoryAsRecorded(FakeSemHistory(entry), [write_event(COLOR, "green", stamps[2])])
+    memory = MemoryAsRecorded(
+        FakeSemHistory(entry), DEFAULT_TENANT, [write_event(COLOR, "green", stamps[2])]
+    )
     seen = memory.entry(COLOR)
     assert seen is not None
     assert (seen.version, seen.value) == (2, "blue")
@@ -280,13 +285,17 @@ def test_a_recorded_write_gives_the_version_before_it() -> None:
 
 def test_a_recorded_first_write_of_a_key_gives_no_entry() -> None:
     entry, stamps = written(["red", "blue"])
-    memory = MemoryAsRecorded(FakeSemHistory(entry), [write_event(COLOR, "red", stamps[0])])
+    memory = MemoryAsRecorded(
+        FakeSemHistory(entry), DEFAULT_TENANT, [write_event(COLOR, "red", stamps[0])]
+    )
     assert memory.entry(COLOR) is None
 
 
 def test_a_recorded_miss_gives_no_entry_even_if_the_key_was_written_since() -> None:
     entry, _ = written(["red", "blue"])
-    memory = MemoryAsRecorded(FakeSemHistory(entry), [read_event(COLOR, None, None)])
+    memory = MemoryAsRecorded(
+        FakeSemHistory(entry), DEFAULT_TENANT, [read_event(COLOR, None, None)]
+    )
     assert memory.entry(COLOR) is None
 
 
@@ -294,9 +303,9 @@ def test_a_key_the_job_never_touched_gives_no_entry() -> None:
     color, stamps = written(["red"])
     city, _ = written(["Paris"], CITY)
     history = FakeSemHistory(color, city)
-    memory = MemoryAsRecorded(history, [read_event(COLOR, "red", stamps[0])])
+    memory = MemoryAsRecorded(history, DEFAULT_TENANT, [read_event(COLOR, "red", stamps[0])])
     assert memory.entry(CITY) is None
-    assert MemoryAsRecorded(history, []).entry(COLOR) is None
+    assert MemoryAsRecorded(history, DEFAULT_TENANT, []).entry(COLOR) is None
     assert history.asked == []
 
 
@@ -308,12 +317,14 @@ def test_a_stamp_no_version_carries_gives_no_entry(kind: str) -> None:
     event: RunEvent = (
         read_event(COLOR, "blue", foreign) if kind == "read" else write_event(COLOR, "x", foreign)
     )
-    assert MemoryAsRecorded(FakeSemHistory(entry), [event]).entry(COLOR) is None
+    assert MemoryAsRecorded(FakeSemHistory(entry), DEFAULT_TENANT, [event]).entry(COLOR) is None
 
 
 def test_a_recorded_stamp_of_a_key_with_no_history_gives_no_entry() -> None:
     _, stamps = written(["red"])
-    memory = MemoryAsRecorded(FakeSemHistory(), [read_event(COLOR, "red", stamps[0])])
+    memory = MemoryAsRecorded(
+        FakeSemHistory(), DEFAULT_TENANT, [read_event(COLOR, "red", stamps[0])]
+    )
     assert memory.entry(COLOR) is None
 
 
@@ -321,19 +332,21 @@ def test_the_first_meeting_with_a_key_decides() -> None:
     entry, stamps = written(["red", "blue", "green"])
     history = FakeSemHistory(entry)
     read_then_write = [read_event(COLOR, "red", stamps[0]), write_event(COLOR, "blue", stamps[1])]
-    seen = MemoryAsRecorded(history, read_then_write).entry(COLOR)
+    seen = MemoryAsRecorded(history, DEFAULT_TENANT, read_then_write).entry(COLOR)
     assert seen is not None
     assert (seen.version, seen.value) == (1, "red")
     # A failed write read nothing the job kept: the read after it decides.
     failed_first = [write_event(COLOR, 7, None, "failed"), read_event(COLOR, "blue", stamps[1])]
-    seen = MemoryAsRecorded(history, failed_first).entry(COLOR)
+    seen = MemoryAsRecorded(history, DEFAULT_TENANT, failed_first).entry(COLOR)
     assert seen is not None
     assert (seen.version, seen.value) == (2, "blue")
 
 
 def test_each_call_gives_a_fresh_entry() -> None:
     entry, stamps = written(["red", "blue"])
-    memory = MemoryAsRecorded(FakeSemHistory(entry), [read_event(COLOR, "red", stamps[0])])
+    memory = MemoryAsRecorded(
+        FakeSemHistory(entry), DEFAULT_TENANT, [read_event(COLOR, "red", stamps[0])]
+    )
     first = memory.entry(COLOR)
     assert first is not None
     first.write("changed by the replay", "job:replay")
@@ -418,13 +431,14 @@ class FakeSource:
             raise self.broken[snapshot_id]
         return self.snapshots[snapshot_id]
 
-    def halt_reason(self, snapshot_id: str) -> str | None:
+    def halt_reason(self, tenant: str, snapshot_id: str) -> str | None:
+        assert tenant == self.job.tenant
         self.calls.append(f"halt_reason {snapshot_id}")
         return self.halts.get(snapshot_id)
 
-    def sem_events(self, key: str) -> Sequence[SemEntry.Event]:
+    def sem_events(self, tenant: str, key: str) -> Sequence[SemEntry.Event]:
         self.calls.append(f"sem_events {key}")
-        return self.sem.sem_events(key)
+        return self.sem.sem_events(tenant, key)
 
 
 def audit(

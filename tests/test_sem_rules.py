@@ -21,6 +21,7 @@ from stage0_support import InMemorySem, fact, seed_004_text
 from domain.canonical import canonical_json
 from domain.determinism import DeterministicClock
 from domain.events import RunEvent, SemRead
+from domain.job import DEFAULT_TENANT
 from domain.memory import (
     KEY_PATTERN,
     MAX_VALUE_BYTES,
@@ -231,7 +232,9 @@ def test_S4_vocabulary_refuses_chains_and_invalid_targets(
 
 
 def test_S5_S8_a_second_write_overwrites() -> None:
-    entry = SemEntry.first_write("user/person/alice/favorite_color", "blue", source="job:a")
+    entry = SemEntry.first_write(
+        DEFAULT_TENANT, "user/person/alice/favorite_color", "blue", source="job:a"
+    )
     entry.write("green", source="job:b")
     assert entry.read().value == "green"
     assert entry.source == "job:b"
@@ -242,13 +245,15 @@ def test_S5_S8_a_second_write_overwrites() -> None:
 
 
 def test_S5_a_write_stores_the_canonical_copy() -> None:
-    entry = SemEntry.first_write("world/number/pi/value", (3.14159265358979, "pi"), "t")
+    entry = SemEntry.first_write(
+        DEFAULT_TENANT, "world/number/pi/value", (3.14159265358979, "pi"), "t"
+    )
     assert entry.read().value == [3.141592654, "pi"]
 
 
 def test_S5_first_write_checks_the_key() -> None:
     with pytest.raises(SemKeyError) as caught:
-        SemEntry.first_write("user/person/alice", "blue", source="t")
+        SemEntry.first_write(DEFAULT_TENANT, "user/person/alice", "blue", source="t")
     assert caught.value.rule == "S1"
 
 
@@ -345,7 +350,7 @@ def _stamp(entry: SemEntry) -> str:
 def test_F2_latest_last_updated_wins(values: list[str]) -> None:
     key = "user/person/alice/nickname"
     clock = DeterministicClock(f"sem:{key}")
-    entry = SemEntry.first_write(key, values[0], source="t")
+    entry = SemEntry.first_write(DEFAULT_TENANT, key, values[0], source="t")
     stamps = [_stamp(entry)]
     for value in values[1:]:
         entry.write(value, source="t")

@@ -11,6 +11,7 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    StrictBool,
     StrictInt,
     StrictStr,
     model_validator,
@@ -103,8 +104,19 @@ class CouncilVote(Body):
     vote: Vote
 
 
+STORE_WIDE = Field(
+    default=False,
+    description="halt for every tenant, not the caller's: store_operator role only",
+)
+
+
 class HaltAsk(Body):
     reason: OneLine
+    store_wide: StrictBool = STORE_WIDE
+
+
+class HaltClearAsk(Body):
+    store_wide: StrictBool = STORE_WIDE
 
 
 class SnapshotDeclaration(Body):

@@ -72,7 +72,9 @@ def overview(ctx: Ctx, who: Caller) -> HTMLResponse:
     replays.sort(key=lambda r: (r["requested_at"], r["job_id"], r["attempt"]), reverse=True)
     gaps = [r for r in models.rows(NON_REPLAYABLE) if r.get("tenant") == mine]
     gaps.sort(key=lambda r: str(r["job_id"]))
-    halts = sorted(models.rows(HALTED_SNAPSHOTS), key=lambda r: str(r["halted_at"]))
+    # The halts that stop this tenant's replays: its own and store-wide ones (tenant null).
+    halts = [r for r in models.rows(HALTED_SNAPSHOTS) if r.get("tenant") in {mine, None}]
+    halts.sort(key=lambda r: str(r["halted_at"]))
     return _page(
         "overview.html",
         who=who,

@@ -11,9 +11,10 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from infrastructure.api.bodies import CouncilVote, ForceContinueAsk, HaltAsk
+from infrastructure.api.bodies import CouncilVote, ForceContinueAsk, HaltAsk, HaltClearAsk
 from infrastructure.api.context import Caller, Ctx, JobIdPath, SnapshotIdPath, own_job
 from infrastructure.api.errors import invalid
+from infrastructure.api.tokens import Principal
 from infrastructure.ledger_errors import ConflictError
 
 router = APIRouter(tags=["governance"])
@@ -72,24 +73,33 @@ def vote(job_id: JobIdPath, body: CouncilVote, ctx: Ctx, who: Caller) -> dict[st
     )
 
 
+def _halt_tenant(who: Principal, store_wide: bool) -> str | None:
+    """Whose halt: the caller's tenant's, or (``store_wide``) every tenant's."""
+    return None if store_wide else who.tenant
+
+
 @router.post(
     "/v1/snapshots/{snapshot_id}/halt",
     status_code=201,
-    summary="record a security incident: replays touching the snapshot halt until cleared",
+    summary="record a security incident: the tenant's replays touching the snapshot halt",
 )
 def halt(snapshot_id: SnapshotIdPath, body: HaltAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    tenant = _halt_tenant(who, body.store_wide)
     return _act(
-        lambda: ctx.ledger.governance.halt_snapshot(snapshot_id, body.reason, who.actor),
-        {"snapshot_id": snapshot_id, "halted": True, "by": who.actor.as_json()},
+        lambda: ctx.ledger.governance.halt_snapshot(snapshot_id, body.reason, who.actor, tenant),
+        {"snapshot_id": snapshot_id, "halted": True, "tenant": tenant, "by": who.actor.as_json()},
     )
 
 
 @router.post(
     "/v1/snapshots/{snapshot_id}/clear",
-    summary="council: lift a snapshot's halt (FORCE_HALT_CLEAR)",
+    summary="council: lift the tenant's (or a store-wide) halt of a snapshot (FORCE_HALT_CLEAR)",
 )
-def clear(snapshot_id: SnapshotIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
+def clear(
+    snapshot_id: SnapshotIdPath, ctx: Ctx, who: Caller, body: HaltClearAsk | None = None
+) -> dict[str, Any]:
+    tenant = _halt_tenant(who, body is not None and body.store_wide)
     return _act(
-        lambda: ctx.ledger.governance.clear_halt(snapshot_id, who.actor),
-        {"snapshot_id": snapshot_id, "halted": False, "by": who.actor.as_json()},
+        lambda: ctx.ledger.governance.clear_halt(snapshot_id, who.actor, tenant),
+        {"snapshot_id": snapshot_id, "halted": False, "tenant": tenant, "by": who.actor.as_json()},
     )

@@ -46,14 +46,18 @@ def add_parsers(commands: Any) -> None:
         parser.set_defaults(handler=vote_on, vote=vote)
 
     halt = actions.add_parser(
-        "halt", help="record a security incident: halt replays touching a snapshot"
+        "halt", help="record a security incident: halt a tenant's replays touching a snapshot"
     )
     halt.add_argument("snapshot_id")
     halt.add_argument("--reason", required=True, help="the incident, in one line")
+    _halt_tenant_options(halt, "halt every tenant's replays (store_operator role only)")
     halt.set_defaults(handler=halt_snapshot)
 
-    clear = actions.add_parser("clear", help="council: lift a snapshot's halt (FORCE_HALT_CLEAR)")
+    clear = actions.add_parser(
+        "clear", help="council: lift a tenant's halt of a snapshot (FORCE_HALT_CLEAR)"
+    )
     clear.add_argument("snapshot_id")
+    _halt_tenant_options(clear, "lift a store-wide halt (council and store_operator roles)")
     clear.set_defaults(handler=clear_halt)
 
     log = actions.add_parser("log", help="print governance events, of one job or of all")
@@ -61,6 +65,17 @@ def add_parsers(commands: Any) -> None:
     add_tenant_option(log, default=None)
     log.add_argument("--json", action="store_true", help="canonical JSON lines")
     log.set_defaults(handler=print_log)
+
+
+def _halt_tenant_options(parser: argparse.ArgumentParser, store_wide: str) -> None:
+    """Whose halt: ``--tenant T`` (default: the default tenant) or ``--store-wide``."""
+    whose = parser.add_mutually_exclusive_group()
+    add_tenant_option(whose)
+    whose.add_argument("--store-wide", action="store_true", help=store_wide)
+
+
+def _halt_tenant(args: argparse.Namespace) -> str | None:
+    return None if args.store_wide else str(args.tenant)
 
 
 def request_action(args: argparse.Namespace, settings: Settings) -> int:
@@ -87,17 +102,25 @@ def vote_on(args: argparse.Namespace, settings: Settings) -> int:
 def halt_snapshot(args: argparse.Namespace, settings: Settings) -> int:
     return _act(
         settings,
-        lambda ledger, actor: ledger.governance.halt_snapshot(args.snapshot_id, args.reason, actor),
-        f"FORCE_HALT_REPLAY set on snapshot {args.snapshot_id}",
+        lambda ledger, actor: ledger.governance.halt_snapshot(
+            args.snapshot_id, args.reason, actor, _halt_tenant(args)
+        ),
+        f"FORCE_HALT_REPLAY set on snapshot {args.snapshot_id} for {_whose(args)}",
     )
 
 
 def clear_halt(args: argparse.Namespace, settings: Settings) -> int:
     return _act(
         settings,
-        lambda ledger, actor: ledger.governance.clear_halt(args.snapshot_id, actor),
-        f"FORCE_HALT_CLEAR on snapshot {args.snapshot_id}",
+        lambda ledger, actor: ledger.governance.clear_halt(
+            args.snapshot_id, actor, _halt_tenant(args)
+        ),
+        f"FORCE_HALT_CLEAR on snapshot {args.snapshot_id} for {_whose(args)}",
     )
+
+
+def _whose(args: argparse.Namespace) -> str:
+    return "every tenant" if args.store_wide else f"tenant {args.tenant}"
 
 
 def _act(settings: Settings, command: Callable[[Ledger, Actor], None], done: str) -> int:

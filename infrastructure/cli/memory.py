@@ -1,4 +1,4 @@
-"""``mace sem put|get``: semantic memory from outside any job, under the same rules S1-S9."""
+"""``mace sem put|get``: a tenant's semantic memory from outside any job, under rules S1-S9."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
     add_snapshot_option,
+    add_tenant_option,
     emit_json,
     parse_json_argument,
     snapshot_overrides,
@@ -25,11 +26,13 @@ def add_parsers(commands: Any) -> None:
     put = sem_commands.add_parser("put", help="store a fact under a canonical key")
     put.add_argument("key", help="<scope>/<entity_type>/<entity_id>/<attribute>")
     put.add_argument("value", metavar="JSON", help="the value as JSON, e.g. '\"Paris\"' or 42")
+    add_tenant_option(put)
     add_snapshot_option(put)
     put.add_argument("--json", action="store_true", help="print canonical JSON")
     put.set_defaults(handler=sem_put)
     get = sem_commands.add_parser("get", help="read the fact under a key")
     get.add_argument("key", help="<scope>/<entity_type>/<entity_id>/<attribute>")
+    add_tenant_option(get)
     add_snapshot_option(get)
     get.add_argument("--json", action="store_true", help="print canonical JSON")
     get.set_defaults(handler=sem_get)
@@ -40,7 +43,7 @@ def sem_put(args: argparse.Namespace, settings: Settings) -> int:
     overrides = snapshot_overrides(args.snapshot)
     with Ledger.open(settings) as ledger:
         try:
-            key, record = ledger.sem_put(args.key, value, overrides)
+            key, record = ledger.sem_put(args.key, value, overrides, args.tenant)
         except (ValueError, CanonicalJSONError) as exc:
             raise UsageError(str(exc)) from None
     _show(key, record, args.json)
@@ -51,7 +54,7 @@ def sem_get(args: argparse.Namespace, settings: Settings) -> int:
     overrides = snapshot_overrides(args.snapshot)
     with Ledger.open(settings) as ledger:
         try:
-            key, record = ledger.sem_get(args.key, overrides)
+            key, record = ledger.sem_get(args.key, overrides, args.tenant)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     _show(key, record, args.json)
