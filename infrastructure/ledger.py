@@ -535,14 +535,14 @@ class Ledger(Application[UUID]):
         Job.check_start(job_id, seed, text, {})
         validate_tenant(tenant)
         ids, snapshots, unstored = self.stage0_snapshots(snapshot_ids or {})
+        memory = TenantSem(self, tenant)
         # A value the privacy policy refuses is recorded only as its mark: the job runs over that.
-        text = recorded_input(text, seed, user, snapshots, self, capture_mode, self.refusal_mark)
+        text = recorded_input(text, seed, user, snapshots, memory, capture_mode, self.refusal_mark)
 
         def attempt() -> ReflectiveLog:
             version = self._registry_version()
             this_id = self._job_id(job_id, seed, text, version)
             job = Job.start(this_id, seed, text, ids, capture_mode, tenant)
-            memory = TenantSem(self, tenant)
             run = run_stage0(this_id, seed, text, user, snapshots, memory, capture_mode)
             for event in run.events:
                 job.record(event.EVENT_TYPE, event.payload())

@@ -140,7 +140,9 @@ class ReplayService:
             self.governance.store_racing(
                 lambda: (
                     None,
-                    self._replay_writes(scope, attempt, outcome, actor, report, markdown, seconds),
+                    self._replay_writes(
+                        scope, tenant, attempt, outcome, actor, report, markdown, seconds
+                    ),
                 ),
                 f"replay result for {job_id}",
             )
@@ -169,6 +171,7 @@ class ReplayService:
     def _replay_writes(
         self,
         scope: str,
+        tenant: str,
         attempt: int,
         outcome: ReplayOutcome,
         actor: Actor,
