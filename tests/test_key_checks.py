@@ -86,7 +86,10 @@ def test_a_wrong_secret_under_the_store_key_id_is_refused_and_writes_nothing(
     assert stored_rows(raw) == rows
 
     use_keys(monkeypatch, k1=TEST_SECRETS["k1"])
-    verified = "ok: 3 events in 2 streams verified (0 jobs, 0 sealed)\n"
+    verified = (
+        "ok: 3 events in 2 streams verified (0 jobs, 0 sealed)\n"
+        "replay requests without a result: 0 abandoned, 0 running\n"
+    )
     assert run(capsys, "verify", "--all") == (0, verified, "")
     for attack in ATTACKS:  # the right key writes as before, and records no second check
         assert run(capsys, *attack)[0] == 0
@@ -219,14 +222,16 @@ def test_a_service_the_store_contradicts_is_not_ready_and_writes_nothing(store_u
     wrong = wrong_settings(store_url)
     with Ledger.open(wrong) as ledger, checked_client(wrong, ledger) as client:
         api = Api(client, ledger)
-        ready = api.get("/readyz", None)
+        ready = api.get("/readyz", "admin")  # the details are for admins
         assert (ready.status_code, ready.json()["keys"]) == (200, {"k1": "unrecorded"})
 
         with Ledger.open(settings_for(store_url)) as right:  # the store's first writer
             right.sem_put("world/country/france/capital", "Paris")
         head = api.position()
 
-        assert_error(api.get("/readyz", None), 503, "NOT_READY", MISMATCH.format(key="k1"))
+        assert_error(api.get("/readyz", None), 503, "NOT_READY", "not ready")
+        reason = f"not ready: {MISMATCH.format(key='k1')}"
+        assert_error(api.get("/readyz", "admin"), 503, "NOT_READY", reason)
         refused = api.post("/v1/jobs", {"input": "2 + 3", "seed": "s1"})
         assert_error(refused, 503, "KEY_MISMATCH", MISMATCH.format(key="k1"))
         assert api.position() == head
@@ -238,4 +243,5 @@ def test_a_service_with_the_store_keys_is_ready_and_says_so(
     with checked_client(settings, ledger) as client:
         api = Api(client, ledger)
         api.new_job()
-        assert api.get("/readyz", None).json()["keys"] == {"k1": "verified"}
+        assert api.get("/readyz", None).json() == {"status": "ready"}
+        assert api.get("/readyz", "admin").json()["keys"] == {"k1": "verified"}
