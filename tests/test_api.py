@@ -1554,9 +1554,7 @@ def test_mace_token_list_and_revoke(
     ids = {"ana": token_id_of(ana), "olga": token_id_of(olga)}
     code, out, err = run(capsys, "token", "list")
     assert (code, err) == (0, "")
-    assert out == (
-        f"{ids['ana']} ana admin,auditor acme\n{ids['olga']} olga operator default\n"
-    )
+    assert out == (f"{ids['ana']} ana admin,auditor acme\n{ids['olga']} olga operator default\n")
     code, out, err = run(capsys, "token", "list", "--json")
     assert orjson.loads(out) == {
         "tokens": [
