@@ -49,35 +49,34 @@ class StoreSchema:
         missing = self.missing()
         if missing:
             msg = (
-                f"no ledger at {self.where}: table {', '.join(missing)} not set up"
-                " (run 'mace init', or point MACE_STORE at a ledger)"
+                f"no ledger at {self.where}: its tables are not set up (missing"
+                f" {', '.join(missing)}; run 'mace init', or point MACE_STORE at a ledger)"
             )
             raise StoreNotSetUp(msg)
         self._register_types()
 
-    def ensure(self) -> list[str]:
-        """For writers: create the missing tables (one process at a time); returns those made."""
+    def ensure(self) -> None:
+        """For writers: create the missing tables, one process at a time."""
         if not self.missing():
             self._register_types()
-            return []
+            return
         datastore = self.recorder.datastore
         if isinstance(datastore, PostgresDatastore):
             with datastore.get_connection() as lock:
                 lock.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
                 try:
-                    return self._create_missing()
+                    self._create_missing()
                 finally:
                     lock.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
-        return self._create_missing()
+        else:
+            self._create_missing()
 
-    def _create_missing(self) -> list[str]:
-        missing = self.missing()  # again: another writer may have made them while we waited
-        if missing:
+    def _create_missing(self) -> None:
+        if self.missing():  # again: another writer may have made them while this one waited
             # The events table first: a set-up killed midway leaves the views missing, not it.
             self.recorder.create_table()
             self.view.create_table()
         self._register_types()
-        return missing
 
     def _present(self) -> set[str]:
         datastore = self.recorder.datastore
