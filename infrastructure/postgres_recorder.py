@@ -47,24 +47,21 @@ class ChunkedPostgresRecorder(CheckedPostgresRecorder):
     """Reads as `CheckedPostgresRecorder` does (a NULL state is an integrity failure)."""
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
-    def insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
+    def insert_events(self, stored_events: Sequence[StoredEvent], **_: Any) -> Sequence[int] | None:
         # The database-function path gives up commit-ordered notification ids: never taken.
         assert not self.datastore.enable_db_functions
         notification_ids: list[int] = []
+        if not stored_events:
+            return notification_ids
         with (
             self.datastore.get_connection() as conn,
             conn.transaction(),
             conn.cursor() as curs,
         ):
-            self._insert_events(curs, stored_events, **kwargs)
-            if not stored_events:
-                return notification_ids
             self._lock_table(curs)
             self._notify_channel(curs)
             for chunk in insert_chunks(stored_events):
-                # The plain INSERT (this class's own override adds the lock and NOTIFY, taken once).
+                # The plain INSERT: PostgresApplicationRecorder's would lock and NOTIFY again.
                 PostgresAggregateRecorder._insert_stored_events(self, curs, chunk)
                 ids = self._fetch_ids_after_insert_events(curs, chunk)
                 notification_ids.extend(ids or ())
