@@ -4,14 +4,16 @@ eventsourcing runs its DDL (``CREATE TABLE/TYPE/INDEX IF NOT EXISTS``, ``CREATE 
 FUNCTION``) whenever a recorder is made, so every process ran it at start, reads included, and on
 PostgreSQL processes starting together failed with "tuple concurrently updated". The ledger turns
 that off (``CREATE_TABLE=n``). A writer that finds tables missing creates them here, on PostgreSQL
-under an advisory lock, so one process at a time does it and the others then find them made; a
-reader that finds them missing says so and changes nothing.
+under an advisory lock, so one process at a time does it and the others then find them made (on
+SQLite the database file's own lock orders them); a reader that finds them missing says so and
+changes nothing.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from eventsourcing.persistence import IntegrityError
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
@@ -73,9 +75,15 @@ class StoreSchema:
 
     def _create_missing(self) -> None:
         if self.missing():  # again: another writer may have made them while this one waited
-            # The events table first: a set-up killed midway leaves the views missing, not it.
-            self.recorder.create_table()
-            self.view.create_table()
+            try:
+                # The events table first: a set-up killed midway leaves the views missing, not it.
+                self.recorder.create_table()
+                self.view.create_table()
+            except IntegrityError:
+                # SQLite has no advisory lock: a writer setting up at the same moment recorded
+                # the tracking table's version first, and this one's set-up rolled back.
+                if self.missing():
+                    raise
         self._register_types()
 
     def _present(self) -> set[str]:

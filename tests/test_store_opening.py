@@ -102,7 +102,7 @@ def test_the_python_api_reader_refuses_too(settings: Settings) -> None:
     assert table_count(settings) == 0
 
 
-# --- PostgreSQL: many processes starting together -----------------------------------------------
+# --- many processes starting together -----------------------------------------------------------
 
 
 def together(opens: list[Callable[[], None]]) -> list[str]:
@@ -125,9 +125,7 @@ def together(opens: list[Callable[[], None]]) -> list[str]:
     return errors
 
 
-def test_writers_setting_up_a_fresh_database_together_all_succeed(postgres_url: str) -> None:
-    settings = settings_for(postgres_url)
-
+def test_writers_setting_up_a_fresh_store_together_all_succeed(settings: Settings) -> None:
     def writer(n: int) -> Callable[[], None]:
         def write() -> None:
             with Ledger.open(settings) as ledger:
