@@ -140,8 +140,7 @@ def test_writers_setting_up_a_fresh_store_together_all_succeed(settings: Setting
         ]
 
 
-def test_readers_and_writers_opening_together_all_succeed(postgres_url: str) -> None:
-    settings = settings_for(postgres_url)
+def test_readers_and_writers_opening_together_all_succeed(settings: Settings) -> None:
     Ledger.open(settings).close()
 
     def reader() -> None:
