@@ -30,7 +30,14 @@ class RunDraftError(ValueError):
 
 
 class RunTooLarge(RunDraftError):
-    """The batch's new events would take the run past the events a run may hold."""
+    """The run would hold more events than a run may (new events of a batch, or a whole run)."""
+
+
+def check_run_size(run: str, events: int, max_events: int | None) -> None:
+    """A run may hold at most ``max_events`` events (``None``: no limit); RunTooLarge if not."""
+    if max_events is not None and events > max_events:
+        msg = f"{run} would exceed {max_events} events"
+        raise RunTooLarge(msg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +109,7 @@ class RunDraft(MaceAggregate):
         if fresh and self.completed:  # a batch re-sent whole after completion is duplicates
             msg = f"run {self.run_id} is complete: no more events may be added"
             raise RunDraftError(msg)
-        if max_events is not None and len(self.events) + len(fresh) > max_events:
-            msg = f"run {self.run_id} would exceed {max_events} events"
-            raise RunTooLarge(msg)
+        check_run_size(f"run {self.run_id}", len(self.events) + len(fresh), max_events)
         if fresh:
             self._appended(events=fresh)
         return BatchOutcome(len(fresh), len(batch) - len(fresh), len(self.events))

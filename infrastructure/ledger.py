@@ -64,6 +64,8 @@ from infrastructure.replay_service import ReplayService
 from infrastructure.repository import LedgerRepository
 from infrastructure.settings import Settings, SQLiteStore, Store
 from infrastructure.signed_record import IntegrityFailure, VerifiedRecord, mac_digest, record_mac
+from infrastructure.store_connection import check_reachable
+from infrastructure.store_schema import StoreSchema
 from projections.reflective_log import ReflectiveLog, complete_job
 from projections.refused_input import recorded_input
 from projections.stage0_runtime import Stage0Snapshots, run_stage0
@@ -103,7 +105,8 @@ class Ledger(Application[UUID]):
     def __init__(self, store: Store, keyring: Keyring) -> None:
         self.store = store
         self.keyring = keyring
-        super().__init__(env=store.eventsourcing_env())
+        # Tables are set up by `open` (writers, `mace init`), never on construction: StoreSchema.
+        super().__init__(env=store.eventsourcing_env() | {"CREATE_TABLE": "n"})
         self.key_checks = KeyChecks(self.recorder, keyring)
         self._job_numbering = Lock()
         self.governance = GovernanceService(self)
@@ -118,15 +121,24 @@ class Ledger(Application[UUID]):
 
     @classmethod
     def open(cls, settings: Settings | None = None, *, create: bool = True) -> Ledger:
-        """Open the ledger the settings name. ``create=False`` refuses to make a new store."""
+        """Open the ledger the settings name; a writer sets up a new store's tables.
+
+        ``create=False`` (readers) neither makes a store nor its tables: one not set up is refused.
+        """
         settings = settings or Settings()
         store = settings.parsed_store()
         if isinstance(store, SQLiteStore) and not create and not store.path.exists():
             msg = f"no ledger at {store.describe()} (set MACE_STORE)"
             raise NotFoundError(msg)
         keyring = load_keyring(settings, create=create)
+        check_reachable(store, settings.connect_timeout)
         ledger = cls(store, keyring)
         try:
+            schema = StoreSchema(ledger)
+            if create:
+                schema.ensure()
+            else:
+                schema.require()
             # A key the store contradicts is refused here, before any command reads or writes.
             ledger.key_checks.prove()
         except BaseException:

@@ -26,6 +26,11 @@ Changes = Mapping[tuple[str, str], Row | None]
 
 
 class ReadModelView(Protocol):
+    def table_names(self) -> tuple[str, ...]:
+        """The tables the view keeps: its tracking table and the rows table."""
+
+    def create_table(self) -> None: ...
+
     def max_tracking_id(self, application_name: str) -> int | None: ...
 
     def row(self, view: str, key: str) -> Row | None:
@@ -56,6 +61,9 @@ class SQLiteReadModelView(SQLiteTrackingRecorder):
 
     def construct_create_table_statements(self) -> list[str]:
         return [*super().construct_create_table_statements(), self.CREATE]
+
+    def table_names(self) -> tuple[str, ...]:
+        return ("tracking", TABLE)  # eventsourcing's SQLite tracking table has a fixed name
 
     def row(self, view: str, key: str) -> Row | None:
         with self.datastore.transaction(commit=False) as c:
@@ -95,6 +103,9 @@ class PostgresReadModelView(PostgresTrackingRecorder):
                 " row_json text NOT NULL, PRIMARY KEY (view, row_key))"
             ).format(self.view_table)
         )
+
+    def table_names(self) -> tuple[str, ...]:
+        return (self.tracking_table_name, TABLE)
 
     def row(self, view: str, key: str) -> Row | None:
         query = SQL("SELECT row_json FROM {0} WHERE view = %s AND row_key = %s")

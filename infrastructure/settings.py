@@ -4,7 +4,8 @@
 ``postgresql://user:password@host:port/dbname[?schema=name]``. It is translated into the
 environment eventsourcing reads (``PERSISTENCE_MODULE``, ``SQLITE_DBNAME``, ``POSTGRES_*``), with
 ``POSTGRES_ENABLE_DB_FUNCTIONS`` pinned off: the database-function insert path gives up the
-guarantee that notification order equals commit order.
+guarantee that notification order equals commit order. On PostgreSQL the ledger stores through
+`ChunkedPostgresRecorder`, eventsourcing's recorder with large saves written in chunks.
 """
 
 from __future__ import annotations
@@ -54,8 +55,11 @@ class PostgresStore:
             "POSTGRES_DBNAME": self.dbname,
             "POSTGRES_SCHEMA": self.schema,
             "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
-            # Fails closed on a row whose state was set to NULL (eventsourcing's would crash).
-            "APPLICATION_RECORDER_TOPIC": "infrastructure.checked_recorder:CheckedPostgresRecorder",
+            # Fails closed on a row whose state was set to NULL (eventsourcing's would crash),
+            # and writes large saves in chunks (eventsourcing's never finished them).
+            "APPLICATION_RECORDER_TOPIC": (
+                "infrastructure.postgres_recorder:ChunkedPostgresRecorder"
+            ),
         }
 
     def describe(self) -> str:
@@ -126,6 +130,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     max_batch_events: int = Field(default=500, ge=1)
     max_run_events: int = Field(default=20_000, ge=1)
+    # How long opening a PostgreSQL store may take before it fails with the server's own reason.
+    connect_timeout: int = Field(default=5, ge=1, le=600)
 
     def parsed_store(self) -> Store:
         return parse_store(self.store)

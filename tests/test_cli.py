@@ -149,6 +149,7 @@ def test_bad_input_creates_no_store(
         ("MACE_STORE", "mysql://db/x", "MACE_STORE has unsupported scheme 'mysql'"),
         ("MACE_STORE", "postgresql://db", "needs a user, a host and a database name"),
         ("MACE_ENV", "staging", "invalid MACE_ENV"),
+        ("MACE_CONNECT_TIMEOUT", "0", "invalid MACE_CONNECT_TIMEOUT"),
         ("MACE_SIGNING_KEYS", "{}", "MACE_SIGNING_KEYS must be a non-empty JSON object"),
     ],
 )

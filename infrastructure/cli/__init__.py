@@ -23,6 +23,7 @@ from infrastructure.cli import (
     demo,
     governance,
     ingest,
+    init,
     jobs,
     loadtest,
     memories,
@@ -50,6 +51,7 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"mace {version('mace-ledger')}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     modules = (
+        init,
         demo,
         jobs,
         replay,

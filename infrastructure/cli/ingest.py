@@ -7,6 +7,7 @@ from typing import Any
 
 from domain.canonical import canonical_json
 from domain.events import json_schema
+from domain.run_draft import RunTooLarge, check_run_size
 from domain.run_file import RunFileError, parse_run
 from infrastructure.cli.common import (
     EXIT_OK,
@@ -38,6 +39,10 @@ def ingest_run(args: argparse.Namespace, settings: Settings) -> int:
         run = parse_run(raw.split(b"\n"))
     except RunFileError as exc:
         raise UsageError(f"{name} {exc}") from None
+    try:
+        check_run_size(f"run in {name}", len(run.events), settings.max_run_events)
+    except RunTooLarge as exc:
+        raise UsageError(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
     with Ledger.open(settings) as ledger:
         try:
             log, duplicate = record_once(ledger, run, args.tenant)

@@ -52,7 +52,7 @@ def sem_put(args: argparse.Namespace, settings: Settings) -> int:
 
 def sem_get(args: argparse.Namespace, settings: Settings) -> int:
     overrides = snapshot_overrides(args.snapshot)
-    with Ledger.open(settings) as ledger:
+    with Ledger.open(settings, create=False) as ledger:
         try:
             key, record = ledger.sem_get(args.key, overrides, args.tenant)
         except ValueError as exc:

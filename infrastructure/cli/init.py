@@ -1,0 +1,31 @@
+"""``mace init``: set up the store ``MACE_STORE`` names (its tables), once, before it is used."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from infrastructure.cli.common import EXIT_OK, emit_json
+from infrastructure.ledger import Ledger
+from infrastructure.settings import Settings
+from infrastructure.store_schema import StoreSchema
+
+
+def add_parsers(commands: Any) -> None:
+    init = commands.add_parser(
+        "init", help="set up the store's tables (once; running it again changes nothing)"
+    )
+    init.add_argument("--json", action="store_true", help="print canonical JSON")
+    init.set_defaults(handler=init_store)
+
+
+def init_store(args: argparse.Namespace, settings: Settings) -> int:
+    # Opening as a writer sets up whatever tables are missing, one process at a time.
+    with Ledger.open(settings) as ledger:
+        tables = list(StoreSchema(ledger).tables)
+    where = ledger.store.describe()
+    if args.json:
+        emit_json({"store": where, "tables": tables})
+    else:
+        print(f"ledger ready at {where}: tables {', '.join(tables)}")
+    return EXIT_OK
