@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from infrastructure.settings import PostgresStore, SQLiteStore, Store
-from infrastructure.store_scan import connect_postgres
+from infrastructure.store_connection import connect_postgres
 
 LEASE_PATTERN: Final = re.compile(r"^[0-9a-f]{16}$")
 

@@ -19,19 +19,27 @@ class StoreUnreachable(OperationalError):
     """The store's server could not be reached or refused the connection (store unavailable)."""
 
 
+def connect_postgres(
+    store: PostgresStore, connect_timeout: int | None = None
+) -> psycopg.Connection[tuple[object, ...]]:
+    """A connection of its own to the store's database, in autocommit mode."""
+    return psycopg.connect(
+        host=store.host,
+        port=store.port,
+        user=store.user,
+        password=store.password,
+        dbname=store.dbname,
+        autocommit=True,
+        connect_timeout=connect_timeout,
+    )
+
+
 def check_reachable(store: Store, timeout: int) -> None:
     """Connect once to a PostgreSQL store (a SQLite file needs no server)."""
     if not isinstance(store, PostgresStore):
         return
     try:
-        psycopg.connect(
-            host=store.host,
-            port=store.port,
-            user=store.user,
-            password=store.password,
-            dbname=store.dbname,
-            connect_timeout=timeout,
-        ).close()
+        connect_postgres(store, timeout).close()
     except psycopg.Error as exc:
         reason = " ".join(str(exc).split())  # libpq's message runs over several lines
         msg = f"cannot connect to {store.describe()}: {reason}"

@@ -17,6 +17,7 @@ from eventsourcing.persistence import StoredEvent
 from psycopg import sql
 
 from infrastructure.settings import PostgresStore, SQLiteStore, Store
+from infrastructure.store_connection import connect_postgres
 
 SCAN_PAGE = 2000
 
@@ -26,18 +27,6 @@ def _row(originator_id: UUID, version: int, topic: object, state: object) -> Sto
     refuse as an integrity failure (naming the row) rather than crash on."""
     data = bytes(state) if isinstance(state, bytes | memoryview) else state
     return StoredEvent(originator_id, version, topic, data)  # type: ignore[arg-type]
-
-
-def connect_postgres(store: PostgresStore) -> psycopg.Connection[tuple[object, ...]]:
-    """A connection of its own to the store's database, in autocommit mode."""
-    return psycopg.connect(
-        host=store.host,
-        port=store.port,
-        user=store.user,
-        password=store.password,
-        dbname=store.dbname,
-        autocommit=True,
-    )
 
 
 class StoreReader:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from domain.canonical import canonical_json
@@ -249,3 +250,10 @@ def parse_metrics(text: str) -> Metrics:
         samples[(name, labels)] = math.nan if raw_value == "NaN" else float(raw_value)
     assert helped == set(types)
     return Metrics(types, samples)
+
+
+@pytest.fixture
+def api(settings: Settings, ledger: Ledger) -> Iterator[Api]:
+    """A checked client of the real app over the test's ledger (see `ledger_fixtures`)."""
+    with checked_client(settings, ledger) as client:
+        yield Api(client, ledger)

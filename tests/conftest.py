@@ -16,8 +16,8 @@ from postgres_server import (
     provide_postgres,
 )
 
-# Stores, ledgers and raw table access for storage tests (SQLite and PostgreSQL).
-pytest_plugins = ["ledger_fixtures"]
+# Stores, ledgers and raw table access for storage tests (SQLite and PostgreSQL); the HTTP client.
+pytest_plugins = ["ledger_fixtures", "api_support"]
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -1,8 +1,9 @@
 """Tampering with stored receipts as someone with database access could: for the receipt tests.
 
 `edit_receipt` rewrites a receipt's stored body in place, leaving its envelope (and so its MAC)
-as it was; `refuse_new_receipts` installs a trigger that refuses every insert into the events
-table, so the next write fails the way a broken audit store would.
+as it was, and `flip_memory_byte` a tenant's first memory; `refuse_new_receipts` installs a
+trigger that refuses every insert into the events table, so the next write fails the way a broken
+audit store would.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import orjson
 from ledger_fixtures import RawTable
 
 from domain.receipt import Receipt
+from domain.tenant_memory import MemoryLog
 from infrastructure.settings import Settings, SQLiteStore
 
 
@@ -29,6 +31,15 @@ def edit_receipt(
     head, fields = state[:start], orjson.loads(state[start:])
     edit(fields)
     raw.set_column(stream, 1, "state", head + orjson.dumps(fields, option=orjson.OPT_SORT_KEYS))
+
+
+def flip_memory_byte(settings: Settings, tenant: str) -> None:
+    """Flip one byte of the tenant's first memory, leaving its MAC as it was."""
+    raw = RawTable(settings)
+    stream = MemoryLog.id_for(tenant)
+    state = bytearray(raw.state(stream, 2))
+    state[-3] ^= 1
+    raw.set_column(stream, 2, "state", bytes(state))
 
 
 def refuse_new_receipts(settings: Settings) -> None:

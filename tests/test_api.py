@@ -68,12 +68,6 @@ RECORDERS_TEXT = "['admin', 'operator']"
 
 
 @pytest.fixture
-def api(settings: Settings, ledger: Ledger) -> Iterator[Api]:
-    with checked_client(settings, ledger) as client:
-        yield Api(client, ledger)
-
-
-@pytest.fixture
 def limited_api(settings: Settings, ledger: Ledger) -> Iterator[Api]:
     """The service with small limits: 2048-byte bodies, 3 events a batch, 5 a run."""
     limited = settings.model_copy(

@@ -8,7 +8,7 @@ by editing stored rows (`receipt_tampering`).
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,27 +24,20 @@ from api_support import (
     checked_client,
     not_found_body,
 )
-from ledger_fixtures import TEST_SECRETS, RawTable, settings_for
+from ledger_fixtures import TEST_SECRETS, settings_for
 from receipt_examples import ALIAS_BOMB, BUNDLE
-from receipt_tampering import edit_receipt, refuse_new_receipts
+from receipt_tampering import edit_receipt, flip_memory_byte, refuse_new_receipts
 
 from domain.canonical import canonical_json
 from domain.context_assembly import REDACTED
 from domain.governance import Actor
 from domain.policy import MAX_BUNDLE_BYTES, parse_bundle
-from domain.tenant_memory import MemoryLog
 from infrastructure.ledger import Ledger
 from infrastructure.settings import Settings
 
 GHOST_RECEIPT = "rct-" + "0" * 32
 GHOST_MEMORY = "mem-" + "0" * 32
 ACCESS_DENIED = "ACCESS_DENIED"
-
-
-@pytest.fixture
-def api(settings: Settings, ledger: Ledger) -> Iterator[Api]:
-    with checked_client(settings, ledger) as client:
-        yield Api(client, ledger)
 
 
 def call(api: Api, method: str, path: str, body: Any = None, who: str | None = "operator") -> Any:
@@ -951,9 +944,5 @@ def test_a_context_over_an_altered_memory_log_fails_closed_though_writes_fail_op
     api: Api, acme: Acme, settings: Settings
 ) -> None:
     refuse_new_receipts(settings)
-    raw = RawTable(settings)
-    stream = MemoryLog.id_for("acme")
-    state = bytearray(raw.state(stream, 2))
-    state[-3] ^= 1
-    raw.set_column(stream, 2, "state", bytes(state))
+    flip_memory_byte(settings, "acme")
     assert_error(api.post("/v1/context", {"query": "alice plan"}), 500, "INTEGRITY_FAILURE")

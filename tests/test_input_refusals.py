@@ -10,13 +10,12 @@ written; and stored rows without a state or topic, which must fail closed as INT
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from api_support import Api, assert_error, auth, checked_client
+from api_support import Api, assert_error, auth
 from ledger_fixtures import RawTable, run
 
 from domain.job import MAX_INPUT_CHARS, Job
@@ -25,12 +24,6 @@ from infrastructure.settings import Settings
 
 BIG = 123456789012345678901234567890
 INT64_MAX = 2**63 - 1
-
-
-@pytest.fixture
-def api(settings: Settings, ledger: Ledger) -> Iterator[Api]:
-    with checked_client(settings, ledger) as client:
-        yield Api(client, ledger)
 
 
 @pytest.fixture

@@ -10,10 +10,9 @@ Through the real HTTP app and the CLI, on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
-from api_support import Api, assert_error, checked_client, not_found_body
+from api_support import Api, assert_error, not_found_body
 from ledger_fixtures import RawTable, run
 
 from domain.personal_data_access import PersonalDataAccessLog
@@ -26,12 +25,6 @@ SECRET = "hunter2"
 SENSITIVE = "remember my password is " + SECRET
 MARK_OPENING = b"[refused:password:hmac-sha256:"
 WHEN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
-
-
-@pytest.fixture
-def api(settings: Settings, ledger: Ledger) -> Iterator[Api]:
-    with checked_client(settings, ledger) as client:
-        yield Api(client, ledger)
 
 
 def reads(api: Api) -> list[dict[str, object]]:

@@ -12,16 +12,16 @@ from typing import Any
 
 import orjson
 import pytest
-from ledger_fixtures import RawTable, settings_for
+from ledger_fixtures import settings_for
 from receipt_examples import BUNDLE
-from receipt_tampering import edit_receipt, refuse_new_receipts
+from receipt_tampering import edit_receipt, flip_memory_byte, refuse_new_receipts
 
 from domain.canonical import canonical_json
 from domain.context_assembly import REDACTED, ContextCaller, ContextRequest
 from domain.governance import AccessDenied, Actor
 from domain.policy import PolicyError
 from domain.receipt import BODY_KEYS, MemoryView, ReceiptKind, Unreplayable, handoff_of
-from domain.tenant_memory import MemoryLog, MemoryLogError
+from domain.tenant_memory import MemoryLogError
 from infrastructure.ledger import Ledger
 from infrastructure.ledger_errors import NotFoundError
 from infrastructure.receipt_service import Assembly
@@ -410,11 +410,7 @@ def test_only_the_receipt_write_fails_open_not_the_reads_the_assembly_needs(
     acme: Ledger, settings: Settings
 ) -> None:
     refuse_new_receipts(settings)
-    raw = RawTable(settings)
-    stream = MemoryLog.id_for("acme")
-    state = bytearray(raw.state(stream, 2))
-    state[-3] ^= 1
-    raw.set_column(stream, 2, "state", bytes(state))
+    flip_memory_byte(settings, "acme")
     with pytest.raises(IntegrityFailure):
         acme.receipts.emit(ask("alice plan"))
 

@@ -8,10 +8,8 @@ SQLite and PostgreSQL; the raw events table is searched byte by byte.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from api_support import Api, checked_client
+from api_support import Api
 from ledger_fixtures import RawTable
 
 from domain.determinism import derive_id
@@ -23,7 +21,6 @@ from domain.stage0.config import DEFAULT_ROUTER
 from domain.stage0.refusals import MARK, RefusedValue
 from domain.stage0.replies import F5_SEM_WRITE_FAILURE
 from infrastructure.ledger import Ledger
-from infrastructure.settings import Settings
 
 SECRET = "hunter2"
 ADMIN_AUDITOR = Actor.of("ana", ["admin", "auditor"])
@@ -95,12 +92,6 @@ def test_a_refusal_that_masking_would_change_is_refused_with_nothing_written(
     assert "['password']" in str(refused.value)
     assert SECRET not in str(refused.value)
     assert ledger.recorder.max_notification_id() == before
-
-
-@pytest.fixture
-def api(settings: Settings, ledger: Ledger) -> Iterator[Api]:
-    with checked_client(settings, ledger) as client:
-        yield Api(client, ledger)
 
 
 def test_over_http_the_refused_value_is_answered_as_its_mark_and_replays(

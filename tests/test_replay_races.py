@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from threading import Barrier, Event, Thread
 from typing import Any
@@ -38,7 +37,7 @@ from infrastructure.ledger import Ledger
 from infrastructure.replay_service import ReplayService
 from infrastructure.settings import PostgresStore, Settings, SQLiteStore
 from infrastructure.signed_record import IntegrityFailure, sign_record, verify_record
-from infrastructure.store_scan import connect_postgres
+from infrastructure.store_connection import connect_postgres
 
 AUDITOR = Actor.of("aude", ["auditor"])
 CONCURRENT = 24
@@ -57,12 +56,6 @@ def replay_entries(
     requests = [e for e in log if e["event"] == "REPLAY_REQUEST"]
     results = [e for e in log if e["event"] == "REPLAY_RESULT"]
     return requests, results
-
-
-@pytest.fixture
-def api(settings: Settings, ledger: Ledger) -> Iterator[Api]:
-    with checked_client(settings, ledger) as client:
-        yield Api(client, ledger)
 
 
 # Races

@@ -7,14 +7,13 @@ an event id re-used for other content stays 409. On SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import orjson
 import pytest
-from api_support import Api, assert_error, checked_client, stage_event
+from api_support import Api, assert_error, stage_event
 from ledger_fixtures import run
 
 from domain.run_content import RunContent, run_content_digest
@@ -118,12 +117,6 @@ def test_a_duplicate_found_only_inside_the_write_attempt_answers_the_first_job(
 
 
 # --- over HTTP ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def api(settings: Settings, ledger: Ledger) -> Iterator[Api]:
-    with checked_client(settings, ledger) as client:
-        yield Api(client, ledger)
 
 
 def test_a_batch_resent_after_completion_is_answered_as_duplicates(api: Api) -> None:

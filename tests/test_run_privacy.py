@@ -8,13 +8,12 @@ Through ``mace ingest``, the HTTP batches and the Python recorder, on SQLite and
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from api_support import Api, assert_error, checked_client
+from api_support import Api, assert_error
 from ledger_fixtures import RawTable, run
 
 from domain.events import RunStarted, SemWrite
@@ -91,12 +90,6 @@ def test_the_runs_declared_privacy_snapshot_decides(ledger: Ledger) -> None:
     default = RunRecorder(ledger, RunStarted(seed="r1", input="x"))
     default.emit(write)
     assert default.complete("ok").job_id
-
-
-@pytest.fixture
-def api(settings: Settings, ledger: Ledger) -> Iterator[Api]:
-    with checked_client(settings, ledger) as client:
-        yield Api(client, ledger)
 
 
 def test_a_batch_with_a_denied_value_in_clear_is_422_and_nothing_is_kept(

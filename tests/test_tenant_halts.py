@@ -9,11 +9,10 @@ before halts were scoped (``snapshot:<id>``, no tenant) stay in force for every 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from api_support import CALLERS, Api, assert_error, auth, checked_client
+from api_support import CALLERS, Api, assert_error, auth
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 from ledger_fixtures import RawTable, run
@@ -46,12 +45,6 @@ ACME_HALTED = (
     " appends FORCE_HALT_CLEAR"
 )
 ANA = Actor.of("ana", ["admin", "auditor"])
-
-
-@pytest.fixture
-def api(settings: Settings, ledger: Ledger) -> Iterator[Api]:
-    with checked_client(settings, ledger) as client:
-        yield Api(client, ledger)
 
 
 def dashboard(api: Api, who: str) -> str:

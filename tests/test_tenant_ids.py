@@ -9,14 +9,13 @@ Replays, governance, whole-store verification and bundles of one id in two tenan
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
-from api_support import Api, assert_error, checked_client, stage_event
+from api_support import Api, assert_error, stage_event
 from ledger_fixtures import run
 from test_cli_runtime import event_count, json_lines
 
@@ -44,12 +43,6 @@ SHARED = "shared-id-1"
 AUDITOR = Actor.of("aude", ["auditor"])
 ADMIN = Actor.of("adam", ["admin"])
 COUNCIL = Actor.of("cleo", ["council"])
-
-
-@pytest.fixture
-def api(settings: Settings, ledger: Ledger) -> Iterator[Api]:
-    with checked_client(settings, ledger) as client:
-        yield Api(client, ledger)
 
 
 def _without(body: dict[str, Any], job_id: str) -> bytes:

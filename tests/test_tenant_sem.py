@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
-from api_support import Api, assert_error, checked_client
+from api_support import Api, assert_error
 from ledger_fixtures import RawTable, run
 from test_cli_runtime import canonical_line, event_count
 from test_replay_cli import act, assert_usage_error, replay_json
@@ -208,12 +208,6 @@ def test_replay_reads_the_jobs_tenant_not_the_default_one(ledger: Ledger) -> Non
 
 
 # --- through HTTP: the token's tenant ------------------------------------------------------------
-
-
-@pytest.fixture
-def api(settings: Settings, ledger: Ledger) -> Any:
-    with checked_client(settings, ledger) as client:
-        yield Api(client, ledger)
 
 
 def http_answer(api: Api, text: str, seed: str, who: str) -> Any:
