@@ -173,6 +173,20 @@ def test_http_bodies_are_held_to_the_same_rules(api: Api, raw: bytes, message: s
     assert api.position() == before
 
 
+def test_an_integer_too_long_to_parse_is_refused_like_any_bad_body(api: Api) -> None:
+    """Python's JSON parser gives up on 4,300+ digits before any of our rules see the number."""
+    run_id = api.open_run(START)
+    before = api.position()
+    response = api.client.post(
+        f"/v1/runs/{run_id}/complete",
+        content=b'{"final_output": ' + b"9" * 5000 + b"}",
+        headers={**auth("operator"), "content-type": "application/json"},
+    )
+    assert_error(response, 422, "INVALID_INPUT", field="body")
+    assert response.json()["error"]["message"].startswith("body: not a JSON body we can read")
+    assert api.position() == before
+
+
 # --- snapshots are checked by their kind's parser when stored ------------------------------------
 
 ROUTER_RULE = {"rule_id": "R1", "pattern": ".*", "agent": "math_agent", "why": "always"}

@@ -129,6 +129,11 @@ def _answer_errors(app: FastAPI) -> None:
 
     async def unrouted(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400:
+            # A body the framework could not parse at all (e.g. an integer of thousands of
+            # digits) is bad input like any other: 422, naming the body.
+            message = f"body: not a JSON body we can read ({exc.detail})"
+            return await answer(request, invalid(message, "body"))
         code = {404: HttpCode.NOT_FOUND, 405: HttpCode.METHOD_NOT_ALLOWED}.get(
             exc.status_code, f"HTTP_{exc.status_code}"
         )
