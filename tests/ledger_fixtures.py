@@ -10,13 +10,13 @@ from typing import Any
 from uuid import UUID
 
 import orjson
-import psycopg
 import pytest
 from pydantic import SecretStr
 
 from infrastructure.cli import main
 from infrastructure.ledger import Ledger
 from infrastructure.settings import PostgresStore, Settings, SQLiteStore
+from infrastructure.store_connection import connect_postgres
 
 TEST_SECRETS = {"k1": b"\x11" * 32, "k2": b"\x22" * 32}
 
@@ -73,14 +73,7 @@ class RawTable:
                 conn.close()
             return rows
         assert isinstance(store, PostgresStore)
-        with psycopg.connect(
-            host=store.host,
-            port=store.port,
-            user=store.user,
-            password=store.password,
-            dbname=store.dbname,
-            autocommit=True,
-        ) as pg:
+        with connect_postgres(store) as pg:
             cursor = pg.execute(statement.encode(), params)
             return list(cursor.fetchall()) if cursor.description else []
 
