@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,16 @@ def settings_for(store_url: str, *key_ids: str, active: str = "k1") -> Settings:
     return Settings(
         store=store_url, signing_keys=signing_keys(*(key_ids or ("k1",))), active_key_id=active
     )
+
+
+def subprocess_env(store_url: str, **extra: str) -> dict[str, str]:
+    """The environment a `mace` subprocess needs for a test store signed by k1, plus ``extra``."""
+    return os.environ | {
+        "MACE_STORE": store_url,
+        "MACE_SIGNING_KEYS": signing_keys("k1").get_secret_value(),
+        "MACE_ACTIVE_KEY_ID": "k1",
+        **extra,
+    }
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

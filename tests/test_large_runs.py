@@ -8,7 +8,6 @@ The ingest below runs in a subprocess so that a hang fails the test instead of h
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from uuid import uuid4
 import orjson
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
-from ledger_fixtures import run, settings_for
+from ledger_fixtures import run, settings_for, subprocess_env
 
 from infrastructure.ledger import Ledger
 from infrastructure.postgres_recorder import (
@@ -77,14 +76,7 @@ def test_a_run_at_the_limit_with_megabytes_of_payload_commits_on_postgres(
 ) -> None:
     limit = 2000
     run_file = write_run(tmp_path / "large.jsonl", limit, 6000)
-    settings = settings_for(postgres_url)
-    assert settings.signing_keys is not None
-    env = os.environ | {
-        "MACE_STORE": postgres_url,
-        "MACE_SIGNING_KEYS": settings.signing_keys.get_secret_value(),
-        "MACE_ACTIVE_KEY_ID": "k1",
-        "MACE_MAX_RUN_EVENTS": str(limit),
-    }
+    env = subprocess_env(postgres_url, MACE_MAX_RUN_EVENTS=str(limit))
     mace = Path(sys.executable).with_name("mace")
     done = subprocess.run(
         [str(mace), "ingest", str(run_file), "--json"],
@@ -95,7 +87,7 @@ def test_a_run_at_the_limit_with_megabytes_of_payload_commits_on_postgres(
     )
     assert (done.returncode, done.stderr) == (0, b"")
     job_id = orjson.loads(done.stdout)["job_id"]
-    with Ledger.open(settings, create=False) as ledger:
+    with Ledger.open(settings_for(postgres_url), create=False) as ledger:
         assert isinstance(ledger.recorder, ChunkedPostgresRecorder)
         notifications = ledger.recorder.select_notifications(1, 10 * limit)
         # Several MB in one save: many chunks, one transaction, ids in insert order, no gaps.

@@ -10,7 +10,6 @@ time; the `mace` processes are the same race as users meet it.
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from ledger_fixtures import RawTable, run, settings_for
+from ledger_fixtures import RawTable, run, settings_for, subprocess_env
 from postgres_server import PostgresServer
 
 from infrastructure.ledger import Ledger
@@ -161,15 +160,7 @@ def test_readers_and_writers_opening_together_all_succeed(settings: Settings) ->
 def test_mace_processes_starting_together_on_a_fresh_database_all_succeed(
     postgres_url: str, tmp_path: Path
 ) -> None:
-    settings = settings_for(postgres_url)
-    assert settings.signing_keys is not None
-    env = os.environ | {
-        "MACE_STORE": postgres_url,
-        "MACE_SIGNING_KEYS": settings.signing_keys.get_secret_value(),
-        "MACE_ACTIVE_KEY_ID": "k1",
-        "MACE_ACTOR": "ana",
-        "MACE_ROLES": "operator,admin",
-    }
+    env = subprocess_env(postgres_url, MACE_ACTOR="ana", MACE_ROLES="operator,admin")
     mace = str(Path(sys.executable).with_name("mace"))
     commands = [
         [mace, "sem", "put", f"world/country/c{n}/capital", f'"city {n}"'] for n in range(3)
@@ -186,7 +177,7 @@ def test_mace_processes_starting_together_on_a_fresh_database_all_succeed(
             if stream is not None:
                 stream.close()
     assert outcomes == [(0, b"")] * len(commands)
-    with Ledger.open(settings, create=False) as ledger:
+    with Ledger.open(settings_for(postgres_url), create=False) as ledger:
         assert len(list(ledger.job_ids())) == 2
 
 
