@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from domain.canonical import canonical_json, digest
+from domain.memories import Memory
 from domain.policy import Action, PolicyBundle, Subject
-from domain.tenant_memory import Memory
 
 REDACTED: Final = "[REDACTED]"
 MAX_QUERY_CHARS: Final = 2000

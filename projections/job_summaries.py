@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from projections.read_models import Row
+from projections.read_model_rows import Row
 from projections.reflective_log import ReflectiveLog
 
 

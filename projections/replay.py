@@ -42,7 +42,7 @@ from domain.stage0.agents import AGENTS, Agent, AgentReply, AgentRequest, Memory
 from domain.stage0.config import parse_config
 from projections.brainstate import fold_brainstate
 from projections.reflective_log import recorded_events
-from projections.replay_memory import MemoryAsRecorded, SemHistory
+from projections.replay_sem import MemoryAsRecorded, SemHistory
 from projections.selfrep import fold_selfrep
 from projections.stage0_runtime import Stage0Snapshots, run_stage0
 

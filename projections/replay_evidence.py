@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from projections.read_models import Row
+from projections.read_model_rows import Row
 
 REPRODUCTION_OUTCOMES = frozenset({"ok", "failed"})
 """Replays that ran to a verdict: not those without a result, nor those refused before they ran."""

@@ -26,7 +26,7 @@ from domain.events import (
     hash_of,
 )
 from domain.job import CaptureMode
-from domain.memory import (
+from domain.sem import (
     MISS,
     SemEntry,
     SemKeyError,

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Iterator
 
 import pytest
-from postgres_server import (
+from support.postgres_server import (
     UNAVAILABLE,
     PostgresServer,
     describe_plan,
@@ -17,7 +17,7 @@ from postgres_server import (
 )
 
 # Stores, ledgers and raw table access for storage tests (SQLite and PostgreSQL); the HTTP client.
-pytest_plugins = ["ledger_fixtures", "api_support"]
+pytest_plugins = ["support.ledger_fixtures", "support.api_support"]
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Any, Final, Protocol
 
 from domain.canonical import canonical_json
-from domain.memory import SemKeyError, SemRecord, SemVocabulary
+from domain.sem import SemKeyError, SemRecord, SemVocabulary
 from domain.stage0.config import GENERIC_AGENT
 from domain.stage0.refusals import value_text
 from domain.stage0.replies import F1_SEM_MISS, F3_NO_AGENT, F4_AGENT_FAILURE, F5_SEM_WRITE_FAILURE

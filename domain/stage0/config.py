@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from domain.memory import SNAKE_CASE, SemValueError, SemVocabulary
+from domain.sem import SNAKE_CASE, SemValueError, SemVocabulary
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.validation_messages import first_problem
 

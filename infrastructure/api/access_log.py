@@ -8,7 +8,7 @@ from fastapi import APIRouter
 
 from domain.governance import Role
 from infrastructure.api.context import Caller, Ctx, require
-from infrastructure.personal_data import PersonalDataReads
+from infrastructure.application.personal_data import PersonalDataReads
 
 router = APIRouter(prefix="/v1/personal-data", tags=["personal data"])
 

@@ -40,15 +40,15 @@ from infrastructure.api.errors import (
 from infrastructure.api.limits import BodyLimit
 from infrastructure.api.responses import CanonicalJSONResponse
 from infrastructure.api.tokens import Tokens
-from infrastructure.key_checks import KeyMismatch
-from infrastructure.ledger import Ledger
-from infrastructure.ledger_errors import (
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage.errors import (
     ConflictError,
     NotFoundError,
     SnapshotError,
     StoreBusyError,
 )
-from infrastructure.settings import Settings
+from infrastructure.storage.key_checks import KeyMismatch
+from infrastructure.storage.settings import Settings
 
 
 def create_app(settings: Settings, tokens: Tokens, ledger: Ledger | None = None) -> FastAPI:

@@ -22,16 +22,16 @@ from domain.context_assembly import MAX_ENTRIES_LIMIT, MAX_QUERY_CHARS
 from domain.events import EmittedEvent, JobId
 from domain.governance import Motion, Vote
 from domain.job import MAX_INPUT_CHARS, CaptureMode
-from domain.memory import validate_value
-from domain.replay_access import ReplayMode
-from domain.snapshot import SnapshotKind
-from domain.tenant_memory import (
+from domain.memories import (
     MAX_EPISODE_CHARS,
     check_episode,
     check_fact_key,
     check_labels,
     check_reason,
 )
+from domain.replay_access import ReplayMode
+from domain.sem import validate_value
+from domain.snapshot import SnapshotKind
 
 OneLine = Annotated[str, Field(min_length=1, max_length=500, pattern=r"^[^\r\n]*$")]
 ClientEventId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]

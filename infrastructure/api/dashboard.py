@@ -28,15 +28,15 @@ from infrastructure.api.context import (
 from infrastructure.api.errors import ApiError
 from infrastructure.api.metrics import tenant_evidence, tenant_replays
 from infrastructure.api.tokens import Principal
-from infrastructure.governance_service import ABANDONED
-from infrastructure.ledger_errors import NotFoundError
-from infrastructure.personal_data import HTTP_CHANNEL, PersonalDataReads
-from projections.read_models import HALTED_SNAPSHOTS, NON_REPLAYABLE, REPLAY_OUTCOMES
+from infrastructure.application.governance import ABANDONED
+from infrastructure.application.personal_data import HTTP_CHANNEL, PersonalDataReads
+from infrastructure.storage.errors import NotFoundError
+from projections.read_model_rows import HALTED_SNAPSHOTS, NON_REPLAYABLE, REPLAY_OUTCOMES
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 RECENT = 50
 TEMPLATES = Environment(
-    loader=FileSystemLoader(FilePath(__file__).parent.parent / "web" / "templates"),
+    loader=FileSystemLoader(FilePath(__file__).parent / "web" / "templates"),
     autoescape=select_autoescape(["html"]),
 )
 

@@ -15,7 +15,7 @@ from infrastructure.api.bodies import CouncilVote, ForceContinueAsk, HaltAsk, Ha
 from infrastructure.api.context import Caller, Ctx, JobIdPath, SnapshotIdPath, own_job
 from infrastructure.api.errors import invalid
 from infrastructure.api.tokens import Principal
-from infrastructure.ledger_errors import ConflictError
+from infrastructure.storage.errors import ConflictError
 
 router = APIRouter(tags=["governance"])
 

@@ -1,8 +1,8 @@
 """``/healthz`` (the process answers) and ``/readyz`` (it can serve: store, keys and tokens).
 
 Ready means the store answers, no configured key contradicts it (a key whose secret is not the one
-the store was signed with, `infrastructure.key_checks`, makes the service not ready, and every
-write it tries is refused with 503 ``KEY_MISMATCH``) and the tokens file is usable.
+the store was signed with, `infrastructure.storage.key_checks`, makes the service not ready,
+and every write it tries is refused with 503 ``KEY_MISMATCH``) and the tokens file is usable.
 
 Both answer without a token, and then say only whether: ``{"status": "ready"}`` or 503
 ``NOT_READY`` with the message ``not ready``. What the service runs on (the store's address, the
@@ -23,8 +23,8 @@ from fastapi import APIRouter
 from domain.governance import Role
 from infrastructure.api.context import Ctx, MaybeCaller, Service
 from infrastructure.api.errors import ApiError, HttpCode, documented
-from infrastructure.key_checks import KeyMismatch, KeyStatus
-from infrastructure.signed_record import IntegrityFailure
+from infrastructure.storage.key_checks import KeyMismatch, KeyStatus
+from infrastructure.storage.signed_record import IntegrityFailure
 
 router = APIRouter(tags=["operations"])
 

@@ -17,10 +17,10 @@ from infrastructure.api.context import (
     require,
 )
 from infrastructure.api.errors import invalid, not_found
-from infrastructure.ledger_errors import ConflictError, NotFoundError, SnapshotError
-from infrastructure.personal_data import HTTP_CHANNEL, JobRead, PersonalDataReads
+from infrastructure.application.personal_data import HTTP_CHANNEL, JobRead, PersonalDataReads
+from infrastructure.storage.errors import ConflictError, NotFoundError, SnapshotError
 from projections.job_summaries import job_listing, run_report
-from projections.read_models import JOB_INDEX
+from projections.read_model_rows import JOB_INDEX
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

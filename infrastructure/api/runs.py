@@ -13,8 +13,8 @@ from domain.run_draft import RunDraft, RunDraftError, RunTooLarge
 from infrastructure.api.bodies import EventBatch, RunCompletion
 from infrastructure.api.context import Caller, Ctx, RunIdPath, require
 from infrastructure.api.errors import ApiError, HttpCode, invalid, too_large
-from infrastructure.privacy_rules import ClearPrivateValue
-from infrastructure.run_intake import RunIntake
+from infrastructure.application.privacy_rules import ClearPrivateValue
+from infrastructure.application.run_intake import RunIntake
 from projections.job_summaries import recorded_run
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])

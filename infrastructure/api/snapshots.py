@@ -17,7 +17,7 @@ from infrastructure.api.bodies import SnapshotDeclaration
 from infrastructure.api.context import Caller, Ctx, SnapshotIdPath, require
 from infrastructure.api.errors import invalid, not_found
 from infrastructure.api.responses import CanonicalJSONResponse
-from infrastructure.ledger_errors import NotFoundError
+from infrastructure.storage.errors import NotFoundError
 
 router = APIRouter(prefix="/v1/snapshots", tags=["snapshots"])
 

@@ -16,6 +16,7 @@ from eventsourcing.persistence import PersistenceError
 from pydantic import ValidationError
 
 from domain.errors import MaceError
+from infrastructure.application.ledger import ConflictError, NotFoundError, SnapshotError
 from infrastructure.cli import (
     bench,
     bundles,
@@ -27,21 +28,20 @@ from infrastructure.cli import (
     jobs,
     loadtest,
     memories,
-    memory,
     policy,
     rebuild,
     receipts,
     replay,
+    sem,
     serve,
     snapshots,
     verify,
 )
 from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError
-from infrastructure.key_checks import KeyMismatch
-from infrastructure.keyring import KeyringError
-from infrastructure.ledger import ConflictError, NotFoundError, SnapshotError
-from infrastructure.ledger_errors import StoreBusyError
-from infrastructure.settings import Settings, SettingsError
+from infrastructure.storage.errors import StoreBusyError
+from infrastructure.storage.key_checks import KeyMismatch
+from infrastructure.storage.keyring import KeyringError
+from infrastructure.storage.settings import Settings, SettingsError
 
 
 def build_parser() -> Parser:
@@ -58,7 +58,7 @@ def build_parser() -> Parser:
         verify,
         governance,
         rebuild,
-        memory,
+        sem,
         ingest,
         snapshots,
         serve,

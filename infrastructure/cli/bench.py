@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from infrastructure.bench import Bench, BenchError
+from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
-from infrastructure.ledger import Ledger
-from infrastructure.settings import Settings
+from infrastructure.storage.settings import Settings
+from infrastructure.tooling.bench import Bench, BenchError
 
 
 def add_parsers(commands: Any) -> None:

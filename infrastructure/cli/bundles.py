@@ -22,21 +22,21 @@ from domain.job import validate_job_id
 from domain.naming import tenant_scoped
 from domain.replay_access import ReplayMode
 from domain.stage0.agents import AgentReply
-from infrastructure.bundle import Bundle, parse_bundle, read_bundle
-from infrastructure.bundle_export import export_bundle
-from infrastructure.bundle_import import import_bundle
-from infrastructure.bundle_regression import (
+from infrastructure.application.ledger import Ledger
+from infrastructure.application.replays import ReplayResult
+from infrastructure.bundles.export import export_bundle
+from infrastructure.bundles.format import Bundle, parse_bundle, read_bundle
+from infrastructure.bundles.importing import import_bundle
+from infrastructure.bundles.regression import (
     Expectation,
     recorded_expectation,
     regression_file_names,
     render_test,
 )
-from infrastructure.bundle_replay import REGRESSION_ACTOR, check_replay_options, replay_bundle
+from infrastructure.bundles.replay import REGRESSION_ACTOR, check_replay_options, replay_bundle
 from infrastructure.cli.common import EXIT_OK, UsageError, add_tenant_option, emit_json
-from infrastructure.keyring import load_keyring
-from infrastructure.ledger import Ledger
-from infrastructure.replay_service import ReplayResult
-from infrastructure.settings import Settings
+from infrastructure.storage.keyring import load_keyring
+from infrastructure.storage.settings import Settings
 
 
 def add_parsers(commands: Any) -> None:

@@ -14,7 +14,7 @@ from domain.governance import Actor, GovernanceError, Role
 from domain.job import DEFAULT_TENANT, validate_tenant
 from domain.json_input import JSONInputError, NotJSONError, parse_json_input
 from domain.snapshot import SnapshotKind, parse_kind
-from infrastructure.settings import Settings
+from infrastructure.storage.settings import Settings
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

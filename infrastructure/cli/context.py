@@ -14,11 +14,11 @@ from typing import Any
 
 from domain.context_assembly import ContextCaller, ContextRequest
 from domain.receipt import ReceiptKind, handoff_of
+from infrastructure.application.ledger import Ledger
+from infrastructure.application.receipts import Assembly
 from infrastructure.cli.common import EXIT_OK, acting_actor, add_tenant_option, bad_input, emit_json
-from infrastructure.cli.receipt_text import print_receipt
-from infrastructure.ledger import Ledger
-from infrastructure.receipt_service import Assembly
-from infrastructure.settings import Settings
+from infrastructure.storage.settings import Settings
+from projections.receipt_text import receipt_lines
 
 
 def add_parsers(commands: Any) -> None:
@@ -70,5 +70,5 @@ def _emit(
     if args.json:
         emit_json(emitted)
     else:
-        print_receipt(emitted)
+        print("\n".join(receipt_lines(emitted)))
     return EXIT_OK

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, UsageError
-from infrastructure.demo import run_demo
-from infrastructure.ledger import Ledger
-from infrastructure.settings import Settings, SQLiteStore
+from infrastructure.storage.settings import Settings, SQLiteStore
+from infrastructure.tooling.demo import run_demo
 
 
 def add_parsers(commands: Any) -> None:

@@ -9,6 +9,9 @@ from domain.canonical import canonical_json
 from domain.events import json_schema
 from domain.run_draft import RunTooLarge, check_run_size
 from domain.run_file import RunFileError, parse_run
+from infrastructure.application.ledger import Ledger
+from infrastructure.application.privacy_rules import ClearPrivateValue
+from infrastructure.application.run_ingest import record_once
 from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
@@ -16,10 +19,7 @@ from infrastructure.cli.common import (
     emit_json,
     read_bytes,
 )
-from infrastructure.ledger import Ledger
-from infrastructure.privacy_rules import ClearPrivateValue
-from infrastructure.run_ingest import record_once
-from infrastructure.settings import Settings
+from infrastructure.storage.settings import Settings
 from projections.job_summaries import recorded_run
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import EXIT_OK, emit_json
-from infrastructure.ledger import Ledger
-from infrastructure.settings import Settings
-from infrastructure.store_schema import StoreSchema
+from infrastructure.storage.schema import StoreSchema
+from infrastructure.storage.settings import Settings
 
 
 def add_parsers(commands: Any) -> None:

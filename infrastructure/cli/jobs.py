@@ -9,6 +9,8 @@ from typing import Any
 from domain.canonical import CanonicalJSONError, canonical_json
 from domain.events import ALL_TYPES
 from domain.job import CaptureMode
+from infrastructure.application.ledger import Ledger
+from infrastructure.application.personal_data import CLI_CHANNEL, PersonalDataReads
 from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
@@ -18,11 +20,9 @@ from infrastructure.cli.common import (
     emit_json,
     snapshot_overrides,
 )
-from infrastructure.ledger import Ledger
-from infrastructure.personal_data import CLI_CHANNEL, PersonalDataReads
-from infrastructure.settings import Settings
+from infrastructure.storage.settings import Settings
 from projections.job_summaries import job_listing, run_report
-from projections.read_models import JOB_INDEX
+from projections.read_model_rows import JOB_INDEX
 
 STREAM_TYPES = ("JobStarted", *sorted(ALL_TYPES), "JobSealed")
 

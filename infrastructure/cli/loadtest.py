@@ -1,8 +1,8 @@
 """``mace loadtest``: drive the HTTP service with concurrent clients, then check the store.
 
 A benchmark, not a test of the suite: its figures are printed (and belong in the README), never
-asserted. The driver is `infrastructure.load_test`; this module parses, refuses what cannot run,
-and prints the report.
+asserted. The driver is `infrastructure.tooling.load_test`; this module parses, refuses what
+cannot run, and prints the report.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, UsageError, emit_json
-from infrastructure.load_server import LoadSetupError
-from infrastructure.load_test import run_load_test
-from infrastructure.load_workload import Workload
-from infrastructure.settings import PostgresStore, Settings
+from infrastructure.storage.settings import PostgresStore, Settings
+from infrastructure.tooling.load_server import LoadSetupError
+from infrastructure.tooling.load_test import run_load_test
+from infrastructure.tooling.load_workload import Workload
 
 DESCRIPTION = """\
 Start the real service (`mace serve` in its own process, so that the clients do not share its

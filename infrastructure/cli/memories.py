@@ -10,8 +10,9 @@ import argparse
 from typing import Any
 
 from domain.canonical import canonical_json
-from domain.memory import validate_value
-from domain.tenant_memory import Memory, check_episode, check_fact_key, check_labels
+from domain.memories import Memory, check_episode, check_fact_key, check_labels
+from domain.sem import validate_value
+from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
@@ -22,8 +23,7 @@ from infrastructure.cli.common import (
     parse_json,
     parse_json_argument,
 )
-from infrastructure.ledger import Ledger
-from infrastructure.settings import Settings
+from infrastructure.storage.settings import Settings
 
 
 def add_parsers(commands: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from domain.job import DEFAULT_TENANT
 from domain.policy import parse_bundle
 from domain.policy_book import PolicyBook, scope_of
+from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
@@ -22,8 +23,7 @@ from infrastructure.cli.common import (
     emit_json,
     read_bytes,
 )
-from infrastructure.ledger import Ledger
-from infrastructure.settings import Settings
+from infrastructure.storage.settings import Settings
 
 
 def add_parsers(commands: Any) -> None:

@@ -7,9 +7,9 @@ import sys
 from threading import Event
 from typing import Any
 
+from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, UsageError, emit_json
-from infrastructure.ledger import Ledger
-from infrastructure.settings import Settings
+from infrastructure.storage.settings import Settings
 
 BAR_WIDTH = 30
 

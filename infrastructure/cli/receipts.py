@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from domain.receipt import RECEIPT_ID_PATTERN, MemoryView, Unreplayable
+from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -25,9 +26,8 @@ from infrastructure.cli.common import (
     bad_input,
     emit_json,
 )
-from infrastructure.cli.receipt_text import print_diff, print_receipt
-from infrastructure.ledger import Ledger
-from infrastructure.settings import Settings
+from infrastructure.storage.settings import Settings
+from projections.receipt_text import diff_lines, receipt_lines
 
 # The CLI spells the memory views with a hyphen, as options usually are.
 MEMORY_VIEWS = {view.value.replace("_", "-"): view for view in MemoryView}
@@ -105,7 +105,7 @@ def show_receipt(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         emit_json(emitted)
     else:
-        print_receipt(emitted)
+        print("\n".join(receipt_lines(emitted)))
     return EXIT_OK
 
 
@@ -137,5 +137,5 @@ def replay_receipt(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         emit_json(answer)
     else:
-        print_diff(answer)
+        print("\n".join(diff_lines(answer)))
     return EXIT_OK

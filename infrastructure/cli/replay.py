@@ -12,6 +12,8 @@ from domain.canonical import canonical_json
 from domain.job import DEFAULT_TENANT
 from domain.replay_access import ReplayMode
 from domain.stage0.agents import AGENTS, AgentReply
+from infrastructure.application.ledger import Ledger
+from infrastructure.application.replays import ReplayResult
 from infrastructure.cli.bundles import open_bundle, replay_from_bundle
 from infrastructure.cli.common import (
     EXIT_FAILED,
@@ -22,9 +24,7 @@ from infrastructure.cli.common import (
     emit_json,
     read_json_object,
 )
-from infrastructure.ledger import Ledger
-from infrastructure.replay_service import ReplayResult
-from infrastructure.settings import Settings
+from infrastructure.storage.settings import Settings
 
 REPORT_JSON = "replay_report.json"
 REPORT_MD = "replay_report.md"

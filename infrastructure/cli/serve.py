@@ -21,9 +21,9 @@ from infrastructure.api.tokens import (
     revoke_token,
     token_id_of,
 )
+from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
-from infrastructure.ledger import Ledger
-from infrastructure.settings import Settings
+from infrastructure.storage.settings import Settings
 
 
 def add_parsers(commands: Any) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 from domain.canonical import CanonicalJSONError, canonical_json
 from domain.snapshot import SnapshotKind
 from domain.stage0.config import declare_usable
+from infrastructure.application.ledger import Ledger, NotFoundError
 from infrastructure.cli.common import EXIT_OK, UsageError, emit_json, read_json_object
-from infrastructure.ledger import Ledger, NotFoundError
-from infrastructure.settings import Settings
+from infrastructure.storage.settings import Settings
 
 
 def add_parsers(commands: Any) -> None:

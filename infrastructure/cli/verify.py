@@ -8,6 +8,8 @@ from typing import Any
 
 from domain.errors import MaceError
 from domain.job import DEFAULT_TENANT
+from infrastructure.application.governance import ABANDONED, RUNNING
+from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -15,9 +17,7 @@ from infrastructure.cli.common import (
     add_tenant_option,
     emit_json,
 )
-from infrastructure.governance_service import ABANDONED, RUNNING
-from infrastructure.ledger import Ledger
-from infrastructure.settings import Settings
+from infrastructure.storage.settings import Settings
 
 
 def add_parsers(commands: Any) -> None:

@@ -1,0 +1,176 @@
+"""The read models kept up to date from the ledger's notification log, and rebuilt from zero.
+
+`ReadModelProjection` is an eventsourcing `Projection` over a tracking recorder
+(`read_model_views`); `ReadModels.catch_up` feeds it the events the view has not seen, in pages
+of notifications filtered by topic, each page's rows and tracking record committed together. This
+pull loop serves both backends: SQLite cannot subscribe, and a command-line read on PostgreSQL
+wants the view current *now*, not when a subscriber gets to it. Every notification is verified
+(its MAC) before it is decoded.
+
+On PostgreSQL, `follow` keeps the views current as events are committed: eventsourcing's
+`ApplicationSubscription` (LISTEN/NOTIFY) feeds the same projection, one event and its tracking
+record per transaction.
+
+`rebuild` first brings the live views up to date and takes their digests (the recorded ones),
+then empties them and projects the whole log again from position 0, and compares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from threading import Event, Lock, Thread
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from eventsourcing.persistence import IntegrityError, Tracking
+from eventsourcing.projection import ApplicationSubscription, Projection
+
+from infrastructure.storage.read_model_tables import (
+    PostgresReadModelView,
+    ReadModelView,
+    Row,
+    SQLiteReadModelView,
+)
+from infrastructure.storage.settings import SQLiteStore
+from projections.read_model_rows import TOPICS, VIEWS, view_changes, view_digest
+
+if TYPE_CHECKING:
+    from infrastructure.application.ledger import Ledger
+
+PAGE: Final = 1000
+ATTEMPTS: Final = 5
+Progress = Callable[[int, int], None]
+"""Called with (position reached, head of the log) after each page."""
+
+
+class ReadModelProjection(Projection[Any]):
+    """Applies events to the views; rows read during a page are cached until it is written."""
+
+    name = "mace_read_models"
+    topics = TOPICS
+
+    def __init__(self, view: ReadModelView) -> None:
+        super().__init__(view)
+        self._pending: dict[tuple[str, str], Row | None] = {}
+
+    def _current(self, view: str, key: str) -> Row | None:
+        if (view, key) in self._pending:
+            return self._pending[(view, key)]
+        return self.view.row(view, key)  # type: ignore[no-any-return]
+
+    def add(self, domain_event: object) -> None:
+        for change in view_changes(domain_event, self._current):
+            self._pending[(change.view, change.key)] = change.row
+
+    def commit(self, tracking: Tracking) -> None:
+        try:
+            self.view.apply(self._pending, tracking)
+        finally:
+            self._pending = {}
+
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        self.add(domain_event)
+        self.commit(tracking)
+
+
+@dataclass(frozen=True)
+class RebuiltView:
+    view: str
+    rows: int
+    recorded_digest: str
+    rebuilt_digest: str
+
+    @property
+    def matches(self) -> bool:
+        return self.recorded_digest == self.rebuilt_digest
+
+
+class ReadModels:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        view_class = (
+            SQLiteReadModelView if isinstance(ledger.store, SQLiteStore) else PostgresReadModelView
+        )
+        self.view = cast(ReadModelView, ledger.factory.tracking_recorder(view_class))
+        self.projection = ReadModelProjection(self.view)
+        # The projection gathers a page's changes before committing them: one page at a time.
+        self._applying = Lock()
+
+    def position(self) -> int:
+        return self.view.max_tracking_id(self.ledger.name) or 0
+
+    def catch_up(self, progress: Progress | None = None) -> int:
+        """Apply every event the views have not seen; returns how many were applied."""
+        for _ in range(ATTEMPTS):
+            try:
+                with self._applying:
+                    return self._catch_up(progress)
+            except IntegrityError:
+                continue  # another process applied a page first: carry on from where it got to
+        msg = "read models: other writers kept applying the same events; try again"
+        raise IntegrityError(msg)
+
+    def _catch_up(self, progress: Progress | None) -> int:
+        recorder = self.ledger.recorder
+        head = recorder.max_notification_id() or 0
+        start = self.position() + 1
+        applied = 0
+        while start <= head:
+            page = recorder.select_notifications(start, PAGE, stop=head, topics=TOPICS)
+            if not page:
+                break
+            for notification in page:
+                self.projection.add(self.ledger.mapper.to_domain_event(notification))
+            self.projection.commit(Tracking(self.ledger.name, page[-1].id))
+            applied += len(page)
+            start = page[-1].id + 1
+            if progress is not None:
+                progress(page[-1].id, head)
+        if progress is not None:
+            progress(head, head)
+        return applied
+
+    def follow(self, stop: Event) -> None:
+        """PostgreSQL only: apply events as they are committed, until ``stop`` is set."""
+        if isinstance(self.ledger.store, SQLiteStore):
+            msg = "SQLite cannot notify subscribers: its read models catch up when they are read"
+            raise ValueError(msg)
+        self.catch_up()
+        with ApplicationSubscription(self.ledger, gt=self.position(), topics=TOPICS) as events:
+
+            def stop_when_asked() -> None:
+                stop.wait()
+                events.stop()
+
+            stopper = Thread(target=stop_when_asked, name="read-models-stop")
+            stopper.start()
+            try:
+                for event, tracking in events:
+                    self.projection.process_event(event, tracking)
+            finally:
+                stop.set()
+                stopper.join()
+
+    def rows(self, view: str) -> list[Row]:
+        self.catch_up()
+        return [row for _, row in self.view.rows(view)]
+
+    def digests(self) -> dict[str, tuple[int, str]]:
+        """Each view's row count and digest, as it stands."""
+        digests = {}
+        for view in VIEWS:
+            rows = self.view.rows(view)
+            digests[view] = (len(rows), view_digest(rows))
+        return digests
+
+    def rebuild(self, progress: Progress | None = None) -> list[RebuiltView]:
+        """Project the whole log again from position 0 and compare with the live views."""
+        self.catch_up()
+        recorded = self.digests()
+        self.view.reset(self.ledger.name)
+        self.catch_up(progress)
+        rebuilt = self.digests()
+        return [
+            RebuiltView(view, rebuilt[view][0], recorded[view][1], rebuilt[view][1])
+            for view in VIEWS
+        ]

@@ -1,0 +1,339 @@
+"""Use cases for retrieval receipts: emit (context, handoff), read, list, verify and replay.
+
+Emission and replay share one path: `assemble_context` over a memory log, then `_record`; only
+their inputs differ (the bundle in force or the frozen one, the memory log now or at the receipt's
+position). A replay never writes to the original receipt or to the memories.
+
+Reads for ``verify`` and ``replay`` take a receipt's stored record as it is: if the ledger's MAC
+over the record fails (the row was edited in the database), its body is still decoded, untrusted,
+so the caller learns *why* it cannot be trusted (``signature_mismatch``, ``invalid_snapshot``)
+instead of a bare integrity failure. Nothing from such a body is ever replayed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import lru_cache, partial
+from threading import Lock
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+from eventsourcing.persistence import PersistenceError
+
+from domain.context_assembly import (
+    AssembledContext,
+    ContextCaller,
+    ContextRequest,
+    assemble_context,
+)
+from domain.governance import Actor, require_any
+from domain.job import validate_tenant
+from domain.memories import MemoryLog
+from domain.policy import PolicyBundle, parse_bundle
+from domain.receipt import (
+    RECEIPT_ID_PATTERN,
+    RECEIPT_REPLAYERS,
+    MemoryView,
+    Receipt,
+    ReceiptBook,
+    ReceiptKind,
+    ReceiptMode,
+    frozen_bundle,
+    policy_snapshot,
+    receipt_body,
+    receipt_id_for,
+)
+from infrastructure.storage.errors import NotFoundError, StoreBusyError
+from infrastructure.storage.integrity import verify_stream
+from infrastructure.storage.ops_clock import recorded_at
+from infrastructure.storage.receipt_signing import Verdict, sign_receipt, verify_receipt
+from infrastructure.storage.signed_record import SEPARATOR, IntegrityFailure
+from projections.receipts import receipt_diff
+
+if TYPE_CHECKING:
+    from infrastructure.application.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+LIST_LIMIT: Final = 500
+NOT_WRITTEN: Final = (
+    "the receipt was not written (the store refused it): this answer has no receipt id"
+    " and no signature"
+)
+
+
+@lru_cache(maxsize=64)
+def _loaded(bundle_yaml: str) -> PolicyBundle:
+    return parse_bundle(bundle_yaml)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredReceipt:
+    """A receipt as stored; ``failure`` says why its record did not verify (None: it did)."""
+
+    body: dict[str, Any]
+    signature: str | None
+    failure: IntegrityFailure | None = None
+
+    @property
+    def intact(self) -> bool:
+        return self.failure is None
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly:
+    """What one assembly is made of; a replay changes the bundle, memories and lineage."""
+
+    kind: ReceiptKind
+    tenant: str
+    caller: ContextCaller
+    request: ContextRequest
+    handoff: dict[str, Any] | None
+
+
+class ReceiptService:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self._numbering = Lock()
+
+    # Emission
+
+    def emit(self, assembly: Assembly) -> dict[str, Any]:
+        """Assemble a context under the bundle in force now and record its signed receipt.
+
+        The answer is the receipt as `get` answers it: ``{"receipt": body, "signature": hex}``, or,
+        when the receipt cannot be written, the unsigned body with a ``warning`` (see `_record`).
+        """
+        validate_tenant(assembly.tenant)
+        book = self.ledger.memories.bundle_in_force(assembly.tenant)
+        captured_at = recorded_at()
+        if book is None or book.bundle_yaml is None:
+            snapshot = policy_snapshot(None, None, captured_at)
+            bundle = None
+        else:
+            snapshot = policy_snapshot(book.bundle_yaml, book.bundle_hash, captured_at)
+            bundle = _loaded(book.bundle_yaml)
+        memory_log = self.ledger.memories.log(assembly.tenant)
+        context = _assembled(memory_log, assembly, bundle)
+        return self._record(
+            assembly, context, _position(memory_log), MemoryView.CURRENT, snapshot, None, None
+        )
+
+    def _record(
+        self,
+        assembly: Assembly,
+        context: AssembledContext,
+        memory_position: int,
+        memory_view: MemoryView,
+        snapshot: dict[str, Any] | None,
+        parent: str | None,
+        replayed_by: Actor | None,
+    ) -> dict[str, Any]:
+        """Number, sign and store one receipt; the tenant's next number is raced for.
+
+        Within this process emissions take their numbers in turn; between processes the store's
+        version check decides and the loser renumbers, re-signs and tries again.
+
+        Fail-open (seed 001: serving is never blocked by the audit write): if the store refuses
+        the write, the assembly is answered all the same, logged in one line, as
+        ``{"receipt": body, "signature": None, "warning": NOT_WRITTEN}`` with the body's
+        ``receipt_id`` and ``signature`` null. Only the write: the reads the assembly needed are
+        done before, and fail closed.
+        """
+        body_of = partial(
+            receipt_body,
+            kind=assembly.kind,
+            tenant=assembly.tenant,
+            mode=ReceiptMode.LIVE if parent is None else ReceiptMode.AS_OF_REPLAY,
+            parent_receipt_id=parent,
+            caller=assembly.caller,
+            request=assembly.request,
+            handoff=assembly.handoff,
+            memory_position=memory_position,
+            memory_view=memory_view,
+            context=context,
+            snapshot=snapshot,
+            replayed_by=None
+            if replayed_by is None
+            else ContextCaller(replayed_by.actor_id, replayed_by.roles),
+        )
+
+        def attempt() -> dict[str, Any]:
+            book_version = self._book_version(assembly.tenant)
+            receipt_id = receipt_id_for(assembly.tenant, ReceiptBook.next_number(book_version))
+            body = body_of(
+                receipt_id=receipt_id,
+                emitted_at=recorded_at(),
+                key_id=self.ledger.keyring.active_key_id,
+            )
+            signature = sign_receipt(self.ledger.keyring, body)
+            entry = ReceiptBook.entry(assembly.tenant, book_version, receipt_id, parent)
+            self.ledger.save(Receipt.emit(body, signature), *entry)
+            return {"receipt": body, "signature": signature}
+
+        with self._numbering:
+            try:
+                return self.ledger.retrying(attempt, f"receipt for tenant {assembly.tenant}")
+            except (PersistenceError, StoreBusyError) as exc:
+                what = (
+                    f"{assembly.kind.value} for tenant {assembly.tenant}: the receipt"
+                    if parent is None
+                    else f"replay of receipt {parent}: the replay receipt"
+                )
+                log.warning("%s was not written (%s); answering without it", what, exc)
+        unsigned = body_of(receipt_id=None, emitted_at=recorded_at(), key_id=None)
+        return {"receipt": unsigned, "signature": None, "warning": NOT_WRITTEN}
+
+    def _book_version(self, tenant: str) -> int:
+        book_id = ReceiptBook.id_for(tenant)
+        last = next(self.ledger.verifying_store.get(book_id, desc=True, limit=1), None)
+        return 0 if last is None else last.originator_version
+
+    # Reading
+
+    def stored(self, receipt_id: str, tenant: str) -> StoredReceipt:
+        """The receipt as stored, verified if it can be; NotFoundError if absent or foreign."""
+        receipt = self._read(receipt_id) if RECEIPT_ID_PATTERN.fullmatch(receipt_id) else None
+        if receipt is None or receipt.body.get("tenant") != tenant:
+            raise NotFoundError(f"no receipt {receipt_id}")
+        return receipt
+
+    def _read(self, receipt_id: str) -> StoredReceipt | None:
+        stream = Receipt.id_for(receipt_id)
+        records = self.ledger.recorder.select_events(stream)
+        if not records:
+            return None
+        try:
+            verified = verify_stream(self.ledger.keyring, stream, records)
+        except IntegrityFailure as failure:
+            return _untrusted(records[0].state, failure)
+        event = self.ledger.verifying_store.signed_mapper.decode(verified[0])
+        assert isinstance(event, Receipt.Emitted)
+        return StoredReceipt(event.body, event.signature)
+
+    def get(self, receipt_id: str, tenant: str) -> dict[str, Any]:
+        """The receipt and its signature; IntegrityFailure if its record does not verify."""
+        receipt = self.stored(receipt_id, tenant)
+        failure = receipt.failure
+        if failure is not None:
+            raise IntegrityFailure(failure.stream, 1, f"receipt {receipt_id}: {failure.reason}")
+        return {"receipt": receipt.body, "signature": receipt.signature}
+
+    def verify(self, receipt_id: str, tenant: str) -> Verdict:
+        receipt = self.stored(receipt_id, tenant)
+        return verify_receipt(
+            self.ledger.keyring, receipt.body, receipt.signature, record_intact=receipt.intact
+        )
+
+    def listing(
+        self, tenant: str, parent: str | None = None, after: int = -1, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """A tenant's receipts in emission order, numbered; ``parent`` keeps its replays only."""
+        if not 1 <= limit <= LIST_LIMIT:
+            msg = f"limit: expected 1 to {LIST_LIMIT}, got {limit}"
+            raise ValueError(msg)
+        book_id = ReceiptBook.id_for(validate_tenant(tenant))
+        rows: list[dict[str, Any]] = []
+        for event in self.ledger.verifying_store.get(book_id, gt=max(1, after + 2)):
+            if not isinstance(event, ReceiptBook.Entered):
+                continue
+            if parent is not None and event.parent_receipt_id != parent:
+                continue
+            rows.append(self._row(event))
+            if len(rows) == limit:
+                break
+        return rows
+
+    def _row(self, entry: ReceiptBook.Entered) -> dict[str, Any]:
+        receipt = self._read(entry.receipt_id)
+        if receipt is None:  # the book names it, so the store lost it: not a row to skip quietly
+            raise IntegrityFailure(Receipt.id_for(entry.receipt_id), 1, "receipt is missing")
+        body = receipt.body
+        return {
+            "number": entry.number,
+            "receipt_id": entry.receipt_id,
+            "parent_receipt_id": entry.parent_receipt_id,
+            "kind": body.get("kind"),
+            "mode": body.get("mode"),
+            "emitted_at": body.get("emitted_at"),
+            "context_hash": body.get("context_hash"),
+            "intact": receipt.intact,
+        }
+
+    # Replay
+
+    def replay(
+        self, receipt_id: str, tenant: str, replayed_by: Actor, memory_view: MemoryView
+    ) -> dict[str, Any]:
+        """Re-run the receipt's assembly under its frozen bundle; the diff envelope.
+
+        Unreplayable (with its seed 001 code) when the receipt cannot be replayed. If the replay
+        receipt cannot be written, the envelope is still answered (fail-open, seed 001) with a
+        null ``replay_receipt_id``: serving is never blocked by the audit write.
+        AccessDenied, before anything is read or written, unless ``replayed_by`` holds one of
+        `RECEIPT_REPLAYERS`.
+        """
+        require_any(replayed_by, RECEIPT_REPLAYERS)
+        stored = self.stored(receipt_id, tenant)
+        verdict = verify_receipt(
+            self.ledger.keyring, stored.body, stored.signature, record_intact=stored.intact
+        )
+        bundle = frozen_bundle(stored.body, verdict.reason.value)
+        original = stored.body
+        assembly = Assembly(
+            kind=ReceiptKind(original["kind"]),
+            tenant=tenant,
+            caller=ContextCaller(original["caller"]["id"], tuple(original["caller"]["roles"])),
+            request=ContextRequest(**original["request"]),
+            handoff=original["handoff"],
+        )
+
+        position = original["memory"]["log_position"]
+        memory_log = self.ledger.memories.log(
+            tenant, position if memory_view is MemoryView.AS_EMITTED else None
+        )
+        context = _assembled(memory_log, assembly, bundle)
+        replay = self._record(
+            assembly,
+            context,
+            _position(memory_log),
+            memory_view,
+            original["policy_snapshot"],
+            receipt_id,
+            replayed_by,
+        )["receipt"]
+        written = replay["receipt_id"] is not None
+        return {
+            "original_receipt_id": receipt_id,
+            "replay_receipt_id": replay["receipt_id"],
+            # Not written: every original entry is listed as removed (seed 001).
+            "diff": receipt_diff(original, replay if written else None),
+        }
+
+
+def _assembled(
+    memory_log: MemoryLog | None, assembly: Assembly, bundle: PolicyBundle | None
+) -> AssembledContext:
+    """`assemble_context` over a memory log as loaded (None: the tenant has no memories)."""
+    memories = [] if memory_log is None else memory_log.live()
+    return assemble_context(memories, assembly.request, assembly.caller, bundle)
+
+
+def _position(memory_log: MemoryLog | None) -> int:
+    return 0 if memory_log is None else memory_log.version
+
+
+def _untrusted(state: bytes, failure: IntegrityFailure) -> StoredReceipt:
+    """The body of a record that failed verification, decoded to say what is wrong with it."""
+    stream = failure.stream
+    parts = state.split(SEPARATOR, 3)
+    try:
+        fields = orjson.loads(parts[-1])
+    except orjson.JSONDecodeError:
+        raise IntegrityFailure(stream, 1, "receipt record is not readable") from None
+    body = fields.get("body") if isinstance(fields, dict) else None
+    if not isinstance(body, dict):
+        raise IntegrityFailure(stream, 1, "receipt record holds no body")
+    signature = fields.get("signature")
+    return StoredReceipt(body, signature if isinstance(signature, str) else None, failure)

@@ -1,0 +1,226 @@
+"""Replay use cases: run seed 000 section 6 over the ledger and record every attempt.
+
+A replay is recorded in two places: the job's governance record gets the signed REPLAY_REQUEST
+before anything else happens (so a refused or crashed attempt is still on record) and the
+REPLAY_RESULT at the end; the attempt's own replay record gets every verification step and the
+report. The result, the record and any halts the replay sets are stored in one transaction.
+Reached as `Ledger.replays`.
+
+Concurrent replays of one job race for the next version of its governance record. Neither
+append gives up on a lost race (`GovernanceService.store_racing`): the request is decided again
+on the record as it now stands (attempt number, approvals) and appended, or it raises before
+anything is written; the result is for the attempt its request got, whatever was appended since,
+so it is built again on the new record and appended. What can still leave a request without a
+result is the process failing between the two (killed, the store lost or refusing the write, an
+unexpected error): the replay holds a lease (`replay_leases`) from before its request is stored
+until its result is, so readers tell such an abandoned request from a running one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from domain.aggregate import MaceAggregate
+from domain.canonical import digest
+from domain.errors import ErrorCode
+from domain.governance import (
+    Actor,
+    Governance,
+    HaltCause,
+    Motion,
+    governance_scope_of_snapshot,
+)
+from domain.naming import DEFAULT_TENANT
+from domain.replay_access import ReplayMode, check_mocks_allowed, replay_refusal
+from domain.replay_record import ReplayRecord, replay_record_name
+from domain.sem import SemEntry
+from domain.snapshot import Snapshot
+from domain.stage0.agents import AgentReply
+from infrastructure.storage.errors import NotFoundError
+from infrastructure.storage.ops_clock import recorded_at, stopwatch
+from infrastructure.storage.signed_record import IntegrityFailure
+from projections.replay import ReplayOutcome, ReplayRequest, replay_job
+from projections.replay_report import render_markdown, replay_report
+
+if TYPE_CHECKING:
+    from domain.job import Job
+    from infrastructure.application.governance import GovernanceService
+    from infrastructure.application.ledger import Ledger
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    attempt: int
+    outcome: ReplayOutcome
+    report: dict[str, Any]
+    markdown: str
+
+
+class LedgerReplaySource:
+    """`ReplaySource` over the ledger: every read verified, the job (the tenant's) read once."""
+
+    def __init__(self, ledger: Ledger, job: Job | None, tenant: str) -> None:
+        self._ledger = ledger
+        self._job = job
+        self._tenant = tenant
+
+    def load_job(self, job_id: str) -> Job:
+        if self._job is not None:
+            return self._job
+        return self._ledger.get_job(job_id, tenant=self._tenant)
+
+    def snapshot_stored(self, snapshot_id: str) -> bool:
+        return self._ledger.stream_exists(Snapshot.id_for(snapshot_id))
+
+    def load_snapshot(self, snapshot_id: str) -> Snapshot:
+        return self._ledger.get_snapshot(snapshot_id)
+
+    def halt_reason(self, tenant: str, snapshot_id: str) -> str | None:
+        return self._ledger.governance.halt_reason(tenant, snapshot_id)
+
+    def sem_events(self, tenant: str, key: str) -> list[SemEntry.Event]:
+        events = self._ledger.verifying_store.get(SemEntry.id_in(tenant, key))
+        return [e for e in events if isinstance(e, SemEntry.Event)]
+
+
+class ReplayService:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    @property
+    def governance(self) -> GovernanceService:
+        return self.ledger.governance
+
+    def run(
+        self,
+        job_id: str,
+        mode: ReplayMode,
+        actor: Actor,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        force_continue: bool = False,
+        mocks: Mapping[str, AgentReply] | None = None,
+        elapsed: Callable[[], float] | None = None,
+    ) -> ReplayResult:
+        """Seed 000 section 6 for the tenant's job, recorded: REPLAY_REQUEST, steps, report,
+        result."""
+        scope = self.governance.existing_job_scope(job_id, tenant)
+        check_mocks_allowed(mode, bool(mocks))
+        job = self._job_if_intact(job_id, tenant)
+        watch = elapsed or stopwatch()
+
+        with self.governance.leases.hold() as lease:
+            now = recorded_at()
+            # Access and force-continue are decided on the very record the request was appended to.
+            attempt, production_approved, force_approved = self.governance.act_on(
+                scope,
+                lambda g: (
+                    g.request_replay(mode.value, force_continue, actor, now, lease),
+                    g.approved(Motion.PRODUCTION_REPLAY),
+                    g.force_continue_allowed(),
+                ),
+                f"replay request for {job_id}",
+            )
+            refusal = replay_refusal(mode, actor, production_approved)
+            if refusal is None:
+                request = ReplayRequest(
+                    job_id, mode, force_continue, force_approved, mocks or {}, watch
+                )
+                outcome = self._run_replay(job, request, tenant)
+            else:
+                outcome = ReplayOutcome.stopped(
+                    job_id, mode, "access", ErrorCode.ACCESS_DENIED, refusal
+                )
+                outcome.non_authoritative.append("the replay was refused before it ran")
+            report = replay_report(outcome, actor, attempt, force_continue)
+            markdown = render_markdown(report)
+            seconds = watch()
+            self.governance.store_racing(
+                lambda: (
+                    None,
+                    self._replay_writes(
+                        scope, tenant, attempt, outcome, actor, report, markdown, seconds
+                    ),
+                ),
+                f"replay result for {job_id}",
+            )
+        return ReplayResult(attempt, outcome, report, markdown)
+
+    def _job_if_intact(self, job_id: str, tenant: str) -> Job | None:
+        """The job, refusing an open one up front; None when it fails verification (recorded)."""
+        try:
+            job = self.ledger.get_job(job_id, tenant=tenant)
+        except IntegrityFailure:
+            return None
+        if not job.sealed:
+            msg = f"job {job_id} is open: only completed, sealed jobs can be replayed"
+            raise ValueError(msg)
+        return job
+
+    def _run_replay(self, job: Job | None, request: ReplayRequest, tenant: str) -> ReplayOutcome:
+        try:
+            return replay_job(LedgerReplaySource(self.ledger, job, tenant), request)
+        except IntegrityFailure as exc:
+            # A stream read mid-replay (SEM history, a governance record) failed verification.
+            return ReplayOutcome.stopped(
+                request.job_id, request.mode, "integrity", ErrorCode.INTEGRITY_FAILURE, exc.message
+            )
+
+    def _replay_writes(
+        self,
+        scope: str,
+        tenant: str,
+        attempt: int,
+        outcome: ReplayOutcome,
+        actor: Actor,
+        report: dict[str, Any],
+        markdown: str,
+        elapsed: float,
+    ) -> list[MaceAggregate]:
+        """The result on the record as it stands now, the attempt's replay record, any halts."""
+        job_name = scope.removeprefix("job:")
+        name = replay_record_name(job_name, attempt)
+        if self.ledger.stream_exists(ReplayRecord.id_for(name)):
+            # Only this attempt's request got its number: the record it came from lost events.
+            raise IntegrityFailure(
+                ReplayRecord.id_for(name), 1, f"replay record {name} exists before its replay ran"
+            )
+        now = recorded_at()
+        record = self.governance.record_or_new(scope)
+        record.record_replay_result(
+            attempt,
+            outcome.ok,
+            None if outcome.error_code is None else outcome.error_code.value,
+            outcome.authoritative,
+            len(outcome.divergences),
+            digest(report),
+            now,
+            elapsed_ms=round(elapsed * 1000),
+        )
+        steps = ReplayRecord.open(job_name, attempt, outcome.mode.value)
+        for step in outcome.steps:
+            steps.log_step(step.step, step.outcome, step.detail)
+        steps.store_report(report, markdown)
+        halts: list[Governance] = []
+        for snapshot_id in outcome.halt_snapshots:
+            # The halt is the job's tenant's: another tenant's replay of the snapshot fails its
+            # own signature check, and halts there.
+            scope_of_halt = governance_scope_of_snapshot(snapshot_id, tenant)
+            halt = self.governance.record_or_new(scope_of_halt)
+            reason = (
+                f"signature check failed in replay {replay_record_name(outcome.job_id, attempt)}"
+            )
+            halt.halt(snapshot_id, HaltCause.INTEGRITY_FAILURE, reason, actor, now)
+            halts.append(halt)
+        return [record, steps, *halts]
+
+    def record(self, job_id: str, attempt: int, *, tenant: str = DEFAULT_TENANT) -> ReplayRecord:
+        """One attempt's record of the tenant's job."""
+        what = f"replay {replay_record_name(job_id, attempt)}"
+        job_name = self.ledger.job_name(job_id, tenant)
+        if job_name is None:
+            raise NotFoundError(f"no {what}")
+        stream = ReplayRecord.id_for(replay_record_name(job_name, attempt))
+        return self.ledger.get_aggregate(ReplayRecord, stream, what)

@@ -1,0 +1,128 @@
+"""Runs recorded over the network: open, send events in batches, complete (the HTTP use cases).
+
+The run lives as a `RunDraft` until completion, which records it as one sealed job in the same
+transaction that marks the draft complete. Every step is idempotent for a client that re-sends
+after a lost response: the same start, the same batch (by event id) and the same completion
+answer as the first time did, and nothing is stored twice. A run belongs to its tenant: run ids
+are scoped by tenant in storage, so another tenant's run of the same id is simply not there, and
+the id is as free to this tenant as one nobody holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from eventsourcing.persistence import IntegrityError, RecordConflictError
+
+from domain.aggregate import MaceAggregate
+from domain.determinism import derive_id
+from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
+from domain.run_draft import BatchOutcome, RunDraft
+from infrastructure.application.privacy_rules import refuse_clear_private_values
+from infrastructure.storage.errors import ConflictError, NotFoundError, StoreBusyError
+from projections.reflective_log import ReflectiveLog
+
+if TYPE_CHECKING:
+    from infrastructure.application.ledger import Ledger
+
+
+def run_id_of(started: RunStarted, tenant: str) -> str:
+    """The emitter's job id, else one derived from seed, tenant and input (stable on re-send)."""
+    if started.job_id is not None:
+        return started.job_id
+    return "run-" + derive_id(started.seed_text, "run", f"{tenant}:{started.input}", 0)[:32]
+
+
+class RunIntake:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def open(self, started: RunStarted, tenant: str) -> tuple[RunDraft, bool]:
+        """Open a run; the same start re-sent returns the open run. True when newly opened."""
+        run_id = run_id_of(started, tenant)
+        fresh = RunDraft(run_id=run_id, tenant=tenant, started=started.model_dump(mode="json"))
+        existing = self._existing(run_id, tenant)
+        if existing is None:
+            if self.ledger.job_exists(run_id, tenant=tenant):
+                raise ConflictError(f"job {run_id} already exists")
+            try:
+                self.ledger.save(fresh)
+            except (IntegrityError, RecordConflictError):
+                existing = self._existing(run_id, tenant)  # opened by a request racing this one
+            else:
+                return fresh, True
+        if existing is None:
+            raise StoreBusyError(f"run {run_id} changed concurrently; try again")
+        if existing.start_digest() != fresh.start_digest():
+            raise ConflictError(f"run {run_id} already exists with another start")
+        return existing, False
+
+    def get(self, run_id: str, tenant: str) -> RunDraft:
+        draft = self._existing(run_id, tenant)
+        if draft is None:
+            raise NotFoundError(f"no run {run_id}")
+        return draft
+
+    def append(
+        self,
+        run_id: str,
+        tenant: str,
+        batch: Sequence[tuple[str, RunEvent]],
+        max_events: int | None = None,
+    ) -> BatchOutcome:
+        """Add a batch of ``(event_id, event)``; events held already (same id and content) skip."""
+        pairs = [(event_id, event.model_dump(mode="json")) for event_id, event in batch]
+
+        def attempt() -> BatchOutcome:
+            draft = self.get(run_id, tenant)
+            declared = draft.started.get("snapshot_ids") or {}
+            refuse_clear_private_values(self.ledger, declared, [event for _, event in batch])
+            outcome = draft.append(pairs, max_events)
+            self.ledger.save(draft)
+            return outcome
+
+        return self.ledger.retrying(attempt, f"events for run {run_id}")
+
+    def complete(self, run_id: str, tenant: str, final_output: Any) -> tuple[ReflectiveLog, int]:
+        """Record the run as a sealed job; completing it again with the same output is a no-op.
+
+        Returns the job's log and how many events the run sent.
+        """
+        draft = self.get(run_id, tenant)
+        sent = len(draft.events)
+        if not draft.completed:
+            started = RunStarted.model_validate({**draft.started, "job_id": run_id})
+            events = [_emitted(content) for content in draft.events]
+            completed = RunCompleted(final_output=final_output)
+
+            def completed_draft(job_id: str) -> Sequence[MaceAggregate]:
+                again = self.get(run_id, tenant)
+                again.complete(final_output)
+                return [again]
+
+            try:
+                log = self.ledger.record_run(started, events, completed, tenant, completed_draft)
+                return log, sent
+            except ConflictError:
+                # A completion racing this one may have got there first: then answer as it did.
+                draft = self.get(run_id, tenant)
+                if not draft.completed:
+                    raise
+        draft.complete(final_output)  # refuses another final output; the same one changes nothing
+        return self.ledger.reflective_log(run_id, tenant=tenant), sent
+
+    def _existing(self, run_id: str, tenant: str) -> RunDraft | None:
+        stream = RunDraft.id_in(tenant, run_id)
+        try:
+            draft = self.ledger.get_aggregate(RunDraft, stream, f"run {run_id}")
+        except NotFoundError:
+            return None
+        # A default-tenant name may hold another tenant's run opened before ids were scoped.
+        return draft if draft.tenant == tenant else None
+
+
+def _emitted(content: dict[str, Any]) -> RunEvent:
+    event: RunEvent = INGEST_LINE.validate_python(content)
+    assert isinstance(event, EMITTED_TYPES)
+    return event

@@ -1,0 +1,54 @@
+"""The Python API for outside emitters: start a run, emit its events, complete it.
+
+Events are validated as they are emitted and held until `complete`, which records the whole run
+(start, events, the ledger's verdict and the seal) in one transaction. A run abandoned before
+completion therefore leaves nothing behind, and a recorded run is never half written.
+
+    recorder = RunRecorder(ledger, RunStarted(seed=7, input="...", snapshot_ids=ids))
+    recorder.emit(ToolCall(...))
+    log = recorder.complete("the answer")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.events import EMITTED_TYPES, RunCompleted, RunEvent, RunStarted
+from domain.job import DEFAULT_TENANT
+from infrastructure.application.ledger import Ledger
+from infrastructure.application.privacy_rules import refuse_clear_private_values
+from projections.reflective_log import ReflectiveLog
+
+
+class RunRecorder:
+    def __init__(self, ledger: Ledger, started: RunStarted, tenant: str = DEFAULT_TENANT) -> None:
+        self._ledger = ledger
+        self._started = started
+        self._tenant = tenant
+        self._events: list[RunEvent] = []
+        self._log: ReflectiveLog | None = None
+
+    def emit(self, event: RunEvent) -> None:
+        """Add one event of the run, in order."""
+        if self._log is not None:
+            msg = f"run {self._log.job_id} is complete: nothing more may be emitted"
+            raise ValueError(msg)
+        if not isinstance(event, EMITTED_TYPES):
+            names = ", ".join(t.EVENT_TYPE for t in EMITTED_TYPES)
+            msg = f"{type(event).__name__} cannot be emitted within a run: expected one of {names}"
+            raise TypeError(msg)
+        self._events.append(event)
+
+    def complete(self, final_output: Any) -> ReflectiveLog:
+        """Record the run, sealed; returns its ReflectiveLog (job id, replayability, gaps).
+
+        `ClearPrivateValue` (nothing recorded) if an event holds a denied value in clear.
+        """
+        if self._log is not None:
+            msg = f"run {self._log.job_id} is already complete"
+            raise ValueError(msg)
+        completed = RunCompleted(final_output=final_output)
+        declared = {kind.value: sid for kind, sid in self._started.snapshot_ids.items()}
+        refuse_clear_private_values(self._ledger, declared, self._events)
+        self._log = self._ledger.record_run(self._started, self._events, completed, self._tenant)
+        return self._log

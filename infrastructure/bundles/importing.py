@@ -1,0 +1,72 @@
+"""``mace import``: a verified bundle's job written into another store, byte for byte."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from eventsourcing.persistence import StoredEvent
+
+from infrastructure.application.ledger import Ledger
+from infrastructure.bundles.format import Bundle, BundleError
+from infrastructure.storage.errors import ConflictError
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    job_id: str
+    tenant: str
+    written: int
+    streams_written: list[str]
+    streams_present: list[str]
+    governance_left: list[str]
+
+
+IMPORTED_ROLES: Final = frozenset({"job", "seal_witness", "snapshot", "sem"})
+
+
+def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
+    """Write the bundle's job into ``ledger`` verbatim, numbered in its registry, in one
+    transaction: its stream and witness (which must be new), its snapshots and SEM entries
+    (skipped where the store holds the same bytes, extended where it holds an identical
+    prefix, refused where it differs). Governance records stay behind: approvals, halts and
+    replay results are decisions about the store they were made in."""
+    if bundle.redacted:
+        msg = (
+            f"bundle {bundle.name} is redacted: its redacted records no longer verify by their"
+            " MACs, so it can be replayed but not imported"
+        )
+        raise BundleError(msg)
+    job_id, tenant = bundle.job_id, bundle.tenant
+
+    def attempt() -> ImportSummary:
+        if ledger.job_exists(job_id, tenant=tenant):
+            raise ConflictError(f"job {job_id} already exists in this store: nothing imported")
+        writes: list[StoredEvent] = []
+        written: list[str] = []
+        present: list[str] = []
+        for stream in bundle.streams:
+            if stream.role not in IMPORTED_ROLES:
+                continue
+            stored = list(ledger.recorder.select_events(stream.originator_id))
+            for mine, theirs in zip(stream.records, stored, strict=False):
+                if (mine.topic, mine.state) != (theirs.topic, theirs.state):
+                    msg = (
+                        f"{stream.name} is in this store with different content (version"
+                        f" {theirs.originator_version}): nothing imported"
+                    )
+                    raise ConflictError(msg)
+            if stream.role in {"job", "seal_witness"} and stored:
+                raise ConflictError(f"{stream.name} already exists in this store: nothing imported")
+            if len(stored) >= len(stream.records):
+                present.append(stream.name)
+                continue
+            writes += stream.records[len(stored) :]
+            written.append(stream.name)
+        registration = ledger._registration(ledger._registry_version(), bundle.job_name)
+        writes += [ledger.mapper.to_stored_event(e) for e in registration]
+        ledger.insert_records(writes)
+        left = [s.name for s in bundle.streams if s.role not in IMPORTED_ROLES]
+        return ImportSummary(job_id, tenant, len(writes), written, present, left)
+
+    return ledger.numbering(attempt, f"import of job {job_id}")

@@ -1,0 +1,205 @@
+"""Replay straight from a bundle: no database, no live dependency, nothing recorded.
+
+The bundle's verified records are read through an in-memory ledger, so the replay runs the very
+`replay_job` (and the ledger's reads, verified) that ``mace replay JOB_ID`` runs. Access is
+decided as the ledger decides it (`replay_refusal`, with ``MACE_ACTOR``/``MACE_ROLES``), from the
+job's governance record carried in the bundle: a production replay approved by the council there,
+or a force-continue an admin requested and the council approved there, are honoured. There is no
+store, so no REPLAY_REQUEST or REPLAY_RESULT is appended: the report says ``"recorded": false``
+and its attempt is 0.
+
+A redacted bundle cannot be authoritative. Its replay runs on past every divergence and then sets
+aside the ones redaction explains (a model I/O field that matches once the replayed content is
+reduced to its hashes as the export did; anything in an iteration, or job-wide, whose recorded
+text had PII taken out); each set-aside comparison is logged as skipped. The first divergence
+redaction does not explain fails the replay as usual. ``--force-continue`` is refused on it: its
+replay already continues, and only past what redaction hid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from domain.canonical import canonical_json
+from domain.errors import ErrorCode
+from domain.governance import Actor, Motion, governance_scope_of_job
+from domain.job import Job
+from domain.replay_access import ReplayMode, check_mocks_allowed, replay_refusal
+from domain.stage0.agents import AgentReply
+from infrastructure.application.replays import ReplayResult
+from infrastructure.bundles.format import Bundle, BundleError, bundle_ledger, read_bundle
+from infrastructure.storage.keyring import load_keyring
+from infrastructure.storage.ops_clock import stopwatch
+from infrastructure.storage.settings import Settings
+from projections.redaction import MODEL_IO, PII, PII_MARK, strip_model_io
+from projections.replay import Divergence, ReplayOutcome, ReplayRequest, StepLog
+from projections.replay_report import render_markdown, replay_report
+
+NOT_RECORDED: Final = 0
+"""The attempt number of a bundle replay: there is no store to number (or record) it in."""
+FORCED_STEP: Final = " (forced: continuing)"
+FORCED_REASON: Final = "forced past divergences with a council-approved force-continue"
+
+
+def replay_bundle(
+    bundle: Bundle,
+    mode: ReplayMode,
+    actor: Actor,
+    *,
+    force_continue: bool = False,
+    mocks: Mapping[str, AgentReply] | None = None,
+    elapsed: Callable[[], float] | None = None,
+) -> ReplayResult:
+    """Seed 000 section 6 over a verified bundle, recorded nowhere."""
+    check_mocks_allowed(mode, bool(mocks))
+    check_replay_options(bundle, force_continue)
+    job_id = bundle.job_id
+    with bundle_ledger(bundle) as ledger:
+        record = ledger.governance.record(governance_scope_of_job(bundle.job_name))
+        production_approved = record is not None and record.approved(Motion.PRODUCTION_REPLAY)
+        force_approved = record is not None and record.force_continue_allowed()
+        refusal = replay_refusal(mode, actor, production_approved)
+        if refusal is not None:
+            outcome = ReplayOutcome.stopped(
+                job_id, mode, "access", ErrorCode.ACCESS_DENIED, refusal
+            )
+            outcome.non_authoritative.append("the replay was refused before it ran")
+        else:
+            job = ledger.replays._job_if_intact(job_id, bundle.tenant)
+            forced = bundle.redacted or force_continue
+            request = ReplayRequest(
+                job_id,
+                mode,
+                forced,
+                bundle.redacted or force_approved,
+                mocks or {},
+                elapsed or stopwatch(),
+            )
+            outcome = ledger.replays._run_replay(job, request, bundle.tenant)
+            if bundle.redacted:
+                assert job is not None  # the bundle's job verified when it was read
+                outcome = set_aside_redactions(outcome, RedactionScope.of(bundle, job))
+    report = replay_report(outcome, actor, NOT_RECORDED, force_continue)
+    report["bundle"] = {
+        "file": bundle.name,
+        "recorded": False,
+        "redacted": bundle.redacted,
+        "records": bundle.manifest.counts.get("records", 0),
+    }
+    markdown = render_markdown(report) + (
+        f"\n_Replayed from bundle `{bundle.name}`: nothing was recorded (no store)._\n"
+    )
+    return ReplayResult(NOT_RECORDED, outcome, report, markdown)
+
+
+def check_replay_options(bundle: Bundle, force_continue: bool) -> None:
+    if bundle.redacted and force_continue:
+        msg = (
+            f"--force-continue is not available on redacted bundle {bundle.name}: its replay"
+            " already continues past what redaction hid, and never past anything else"
+        )
+        raise BundleError(msg)
+
+
+REGRESSION_ACTOR: Final = Actor.of("regression-test", ["auditor"])
+
+
+def replay_bundle_file(
+    path: Path,
+    mode: str = ReplayMode.AUDIT.value,
+    actor: Actor = REGRESSION_ACTOR,
+    force_continue: bool = False,
+) -> dict[str, Any]:
+    """Replay a bundle file with the keyring the environment names; the report. For tests
+    (``mace export-test`` writes ones that call this) and scripts."""
+    bundle = read_bundle(path, load_keyring(Settings(), create=False))
+    return replay_bundle(bundle, ReplayMode(mode), actor, force_continue=force_continue).report
+
+
+class RedactionScope:
+    """What a redacted bundle's replay cannot compare: where its job had PII taken out."""
+
+    def __init__(self, pii_iterations: set[int], pii_in_job: bool, records: int) -> None:
+        self.pii_iterations = pii_iterations
+        self.pii_in_job = pii_in_job
+        self.records = records
+
+    @classmethod
+    def of(cls, bundle: Bundle, job: Job) -> RedactionScope:
+        assert bundle.manifest.redaction is not None
+        iterations: set[int] = set()
+        in_job = False
+        redacted = bundle.manifest.redaction.records
+        for record in redacted:
+            if record.stream != f"{Job.NAME_PREFIX}:{job.job_id}" or PII not in record.reasons:
+                continue
+            in_job = True
+            position = record.version - 2  # version 1 starts the job; facts follow
+            if 0 <= position < len(job.facts):
+                iteration = job.facts[position].payload.get("iteration")
+                if isinstance(iteration, int):
+                    iterations.add(iteration)
+        return cls(iterations, in_job, len(redacted))
+
+    def explain(self, divergence: Divergence) -> str | None:
+        """Why redaction explains this divergence, or None when it does not."""
+        if divergence.field == "agent_outputs" and canonical_json(
+            strip_model_io(divergence.replayed)
+        ) == canonical_json(divergence.recorded):
+            return f"{MODEL_IO} content redacted; it matches the record by hash"
+        if divergence.iteration in self.pii_iterations:
+            return f"{PII} redacted from iteration {divergence.iteration}"
+        if divergence.iteration is None and self.pii_in_job:
+            return f"{PII} redacted from the job"
+        if PII_MARK in canonical_json(divergence.recorded).decode():
+            return f"{PII} redacted from the recorded value"
+        return None
+
+
+def set_aside_redactions(outcome: ReplayOutcome, scope: RedactionScope) -> ReplayOutcome:
+    """The outcome of a run-on replay of a redacted bundle, with what redaction explains set
+    aside: stopped at the first divergence it does not explain, as an unforced replay would."""
+    result = ReplayOutcome(
+        outcome.job_id,
+        outcome.mode,
+        capture_mode=outcome.capture_mode,
+        snapshot_ids=outcome.snapshot_ids,
+        unreconstructable=outcome.unreconstructable,
+        halt_snapshots=outcome.halt_snapshots,
+        non_authoritative=[r for r in outcome.non_authoritative if r != FORCED_REASON],
+    )
+    divergences = iter(outcome.divergences)
+    set_aside = 0
+    stopped = False
+    for step in outcome.steps:
+        if step.outcome == "failed" and step.detail.endswith(FORCED_STEP):
+            divergence = next(divergences)
+            why = scope.explain(divergence)
+            if why is not None:
+                result.steps.append(StepLog(step.step, "skipped", f"not compared: {why}"))
+                set_aside += 1
+                continue
+            result.steps.append(StepLog(step.step, "failed", step.detail.removesuffix(FORCED_STEP)))
+            where = "job" if divergence.iteration is None else f"iteration {divergence.iteration}"
+            result.divergences.append(divergence)
+            result.error_code = divergence.code
+            result.error_message = f"{where}: {divergence.field} differs from the record"
+            stopped = True
+            break
+        if step.step != "result":
+            result.steps.append(step)
+    if not stopped:
+        ran_to_end = any(step.step == "result" for step in outcome.steps)
+        if ran_to_end:
+            detail = f"replay reproduced the job except {set_aside} comparison(s) redaction hid"
+            result.steps.append(StepLog("result", "ok", detail))
+        else:  # stopped by something other than a divergence: that stop stands
+            result.error_code = outcome.error_code
+            result.error_message = outcome.error_message
+    result.non_authoritative.append(
+        f"replayed from a redacted bundle ({scope.records} record(s) redacted):"
+        f" {set_aside} comparison(s) could not be made"
+    )
+    return result

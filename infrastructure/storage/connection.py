@@ -1,0 +1,46 @@
+"""Opening a PostgreSQL store fails within seconds, in the server's own words.
+
+eventsourcing's connection pool connects in the background and retries; a wrong host, port,
+database or password only surfaced after 30 s as "couldn't get a connection after 30.00 sec",
+with the reason lost. Before the pool is made, one direct connection with libpq's
+``connect_timeout`` (``MACE_CONNECT_TIMEOUT``) says whether the server takes this user for this
+database, and if not, why: the message names host, port and database, never the password.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from eventsourcing.persistence import OperationalError
+
+from infrastructure.storage.settings import PostgresStore, Store
+
+
+class StoreUnreachable(OperationalError):
+    """The store's server could not be reached or refused the connection (store unavailable)."""
+
+
+def connect_postgres(
+    store: PostgresStore, connect_timeout: int | None = None
+) -> psycopg.Connection[tuple[object, ...]]:
+    """A connection of its own to the store's database, in autocommit mode."""
+    return psycopg.connect(
+        host=store.host,
+        port=store.port,
+        user=store.user,
+        password=store.password,
+        dbname=store.dbname,
+        autocommit=True,
+        connect_timeout=connect_timeout,
+    )
+
+
+def check_reachable(store: Store, timeout: int) -> None:
+    """Connect once to a PostgreSQL store (a SQLite file needs no server)."""
+    if not isinstance(store, PostgresStore):
+        return
+    try:
+        connect_postgres(store, timeout).close()
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split())  # libpq's message runs over several lines
+        msg = f"cannot connect to {store.describe()}: {reason}"
+        raise StoreUnreachable(msg) from None

@@ -1,0 +1,61 @@
+"""Whole-stream checks: contiguous versions, every MAC, and the seal if there is one.
+
+A stream is verified completely before any of it is decoded, so a caller never sees an event from
+a stream that has been tampered with anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from uuid import UUID
+
+import orjson
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.utils import get_topic
+
+from domain.job import Job
+from infrastructure.storage.keyring import Keyring
+from infrastructure.storage.signed_record import (
+    IntegrityFailure,
+    VerifiedRecord,
+    mac_digest,
+    verify_record,
+)
+
+SEAL_TOPIC = get_topic(Job.Sealed)
+
+
+def verify_stream(
+    keyring: Keyring,
+    stream: UUID | str,
+    records: Sequence[StoredEvent],
+    first_version: int = 1,
+) -> list[VerifiedRecord]:
+    """Verify ``records`` (ascending) as the stream's versions from ``first_version`` on."""
+    verified: list[VerifiedRecord] = []
+    expected = first_version
+    for stored in records:
+        if stored.originator_version != expected:
+            reason = f"version {expected} is missing (next stored is {stored.originator_version})"
+            raise IntegrityFailure(stream, expected, reason)
+        verified.append(verify_record(keyring, stored))
+        expected += 1
+    if first_version == 1:
+        check_seal(stream, verified)
+    return verified
+
+
+def check_seal(stream: UUID | str, verified: Sequence[VerifiedRecord]) -> None:
+    """A sealed stream ends at its seal, which counts and digests everything before it."""
+    for position, record in enumerate(verified):
+        if record.stored.topic != SEAL_TOPIC:
+            continue
+        version = record.stored.originator_version
+        if position != len(verified) - 1:
+            raise IntegrityFailure(stream, version + 1, "event recorded after the seal")
+        seal = orjson.loads(record.body)
+        if seal.get("event_count") != position:
+            reason = f"seal counts {seal.get('event_count')} events, stream has {position}"
+            raise IntegrityFailure(stream, version, reason)
+        if seal.get("mac_digest") != mac_digest(r.mac for r in verified[:position]):
+            raise IntegrityFailure(stream, version, "seal digest does not match the stream's MACs")

@@ -1,0 +1,68 @@
+"""The PostgreSQL recorder the ledger stores through: eventsourcing's, with large writes in chunks.
+
+eventsourcing 9.5 sends a save as one ``INSERT ... SELECT FROM unnest(array)`` statement in
+psycopg's pipeline mode. A save of a few MB (a run of thousands of events) never finishes there:
+the client stops sending the statement while it waits for results that the server cannot send
+before it has read the statement (psycopg issue 685), and the transaction keeps the events
+table's EXCLUSIVE lock, so every other writer waits too, until the process is killed.
+
+This recorder sends the same statements without pipeline mode, and cuts the insert into chunks of
+at most `CHUNK_ROWS` rows and about `CHUNK_BYTES` bytes, so no single statement grows with the
+save. It is still one transaction that first takes eventsourcing's ``LOCK TABLE ... IN EXCLUSIVE
+MODE`` and sends its ``NOTIFY``: a save stays atomic, and notification order stays commit order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
+
+from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.postgres import PostgresAggregateRecorder
+from eventsourcing.utils import retry
+
+from infrastructure.storage.checked_recorder import CheckedPostgresRecorder
+
+CHUNK_ROWS: Final = 1000
+CHUNK_BYTES: Final = 1 << 20
+"""An insert statement carries at most this many rows, and stops adding rows past this many
+bytes of stored state (a single larger event goes alone)."""
+
+
+def insert_chunks(
+    stored_events: Sequence[StoredEvent], rows: int = CHUNK_ROWS, size: int = CHUNK_BYTES
+) -> Iterator[Sequence[StoredEvent]]:
+    """The events in order, in consecutive chunks of at most ``rows`` rows and ~``size`` bytes."""
+    start, held = 0, 0
+    for end, stored in enumerate(stored_events):
+        if end > start and (end - start == rows or held + len(stored.state) > size):
+            yield stored_events[start:end]
+            start, held = end, 0
+        held += len(stored.state)
+    if start < len(stored_events):
+        yield stored_events[start:]
+
+
+class ChunkedPostgresRecorder(CheckedPostgresRecorder):
+    """Reads as `CheckedPostgresRecorder` does (a NULL state is an integrity failure)."""
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(self, stored_events: Sequence[StoredEvent], **_: Any) -> Sequence[int] | None:
+        # The database-function path gives up commit-ordered notification ids: never taken.
+        assert not self.datastore.enable_db_functions
+        notification_ids: list[int] = []
+        if not stored_events:
+            return notification_ids
+        with (
+            self.datastore.get_connection() as conn,
+            conn.transaction(),
+            conn.cursor() as curs,
+        ):
+            self._lock_table(curs)
+            self._notify_channel(curs)
+            for chunk in insert_chunks(stored_events):
+                # The plain INSERT: PostgresApplicationRecorder's would lock and NOTIFY again.
+                PostgresAggregateRecorder._insert_stored_events(self, curs, chunk)
+                ids = self._fetch_ids_after_insert_events(curs, chunk)
+                notification_ids.extend(ids or ())
+        return notification_ids

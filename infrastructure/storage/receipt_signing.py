@@ -1,0 +1,77 @@
+"""Receipt signatures: HMAC-SHA256 over a receipt's whole canonical body, and their verdicts.
+
+The body names its own algorithm and key id (``body["signature"]``), so both are covered by the
+MAC. The keyring signs with its active key and verifies with any key it holds, so a receipt
+signed before a key rotation still verifies after it.
+
+A verdict is ``valid`` true (``ok``), false (``signature_mismatch``) or null when the receipt
+cannot be checked here (``no_signature``, ``unsupported_algorithm``, ``key_unavailable``). Its
+stored record carries the ledger's own MAC too: a record whose MAC fails has been edited in the
+database, so it never verifies ``ok``, whatever its receipt signature says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from domain.canonical import CanonicalJSONError, canonical_json
+from domain.receipt import SIGNATURE_ALGORITHM
+from infrastructure.storage.keyring import Keyring
+
+
+class VerifyReason(StrEnum):
+    OK = "ok"
+    SIGNATURE_MISMATCH = "signature_mismatch"
+    KEY_UNAVAILABLE = "key_unavailable"
+    NO_SIGNATURE = "no_signature"
+    UNSUPPORTED_ALGORITHM = "unsupported_algorithm"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    valid: bool | None
+    key_id: str | None
+    algorithm: str | None
+    reason: VerifyReason
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "valid": self.valid,
+            "key_id": self.key_id,
+            "algorithm": self.algorithm,
+            "reason": self.reason.value,
+        }
+
+
+def sign_receipt(keyring: Keyring, body: dict[str, Any]) -> str:
+    """The hex MAC of ``body``, which must name the keyring's active key."""
+    named = body["signature"]["key_id"]
+    key_id, mac = keyring.sign(canonical_json(body))
+    if named != key_id:
+        msg = f"the body names key {named!r} but the active key is {key_id!r}"
+        raise ValueError(msg)
+    return mac.hex()
+
+
+def verify_receipt(
+    keyring: Keyring, body: Any, signature: Any, *, record_intact: bool = True
+) -> Verdict:
+    declared = body.get("signature") if isinstance(body, dict) else None
+    if not isinstance(declared, dict) or not isinstance(signature, str):
+        return Verdict(None, None, None, VerifyReason.NO_SIGNATURE)
+    key_id, algorithm = declared.get("key_id"), declared.get("algorithm")
+    key_id = key_id if isinstance(key_id, str) else None
+    algorithm = algorithm if isinstance(algorithm, str) else None
+    if algorithm != SIGNATURE_ALGORITHM:
+        return Verdict(None, key_id, algorithm, VerifyReason.UNSUPPORTED_ALGORITHM)
+    if key_id is None or not keyring.has_key(key_id):
+        return Verdict(None, key_id, algorithm, VerifyReason.KEY_UNAVAILABLE)
+    try:
+        holds = keyring.verify(key_id, canonical_json(body), bytes.fromhex(signature))
+    except (ValueError, CanonicalJSONError):
+        holds = False
+    if not (holds and record_intact):
+        return Verdict(False, key_id, algorithm, VerifyReason.SIGNATURE_MISMATCH)
+    return Verdict(True, key_id, algorithm, VerifyReason.OK)

@@ -1,0 +1,119 @@
+"""Replay leases: how a reader tells a replay still running from one abandoned, without a clock.
+
+A replaying process takes a lease before its REPLAY_REQUEST is stored and holds it until the
+attempt's REPLAY_RESULT is stored (or it gives up). The lease is a lock the operating system or
+the database drops when its holder dies: on SQLite an exclusive ``flock`` on a file of its own in
+``<database>-replay-leases/``, on PostgreSQL a session advisory lock (visible in ``pg_locks``
+to every session of that database). Its name, 16 random hex digits, is written into the request.
+
+So a request without a result whose lease is held is running; one whose lease nobody holds will
+never get a result (its process was killed, lost the store or failed), unless the result was
+stored between the two reads: the caller reads the record again to tell (see
+`GovernanceService.unanswered_replays`). Asking is read-only on both stores.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import secrets
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+from infrastructure.storage.connection import connect_postgres
+from infrastructure.storage.settings import PostgresStore, SQLiteStore, Store
+
+LEASE_PATTERN: Final = re.compile(r"^[0-9a-f]{16}$")
+
+
+def new_lease() -> str:
+    """A lease name: 64 random bits (ops metadata, never a decision input)."""
+    return secrets.token_hex(8)
+
+
+class FileLeases:
+    """SQLite: one file per lease beside the database, locked with ``flock`` while held."""
+
+    def __init__(self, database: Path) -> None:
+        self.directory = database.with_name(f"{database.name}-replay-leases")
+
+    @contextmanager
+    def hold(self) -> Iterator[str]:
+        self.directory.mkdir(mode=0o755, exist_ok=True)
+        while True:
+            lease = new_lease()
+            path = self.directory / lease
+            try:
+                descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                break
+            except FileExistsError:
+                continue  # a dead holder's file drew the same 64 bits: draw again
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            yield lease
+        finally:
+            # Removed before it is unlocked: a reader never finds an unlocked file of a live lease.
+            # A killed holder leaves its (unlocked, empty) file behind; it reads as not held.
+            path.unlink(missing_ok=True)
+            os.close(descriptor)
+
+    def held(self, leases: Iterable[str]) -> set[str]:
+        return {lease for lease in leases if LEASE_PATTERN.fullmatch(lease) and self._held(lease)}
+
+    def _held(self, lease: str) -> bool:
+        try:
+            descriptor = os.open(self.directory / lease, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(descriptor)  # also drops the shared lock, if it was granted
+        return False
+
+
+class AdvisoryLeases:
+    """PostgreSQL: a session advisory lock on the lease's 64 bits, on a connection of its own."""
+
+    HELD = (
+        "SELECT classid::bigint, objid::bigint FROM pg_locks"
+        " WHERE locktype = 'advisory' AND objsubid = 1 AND granted"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    @contextmanager
+    def hold(self) -> Iterator[str]:
+        with connect_postgres(self.store) as connection:
+            while True:
+                lease = new_lease()
+                key = int.from_bytes(bytes.fromhex(lease), signed=True)
+                row = connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+                if row is not None and row[0]:
+                    break  # else another holder drew the same 64 bits: draw again
+            yield lease
+            # Closing the connection (here, or by the server when the process dies) unlocks it.
+
+    def held(self, leases: Iterable[str]) -> set[str]:
+        wanted = {lease for lease in leases if LEASE_PATTERN.fullmatch(lease)}
+        if not wanted:
+            return set()
+        with connect_postgres(self.store) as connection:
+            rows = connection.execute(self.HELD).fetchall()
+        # pg_locks shows a bigint key as its high half (classid) and low half (objid), unsigned.
+        locked = {f"{high:08x}{low:08x}" for high, low in rows}
+        return wanted & locked
+
+
+def replay_leases(store: Store) -> FileLeases | AdvisoryLeases:
+    """The store's leases: ``hold()`` a fresh one for a block; ``held(names)``, those still held."""
+    if isinstance(store, SQLiteStore):
+        return FileLeases(store.path)
+    return AdvisoryLeases(store)

@@ -1,0 +1,137 @@
+"""Configuration from the environment, and the one URL that chooses where the ledger lives.
+
+``MACE_STORE`` is ``sqlite:///path/to/file.db`` (default ``sqlite:///./mace.db``) or
+``postgresql://user:password@host:port/dbname[?schema=name]``. It is translated into the
+environment eventsourcing reads (``PERSISTENCE_MODULE``, ``SQLITE_DBNAME``, ``POSTGRES_*``), with
+``POSTGRES_ENABLE_DB_FUNCTIONS`` pinned off: the database-function insert path gives up the
+guarantee that notification order equals commit order. On PostgreSQL the ledger stores through
+`ChunkedPostgresRecorder`, eventsourcing's recorder with large saves written in chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_STORE = "sqlite:///./mace.db"
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used, named in the message."""
+
+
+@dataclass(frozen=True)
+class SQLiteStore:
+    path: Path
+
+    def eventsourcing_env(self) -> dict[str, str]:
+        return {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(self.path)}
+
+    def describe(self) -> str:
+        return f"sqlite:///{self.path}"
+
+
+@dataclass(frozen=True)
+class PostgresStore:
+    host: str
+    port: int
+    user: str
+    password: str
+    dbname: str
+    schema: str
+
+    def eventsourcing_env(self) -> dict[str, str]:
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "POSTGRES_HOST": self.host,
+            "POSTGRES_PORT": str(self.port),
+            "POSTGRES_USER": self.user,
+            "POSTGRES_PASSWORD": self.password,
+            "POSTGRES_DBNAME": self.dbname,
+            "POSTGRES_SCHEMA": self.schema,
+            "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
+            # Fails closed on a row whose state was set to NULL (eventsourcing's would crash),
+            # and writes large saves in chunks (eventsourcing's never finished them).
+            "APPLICATION_RECORDER_TOPIC": (
+                "infrastructure.storage.postgres_recorder:ChunkedPostgresRecorder"
+            ),
+        }
+
+    def describe(self) -> str:
+        # The password stays out of anything we print.
+        return f"postgresql://{self.user}@{self.host}:{self.port}/{self.dbname}"
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.describe()!r}, schema={self.schema!r})"
+
+
+Store = SQLiteStore | PostgresStore
+
+
+def parse_store(url: str) -> Store:
+    """Parse a MACE_STORE URL; the error names what is wrong and never echoes a password."""
+    expected = "expected sqlite:///path/to/file.db or postgresql://user:password@host:port/db"
+    if url.startswith("sqlite:///"):
+        raw = url[len("sqlite:///") :]
+        if not raw or raw.endswith("/"):
+            msg = f"MACE_STORE {url!r} names no database file: {expected}"
+            raise SettingsError(msg)
+        return SQLiteStore(Path(unquote(raw)))
+    parts = urlsplit(url)
+    if parts.scheme in ("postgresql", "postgres"):
+        safe = f"{parts.scheme}://{parts.hostname or ''}{parts.path}"
+        try:
+            port = parts.port or 5432
+        except ValueError:
+            msg = f"MACE_STORE {safe!r} has an invalid port: {expected}"
+            raise SettingsError(msg) from None
+        dbname = unquote(parts.path.lstrip("/"))
+        if not parts.hostname or not parts.username or not dbname:
+            msg = f"MACE_STORE {safe!r} needs a user, a host and a database name: {expected}"
+            raise SettingsError(msg)
+        schema = parse_qs(parts.query).get("schema", [""])[0]
+        return PostgresStore(
+            host=parts.hostname,
+            port=port,
+            user=unquote(parts.username),
+            password=unquote(parts.password or ""),
+            dbname=dbname,
+            schema=schema,
+        )
+    scheme = url.split(":", 1)[0] if ":" in url else url
+    msg = f"MACE_STORE has unsupported scheme {scheme!r}: {expected}"
+    raise SettingsError(msg)
+
+
+class Settings(BaseSettings):
+    """Everything MACE reads from its environment (prefix ``MACE_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="MACE_", extra="ignore")
+
+    # May carry a database password: never in a repr; describe it through parsed_store().
+    store: str = Field(default=DEFAULT_STORE, repr=False)
+    signing_keys: SecretStr | None = None
+    active_key_id: str | None = None
+    env: Literal["development", "production"] = "development"
+    keyring_file: Path | None = None
+    # Who is acting on the command line (a local operator holding the store and keys is trusted
+    # to say so, as a git author is); the HTTP service takes identity from its tokens instead.
+    actor: str | None = None
+    roles: str | None = None
+    # The HTTP service: who may call it (hashed bearer tokens) and how much one request may carry.
+    tokens_file: Path | None = None
+    # How often, at most, `mace serve` looks whether the tokens file changed (0: every request).
+    tokens_reload_seconds: float = Field(default=3.0, ge=0)
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    max_batch_events: int = Field(default=500, ge=1)
+    max_run_events: int = Field(default=20_000, ge=1)
+    # How long opening a PostgreSQL store may take before it fails with the server's own reason.
+    connect_timeout: int = Field(default=5, ge=1, le=600)
+
+    def parsed_store(self) -> Store:
+        return parse_store(self.store)

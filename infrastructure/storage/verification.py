@@ -1,0 +1,97 @@
+"""Verify a whole ledger: every MAC, every stream's contiguity, every seal and its witness.
+
+One pass over the events ordered by stream; memory holds one stream at a time (and the ids of the
+jobs, scoped by tenant, to check them against the store's job registry: a job stream deleted
+whole, or one written around the registry, is caught there). The first failure stops the pass
+and is reported with its stream and version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import groupby
+from typing import Any
+from uuid import UUID
+
+import orjson
+from eventsourcing.utils import get_topic
+
+from domain.job import DEFAULT_TENANT, Job, JobRegistry, JobSealWitness
+from domain.naming import tenant_scoped
+from infrastructure.storage.integrity import SEAL_TOPIC, verify_stream
+from infrastructure.storage.keyring import Keyring
+from infrastructure.storage.scan import StoreReader
+from infrastructure.storage.settings import Store
+from infrastructure.storage.signed_record import IntegrityFailure
+
+JOB_STARTED_TOPIC = get_topic(Job.Started)
+WITNESS_TOPIC = get_topic(JobSealWitness.Witnessed)
+REGISTERED_TOPIC = get_topic(JobRegistry.Registered)
+REGISTRY = JobRegistry.id_for(JobRegistry.STORE)
+
+
+@dataclass(frozen=True)
+class LedgerVerification:
+    events: int
+    streams: int
+    jobs: int
+    sealed_jobs: int
+
+
+def verify_ledger(store: Store, table: str, keyring: Keyring) -> LedgerVerification:
+    events = streams = jobs = sealed_jobs = 0
+    job_ids: set[str] = set()
+    registered: dict[str, int] = {}
+    with StoreReader(store, table) as reader:
+        for stream, group in groupby(reader.scan(), key=lambda r: r.originator_id):
+            stream_id = stream if isinstance(stream, UUID) else UUID(stream)
+            verified = verify_stream(keyring, stream_id, list(group))
+            events += len(verified)
+            streams += 1
+            first, last = verified[0], verified[-1]
+            if stream_id == REGISTRY:
+                for record in verified:
+                    if record.stored.topic == REGISTERED_TOPIC:
+                        registered[orjson.loads(record.body)["job_id"]] = (
+                            record.stored.originator_version
+                        )
+            if first.stored.topic == JOB_STARTED_TOPIC:
+                jobs += 1
+                job_id = _job_name(stream_id, orjson.loads(first.body))
+                job_ids.add(job_id)
+                if last.stored.topic == SEAL_TOPIC:
+                    sealed_jobs += 1
+                    if reader.topic_at(JobSealWitness.id_for(job_id), 1) != WITNESS_TOPIC:
+                        reason = "seal has no witness"
+                        raise IntegrityFailure(stream_id, last.stored.originator_version, reason)
+            elif first.stored.topic == WITNESS_TOPIC:
+                witness = orjson.loads(first.body)
+                job_stream = Job.id_for(witness["job_id"])
+                seal_version = witness["event_count"] + 1
+                if reader.topic_at(job_stream, seal_version) != SEAL_TOPIC:
+                    reason = f"seal missing: witnessed after {witness['event_count']} events"
+                    raise IntegrityFailure(job_stream, seal_version, reason)
+    _check_registry(job_ids, registered)
+    return LedgerVerification(events=events, streams=streams, jobs=jobs, sealed_jobs=sealed_jobs)
+
+
+def _job_name(stream: UUID, started: dict[str, Any]) -> str:
+    """The `Job.scoped_id` of the job whose JobStarted body this is, stored in ``stream``.
+
+    JobStarted version 1 had no tenant (the default tenant's job). A job of another tenant
+    recorded before ids were scoped by tenant is stored under its id alone.
+    """
+    scoped = tenant_scoped(started.get("tenant", DEFAULT_TENANT), started["job_id"])
+    return scoped if Job.id_for(scoped) == stream else str(started["job_id"])
+
+
+def _check_registry(job_ids: set[str], registered: dict[str, int]) -> None:
+    """Every job is registered once, and every registered job still has its stream."""
+    vanished = sorted(set(registered) - job_ids, key=registered.__getitem__)
+    if vanished:
+        reason = f"registered job {vanished[0]} has no events"
+        raise IntegrityFailure(Job.id_for(vanished[0]), 1, reason)
+    unregistered = sorted(job_ids - set(registered))
+    if unregistered:
+        reason = f"job {unregistered[0]} is not in the job registry"
+        raise IntegrityFailure(REGISTRY, len(registered) + 1, reason)

@@ -1,0 +1,160 @@
+"""``mace demo``: what the ledger does, shown on real jobs in a few seconds.
+
+Records one Stage-0 job per router rule plus a memory write and a read of it, replays each in
+production mode, then, on a scratch copy of the store (so the user's ledger is never touched),
+shows the two ways a record can be wrong: a run whose recorded routing disagrees with its router
+snapshot (``REPLAY_DIVERGENCE`` with its diff) and a stored event with one byte flipped
+(``INTEGRITY_FAILURE``). The demo acts as ``demo`` holding admin and auditor, and says so.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from domain.canonical import canonical_json
+from domain.errors import ErrorCode
+from domain.events import JobCompleted, RouterDecision, RunCompleted, RunStarted, decode_recorded
+from domain.governance import Actor
+from domain.job import CaptureMode, Job
+from domain.replay_access import ReplayMode
+from domain.snapshot import SnapshotKind
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage.settings import SQLiteStore
+
+SEED: Final = "demo"
+JOBS: Final = (
+    ("R1 math", "2 + 3"),
+    ("R2 profile (SEM write)", "my favorite color is blue"),
+    ("R2 profile (SEM read)", "what is my favorite color"),
+    ("R3 knowledge", "what is the capital of France"),
+    ("R4 fallback", "hello there"),
+)
+DEMO_ACTOR: Final = Actor.of("demo", ["admin", "auditor"])
+
+Say = Callable[[str], None]
+
+
+def run_demo(ledger: Ledger, say: Say) -> bool:
+    """Run the demo on the ledger (SQLite); True when everything came out as it should."""
+    assert isinstance(ledger.store, SQLiteStore)
+    say(f"MACE Ledger demo: store {ledger.store.describe()}, acting as demo [admin, auditor]")
+    say("")
+    say("1. Record Stage-0 jobs, one per router rule, and a memory write and its read:")
+    job_ids = []
+    for label, text in JOBS:
+        log = ledger.run_job(text, SEED)
+        assert log.completion is not None
+        job_ids.append(log.job_id)
+        say(f"   {label:<24} {text!r:<34} -> {log.completion.final_output}")
+        say(f"   {'':<24} job {log.job_id}")
+    say("")
+    say("2. Replay each job in production mode, bit for bit:")
+    all_ok = True
+    for job_id in job_ids:
+        result = ledger.replays.run(job_id, ReplayMode.PRODUCTION, DEMO_ACTOR)
+        verified = sum(step.outcome == "ok" for step in result.outcome.steps)
+        verdict = "OK" if result.outcome.ok else f"FAILED {result.report['error_code']}"
+        say(f"   {job_id[:16]}  {verdict}, {verified} steps verified")
+        all_ok = all_ok and result.outcome.ok
+    say("")
+    with tempfile.TemporaryDirectory(prefix="mace-demo-") as scratch:
+        copy = _scratch_copy(ledger, Path(scratch))
+        say(f"3. On a scratch copy of the store ({copy.store.describe()}):")
+        with copy:
+            all_ok = _show_divergence(copy, job_ids[0], say) and all_ok
+            all_ok = _show_flipped_byte(copy, job_ids[0], say) and all_ok
+        say("   (the scratch copy is deleted; your ledger is untouched)")
+    say("")
+    say("Next:")
+    say("   mace jobs")
+    say(f"   mace events {job_ids[0]}")
+    say("   export MACE_ACTOR=you MACE_ROLES=auditor   # who is acting, for replays")
+    say(f"   mace replay {job_ids[2]} --report-dir reports")
+    say(f"   mace governance log {job_ids[2]}")
+    say("   mace verify --all")
+    say("   mace rebuild")
+    return all_ok
+
+
+def _scratch_copy(ledger: Ledger, directory: Path) -> Ledger:
+    """A consistent copy of the SQLite store, opened with the same keys."""
+    assert isinstance(ledger.store, SQLiteStore)
+    target = directory / "mace.db"
+    source = sqlite3.connect(ledger.store.path)
+    destination = sqlite3.connect(target)
+    try:
+        source.backup(destination)
+    finally:
+        destination.close()
+        source.close()
+    return Ledger(SQLiteStore(target), ledger.keyring)
+
+
+def _show_divergence(ledger: Ledger, job_id: str, say: Say) -> bool:
+    """Record the job again as an outside run whose routing says R4, and replay it."""
+    stream = ledger.job_stream(job_id)
+    started = stream[0]["payload"]
+    events = []
+    for entry in stream[1:]:
+        if entry["event_type"] in {JobCompleted.EVENT_TYPE, "JobSealed"}:
+            continue
+        event = decode_recorded(entry["event_type"], entry["payload"])
+        if isinstance(event, RouterDecision):
+            event = event.model_copy(
+                update={"rule_id": "R4", "agent": "generic_agent", "why": "matched_R4_fallback"}
+            )
+        events.append(event)
+    run = RunStarted(
+        job_id=f"{job_id[:16]}-misrouted",
+        seed=started["job_seed"],
+        input=started["job_input"],
+        snapshot_ids={SnapshotKind(k): v for k, v in started["snapshot_ids"].items()},
+        capture_mode=CaptureMode(started["capture_mode"]),
+    )
+    trace = events[-1]
+    events[-1] = trace.model_copy(
+        update={
+            "router_decision": {
+                "rule_id": "R4",
+                "agent": "generic_agent",
+                "why": "matched_R4_fallback",
+                "fallback": None,
+            }
+        }
+    )
+    final = ledger.reflective_log(job_id).as_json()["final_answer"]
+    ledger.record_run(run, events, RunCompleted(final_output=final))
+    result = ledger.replays.run(run.job_id or "", ReplayMode.AUDIT, DEMO_ACTOR)
+    say("   a) a run recorded from outside whose routing disagrees with its router snapshot:")
+    say(f"      mace replay {run.job_id} -> {result.report['error_code']}")
+    for divergence in result.report["divergences"]:
+        say(f"      iteration {divergence['iteration']}, field {divergence['field']}:")
+        say(f"        recorded: {canonical_json(divergence['recorded']).decode()}")
+        say(f"        replayed: {canonical_json(divergence['replayed']).decode()}")
+    return result.outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
+
+
+def _show_flipped_byte(ledger: Ledger, job_id: str, say: Say) -> bool:
+    """Flip one byte of the job's second stored event, straight in the database file."""
+    assert isinstance(ledger.store, SQLiteStore)
+    stream = Job.id_for(job_id).hex  # how eventsourcing stores ids in SQLite
+    with sqlite3.connect(ledger.store.path) as db:
+        (state,) = db.execute(
+            "SELECT state FROM stored_events WHERE originator_id = ? AND originator_version = 2",
+            (stream,),
+        ).fetchone()
+        flipped = bytearray(state)
+        flipped[-3] ^= 0x01
+        db.execute(
+            "UPDATE stored_events SET state = ? WHERE originator_id = ? AND originator_version = 2",
+            (bytes(flipped), stream),
+        )
+    result = ledger.replays.run(job_id, ReplayMode.PRODUCTION, DEMO_ACTOR)
+    say("   b) one byte flipped in a stored event of the first job:")
+    say(f"      mace replay {job_id[:16]}... -> {result.report['error_message']}")
+    say(f"      {result.report['error_code']}: the replay fails closed")
+    return result.outcome.error_code is ErrorCode.INTEGRITY_FAILURE

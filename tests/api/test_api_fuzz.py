@@ -1,0 +1,435 @@
+"""A bounded schemathesis pass over the service's own OpenAPI document, on SQLite and PostgreSQL.
+
+The caller holds every role (operator, admin, auditor, council) for one tenant, so the
+authenticated paths run; a few jobs, replays, an open run and a snapshot are stored first, and
+path parameters are drawn from those real ids as well as from whatever the schema allows. The
+property, for every generated request, valid or deliberately invalid:
+
+- no answer is a 5xx (the only one the service may give is 500 INTEGRITY_FAILURE, for tampered
+  data, and nothing here tampers);
+- every error answer is ``{"error": {"code", "message"}}`` (422 adds ``field``), in canonical JSON;
+- every answer conforms to what the document says where schemathesis can check it: its body
+  schema, content type and headers; invalid data is refused; a secured operation refuses a call
+  without its token.
+
+Two kinds of deviation are kept out of that property and pinned by strict xfails below instead,
+so each shows up on its own when fixed: the document leaves the error answers undocumented
+(schemathesis' ``status_code_conformance``) and does not say which ids a path accepts nor that
+an event's ``type`` is required (``positive_data_acceptance``); and Starlette's own errors (a
+body that is not UTF-8, an unknown path, a wrong method) still answer ``{"detail": ...}``.
+
+The property can fail: test_the_property_catches_a_server_error tampers with a stored job and
+shows the very checks reporting its 500 INTEGRITY_FAILURE. (An exception the app let escape
+would not even become a response: the in-process transport raises it, failing the test too.)
+
+Bounded: a few examples per operation, a fixed derandomized seed, no deadline, no example database.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+import schemathesis
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from schemathesis import Case, GenerationMode
+from schemathesis import checks as st_checks
+from schemathesis.core.failures import FailureGroup
+from schemathesis.core.parameters import ParameterLocation
+from schemathesis.core.result import Ok
+from schemathesis.python.asgi import shutdown_lifespans
+from schemathesis.specs.openapi.schemas import OpenApiSchema
+from support.ledger_fixtures import RawTable, settings_for
+
+from domain.canonical import canonical_json
+from domain.governance import Role
+from domain.job import Job
+from infrastructure.api.app import create_app
+from infrastructure.api.tokens import TokenBook, TokenEntry, token_hash
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage.settings import Settings
+
+TENANT = "acme"
+TOKEN = "fuzz-token-acme-all-roles"
+OTHER_TOKEN = "fuzz-token-globex-operator"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+ALL_ROLES = ["operator", "admin", "auditor", "council"]
+AnyCase = Case[Any]
+
+EXAMPLES_PER_OPERATION = 25
+FUZZ_SETTINGS = settings(
+    max_examples=EXAMPLES_PER_OPERATION,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    # Failures are collected, not raised, so there is nothing to shrink: keep the run bounded.
+    phases=(Phase.explicit, Phase.generate),
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
+)
+
+# Schemathesis' own checks that hold here (the module docstring says which are left out).
+CHECKS = [
+    st_checks.not_a_server_error,
+    st_checks.response_schema_conformance,
+    st_checks.content_type_conformance,
+    st_checks.response_headers_conformance,
+    st_checks.negative_data_rejection,
+    st_checks.missing_required_header,
+    st_checks.ignored_auth,
+]
+
+# A body over MACE_MAX_BODY_BYTES is refused 413, which schemathesis does not count as a refusal.
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "checks": {
+            "negative_data_rejection": {
+                "expected-statuses": [400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429]
+            }
+        }
+    }
+)
+
+
+def token_entry(token: str, actor: str, roles: list[str], tenant: str) -> TokenEntry:
+    return TokenEntry(
+        sha256=token_hash(token).hex(),
+        actor_id=actor,
+        roles=[Role(role) for role in roles],
+        tenant=tenant,
+    )
+
+
+def token_book() -> TokenBook:
+    return TokenBook(
+        [
+            token_entry(TOKEN, "fuzz-ana", ALL_ROLES, TENANT),
+            token_entry(OTHER_TOKEN, "gus", ["operator"], "globex"),
+        ]
+    )
+
+
+@dataclass
+class KnownIds:
+    """Ids that exist in the store (and one of another tenant), for path parameters to hit."""
+
+    path_values: dict[str, list[Any]]
+    jobs: list[str]
+
+
+@dataclass
+class FuzzTarget:
+    schema: OpenApiSchema
+    known: KnownIds
+    statuses: dict[str, Counter[int]] = field(default_factory=dict)
+
+
+def store_some_records(client: TestClient) -> KnownIds:
+    """Jobs, replays, an open run, a snapshot, memories and receipts, stored through the API the
+    fuzzer then calls."""
+    other = {"Authorization": f"Bearer {OTHER_TOKEN}"}
+
+    def post(path: str, body: dict[str, Any], headers: dict[str, str] = AUTH) -> Any:
+        response = client.post(path, json=body, headers=headers)
+        assert response.status_code in {200, 201}, response.text
+        return response.json()
+
+    first = post("/v1/jobs", {"input": "2 + 3", "seed": 1})
+    unreplayable = {"input": "what is 7 * 6", "seed": "s2", "capture_mode": "prompts_only"}
+    jobs = [first["job_id"], post("/v1/jobs", unreplayable)["job_id"]]
+    for mode in ("audit", "reexecute"):
+        post("/replay/request", {"job_id": jobs[0], "mode": mode})
+    run = post("/v1/runs", {"type": "RunStarted", "seed": 7, "input": "open", "job_id": "run-open"})
+    foreign = post("/v1/jobs", {"input": "2 + 3", "seed": 1}, headers=other)["job_id"]
+    rule = {"rule_id": "R1", "pattern": "x", "agent": "generic_agent", "why": "fuzzed"}
+    router = {"kind": "router", "payload": {"rules": [rule]}}
+    snapshot = post("/v1/snapshots", router)["snapshot_id"]
+    snapshots = [snapshot, *sorted(first["snapshot_ids"].values())]
+    episode = {"kind": "episode", "text": "alice asked about her plan", "labels": ["crm"]}
+    memories = [post("/v1/memories", episode)["memory_id"]]
+    memories.append(post("/v1/memories", episode, headers=other)["memory_id"])
+    receipts = [post("/v1/context", {"query": "alice plan"})["receipt"]["receipt_id"]]
+    receipts.append(post("/v1/context", {"query": "alice"}, headers=other)["receipt"]["receipt_id"])
+    return KnownIds(
+        path_values={
+            "job_id": [*jobs, foreign, run["run_id"]],
+            "run_id": [run["run_id"], jobs[0], foreign],
+            "attempt": [1, 2, 3],
+            "snapshot_id": snapshots,
+            "memory_id": memories,
+            "receipt_id": receipts,
+        },
+        jobs=[*jobs, foreign],
+    )
+
+
+@pytest.fixture
+def fuzz_target(settings: Settings, ledger: Ledger) -> Iterator[FuzzTarget]:
+    app = create_app(settings, token_book(), ledger)
+    with TestClient(app) as client:
+        known = store_some_records(client)
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=CONFIG)
+    try:
+        yield FuzzTarget(schema=schema, known=known)
+    finally:
+        # Schemathesis keeps an app's lifespan running for the process; end ours with its ledger.
+        shutdown_lifespans()
+
+
+def cases_for(operation: Any, known: KnownIds) -> st.SearchStrategy[AnyCase]:
+    """Positive and negative cases, some with path parameters (or a body job id) that exist."""
+    choices = [operation.as_strategy(mode) for mode in GenerationMode]
+    names = re.findall(r"\{(\w+)\}", operation.path)
+    if names:
+        real = st.fixed_dictionaries({n: st.sampled_from(known.path_values[n]) for n in names})
+        choices.append(real.flatmap(lambda ids: operation.as_strategy(path_parameters=ids)))
+    if operation.path == "/replay/request":
+        choices.append(
+            st.tuples(
+                operation.as_strategy(GenerationMode.POSITIVE), st.sampled_from(known.jobs)
+            ).map(with_job_id)
+        )
+    return st.one_of(choices)
+
+
+def with_job_id(drawn: tuple[AnyCase, str]) -> AnyCase:
+    case, job_id = drawn
+    if isinstance(case.body, dict):
+        case.body["job_id"] = job_id
+    return case
+
+
+def credentials(case: AnyCase) -> dict[str, str]:
+    """The real token, unless this case is about a missing or malformed Authorization header.
+
+    Schemathesis fills the Bearer header with made-up tokens; a case whose header it left well
+    formed is sent with the real token instead, so the operation's own code runs.
+    """
+    header = case.headers.get("Authorization") if case.headers else None
+    if not isinstance(header, str) or not header.startswith("Bearer "):
+        return {}
+    meta = case.meta
+    if meta is not None and meta.is_negative_at(ParameterLocation.HEADER):
+        return {}
+    return AUTH
+
+
+def answer_problems(
+    case: AnyCase, response: schemathesis.Response, sent: dict[str, str]
+) -> list[str]:
+    """What is wrong with this answer: schemathesis' checks, then the service's own rules."""
+    problems: list[str] = []
+    try:
+        case.validate_response(
+            response, checks=CHECKS, headers=sent, transport_kwargs={"headers": sent}
+        )
+    except FailureGroup as group:
+        problems += [f"{failure.title}: {failure.message}" for failure in group.exceptions]
+    status = response.status_code
+    if status >= 500:
+        problems.append(f"{status} answered: {response.content[:300]!r}")
+    media = response.headers.get("content-type", [""])[0]
+    if not media.startswith("application/json"):
+        if status >= 400:
+            problems.append(f"{status} answered with {media!r}, not a JSON error body")
+        return problems
+    body = response.json()
+    if response.content != canonical_json(body):
+        problems.append(f"{status} body is not canonical JSON: {response.content[:300]!r}")
+    if status >= 400:
+        problems += error_shape_problems(case, status, body)
+    if status == 401 and response.headers.get("www-authenticate") != ["Bearer"]:
+        problems.append("401 without WWW-Authenticate: Bearer")
+    return problems
+
+
+def error_shape_problems(case: AnyCase, status: int, body: Any) -> list[str]:
+    error = body.get("error") if isinstance(body, dict) else None
+    well_formed = (
+        isinstance(error, dict)
+        and isinstance(error.get("code"), str)
+        and isinstance(error.get("message"), str)
+        and "\n" not in error["message"]
+        and set(error) <= {"code", "message", "field"}
+        and ("field" not in error or status == 422)
+    )
+    # POST /replay/request answers a refused replay 403 with its whole report beside "error".
+    whole_report = case.operation.path == "/replay/request" and status == 403
+    if not well_formed or (set(body) != {"error"} and not whole_report):
+        return [f"{status} error body has the wrong shape: {canonical_json(body)[:300]!r}"]
+    return []
+
+
+def exercise(target: FuzzTarget, operation: Any, problems: dict[str, list[str]]) -> None:
+    seen = target.statuses.setdefault(operation.label, Counter())
+
+    @FUZZ_SETTINGS
+    @given(case=cases_for(operation, target.known))
+    def one_case(case: AnyCase) -> None:
+        sent = credentials(case)
+        response = case.call(headers=sent)
+        seen[response.status_code] += 1
+        for problem in answer_problems(case, response, sent):
+            found = problems.setdefault(operation.label, [])
+            if len(found) < 5:
+                curl = case.as_curl_command(headers=sent)
+                found.append(f"{problem[:800]}\n    reproduce: {curl[:800]}")
+
+    one_case()
+
+
+def test_fuzzed_requests_get_no_server_error_and_documented_answers(
+    fuzz_target: FuzzTarget,
+) -> None:
+    problems: dict[str, list[str]] = {}
+    operations = []
+    for result in fuzz_target.schema.get_all_operations():
+        assert isinstance(result, Ok), result
+        operations.append(result.ok())
+    assert len(operations) >= 20, [op.label for op in operations]
+    for operation in operations:
+        exercise(fuzz_target, operation, problems)
+
+    for label, counts in sorted(fuzz_target.statuses.items()):
+        print(f"{label}: {dict(sorted(counts.items()))}")  # noqa: T201
+    report = "\n".join(f"{label}:\n  " + "\n  ".join(found) for label, found in problems.items())
+    assert not problems, report
+    # Not a vacuous pass: the token worked and real ids were hit, so the operations' own code ran.
+    answered_ok = {
+        label for label, counts in fuzz_target.statuses.items() if counts[200] + counts[201]
+    }
+    for label in (
+        "GET /v1/jobs/{job_id}",
+        "GET /v1/jobs/{job_id}/events",
+        "GET /v1/jobs/{job_id}/replays/{attempt}",
+        "GET /v1/jobs/{job_id}/governance",
+        "GET /v1/runs/{run_id}",
+        "GET /v1/snapshots/{snapshot_id}",
+        "POST /replay/request",
+        "POST /v1/jobs",
+        "POST /v1/snapshots",
+        "GET /metrics",
+        "GET /v1/memories",
+        "GET /v1/policy",
+        "GET /v1/receipts",
+        "GET /v1/receipts/{receipt_id}",
+        "GET /v1/receipts/{receipt_id}/verify",
+        "POST /v1/receipts/{receipt_id}/replay",
+    ):
+        assert label in answered_ok, (label, fuzz_target.statuses.get(label))
+
+
+def test_the_property_catches_a_server_error(
+    settings: Settings, ledger: Ledger, raw_table: RawTable
+) -> None:
+    """The checks above fail on a 5xx: a tampered job answers 500 INTEGRITY_FAILURE, reported."""
+    app = create_app(settings, token_book(), ledger)
+    with TestClient(app) as client:
+        job_id = client.post("/v1/jobs", json={"input": "2 + 3", "seed": 1}, headers=AUTH).json()[
+            "job_id"
+        ]
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=CONFIG)
+    try:
+        operation = schema["/v1/jobs/{job_id}"]["GET"]
+        case = operation.Case(path_parameters={"job_id": job_id})
+        assert answer_problems(case, case.call(headers=AUTH), AUTH) == []
+        flip_a_byte(raw_table, Job.id_in(TENANT, job_id), version=2)
+        response = case.call(headers=AUTH)
+        problems = answer_problems(case, response, AUTH)
+    finally:
+        shutdown_lifespans()
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "INTEGRITY_FAILURE"
+    assert any(p.startswith("Server error") for p in problems), problems
+    assert any(p.startswith("500 answered") for p in problems), problems
+
+
+def flip_a_byte(table: RawTable, stream: UUID, version: int) -> None:
+    state = bytearray(table.state(stream, version))
+    state[-3] ^= 0x01
+    table.set_column(stream, version, "state", bytes(state))
+
+
+# --- deviations schemathesis found, pinned until fixed ------------------------------------------
+
+STARLETTE_ERRORS: dict[str, Callable[[TestClient], Any]] = {
+    "json-body-not-utf8": lambda c: c.post(
+        "/v1/jobs", content=b"\xbe", headers={**AUTH, "Content-Type": "application/json"}
+    ),
+    "unknown-path": lambda c: c.get("/v1/nothing-here", headers=AUTH),
+    "wrong-method": lambda c: c.delete("/v1/jobs", headers=AUTH),
+}
+
+
+@pytest.mark.parametrize("request_kind", sorted(STARLETTE_ERRORS))
+def test_starlette_errors_answer_in_the_error_shape(
+    settings: Settings, ledger: Ledger, request_kind: str
+) -> None:
+    before = ledger.recorder.max_notification_id()
+    with TestClient(create_app(settings, token_book(), ledger)) as client:
+        response = STARLETTE_ERRORS[request_kind](client)
+    # A body the framework cannot parse is bad input (422), like any other.
+    assert response.status_code in {404, 405, 422}
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert {"code", "message"} <= set(body["error"]) <= {"code", "message", "field"}
+    assert response.content == canonical_json(body)
+    assert ledger.recorder.max_notification_id() == before
+
+
+def openapi_document(tmp_path: Path) -> dict[str, Any]:
+    """The document alone: no lifespan runs, so no store is opened."""
+    app = create_app(settings_for(f"sqlite:///{tmp_path}/unused.db"), token_book())
+    document = TestClient(app).get("/openapi.json").json()
+    assert isinstance(document, dict)
+    return document
+
+
+def test_openapi_documents_the_error_answers(tmp_path: Path) -> None:
+    document = openapi_document(tmp_path)
+    schemas = document["components"]["schemas"]
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            if operation.get("security"):
+                assert "401" in responses, f"{method.upper()} {path}: 401 undocumented"
+            if "422" in responses:
+                ref = responses["422"]["content"]["application/json"]["schema"]["$ref"]
+                documented = schemas[ref.rsplit("/", 1)[-1]]
+                assert "error" in documented.get("properties", {}), f"{method.upper()} {path}: 422"
+
+
+def test_openapi_documents_which_ids_a_path_accepts(tmp_path: Path) -> None:
+    document = openapi_document(tmp_path)
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "path" and parameter["name"] in {"job_id", "snapshot_id"}:
+                    assert "pattern" in parameter["schema"], f"{method.upper()} {path}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="OpenAPI gap: the run events' discriminator 'type' has a default, so it is not listed"
+    " as required, yet an event without it is refused 422 'Unable to extract tag using"
+    " discriminator' (schemathesis positive_data_acceptance: 'Schema-valid request rejected')",
+)
+def test_openapi_requires_the_event_type_it_discriminates_on(tmp_path: Path) -> None:
+    schemas = openapi_document(tmp_path)["components"]["schemas"]
+    event = schemas["BatchItem"]["properties"]["event"]
+    assert event["discriminator"]["propertyName"] == "type"
+    for choice in event["oneOf"]:
+        name = choice["$ref"].rsplit("/", 1)[-1]
+        assert "type" in schemas[name].get("required", []), name

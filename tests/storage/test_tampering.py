@@ -1,0 +1,137 @@
+"""Tampering with the database directly fails closed, on SQLite and PostgreSQL.
+
+Each case edits stored rows the way someone with database access could, then asserts that both
+reading the job and verifying the whole ledger report INTEGRITY_FAILURE with the stream and
+version, and that no value decoded from tampered bytes reaches the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from eventsourcing.utils import get_topic
+from support.ledger_fixtures import RawTable
+from support.sample_job import record_sample_job
+
+from domain.errors import ErrorCode
+from domain.job import Job, JobSealWitness
+from domain.snapshot import Snapshot
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage.signed_record import IntegrityFailure
+
+JOB = Job.id_for("job-1")
+
+
+def flip_byte(table: RawTable) -> None:
+    state = bytearray(table.state(JOB, 2))
+    state[-3] ^= 0x01
+    table.set_column(JOB, 2, "state", bytes(state))
+
+
+def change_topic(table: RawTable) -> None:
+    table.set_column(JOB, 2, "topic", get_topic(Job.Sealed))
+
+
+def change_version(table: RawTable) -> None:
+    table.set_column(JOB, 2, "originator_version", 7)
+
+
+def swap_events(table: RawTable) -> None:
+    second, third = table.state(JOB, 2), table.state(JOB, 3)
+    table.set_column(JOB, 2, "state", third)
+    table.set_column(JOB, 3, "state", second)
+
+
+def delete_middle(table: RawTable) -> None:
+    table.delete(JOB, 3)
+
+
+def delete_seal(table: RawTable) -> None:
+    table.delete(JOB, 4)
+
+
+def rewrite_input(table: RawTable) -> None:
+    table.set_column(JOB, 1, "state", table.state(JOB, 1).replace(b'"2 + 2"', b'"6 * 7"'))
+
+
+def break_envelope(table: RawTable) -> None:
+    table.set_column(JOB, 2, "state", b"not json, not signed")
+
+
+CASES: dict[str, tuple[Callable[[RawTable], None], int, str]] = {
+    "flip-one-byte": (flip_byte, 2, "MAC mismatch"),
+    "change-topic": (change_topic, 2, "MAC mismatch"),
+    "change-version": (change_version, 2, "version 2 is missing"),
+    "swap-two-events": (swap_events, 2, "MAC mismatch"),
+    "delete-middle-event": (delete_middle, 3, "version 3 is missing"),
+    "delete-sealed-jobs-last-event": (delete_seal, 4, "seal missing: witnessed after 3 events"),
+    "rewrite-input-to-valid-json": (rewrite_input, 1, "MAC mismatch"),
+    "replace-envelope": (break_envelope, 2, "not a signed MACE record"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_tampering_fails_closed(ledger: Ledger, raw_table: RawTable, case: str) -> None:
+    record_sample_job(ledger)
+    tamper, version, reason = CASES[case]
+    tamper(raw_table)
+
+    with pytest.raises(IntegrityFailure) as on_read:
+        ledger.get_job("job-1")
+    with pytest.raises(IntegrityFailure) as on_verify:
+        ledger.verify_all()
+
+    for failure in (on_read.value, on_verify.value):
+        assert failure.code == ErrorCode.INTEGRITY_FAILURE
+        assert (failure.stream, failure.version) == (str(JOB), version)
+        assert reason in failure.reason
+        assert str(failure).startswith(f"INTEGRITY_FAILURE: stream {JOB} version {version}: ")
+
+
+def test_deleting_the_seal_witness_is_detected(ledger: Ledger, raw_table: RawTable) -> None:
+    record_sample_job(ledger)
+    raw_table.delete(JobSealWitness.id_for("job-1"), 1)
+    with pytest.raises(IntegrityFailure, match="seal has no witness"):
+        ledger.get_job("job-1")
+    with pytest.raises(IntegrityFailure, match="seal has no witness"):
+        ledger.verify_all()
+
+
+def test_tampered_snapshot_is_refused(ledger: Ledger, raw_table: RawTable) -> None:
+    snapshot = record_sample_job(ledger).snapshot_ids["router"]
+    stream = Snapshot.id_for(snapshot)
+    raw_table.set_column(stream, 1, "state", raw_table.state(stream, 1).replace(b"R1", b"R9"))
+    with pytest.raises(IntegrityFailure, match="MAC mismatch"):
+        ledger.get_snapshot(snapshot)
+
+
+def test_snapshot_whose_id_no_longer_matches_its_content_is_refused(ledger: Ledger) -> None:
+    # A correctly signed record that claims a wrong content address (a bug, or a stolen key).
+    declared = Snapshot.declare("router", {"rules": []})
+    forged = Snapshot(
+        snapshot_id=declared.snapshot_id,
+        kind="router",
+        schema_version=1,
+        payload={"rules": ["something else"]},
+        config_hash=declared.config_hash,
+        seed_namespace=declared.seed_namespace,
+        generator=declared.generator,
+    )
+    ledger.save(forged)
+    with pytest.raises(IntegrityFailure, match="snapshot id does not match its content"):
+        ledger.get_snapshot(declared.snapshot_id)
+
+
+def test_deleting_a_whole_job_is_caught_by_the_job_registry(
+    ledger: Ledger, raw_table: RawTable
+) -> None:
+    record_sample_job(ledger, "job-1")
+    record_sample_job(ledger, "job-2", seed="s2")
+    raw_table.execute(
+        "DELETE FROM {table} WHERE originator_id IN (%s, %s)",
+        (raw_table.key(JOB), raw_table.key(JobSealWitness.id_for("job-1"))),
+    )
+    with pytest.raises(IntegrityFailure, match="registered job job-1 has no events") as failure:
+        ledger.verify_all()
+    assert (failure.value.stream, failure.value.version) == (str(JOB), 1)

@@ -1,0 +1,1 @@
+"""Shared test helpers: stores, ledgers, the HTTP client, PostgreSQL, examples and attacks."""

@@ -1,0 +1,143 @@
+"""Fixtures for anything that stores: every such test runs on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import base64
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import orjson
+import pytest
+from pydantic import SecretStr
+
+from infrastructure.application.ledger import Ledger
+from infrastructure.cli import main
+from infrastructure.storage.connection import connect_postgres
+from infrastructure.storage.settings import PostgresStore, Settings, SQLiteStore
+
+TEST_SECRETS = {"k1": b"\x11" * 32, "k2": b"\x22" * 32}
+
+
+def signing_keys(*key_ids: str) -> SecretStr:
+    keys = {k: base64.b64encode(TEST_SECRETS[k]).decode() for k in key_ids}
+    return SecretStr(orjson.dumps(keys).decode())
+
+
+def settings_for(store_url: str, *key_ids: str, active: str = "k1") -> Settings:
+    return Settings(
+        store=store_url, signing_keys=signing_keys(*(key_ids or ("k1",))), active_key_id=active
+    )
+
+
+def subprocess_env(store_url: str, **extra: str) -> dict[str, str]:
+    """The environment a `mace` subprocess needs for a test store signed by k1, plus ``extra``."""
+    return os.environ | {
+        "MACE_STORE": store_url,
+        "MACE_SIGNING_KEYS": signing_keys("k1").get_secret_value(),
+        "MACE_ACTIVE_KEY_ID": "k1",
+        **extra,
+    }
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty store of each kind."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/mace.db"
+    url = request.getfixturevalue("postgres_url")
+    assert isinstance(url, str)
+    return url
+
+
+@pytest.fixture
+def settings(store_url: str) -> Settings:
+    return settings_for(store_url)
+
+
+@pytest.fixture
+def ledger(settings: Settings) -> Iterator[Ledger]:
+    with Ledger.open(settings) as opened:
+        yield opened
+
+
+class RawTable:
+    """Direct SQL on the stored events table, as someone with database access could do it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.store = settings.parsed_store()
+        # eventsourcing names the table: per database file on SQLite, per application on PostgreSQL.
+        self.table = "stored_events" if isinstance(self.store, SQLiteStore) else "ledger_events"
+
+    def execute(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        statement = statement.replace("{table}", self.table)
+        store = self.store
+        if isinstance(store, SQLiteStore):
+            conn = sqlite3.connect(store.path)
+            try:
+                rows = conn.execute(statement.replace("%s", "?"), params).fetchall()
+                conn.commit()
+            finally:
+                conn.close()
+            return rows
+        assert isinstance(store, PostgresStore)
+        with connect_postgres(store) as pg:
+            cursor = pg.execute(statement.encode(), params)
+            return list(cursor.fetchall()) if cursor.description else []
+
+    def key(self, stream: UUID) -> str | UUID:
+        return stream.hex if isinstance(self.store, SQLiteStore) else stream
+
+    def state(self, stream: UUID, version: int) -> bytes:
+        rows = self.execute(
+            "SELECT state FROM {table} WHERE originator_id = %s AND originator_version = %s",
+            (self.key(stream), version),
+        )
+        return bytes(rows[0][0])
+
+    def set_column(self, stream: UUID, version: int, column: str, value: Any) -> None:
+        self.execute(
+            f"UPDATE {{table}} SET {column} = %s "
+            "WHERE originator_id = %s AND originator_version = %s",
+            (value, self.key(stream), version),
+        )
+
+    def delete(self, stream: UUID, version: int) -> None:
+        self.execute(
+            "DELETE FROM {table} WHERE originator_id = %s AND originator_version = %s",
+            (self.key(stream), version),
+        )
+
+    def rows(self, stream: UUID) -> list[tuple[int, str, bytes]]:
+        rows = self.execute(
+            "SELECT originator_version, topic, state FROM {table} "
+            "WHERE originator_id = %s ORDER BY originator_version",
+            (self.key(stream),),
+        )
+        return [(int(v), str(t), bytes(s)) for v, t, s in rows]
+
+
+@pytest.fixture
+def raw_table(settings: Settings, ledger: Ledger) -> RawTable:
+    return RawTable(settings)
+
+
+@pytest.fixture
+def cli_env(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The environment a ``mace`` command sees: the store under test and the test keys."""
+    settings = settings_for(store_url)
+    monkeypatch.setenv("MACE_STORE", store_url)
+    assert settings.signing_keys is not None
+    monkeypatch.setenv("MACE_SIGNING_KEYS", settings.signing_keys.get_secret_value())
+    monkeypatch.setenv("MACE_ACTIVE_KEY_ID", "k1")
+    return settings
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``mace *argv``: exit code, standard output, standard error."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -1,0 +1,22 @@
+"""A small job recorded piece by piece, for storage and tampering tests."""
+
+from __future__ import annotations
+
+from domain.job import Job
+from domain.snapshot import Snapshot
+from infrastructure.application.ledger import Ledger
+
+ROUTER = {"rules": [{"id": "R1", "pattern": "x", "weight": 0.1 + 0.2}]}
+
+
+def record_sample_job(ledger: Ledger, job_id: str = "job-1", seed: str = "s1") -> Job:
+    snapshot, _ = ledger.put_snapshot(Snapshot.declare("router", ROUTER))
+    ledger.start_job(job_id, seed, "2 + 2", {"router": snapshot.snapshot_id})
+    ledger.record_job_events(
+        job_id,
+        [
+            ("ROUTER_DECISION", {"agent": "math_agent", "why": "matched_R1_math"}),
+            ("FINAL_OUTPUT", {"text": "4", "score": 0.1 + 0.2, "parts": (1, 2)}),
+        ],
+    )
+    return ledger.seal_job(job_id)

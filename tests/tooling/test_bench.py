@@ -1,0 +1,54 @@
+"""``mace bench`` runs every measured path on both stores and refuses a store holding data.
+
+Nothing here asserts a speed: figures are printed by the bench, never pass/fail in tests.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from support.ledger_fixtures import run
+
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage.settings import Settings
+
+SMALL = ("--jobs", "2", "--memories", "3", "--contexts", "2", "--rounds", "2")
+
+
+def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "bench", *SMALL, "--json")
+    assert (code, err) == (0, "")
+    report = orjson.loads(out)
+    assert report["rounds"] == 2
+    figures = {f["name"]: f for f in report["figures"]}
+    assert list(figures) == ["write", "read", "replay", "memory", "context", "receipt replay"]
+    assert figures["replay"]["count"] == 2
+    assert figures["memory"]["count"] == 3
+    assert figures["context"]["count"] == figures["receipt replay"]["count"] == 2
+    assert figures["write"]["count"] > 2 * 2  # more than one event per job
+    assert all(f["per_second"] > 0 and f["unit"] for f in figures.values())
+    with Ledger.open(cli_env) as ledger:
+        assert ledger.verify_all().jobs == 4
+        assert len(ledger.receipts.listing("bench", limit=500)) == 2 * 2 * 2  # emitted, replayed
+
+
+def test_a_store_holding_data_is_refused_and_left_alone(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "bench", *SMALL)[0] == 0
+    with Ledger.open(cli_env) as ledger:
+        head = ledger.recorder.max_notification_id()
+    code, out, err = run(capsys, "bench", *SMALL)
+    assert (code, out) == (2, "")
+    assert err == "mace: error: mace bench writes to the store: point MACE_STORE at an empty one\n"
+    with Ledger.open(cli_env) as ledger:
+        assert ledger.recorder.max_notification_id() == head
+
+
+@pytest.mark.parametrize("option", ["--jobs", "--memories", "--contexts", "--rounds"])
+def test_sizes_below_one_are_refused(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    code, _, err = run(capsys, "bench", option, "0")
+    assert code == 2
+    assert err == f"mace: error: {option} must be at least 1, got 0\n"
