@@ -39,13 +39,12 @@ from infrastructure.storage.keyring import load_keyring
 from infrastructure.storage.settings import Settings
 
 
-def add_parsers(commands: Any) -> None:
-    export = commands.add_parser(
-        "export", help="write one job's run bundle: a self-contained, signed file"
-    )
-    export.add_argument("job_id")
+def add_export_arguments(export: argparse.ArgumentParser) -> None:
+    export.add_argument("job_id", help="the job to export")
     add_tenant_option(export)
-    export.add_argument("-o", "--output", required=True, type=Path, metavar="FILE")
+    export.add_argument(
+        "-o", "--output", required=True, type=Path, metavar="FILE", help="the bundle to write"
+    )
     export.add_argument(
         "--redact",
         action="store_true",
@@ -55,18 +54,24 @@ def add_parsers(commands: Any) -> None:
     export.add_argument("--json", action="store_true", help="print canonical JSON")
     export.set_defaults(handler=export_job)
 
-    load = commands.add_parser("import", help="load a run bundle's job into this store")
-    load.add_argument("file", type=Path)
+
+def add_import_arguments(load: argparse.ArgumentParser) -> None:
+    load.add_argument("file", type=Path, help="the run bundle (mace export writes one)")
     load.add_argument("--json", action="store_true", help="print canonical JSON")
     load.set_defaults(handler=import_job)
 
-    regression = commands.add_parser(
-        "export-test",
-        help="write a pytest file and its bundle that replay a job and assert its recorded outcome",
-    )
-    regression.add_argument("job_id")
+
+def add_export_test_arguments(regression: argparse.ArgumentParser) -> None:
+    regression.add_argument("job_id", help="the job whose recorded outcome the test asserts")
     add_tenant_option(regression)
-    regression.add_argument("-o", "--output", required=True, type=Path, metavar="DIR")
+    regression.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="the folder for the test file and its bundle",
+    )
     regression.add_argument("--force", action="store_true", help="overwrite existing files")
     regression.set_defaults(handler=export_test)
 

@@ -21,19 +21,17 @@ from infrastructure.storage.settings import Settings
 from projections.receipt_text import receipt_lines
 
 
-def add_parsers(commands: Any) -> None:
-    context = commands.add_parser(
-        "context", help="assemble a context from the tenant's memories; emit its receipt"
-    )
+def add_context_arguments(context: argparse.ArgumentParser) -> None:
     _request_options(context)
     context.set_defaults(handler=emit_context)
 
-    handoff = commands.add_parser(
-        "handoff", help="assemble the context handed to another agent; emit its receipt"
-    )
+
+def add_handoff_arguments(handoff: argparse.ArgumentParser) -> None:
     _request_options(handoff)
-    handoff.add_argument("--to", dest="to_agent", required=True, metavar="AGENT")
-    handoff.add_argument("--from", dest="from_agent", metavar="AGENT")
+    handoff.add_argument(
+        "--to", dest="to_agent", required=True, metavar="AGENT", help="the agent it is handed to"
+    )
+    handoff.add_argument("--from", dest="from_agent", metavar="AGENT", help="the agent handing it")
     handoff.add_argument("--note", help="why, in one line")
     handoff.set_defaults(handler=emit_handoff)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from domain.canonical import canonical_json
 from domain.events import json_schema
@@ -23,13 +22,14 @@ from infrastructure.storage.settings import Settings
 from projections.job_summaries import recorded_run
 
 
-def add_parsers(commands: Any) -> None:
-    ingest = commands.add_parser("ingest", help="record a run from a JSON-lines file")
+def add_ingest_arguments(ingest: argparse.ArgumentParser) -> None:
     ingest.add_argument("file", help="Run Event Schema v1 lines, or - for standard input")
     add_tenant_option(ingest)
     ingest.add_argument("--json", action="store_true", help="print canonical JSON")
     ingest.set_defaults(handler=ingest_run)
-    schema = commands.add_parser("schema", help="print the JSON Schema of a run file's lines")
+
+
+def add_schema_arguments(schema: argparse.ArgumentParser) -> None:
     schema.set_defaults(handler=print_schema)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import EXIT_OK, emit_json
@@ -11,10 +10,7 @@ from infrastructure.storage.schema import StoreSchema
 from infrastructure.storage.settings import Settings
 
 
-def add_parsers(commands: Any) -> None:
-    init = commands.add_parser(
-        "init", help="set up the store's tables (once; running it again changes nothing)"
-    )
+def add_init_arguments(init: argparse.ArgumentParser) -> None:
     init.add_argument("--json", action="store_true", help="print canonical JSON")
     init.set_defaults(handler=init_store)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
 from domain.events import ALL_TYPES
@@ -27,8 +26,7 @@ from projections.read_model_rows import JOB_INDEX
 STREAM_TYPES = ("JobStarted", *sorted(ALL_TYPES), "JobSealed")
 
 
-def add_parsers(commands: Any) -> None:
-    run = commands.add_parser("run", help="run one job through the Stage-0 runtime and record it")
+def add_run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("text", help="the job's input")
     run.add_argument("--seed", required=True, help="the job seed (integer or string)")
     run.add_argument("--job-id", help="default: derived from the seed, input and job counter")
@@ -44,14 +42,16 @@ def add_parsers(commands: Any) -> None:
     run.add_argument("--json", action="store_true", help="print canonical JSON")
     run.set_defaults(handler=run_job)
 
-    events = commands.add_parser("events", help="print a job's events in order")
-    events.add_argument("job_id")
+
+def add_events_arguments(events: argparse.ArgumentParser) -> None:
+    events.add_argument("job_id", help="the job whose events to print")
     events.add_argument("--type", dest="event_type", help="only events of this type")
     add_tenant_option(events)
     events.add_argument("--json", action="store_true", help="canonical JSON lines")
     events.set_defaults(handler=job_events)
 
-    listing = commands.add_parser("jobs", help="list jobs, their replayability and gaps")
+
+def add_jobs_arguments(listing: argparse.ArgumentParser) -> None:
     listing.add_argument(
         "--non-replayable", action="store_true", help="only jobs production replay cannot redo"
     )

@@ -7,7 +7,6 @@ snapshots. Writes act as ``MACE_ACTOR``; the actor lands in the memory's provena
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from domain.canonical import canonical_json
 from domain.memories import Memory, check_episode, check_fact_key, check_labels
@@ -26,8 +25,7 @@ from infrastructure.cli.common import (
 from infrastructure.storage.settings import Settings
 
 
-def add_parsers(commands: Any) -> None:
-    memories = commands.add_parser("memories", help="a tenant's memories: facts and episodes")
+def add_memories_arguments(memories: argparse.ArgumentParser) -> None:
     actions = memories.add_subparsers(dest="memories_command", required=True)
 
     add = actions.add_parser("add", help="remember a fact (under a SEM key) or an episode")
@@ -46,7 +44,7 @@ def add_parsers(commands: Any) -> None:
     listing.set_defaults(handler=list_memories)
 
     forget = actions.add_parser("forget", help="tombstone a live memory")
-    forget.add_argument("memory_id")
+    forget.add_argument("memory_id", help="the memory's id (mace memories list)")
     forget.add_argument("--reason", required=True, help="why, in one line")
     add_tenant_option(forget)
     forget.add_argument("--json", action="store_true", help="print canonical JSON")

@@ -26,8 +26,7 @@ from infrastructure.cli.common import (
 from infrastructure.storage.settings import Settings
 
 
-def add_parsers(commands: Any) -> None:
-    policy = commands.add_parser("policy", help="the policy bundles applied to context assembly")
+def add_policy_arguments(policy: argparse.ArgumentParser) -> None:
     actions = policy.add_subparsers(dest="policy_command", required=True)
 
     put = actions.add_parser("set", help="put a YAML policy bundle in force")

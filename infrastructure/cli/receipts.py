@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from domain.receipt import RECEIPT_ID_PATTERN, MemoryView, Unreplayable
 from infrastructure.application.ledger import Ledger
@@ -33,8 +32,7 @@ from projections.receipt_text import diff_lines, receipt_lines
 MEMORY_VIEWS = {view.value.replace("_", "-"): view for view in MemoryView}
 
 
-def add_parsers(commands: Any) -> None:
-    receipts = commands.add_parser("receipts", help="list, show, verify and replay receipts")
+def add_receipts_arguments(receipts: argparse.ArgumentParser) -> None:
     actions = receipts.add_subparsers(dest="receipts_command", required=True)
 
     listing = actions.add_parser("list", help="the tenant's receipts in emission order")
@@ -45,19 +43,19 @@ def add_parsers(commands: Any) -> None:
     listing.set_defaults(handler=list_receipts)
 
     show = actions.add_parser("show", help="print a receipt and its signature")
-    show.add_argument("receipt_id", metavar="ID")
+    show.add_argument("receipt_id", metavar="ID", help="the receipt's id")
     _common_options(show)
     show.set_defaults(handler=show_receipt)
 
     verify = actions.add_parser("verify", help="check a receipt's signature (exit 1 unless valid)")
-    verify.add_argument("receipt_id", metavar="ID")
+    verify.add_argument("receipt_id", metavar="ID", help="the receipt's id")
     _common_options(verify)
     verify.set_defaults(handler=verify_receipt)
 
     replay = actions.add_parser(
         "replay", help="re-run a receipt's assembly under its frozen bundle; print the diff"
     )
-    replay.add_argument("receipt_id", metavar="ID")
+    replay.add_argument("receipt_id", metavar="ID", help="the receipt to replay")
     replay.add_argument(
         "--memory",
         choices=sorted(MEMORY_VIEWS),

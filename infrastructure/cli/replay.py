@@ -6,7 +6,6 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from domain.canonical import canonical_json
 from domain.job import DEFAULT_TENANT
@@ -30,10 +29,7 @@ REPORT_JSON = "replay_report.json"
 REPORT_MD = "replay_report.md"
 
 
-def add_parsers(commands: Any) -> None:
-    replay = commands.add_parser(
-        "replay", help="replay a job and compare it bit for bit with its record"
-    )
+def add_replay_arguments(replay: argparse.ArgumentParser) -> None:
     replay.add_argument("job_id", nargs="?", help="the job to replay (optional with --bundle)")
     replay.add_argument(
         "--bundle",

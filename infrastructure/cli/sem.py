@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
 from domain.sem import SemRecord
@@ -20,8 +19,7 @@ from infrastructure.cli.common import (
 from infrastructure.storage.settings import Settings
 
 
-def add_parsers(commands: Any) -> None:
-    sem = commands.add_parser("sem", help="read and write semantic memory (SEM)")
+def add_sem_arguments(sem: argparse.ArgumentParser) -> None:
     sem_commands = sem.add_subparsers(dest="sem_command", required=True)
     put = sem_commands.add_parser("put", help="store a fact under a canonical key")
     put.add_argument("key", help="<scope>/<entity_type>/<entity_id>/<attribute>")

@@ -20,10 +20,7 @@ from infrastructure.cli.common import (
 from infrastructure.storage.settings import Settings
 
 
-def add_parsers(commands: Any) -> None:
-    verify = commands.add_parser(
-        "verify", help="check MACs, stream contiguity and seals of one job or of every stream"
-    )
+def add_verify_arguments(verify: argparse.ArgumentParser) -> None:
     verify.add_argument("job_id", nargs="?", help="the job to verify (with its snapshots)")
     verify.add_argument("--all", action="store_true", help="verify every stream in the store")
     add_tenant_option(verify, default=None)

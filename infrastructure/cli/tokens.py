@@ -1,4 +1,4 @@
-"""``mace serve`` (the HTTP service) and ``mace token new|list|revoke`` (its bearer tokens)."""
+"""``mace token new|list|revoke``: the HTTP service's bearer tokens, in their file."""
 
 from __future__ import annotations
 
@@ -7,32 +7,21 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-import uvicorn
 
 from domain.job import DEFAULT_TENANT
-from infrastructure.api.app import create_app
-from infrastructure.api.tokens import (
+from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
+from infrastructure.storage.settings import Settings
+from infrastructure.storage.tokens import (
     TokensFileError,
-    WatchedTokensFile,
     add_token,
+    configured_tokens_file,
     read_tokens_file,
     revoke_token,
     token_id_of,
 )
-from infrastructure.application.ledger import Ledger
-from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
-from infrastructure.storage.settings import Settings
 
 
-def add_parsers(commands: Any) -> None:
-    serve = commands.add_parser("serve", help="run the HTTP service over the ledger")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port to listen on (8000)")
-    serve.set_defaults(handler=serve_http)
-
-    token = commands.add_parser("token", help="manage the HTTP service's bearer tokens")
+def add_token_arguments(token: argparse.ArgumentParser) -> None:
     actions = token.add_subparsers(dest="token_command", required=True)
     new = actions.add_parser("new", help="make a token, store its hash, print it once")
     new.add_argument("--actor", required=True, help="who the token acts as")
@@ -56,30 +45,9 @@ def _file_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--file", type=Path, help="tokens file (default: MACE_TOKENS_FILE)")
 
 
-def tokens_path(settings: Settings, given: Path | None = None) -> Path:
-    path = given or settings.tokens_file
-    if path is None:
-        raise UsageError("set MACE_TOKENS_FILE (the service's bearer tokens; see 'mace token new')")
-    return path
-
-
-def serve_http(args: argparse.Namespace, settings: Settings) -> int:
-    if not 0 < args.port < 65536:
-        raise UsageError(f"--port {args.port}: expected 1-65535")
-    try:
-        tokens = WatchedTokensFile(tokens_path(settings), settings.tokens_reload_seconds)
-    except TokensFileError as exc:
-        raise UsageError(str(exc)) from None
-    with Ledger.open(settings) as ledger:
-        app = create_app(settings, tokens, ledger)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
-    return EXIT_OK
-
-
 def new_token(args: argparse.Namespace, settings: Settings) -> int:
-    path = tokens_path(settings, args.file)
     roles = [r.strip() for r in args.roles.split(",") if r.strip()]
-    with _tokens_file(path):
+    with _tokens_file(settings, args.file) as path:
         token = add_token(path, args.actor, roles, args.tenant)
     print(token)
     # Standard output holds the token alone, for TOKEN=$(mace token new ...).
@@ -93,8 +61,7 @@ def new_token(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def list_tokens(args: argparse.Namespace, settings: Settings) -> int:
-    path = tokens_path(settings, args.file)
-    with _tokens_file(path):
+    with _tokens_file(settings, args.file) as path:
         entries = read_tokens_file(path).tokens
     rows = [
         {
@@ -114,18 +81,22 @@ def list_tokens(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def revoke_one(args: argparse.Namespace, settings: Settings) -> int:
-    path = tokens_path(settings, args.file)
-    with _tokens_file(path):
+    with _tokens_file(settings, args.file) as path:
         revoked = revoke_token(path, args.token_id)
     print(f"revoked token {revoked.token_id} of {revoked.actor_id} (tenant {revoked.tenant})")
     return EXIT_OK
 
 
 @contextmanager
-def _tokens_file(path: Path) -> Iterator[None]:
-    """A tokens file that cannot be read, written or changed so is a usage error (exit 2)."""
+def _tokens_file(settings: Settings, given: Path | None) -> Iterator[Path]:
+    """The tokens file to work on (``--file``, else ``MACE_TOKENS_FILE``). One that is not set,
+    or cannot be read, written or changed so, is a usage error (exit 2)."""
     try:
-        yield
+        path = configured_tokens_file(settings, given)
+    except TokensFileError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        yield path
     except TokensFileError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:

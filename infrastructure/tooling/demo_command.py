@@ -1,20 +1,19 @@
-"""``mace demo``: record, replay and catch tampering on real jobs; the first command to run."""
+"""``mace demo``: record, replay and catch tampering on real jobs; the first command to run.
+
+Defined beside the demo it runs; ``mace`` names it in its command table and loads it on use.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from infrastructure.application.ledger import Ledger
-from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, UsageError
+from infrastructure.storage.errors import EXIT_FAILED, EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings, SQLiteStore
 from infrastructure.tooling.demo import run_demo
 
 
-def add_parsers(commands: Any) -> None:
-    demo = commands.add_parser(
-        "demo", help="record Stage-0 jobs, replay them, and show what replay catches"
-    )
+def add_arguments(demo: argparse.ArgumentParser) -> None:
     demo.set_defaults(handler=demo_command)
 
 

@@ -2,7 +2,7 @@
 
 A benchmark, not a test of the suite: its figures are printed (and belong in the README), never
 asserted. The driver is `infrastructure.tooling.load_test`; this module parses, refuses what
-cannot run, and prints the report.
+cannot run, and prints the report. ``mace`` names it in its command table and loads it on use.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, UsageError, emit_json
+from domain.canonical import canonical_json
+from infrastructure.storage.errors import EXIT_FAILED, EXIT_OK, UsageError
 from infrastructure.storage.settings import PostgresStore, Settings
 from infrastructure.tooling.load_server import LoadSetupError
 from infrastructure.tooling.load_test import run_load_test
@@ -48,13 +49,9 @@ new jobs (ids load-<random>-<n>) to the store: point MACE_STORE at a database me
 """
 
 
-def add_parsers(commands: Any) -> None:
-    parser = commands.add_parser(
-        "loadtest",
-        help="load the HTTP service over PostgreSQL and verify what it stored",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients (8)")
     parser.add_argument("--runs", type=int, default=200, help="runs in total (200)")
     parser.add_argument("--events", type=int, default=20, help="events per run (20; at least 4)")
@@ -96,7 +93,7 @@ def load_test(args: argparse.Namespace, settings: Settings) -> int:
         print(f"mace: error: {exc}".splitlines()[0], file=sys.stderr)
         return EXIT_FAILED
     if args.json:
-        emit_json(report)
+        sys.stdout.buffer.write(canonical_json(report) + b"\n")
     else:
         print(render(report))
     return EXIT_OK if report["ok"] else EXIT_FAILED
