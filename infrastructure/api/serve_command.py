@@ -1,8 +1,8 @@
 """``mace serve``: the HTTP service over the ledger, on uvicorn.
 
-Defined beside the service it runs, not in ``cli``: the command line names this module in its
-command table and imports it only when ``mace serve`` runs, so no other command loads the web
-stack (FastAPI, uvicorn, Jinja2).
+Defined beside the service it runs, not in ``cli`` (its arguments are in
+`infrastructure.api.command_arguments`): ``mace`` loads this module only when the service starts,
+so no other command, and no ``--help``, loads the web stack (FastAPI, uvicorn, Jinja2).
 """
 
 from __future__ import annotations
@@ -16,12 +16,6 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.storage.errors import EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.tokens import TokensFileError, WatchedTokensFile, configured_tokens_file
-
-
-def add_arguments(serve: argparse.ArgumentParser) -> None:
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port to listen on (8000)")
-    serve.set_defaults(handler=serve_http)
 
 
 def serve_http(args: argparse.Namespace, settings: Settings) -> int:

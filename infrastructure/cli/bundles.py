@@ -34,46 +34,9 @@ from infrastructure.bundles.regression import (
     render_test,
 )
 from infrastructure.bundles.replay import REGRESSION_ACTOR, check_replay_options, replay_bundle
-from infrastructure.cli.common import EXIT_OK, UsageError, add_tenant_option, emit_json
+from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
 from infrastructure.storage.keyring import load_keyring
 from infrastructure.storage.settings import Settings
-
-
-def add_export_arguments(export: argparse.ArgumentParser) -> None:
-    export.add_argument("job_id", help="the job to export")
-    add_tenant_option(export)
-    export.add_argument(
-        "-o", "--output", required=True, type=Path, metavar="FILE", help="the bundle to write"
-    )
-    export.add_argument(
-        "--redact",
-        action="store_true",
-        help="safe export: leave out PII (privacy snapshot) and every model I/O payload",
-    )
-    export.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
-    export.add_argument("--json", action="store_true", help="print canonical JSON")
-    export.set_defaults(handler=export_job)
-
-
-def add_import_arguments(load: argparse.ArgumentParser) -> None:
-    load.add_argument("file", type=Path, help="the run bundle (mace export writes one)")
-    load.add_argument("--json", action="store_true", help="print canonical JSON")
-    load.set_defaults(handler=import_job)
-
-
-def add_export_test_arguments(regression: argparse.ArgumentParser) -> None:
-    regression.add_argument("job_id", help="the job whose recorded outcome the test asserts")
-    add_tenant_option(regression)
-    regression.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        type=Path,
-        metavar="DIR",
-        help="the folder for the test file and its bundle",
-    )
-    regression.add_argument("--force", action="store_true", help="overwrite existing files")
-    regression.set_defaults(handler=export_test)
 
 
 @contextlib.contextmanager

@@ -1,11 +1,13 @@
 """Every ``mace`` command in one table: its name, group, one-line help and where it is defined.
 
-A command's module is named by a string (``"module:function"``, as console scripts are) and
-imported only when that command is parsed, so ``mace --version`` and ``mace --help`` load no
-command at all, and ``mace run`` never loads the web stack that ``mace serve`` needs. The table
-also writes the grouped command list of ``mace --help``, so the list cannot drift from the
-commands. ``serve`` lives beside the HTTP service and ``bench``, ``demo`` and ``loadtest`` beside
-the tools: the command line names them here but never imports them.
+Commands are named by strings (``"module:function"``, as console scripts are) and loaded in two
+steps: a command's arguments when it is parsed (a light module: argparse and domain names), its
+handler when it runs (the use cases, the store and its driver). So ``mace --version`` and
+``mace --help`` load no command, ``mace run --help`` no store, and ``mace run`` never the web
+stack that ``mace serve`` needs. The table also writes the grouped command list of
+``mace --help``, so that list cannot drift from the commands. ``serve`` is defined beside the HTTP
+service and ``bench``, ``demo`` and ``loadtest`` beside the tools: the command line names them
+here and never imports them.
 """
 
 from __future__ import annotations
@@ -34,17 +36,22 @@ class Command:
     name: str
     group: Group
     help: str
-    # "package.module:function": the function adds the command's arguments and its handler.
+    # "package.module:function" that adds the command's arguments to its parser, and its
+    # handler as the default ``handler="package.module:function"``.
     arguments: str
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Load the command's module (on first use) and give ``parser`` its arguments."""
-        module, _, function = self.arguments.partition(":")
-        getattr(import_module(module), function)(parser)
+        load(self.arguments)(parser)
+
+
+def load(name: str) -> Any:
+    """The function ``"package.module:function"`` names, its module imported now."""
+    module, _, function = name.partition(":")
+    return getattr(import_module(module), function)
 
 
 def _cli(module: str, function: str) -> str:
-    return f"infrastructure.cli.{module}:{function}"
+    return f"infrastructure.cli.arguments.{module}:{function}"
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -178,7 +185,7 @@ COMMANDS: tuple[Command, ...] = (
         "serve",
         Group.SERVICE,
         "run the HTTP service over the ledger",
-        "infrastructure.api.serve_command:add_arguments",
+        "infrastructure.api.command_arguments:add_serve_arguments",
     ),
     Command(
         "token",
@@ -190,26 +197,26 @@ COMMANDS: tuple[Command, ...] = (
         "bench",
         Group.SERVICE,
         "measure write, read, replay and receipt speed on an empty store",
-        "infrastructure.tooling.bench_command:add_arguments",
+        "infrastructure.tooling.command_arguments:add_bench_arguments",
     ),
     Command(
         "demo",
         Group.SERVICE,
         "record Stage-0 jobs, replay them, and show what replay catches",
-        "infrastructure.tooling.demo_command:add_arguments",
+        "infrastructure.tooling.command_arguments:add_demo_arguments",
     ),
     Command(
         "loadtest",
         Group.SERVICE,
         "load the HTTP service over PostgreSQL and verify what it stored",
-        "infrastructure.tooling.loadtest_command:add_arguments",
+        "infrastructure.tooling.command_arguments:add_loadtest_arguments",
     ),
 )
 BY_NAME = {command.name: command for command in COMMANDS}
 
 
 class CommandsOnUse(argparse._SubParsersAction):  # type: ignore[type-arg]
-    """The subcommands of ``mace``: a command's arguments (and module) load when it is parsed."""
+    """The commands of ``mace``: arguments load when a command is parsed, its handler after."""
 
     def __call__(
         self,
@@ -223,6 +230,8 @@ class CommandsOnUse(argparse._SubParsersAction):  # type: ignore[type-arg]
         if command is not None:  # an unknown name is argparse's to refuse, with the choices
             command.add_arguments(self.choices[command.name])
         super().__call__(parser, namespace, values, option_string)
+        # Parsed, so the command runs (a --help has exited already): its module loads now.
+        namespace.handler = load(namespace.handler)
 
 
 def add_commands(commands: argparse._SubParsersAction[Parser]) -> None:

@@ -16,31 +16,9 @@ from domain.context_assembly import ContextCaller, ContextRequest
 from domain.receipt import ReceiptKind, handoff_of
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
-from infrastructure.cli.common import EXIT_OK, acting_actor, add_tenant_option, bad_input, emit_json
+from infrastructure.cli.common import EXIT_OK, acting_actor, bad_input, emit_json
 from infrastructure.storage.settings import Settings
 from projections.receipt_text import receipt_lines
-
-
-def add_context_arguments(context: argparse.ArgumentParser) -> None:
-    _request_options(context)
-    context.set_defaults(handler=emit_context)
-
-
-def add_handoff_arguments(handoff: argparse.ArgumentParser) -> None:
-    _request_options(handoff)
-    handoff.add_argument(
-        "--to", dest="to_agent", required=True, metavar="AGENT", help="the agent it is handed to"
-    )
-    handoff.add_argument("--from", dest="from_agent", metavar="AGENT", help="the agent handing it")
-    handoff.add_argument("--note", help="why, in one line")
-    handoff.set_defaults(handler=emit_handoff)
-
-
-def _request_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("query", help="what to look for in the memories")
-    parser.add_argument("--max-entries", type=int, default=10, metavar="N")
-    add_tenant_option(parser)
-    parser.add_argument("--json", action="store_true", help="print canonical JSON")
 
 
 def emit_context(args: argparse.Namespace, settings: Settings) -> int:

@@ -14,23 +14,11 @@ from infrastructure.application.run_ingest import record_once
 from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
-    add_tenant_option,
     emit_json,
     read_bytes,
 )
 from infrastructure.storage.settings import Settings
 from projections.job_summaries import recorded_run
-
-
-def add_ingest_arguments(ingest: argparse.ArgumentParser) -> None:
-    ingest.add_argument("file", help="Run Event Schema v1 lines, or - for standard input")
-    add_tenant_option(ingest)
-    ingest.add_argument("--json", action="store_true", help="print canonical JSON")
-    ingest.set_defaults(handler=ingest_run)
-
-
-def add_schema_arguments(schema: argparse.ArgumentParser) -> None:
-    schema.set_defaults(handler=print_schema)
 
 
 def ingest_run(args: argparse.Namespace, settings: Settings) -> int:

@@ -10,11 +10,6 @@ from infrastructure.storage.schema import StoreSchema
 from infrastructure.storage.settings import Settings
 
 
-def add_init_arguments(init: argparse.ArgumentParser) -> None:
-    init.add_argument("--json", action="store_true", help="print canonical JSON")
-    init.set_defaults(handler=init_store)
-
-
 def init_store(args: argparse.Namespace, settings: Settings) -> int:
     # Opening as a writer sets up whatever tables are missing, one process at a time.
     with Ledger.open(settings) as ledger:

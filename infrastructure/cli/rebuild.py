@@ -13,15 +13,6 @@ from infrastructure.storage.settings import Settings
 BAR_WIDTH = 30
 
 
-def add_rebuild_arguments(rebuild: argparse.ArgumentParser) -> None:
-    rebuild.add_argument("--json", action="store_true", help="print canonical JSON")
-    rebuild.set_defaults(handler=rebuild_views)
-
-
-def add_follow_arguments(follow: argparse.ArgumentParser) -> None:
-    follow.set_defaults(handler=follow_views)
-
-
 def follow_views(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
         print(f"following {ledger.store.describe()}; Ctrl-C stops", file=sys.stderr)

@@ -1,6 +1,7 @@
 """``mace bench``: the ledger's speed on this machine, measured on an empty store.
 
-Defined beside the bench it runs; ``mace`` names it in its command table and loads it on use.
+Defined beside the bench it runs (its arguments are in `infrastructure.tooling.command_arguments`);
+``mace`` loads this module only when the command runs.
 """
 
 from __future__ import annotations
@@ -13,15 +14,6 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.storage.errors import EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings
 from infrastructure.tooling.bench import Bench, BenchError
-
-
-def add_arguments(bench: argparse.ArgumentParser) -> None:
-    bench.add_argument("--jobs", type=int, default=50, help="Stage-0 jobs per round (50)")
-    bench.add_argument("--memories", type=int, default=200, help="memory writes per round (200)")
-    bench.add_argument("--contexts", type=int, default=50, help="receipts per round (50)")
-    bench.add_argument("--rounds", type=int, default=3, help="rounds; figures are medians (3)")
-    bench.add_argument("--json", action="store_true", help="print canonical JSON")
-    bench.set_defaults(handler=run_bench)
 
 
 def run_bench(args: argparse.Namespace, settings: Settings) -> int:

@@ -1,6 +1,7 @@
 """``mace demo``: record, replay and catch tampering on real jobs; the first command to run.
 
-Defined beside the demo it runs; ``mace`` names it in its command table and loads it on use.
+Defined beside the demo it runs (its arguments are in `infrastructure.tooling.command_arguments`);
+``mace`` loads this module only when the command runs.
 """
 
 from __future__ import annotations
@@ -11,10 +12,6 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.storage.errors import EXIT_FAILED, EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings, SQLiteStore
 from infrastructure.tooling.demo import run_demo
-
-
-def add_arguments(demo: argparse.ArgumentParser) -> None:
-    demo.set_defaults(handler=demo_command)
 
 
 def demo_command(args: argparse.Namespace, settings: Settings) -> int:
