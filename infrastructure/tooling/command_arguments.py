@@ -54,7 +54,8 @@ def add_demo_arguments(demo: argparse.ArgumentParser) -> None:
 
 
 def add_loadtest_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = LOADTEST_DESCRIPTION
+    # After the command's one line (the table's), what it does in full.
+    parser.description = f"{parser.description}.\n\n{LOADTEST_DESCRIPTION}"
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients (8)")
     parser.add_argument("--runs", type=int, default=200, help="runs in total (200)")
