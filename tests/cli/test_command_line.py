@@ -11,7 +11,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -69,7 +68,7 @@ def test_version_and_help_load_no_web_stack_no_driver_and_no_use_case(
     assert heavy(modules) == []
 
 
-def test_a_command_loads_its_handler_only_when_it_runs(tmp_path: Path) -> None:
+def test_a_command_loads_its_handler_only_when_it_runs() -> None:
     modules = loaded_after("schema --help")
     assert "infrastructure.cli.arguments.ingest" in modules
     assert "infrastructure.cli.ingest" not in modules
