@@ -39,7 +39,6 @@ from infrastructure.api.errors import (
 )
 from infrastructure.api.limits import BodyLimit
 from infrastructure.api.responses import CanonicalJSONResponse
-from infrastructure.api.tokens import Tokens
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.errors import (
     ConflictError,
@@ -49,6 +48,7 @@ from infrastructure.storage.errors import (
 )
 from infrastructure.storage.key_checks import KeyMismatch
 from infrastructure.storage.settings import Settings
+from infrastructure.storage.tokens import Tokens
 
 
 def create_app(settings: Settings, tokens: Tokens, ledger: Ledger | None = None) -> FastAPI:

@@ -13,9 +13,9 @@ from domain.governance import Role, require_any
 from domain.job import JOB_ID_PATTERN, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, check_snapshot_id
 from infrastructure.api.errors import ApiError, HttpCode, invalid, not_found
-from infrastructure.api.tokens import Principal, Tokens
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
+from infrastructure.storage.tokens import Principal, Tokens
 
 SESSION_COOKIE = "mace_session"
 """The dashboard's cookie: the bearer token a person entered on the login form."""

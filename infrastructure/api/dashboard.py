@@ -27,10 +27,10 @@ from infrastructure.api.context import (
 )
 from infrastructure.api.errors import ApiError
 from infrastructure.api.metrics import tenant_evidence, tenant_replays
-from infrastructure.api.tokens import Principal
 from infrastructure.application.governance import ABANDONED
 from infrastructure.application.personal_data import HTTP_CHANNEL, PersonalDataReads
 from infrastructure.storage.errors import NotFoundError
+from infrastructure.storage.tokens import Principal
 from projections.read_model_rows import HALTED_SNAPSHOTS, NON_REPLAYABLE, REPLAY_OUTCOMES
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)

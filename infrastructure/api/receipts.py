@@ -19,8 +19,8 @@ from domain.receipt import RECEIPT_ID_PATTERN, MemoryView, ReceiptKind, handoff_
 from infrastructure.api.bodies import ContextAsk, HandoffAsk
 from infrastructure.api.context import Caller, Ctx, Service
 from infrastructure.api.errors import ApiError, documented, invalid
-from infrastructure.api.tokens import Principal
 from infrastructure.application.receipts import LIST_LIMIT, Assembly
+from infrastructure.storage.tokens import Principal
 
 router = APIRouter(tags=["receipts"])
 NO_RECEIPT = (404, "no such receipt for this tenant (NOT_FOUND)")

@@ -7,6 +7,7 @@ has been written. Errors are one line on stderr.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from collections.abc import Sequence
@@ -16,62 +17,37 @@ from eventsourcing.persistence import PersistenceError
 from pydantic import ValidationError
 
 from domain.errors import MaceError
-from infrastructure.application.ledger import ConflictError, NotFoundError, SnapshotError
-from infrastructure.cli import (
-    bench,
-    bundles,
-    context,
-    demo,
-    governance,
-    ingest,
-    init,
-    jobs,
-    loadtest,
-    memories,
-    policy,
-    rebuild,
-    receipts,
-    replay,
-    sem,
-    serve,
-    snapshots,
-    verify,
-)
+from infrastructure.cli.command_table import ENVIRONMENT, CommandsOnUse, add_commands, overview
 from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError
-from infrastructure.storage.errors import StoreBusyError
+from infrastructure.storage.errors import (
+    ConflictError,
+    NotFoundError,
+    SnapshotError,
+    StoreBusyError,
+)
 from infrastructure.storage.key_checks import KeyMismatch
 from infrastructure.storage.keyring import KeyringError
 from infrastructure.storage.settings import Settings, SettingsError
 
 
 def build_parser() -> Parser:
+    """The whole command line; a command's own arguments load only when it is used."""
     parser = Parser(
-        prog="mace", description="MACE Ledger: signed, replayable records of agent runs."
+        prog="mace",
+        description=overview("MACE Ledger: signed, replayable records of agent runs."),
+        epilog=ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"mace {version('mace-ledger')}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    modules = (
-        init,
-        demo,
-        jobs,
-        replay,
-        verify,
-        governance,
-        rebuild,
-        sem,
-        ingest,
-        snapshots,
-        serve,
-        bundles,
-        loadtest,
-        memories,
-        policy,
-        context,
-        receipts,
-        bench,
+    commands = parser.add_subparsers(
+        dest="command",
+        required=True,
+        parser_class=Parser,
+        action=CommandsOnUse,
+        metavar="COMMAND",
+        help="one of the commands above",
     )
-    for module in modules:
-        module.add_parsers(commands)
+    add_commands(commands)
     return parser
 
 

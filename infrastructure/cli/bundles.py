@@ -34,41 +34,9 @@ from infrastructure.bundles.regression import (
     render_test,
 )
 from infrastructure.bundles.replay import REGRESSION_ACTOR, check_replay_options, replay_bundle
-from infrastructure.cli.common import EXIT_OK, UsageError, add_tenant_option, emit_json
+from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
 from infrastructure.storage.keyring import load_keyring
 from infrastructure.storage.settings import Settings
-
-
-def add_parsers(commands: Any) -> None:
-    export = commands.add_parser(
-        "export", help="write one job's run bundle: a self-contained, signed file"
-    )
-    export.add_argument("job_id")
-    add_tenant_option(export)
-    export.add_argument("-o", "--output", required=True, type=Path, metavar="FILE")
-    export.add_argument(
-        "--redact",
-        action="store_true",
-        help="safe export: leave out PII (privacy snapshot) and every model I/O payload",
-    )
-    export.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
-    export.add_argument("--json", action="store_true", help="print canonical JSON")
-    export.set_defaults(handler=export_job)
-
-    load = commands.add_parser("import", help="load a run bundle's job into this store")
-    load.add_argument("file", type=Path)
-    load.add_argument("--json", action="store_true", help="print canonical JSON")
-    load.set_defaults(handler=import_job)
-
-    regression = commands.add_parser(
-        "export-test",
-        help="write a pytest file and its bundle that replay a job and assert its recorded outcome",
-    )
-    regression.add_argument("job_id")
-    add_tenant_option(regression)
-    regression.add_argument("-o", "--output", required=True, type=Path, metavar="DIR")
-    regression.add_argument("--force", action="store_true", help="overwrite existing files")
-    regression.set_defaults(handler=export_test)
 
 
 @contextlib.contextmanager

@@ -14,13 +14,28 @@ from domain.governance import Actor, GovernanceError, Role
 from domain.job import DEFAULT_TENANT, validate_tenant
 from domain.json_input import JSONInputError, NotJSONError, parse_json_input
 from domain.snapshot import SnapshotKind, parse_kind
+from infrastructure.storage.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError
 from infrastructure.storage.settings import Settings
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    """Bad usage or input: exit 2, nothing written."""
+# The exit codes and the usage error live below the entry points (the service's and the tools'
+# commands raise it too); every ``mace`` command takes them from here.
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "Parser",
+    "UsageError",
+    "acting_actor",
+    "add_snapshot_option",
+    "add_tenant_option",
+    "bad_input",
+    "emit_json",
+    "parse_json",
+    "parse_json_argument",
+    "read_bytes",
+    "read_json_object",
+    "snapshot_overrides",
+]
 
 
 class Parser(argparse.ArgumentParser):

@@ -16,33 +16,9 @@ from domain.context_assembly import ContextCaller, ContextRequest
 from domain.receipt import ReceiptKind, handoff_of
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
-from infrastructure.cli.common import EXIT_OK, acting_actor, add_tenant_option, bad_input, emit_json
+from infrastructure.cli.common import EXIT_OK, acting_actor, bad_input, emit_json
 from infrastructure.storage.settings import Settings
 from projections.receipt_text import receipt_lines
-
-
-def add_parsers(commands: Any) -> None:
-    context = commands.add_parser(
-        "context", help="assemble a context from the tenant's memories; emit its receipt"
-    )
-    _request_options(context)
-    context.set_defaults(handler=emit_context)
-
-    handoff = commands.add_parser(
-        "handoff", help="assemble the context handed to another agent; emit its receipt"
-    )
-    _request_options(handoff)
-    handoff.add_argument("--to", dest="to_agent", required=True, metavar="AGENT")
-    handoff.add_argument("--from", dest="from_agent", metavar="AGENT")
-    handoff.add_argument("--note", help="why, in one line")
-    handoff.set_defaults(handler=emit_handoff)
-
-
-def _request_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("query", help="what to look for in the memories")
-    parser.add_argument("--max-entries", type=int, default=10, metavar="N")
-    add_tenant_option(parser)
-    parser.add_argument("--json", action="store_true", help="print canonical JSON")
 
 
 def emit_context(args: argparse.Namespace, settings: Settings) -> int:

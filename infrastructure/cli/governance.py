@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
 
 from domain.canonical import canonical_json
-from domain.governance import Actor, Motion, Vote
+from domain.governance import Actor, Motion
 from domain.job import DEFAULT_TENANT
 from infrastructure.application.governance import ABANDONED, RUNNING
 from infrastructure.application.ledger import Ledger
@@ -15,63 +14,9 @@ from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
     acting_actor,
-    add_tenant_option,
     emit_json,
 )
 from infrastructure.storage.settings import Settings
-
-
-def add_parsers(commands: Any) -> None:
-    governance = commands.add_parser(
-        "governance", help="council votes, force-continue requests, halts and their log"
-    )
-    actions = governance.add_subparsers(dest="governance_command", required=True)
-    motions = [m.value for m in Motion]
-
-    request = actions.add_parser("request", help="admin: ask to force-continue a job's replays")
-    request.add_argument("job_id")
-    request.add_argument("--action", choices=[Motion.FORCE_CONTINUE.value], required=True)
-    request.add_argument("--reason", required=True, help="why, in one line")
-    add_tenant_option(request)
-    request.set_defaults(handler=request_action)
-
-    for name, vote, text in (
-        ("approve", Vote.APPROVE, "council: approve a motion for a job"),
-        ("reject", Vote.REJECT, "council: reject (or withdraw approval of) a motion for a job"),
-    ):
-        parser = actions.add_parser(name, help=text)
-        parser.add_argument("job_id")
-        parser.add_argument("--action", choices=motions, required=True)
-        add_tenant_option(parser)
-        parser.set_defaults(handler=vote_on, vote=vote)
-
-    halt = actions.add_parser(
-        "halt", help="record a security incident: halt a tenant's replays touching a snapshot"
-    )
-    halt.add_argument("snapshot_id")
-    halt.add_argument("--reason", required=True, help="the incident, in one line")
-    _halt_tenant_options(halt, "halt every tenant's replays (store_operator role only)")
-    halt.set_defaults(handler=halt_snapshot)
-
-    clear = actions.add_parser(
-        "clear", help="council: lift a tenant's halt of a snapshot (FORCE_HALT_CLEAR)"
-    )
-    clear.add_argument("snapshot_id")
-    _halt_tenant_options(clear, "lift a store-wide halt (council and store_operator roles)")
-    clear.set_defaults(handler=clear_halt)
-
-    log = actions.add_parser("log", help="print governance events, of one job or of all")
-    log.add_argument("job_id", nargs="?")
-    add_tenant_option(log, default=None)
-    log.add_argument("--json", action="store_true", help="canonical JSON lines")
-    log.set_defaults(handler=print_log)
-
-
-def _halt_tenant_options(parser: argparse.ArgumentParser, store_wide: str) -> None:
-    """Whose halt: ``--tenant T`` (default: the default tenant) or ``--store-wide``."""
-    whose = parser.add_mutually_exclusive_group()
-    add_tenant_option(whose)
-    whose.add_argument("--store-wide", action="store_true", help=store_wide)
 
 
 def _halt_tenant(args: argparse.Namespace) -> str | None:

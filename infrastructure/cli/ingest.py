@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from domain.canonical import canonical_json
 from domain.events import json_schema
@@ -15,22 +14,11 @@ from infrastructure.application.run_ingest import record_once
 from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
-    add_tenant_option,
     emit_json,
     read_bytes,
 )
 from infrastructure.storage.settings import Settings
 from projections.job_summaries import recorded_run
-
-
-def add_parsers(commands: Any) -> None:
-    ingest = commands.add_parser("ingest", help="record a run from a JSON-lines file")
-    ingest.add_argument("file", help="Run Event Schema v1 lines, or - for standard input")
-    add_tenant_option(ingest)
-    ingest.add_argument("--json", action="store_true", help="print canonical JSON")
-    ingest.set_defaults(handler=ingest_run)
-    schema = commands.add_parser("schema", help="print the JSON Schema of a run file's lines")
-    schema.set_defaults(handler=print_schema)
 
 
 def ingest_run(args: argparse.Namespace, settings: Settings) -> int:

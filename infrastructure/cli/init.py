@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import EXIT_OK, emit_json
 from infrastructure.storage.schema import StoreSchema
 from infrastructure.storage.settings import Settings
-
-
-def add_parsers(commands: Any) -> None:
-    init = commands.add_parser(
-        "init", help="set up the store's tables (once; running it again changes nothing)"
-    )
-    init.add_argument("--json", action="store_true", help="print canonical JSON")
-    init.set_defaults(handler=init_store)
 
 
 def init_store(args: argparse.Namespace, settings: Settings) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
 from domain.events import ALL_TYPES
@@ -15,8 +14,6 @@ from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
     acting_actor,
-    add_snapshot_option,
-    add_tenant_option,
     emit_json,
     snapshot_overrides,
 )
@@ -25,39 +22,6 @@ from projections.job_summaries import job_listing, run_report
 from projections.read_model_rows import JOB_INDEX
 
 STREAM_TYPES = ("JobStarted", *sorted(ALL_TYPES), "JobSealed")
-
-
-def add_parsers(commands: Any) -> None:
-    run = commands.add_parser("run", help="run one job through the Stage-0 runtime and record it")
-    run.add_argument("text", help="the job's input")
-    run.add_argument("--seed", required=True, help="the job seed (integer or string)")
-    run.add_argument("--job-id", help="default: derived from the seed, input and job counter")
-    run.add_argument(
-        "--capture",
-        choices=[m.value for m in CaptureMode],
-        default=CaptureMode.FULL_IO.value,
-        help="how much agent I/O to keep (default full_io: production-replayable)",
-    )
-    run.add_argument("--user", default="default", help="whose profile facts the job may use")
-    add_snapshot_option(run)
-    add_tenant_option(run)
-    run.add_argument("--json", action="store_true", help="print canonical JSON")
-    run.set_defaults(handler=run_job)
-
-    events = commands.add_parser("events", help="print a job's events in order")
-    events.add_argument("job_id")
-    events.add_argument("--type", dest="event_type", help="only events of this type")
-    add_tenant_option(events)
-    events.add_argument("--json", action="store_true", help="canonical JSON lines")
-    events.set_defaults(handler=job_events)
-
-    listing = commands.add_parser("jobs", help="list jobs, their replayability and gaps")
-    listing.add_argument(
-        "--non-replayable", action="store_true", help="only jobs production replay cannot redo"
-    )
-    add_tenant_option(listing, default=None)
-    listing.add_argument("--json", action="store_true", help="canonical JSON lines")
-    listing.set_defaults(handler=list_jobs)
 
 
 def run_job(args: argparse.Namespace, settings: Settings) -> int:

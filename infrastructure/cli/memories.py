@@ -7,7 +7,6 @@ snapshots. Writes act as ``MACE_ACTOR``; the actor lands in the memory's provena
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from domain.canonical import canonical_json
 from domain.memories import Memory, check_episode, check_fact_key, check_labels
@@ -17,40 +16,12 @@ from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
     acting_actor,
-    add_tenant_option,
     bad_input,
     emit_json,
     parse_json,
     parse_json_argument,
 )
 from infrastructure.storage.settings import Settings
-
-
-def add_parsers(commands: Any) -> None:
-    memories = commands.add_parser("memories", help="a tenant's memories: facts and episodes")
-    actions = memories.add_subparsers(dest="memories_command", required=True)
-
-    add = actions.add_parser("add", help="remember a fact (under a SEM key) or an episode")
-    what = add.add_mutually_exclusive_group(required=True)
-    what.add_argument("--fact", nargs=2, metavar=("KEY", "JSON"), help="a SEM key and its value")
-    what.add_argument("--episode", metavar="TEXT", help="what happened, as text")
-    add.add_argument("--label", action="append", default=[], help="a label (repeatable)")
-    add.add_argument("--origin", metavar="JSON", help="where it came from, as JSON")
-    add_tenant_option(add)
-    add.add_argument("--json", action="store_true", help="print canonical JSON")
-    add.set_defaults(handler=add_memory)
-
-    listing = actions.add_parser("list", help="the tenant's live memories, oldest first")
-    add_tenant_option(listing)
-    listing.add_argument("--json", action="store_true", help="print canonical JSON")
-    listing.set_defaults(handler=list_memories)
-
-    forget = actions.add_parser("forget", help="tombstone a live memory")
-    forget.add_argument("memory_id")
-    forget.add_argument("--reason", required=True, help="why, in one line")
-    add_tenant_option(forget)
-    forget.add_argument("--json", action="store_true", help="print canonical JSON")
-    forget.set_defaults(handler=forget_memory)
 
 
 def add_memory(args: argparse.Namespace, settings: Settings) -> int:

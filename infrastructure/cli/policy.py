@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from domain.job import DEFAULT_TENANT
 from domain.policy import parse_bundle
 from domain.policy_book import PolicyBook, scope_of
 from infrastructure.application.ledger import Ledger
@@ -18,41 +17,11 @@ from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
     acting_actor,
-    add_tenant_option,
     bad_input,
     emit_json,
     read_bytes,
 )
 from infrastructure.storage.settings import Settings
-
-
-def add_parsers(commands: Any) -> None:
-    policy = commands.add_parser("policy", help="the policy bundles applied to context assembly")
-    actions = policy.add_subparsers(dest="policy_command", required=True)
-
-    put = actions.add_parser("set", help="put a YAML policy bundle in force")
-    put.add_argument("file", help="the bundle's YAML file, or - for standard input")
-    _scope_options(put, required=True)
-    put.add_argument("--json", action="store_true", help="print canonical JSON")
-    put.set_defaults(handler=set_bundle)
-
-    show = actions.add_parser("show", help="the bundle in force for a tenant, or the global one")
-    _scope_options(show, required=False)
-    show.add_argument("--json", action="store_true", help="print canonical JSON")
-    show.set_defaults(handler=show_bundle)
-
-    clear = actions.add_parser("clear", help="take a tenant's (or the global) bundle out of force")
-    _scope_options(clear, required=True)
-    clear.add_argument("--json", action="store_true", help="print canonical JSON")
-    clear.set_defaults(handler=clear_bundle)
-
-
-def _scope_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
-    scope = parser.add_mutually_exclusive_group(required=required)
-    add_tenant_option(scope, default=None if required else DEFAULT_TENANT)
-    scope.add_argument(
-        "--global", dest="global_scope", action="store_true", help="the global fallback bundle"
-    )
 
 
 def _tenant(args: argparse.Namespace) -> str | None:

@@ -5,26 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from threading import Event
-from typing import Any
 
 from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, UsageError, emit_json
 from infrastructure.storage.settings import Settings
 
 BAR_WIDTH = 30
-
-
-def add_parsers(commands: Any) -> None:
-    rebuild = commands.add_parser(
-        "rebuild", help="rebuild every read model from position 0 and compare digests"
-    )
-    rebuild.add_argument("--json", action="store_true", help="print canonical JSON")
-    rebuild.set_defaults(handler=rebuild_views)
-
-    follow = commands.add_parser(
-        "follow", help="PostgreSQL: keep the read models current as events are committed"
-    )
-    follow.set_defaults(handler=follow_views)
 
 
 def follow_views(args: argparse.Namespace, settings: Settings) -> int:

@@ -13,70 +13,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
-from domain.receipt import RECEIPT_ID_PATTERN, MemoryView, Unreplayable
+from domain.receipt import Unreplayable
 from infrastructure.application.ledger import Ledger
+from infrastructure.cli.arguments.receipts import MEMORY_VIEWS
 from infrastructure.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
     acting_actor,
-    add_tenant_option,
     bad_input,
     emit_json,
 )
 from infrastructure.storage.settings import Settings
 from projections.receipt_text import diff_lines, receipt_lines
-
-# The CLI spells the memory views with a hyphen, as options usually are.
-MEMORY_VIEWS = {view.value.replace("_", "-"): view for view in MemoryView}
-
-
-def add_parsers(commands: Any) -> None:
-    receipts = commands.add_parser("receipts", help="list, show, verify and replay receipts")
-    actions = receipts.add_subparsers(dest="receipts_command", required=True)
-
-    listing = actions.add_parser("list", help="the tenant's receipts in emission order")
-    listing.add_argument("--parent", type=_receipt_id, metavar="ID", help="only replays of ID")
-    listing.add_argument("--after", type=int, default=-1, metavar="N", help="after number N")
-    listing.add_argument("--limit", type=int, default=100, metavar="N", help="at most N (1-500)")
-    _common_options(listing)
-    listing.set_defaults(handler=list_receipts)
-
-    show = actions.add_parser("show", help="print a receipt and its signature")
-    show.add_argument("receipt_id", metavar="ID")
-    _common_options(show)
-    show.set_defaults(handler=show_receipt)
-
-    verify = actions.add_parser("verify", help="check a receipt's signature (exit 1 unless valid)")
-    verify.add_argument("receipt_id", metavar="ID")
-    _common_options(verify)
-    verify.set_defaults(handler=verify_receipt)
-
-    replay = actions.add_parser(
-        "replay", help="re-run a receipt's assembly under its frozen bundle; print the diff"
-    )
-    replay.add_argument("receipt_id", metavar="ID")
-    replay.add_argument(
-        "--memory",
-        choices=sorted(MEMORY_VIEWS),
-        default="current",
-        help="the memories now (default) or as they stood when the receipt was emitted",
-    )
-    _common_options(replay)
-    replay.set_defaults(handler=replay_receipt)
-
-
-def _common_options(parser: argparse.ArgumentParser) -> None:
-    add_tenant_option(parser)
-    parser.add_argument("--json", action="store_true", help="print canonical JSON")
-
-
-def _receipt_id(text: str) -> str:
-    if not RECEIPT_ID_PATTERN.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a receipt id (rct- and 32 hex digits)")
-    return text
 
 
 def list_receipts(args: argparse.Namespace, settings: Settings) -> int:

@@ -6,7 +6,6 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from domain.canonical import canonical_json
 from domain.job import DEFAULT_TENANT
@@ -20,7 +19,6 @@ from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
     acting_actor,
-    add_tenant_option,
     emit_json,
     read_json_object,
 )
@@ -28,41 +26,6 @@ from infrastructure.storage.settings import Settings
 
 REPORT_JSON = "replay_report.json"
 REPORT_MD = "replay_report.md"
-
-
-def add_parsers(commands: Any) -> None:
-    replay = commands.add_parser(
-        "replay", help="replay a job and compare it bit for bit with its record"
-    )
-    replay.add_argument("job_id", nargs="?", help="the job to replay (optional with --bundle)")
-    replay.add_argument(
-        "--bundle",
-        type=Path,
-        metavar="FILE",
-        help="replay from a run bundle (mace export): no store is opened and nothing is recorded",
-    )
-    replay.add_argument(
-        "--mode",
-        choices=[m.value for m in ReplayMode],
-        default=ReplayMode.AUDIT.value,
-        help="audit (default, read-only), reexecute (sandbox, mocks allowed) or production",
-    )
-    replay.add_argument(
-        "--force-continue",
-        action="store_true",
-        help="go on past divergences (needs an admin request and a council approval)",
-    )
-    replay.add_argument("--report-dir", type=Path, help="write replay_report.json and .md here")
-    add_tenant_option(replay, default=None)
-    replay.add_argument(
-        "--mock",
-        action="append",
-        default=[],
-        metavar="AGENT=FILE",
-        help="reexecute only: answer AGENT with the reply in FILE ({text, claims, evidence})",
-    )
-    replay.add_argument("--json", action="store_true", help="print the report as canonical JSON")
-    replay.set_defaults(handler=replay_job)
 
 
 def replay_job(args: argparse.Namespace, settings: Settings) -> int:

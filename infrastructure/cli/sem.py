@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
 from domain.sem import SemRecord
@@ -11,31 +10,11 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
-    add_snapshot_option,
-    add_tenant_option,
     emit_json,
     parse_json_argument,
     snapshot_overrides,
 )
 from infrastructure.storage.settings import Settings
-
-
-def add_parsers(commands: Any) -> None:
-    sem = commands.add_parser("sem", help="read and write semantic memory (SEM)")
-    sem_commands = sem.add_subparsers(dest="sem_command", required=True)
-    put = sem_commands.add_parser("put", help="store a fact under a canonical key")
-    put.add_argument("key", help="<scope>/<entity_type>/<entity_id>/<attribute>")
-    put.add_argument("value", metavar="JSON", help="the value as JSON, e.g. '\"Paris\"' or 42")
-    add_tenant_option(put)
-    add_snapshot_option(put)
-    put.add_argument("--json", action="store_true", help="print canonical JSON")
-    put.set_defaults(handler=sem_put)
-    get = sem_commands.add_parser("get", help="read the fact under a key")
-    get.add_argument("key", help="<scope>/<entity_type>/<entity_id>/<attribute>")
-    add_tenant_option(get)
-    add_snapshot_option(get)
-    get.add_argument("--json", action="store_true", help="print canonical JSON")
-    get.set_defaults(handler=sem_get)
 
 
 def sem_put(args: argparse.Namespace, settings: Settings) -> int:

@@ -3,30 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
-from domain.snapshot import SnapshotKind
 from domain.stage0.config import declare_usable
 from infrastructure.application.ledger import Ledger, NotFoundError
 from infrastructure.cli.common import EXIT_OK, UsageError, emit_json, read_json_object
 from infrastructure.storage.settings import Settings
-
-
-def add_parsers(commands: Any) -> None:
-    snapshot = commands.add_parser("snapshot", help="declare and inspect snapshots")
-    snapshot_commands = snapshot.add_subparsers(dest="snapshot_command", required=True)
-    put = snapshot_commands.add_parser("put", help="store a snapshot from a JSON file")
-    put.add_argument("--kind", required=True, help=", ".join(k.value for k in SnapshotKind))
-    put.add_argument("file", help="JSON object file, or - for standard input")
-    put.add_argument("--schema-version", type=int, default=1)
-    put.add_argument("--namespace", help="seed namespace of the id (default mace/<kind>)")
-    put.add_argument("--json", action="store_true", help="print canonical JSON")
-    put.set_defaults(handler=snapshot_put)
-    show = snapshot_commands.add_parser("show", help="print a stored snapshot")
-    show.add_argument("snapshot_id")
-    show.add_argument("--json", action="store_true", help="print canonical JSON")
-    show.set_defaults(handler=snapshot_show)
 
 
 def snapshot_put(args: argparse.Namespace, settings: Settings) -> int:

@@ -14,26 +14,9 @@ from infrastructure.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
-    add_tenant_option,
     emit_json,
 )
 from infrastructure.storage.settings import Settings
-
-
-def add_parsers(commands: Any) -> None:
-    verify = commands.add_parser(
-        "verify", help="check MACs, stream contiguity and seals of one job or of every stream"
-    )
-    verify.add_argument("job_id", nargs="?", help="the job to verify (with its snapshots)")
-    verify.add_argument("--all", action="store_true", help="verify every stream in the store")
-    add_tenant_option(verify, default=None)
-    verify.add_argument(
-        "--check-sequence",
-        action="store_true",
-        help="also check event_sequence_index order and seed-derived event ids",
-    )
-    verify.add_argument("--json", action="store_true", help="print canonical JSON")
-    verify.set_defaults(handler=verify_command)
 
 
 def verify_command(args: argparse.Namespace, settings: Settings) -> int:

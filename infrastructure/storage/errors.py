@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+# How an entry point (``mace`` and the commands beside the service and the tools) ends:
+# 0 success; 1 the operation ran and failed; 2 bad usage or input, nothing written.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad usage or input: exit 2, nothing written."""
+
 
 class NotFoundError(LookupError):
     """The named job, snapshot or other record is not in the ledger."""

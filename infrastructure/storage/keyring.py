@@ -3,8 +3,9 @@
 Keys come from ``MACE_SIGNING_KEYS`` (a JSON object of key id to base64 secret, each secret at least
 32 bytes) and ``MACE_ACTIVE_KEY_ID``. Old keys stay in the ring after rotation so that events
 signed months ago still verify. Without configured keys, development use gets a keyring file next
-to the SQLite store (created once, mode 0600) and a warning; ``MACE_ENV=production`` refuses to
-start instead, because a generated key is no key an auditor can hold anyone to.
+to the SQLite store (created once, mode 0600, announced by a warning when it is made);
+``MACE_ENV=production`` refuses to start instead, because a generated key is no key an auditor can
+hold anyone to.
 """
 
 from __future__ import annotations
@@ -190,8 +191,11 @@ def load_keyring(settings: Settings, *, create: bool) -> Keyring:
         # Another process may create it first; either way the file on disk is the keyring.
         with contextlib.suppress(FileExistsError):
             _create_keyring_file(path)
-    logger.warning(
-        "using development keyring %s; set MACE_SIGNING_KEYS and MACE_ACTIVE_KEY_ID for real use",
-        path,
-    )
+            # Said once, by the process that made it: a warning on every command would be
+            # noise that teaches people to skip the lines that matter.
+            logger.warning(
+                "created development keyring %s; set MACE_SIGNING_KEYS and MACE_ACTIVE_KEY_ID"
+                " for real use",
+                path,
+            )
     return _read_keyring_file(path)

@@ -45,7 +45,9 @@ from domain.events import hash_of
 from domain.job import Job
 from domain.snapshot import Snapshot
 from infrastructure.api.app import create_app
-from infrastructure.api.tokens import (
+from infrastructure.application.ledger import Ledger, default_snapshots
+from infrastructure.storage.settings import Settings
+from infrastructure.storage.tokens import (
     TokenBook,
     Tokens,
     TokensFileError,
@@ -55,8 +57,6 @@ from infrastructure.api.tokens import (
     revoke_token,
     token_id_of,
 )
-from infrastructure.application.ledger import Ledger, default_snapshots
-from infrastructure.storage.settings import Settings
 
 DEFAULT_IDS = {kind.value: s.snapshot_id for kind, s in default_snapshots().items()}
 ROUTER_ID = DEFAULT_IDS["router"]

@@ -53,9 +53,9 @@ from domain.canonical import canonical_json
 from domain.governance import Role
 from domain.job import Job
 from infrastructure.api.app import create_app
-from infrastructure.api.tokens import TokenBook, TokenEntry, token_hash
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
+from infrastructure.storage.tokens import TokenBook, TokenEntry, token_hash
 
 TENANT = "acme"
 TOKEN = "fuzz-token-acme-all-roles"

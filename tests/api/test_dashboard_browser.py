@@ -32,9 +32,9 @@ from fastapi import FastAPI
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from infrastructure.api.app import create_app
-from infrastructure.api.tokens import TokenBook, add_token
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
+from infrastructure.storage.tokens import TokenBook, add_token
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -22,9 +22,9 @@ from fastapi.testclient import TestClient
 from domain.canonical import canonical_json
 from domain.governance import Role
 from infrastructure.api.app import create_app
-from infrastructure.api.tokens import TokenBook, TokenEntry
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
+from infrastructure.storage.tokens import TokenBook, TokenEntry
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ from domain.events import INGEST_LINE, RunCompleted, RunStarted
 from domain.governance import Actor
 from domain.replay_access import ReplayMode
 from infrastructure.application.ledger import Ledger
-from infrastructure.cli.loadtest import render
 from infrastructure.storage.settings import Settings
 from infrastructure.tooling.load_server import TENANT
 from infrastructure.tooling.load_verify import verify_store
 from infrastructure.tooling.load_workload import PlannedRun, Workload, plan_runs
+from infrastructure.tooling.loadtest_command import render
 
 TINY = ("--clients", "2", "--runs", "4", "--events", "7", "--replays", "1", "--timeout", "120")
 

@@ -30,9 +30,7 @@ def test_the_layer_contracts_are_the_designed_ones() -> None:
     """``lint-imports`` checks what pyproject.toml says; this pins what it says (DESIGN.md s.2)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     layers = [
-        (c.get("containers", []), c["layers"])
-        for c in config["contracts"]
-        if c["type"] == "layers"
+        (c.get("containers", []), c["layers"]) for c in config["contracts"] if c["type"] == "layers"
     ]
     assert layers == [
         ([], ["infrastructure", "projections", "domain"]),

@@ -1,21 +1,17 @@
-"""``mace demo``: record, replay and catch tampering on real jobs; the first command to run."""
+"""``mace demo``: record, replay and catch tampering on real jobs; the first command to run.
+
+Defined beside the demo it runs (its arguments are in `infrastructure.tooling.command_arguments`);
+``mace`` loads this module only when the command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from infrastructure.application.ledger import Ledger
-from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, UsageError
+from infrastructure.storage.errors import EXIT_FAILED, EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings, SQLiteStore
 from infrastructure.tooling.demo import run_demo
-
-
-def add_parsers(commands: Any) -> None:
-    demo = commands.add_parser(
-        "demo", help="record Stage-0 jobs, replay them, and show what replay catches"
-    )
-    demo.set_defaults(handler=demo_command)
 
 
 def demo_command(args: argparse.Namespace, settings: Settings) -> int:

@@ -35,6 +35,7 @@ from domain.canonical import canonical_json
 from domain.governance import Actor, GovernanceError, Role
 from domain.job import validate_tenant
 from domain.validation_messages import first_problem
+from infrastructure.storage.settings import Settings
 
 Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 TOKEN_ID_DIGITS: Final = 16
@@ -123,6 +124,15 @@ def _principal(entry: TokenEntry) -> Principal:
         return Principal(actor, validate_tenant(entry.tenant))
     except (GovernanceError, ValueError) as exc:
         raise TokensFileError(f"token for {entry.actor_id!r}: {exc}") from None
+
+
+def configured_tokens_file(settings: Settings, given: Path | None = None) -> Path:
+    """The tokens file a command works on: ``given`` (its ``--file``), else MACE_TOKENS_FILE."""
+    path = given or settings.tokens_file
+    if path is None:
+        msg = "set MACE_TOKENS_FILE (the service's bearer tokens; see 'mace token new')"
+        raise TokensFileError(msg)
+    return path
 
 
 def read_tokens_file(path: Path) -> TokensFile:

@@ -1,0 +1,31 @@
+"""``mace serve``: the HTTP service over the ledger, on uvicorn.
+
+Defined beside the service it runs, not in ``cli`` (its arguments are in
+`infrastructure.api.command_arguments`): ``mace`` loads this module only when the service starts,
+so no other command, and no ``--help``, loads the web stack (FastAPI, uvicorn, Jinja2).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import uvicorn
+
+from infrastructure.api.app import create_app
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage.errors import EXIT_OK, UsageError
+from infrastructure.storage.settings import Settings
+from infrastructure.storage.tokens import TokensFileError, WatchedTokensFile, configured_tokens_file
+
+
+def serve_http(args: argparse.Namespace, settings: Settings) -> int:
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port {args.port}: expected 1-65535")
+    try:
+        tokens = WatchedTokensFile(configured_tokens_file(settings), settings.tokens_reload_seconds)
+    except TokensFileError as exc:
+        raise UsageError(str(exc)) from None
+    with Ledger.open(settings) as ledger:
+        app = create_app(settings, tokens, ledger)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+    return EXIT_OK

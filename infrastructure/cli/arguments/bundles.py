@@ -1,0 +1,48 @@
+"""The arguments of ``mace export``, ``mace import`` and ``mace export-test``.
+
+`infrastructure.cli.bundles` runs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from infrastructure.cli.common import add_tenant_option
+
+
+def add_export_arguments(export: argparse.ArgumentParser) -> None:
+    export.add_argument("job_id", help="the job to export")
+    add_tenant_option(export)
+    export.add_argument(
+        "-o", "--output", required=True, type=Path, metavar="FILE", help="the bundle to write"
+    )
+    export.add_argument(
+        "--redact",
+        action="store_true",
+        help="safe export: leave out PII (privacy snapshot) and every model I/O payload",
+    )
+    export.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    export.add_argument("--json", action="store_true", help="print canonical JSON")
+    export.set_defaults(handler="infrastructure.cli.bundles:export_job")
+
+
+def add_import_arguments(load: argparse.ArgumentParser) -> None:
+    load.add_argument("file", type=Path, help="the run bundle (mace export writes one)")
+    load.add_argument("--json", action="store_true", help="print canonical JSON")
+    load.set_defaults(handler="infrastructure.cli.bundles:import_job")
+
+
+def add_export_test_arguments(regression: argparse.ArgumentParser) -> None:
+    regression.add_argument("job_id", help="the job whose recorded outcome the test asserts")
+    add_tenant_option(regression)
+    regression.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="the folder for the test file and its bundle",
+    )
+    regression.add_argument("--force", action="store_true", help="overwrite existing files")
+    regression.set_defaults(handler="infrastructure.cli.bundles:export_test")

@@ -1,0 +1,45 @@
+"""The arguments of ``mace run``, ``mace events`` and ``mace jobs``.
+
+`infrastructure.cli.jobs` runs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from domain.job import CaptureMode
+from infrastructure.cli.common import add_snapshot_option, add_tenant_option
+
+
+def add_run_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument("text", help="the job's input")
+    run.add_argument("--seed", required=True, help="the job seed (integer or string)")
+    run.add_argument("--job-id", help="default: derived from the seed, input and job counter")
+    run.add_argument(
+        "--capture",
+        choices=[m.value for m in CaptureMode],
+        default=CaptureMode.FULL_IO.value,
+        help="how much agent I/O to keep (default full_io: production-replayable)",
+    )
+    run.add_argument("--user", default="default", help="whose profile facts the job may use")
+    add_snapshot_option(run)
+    add_tenant_option(run)
+    run.add_argument("--json", action="store_true", help="print canonical JSON")
+    run.set_defaults(handler="infrastructure.cli.jobs:run_job")
+
+
+def add_events_arguments(events: argparse.ArgumentParser) -> None:
+    events.add_argument("job_id", help="the job whose events to print")
+    events.add_argument("--type", dest="event_type", help="only events of this type")
+    add_tenant_option(events)
+    events.add_argument("--json", action="store_true", help="canonical JSON lines")
+    events.set_defaults(handler="infrastructure.cli.jobs:job_events")
+
+
+def add_jobs_arguments(listing: argparse.ArgumentParser) -> None:
+    listing.add_argument(
+        "--non-replayable", action="store_true", help="only jobs production replay cannot redo"
+    )
+    add_tenant_option(listing, default=None)
+    listing.add_argument("--json", action="store_true", help="canonical JSON lines")
+    listing.set_defaults(handler="infrastructure.cli.jobs:list_jobs")

@@ -1,0 +1,41 @@
+"""The arguments of ``mace replay``; `infrastructure.cli.replay` runs them."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from domain.replay_access import ReplayMode
+from infrastructure.cli.common import add_tenant_option
+
+
+def add_replay_arguments(replay: argparse.ArgumentParser) -> None:
+    replay.add_argument("job_id", nargs="?", help="the job to replay (optional with --bundle)")
+    replay.add_argument(
+        "--bundle",
+        type=Path,
+        metavar="FILE",
+        help="replay from a run bundle (mace export): no store is opened and nothing is recorded",
+    )
+    replay.add_argument(
+        "--mode",
+        choices=[m.value for m in ReplayMode],
+        default=ReplayMode.AUDIT.value,
+        help="audit (default, read-only), reexecute (sandbox, mocks allowed) or production",
+    )
+    replay.add_argument(
+        "--force-continue",
+        action="store_true",
+        help="go on past divergences (needs an admin request and a council approval)",
+    )
+    replay.add_argument("--report-dir", type=Path, help="write replay_report.json and .md here")
+    add_tenant_option(replay, default=None)
+    replay.add_argument(
+        "--mock",
+        action="append",
+        default=[],
+        metavar="AGENT=FILE",
+        help="reexecute only: answer AGENT with the reply in FILE ({text, claims, evidence})",
+    )
+    replay.add_argument("--json", action="store_true", help="print the report as canonical JSON")
+    replay.set_defaults(handler="infrastructure.cli.replay:replay_job")

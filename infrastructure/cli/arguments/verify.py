@@ -1,0 +1,20 @@
+"""The arguments of ``mace verify``; `infrastructure.cli.verify` runs them."""
+
+from __future__ import annotations
+
+import argparse
+
+from infrastructure.cli.common import add_tenant_option
+
+
+def add_verify_arguments(verify: argparse.ArgumentParser) -> None:
+    verify.add_argument("job_id", nargs="?", help="the job to verify (with its snapshots)")
+    verify.add_argument("--all", action="store_true", help="verify every stream in the store")
+    add_tenant_option(verify, default=None)
+    verify.add_argument(
+        "--check-sequence",
+        action="store_true",
+        help="also check event_sequence_index order and seed-derived event ids",
+    )
+    verify.add_argument("--json", action="store_true", help="print canonical JSON")
+    verify.set_defaults(handler="infrastructure.cli.verify:verify_command")
