@@ -916,6 +916,29 @@ def test_replay_reads_memory_as_the_job_saw_it_after_a_later_overwrite(ledger: L
 # --- The record of every attempt, and the job left as it was ------------------------------------
 
 
+def test_an_unrecorded_replay_obeys_the_same_access_rules_and_records_nothing(
+    ledger: Ledger,
+) -> None:
+    # What a bundle replay runs: the rules on the job's governance record as it stands.
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-unrecorded").job_id
+    head = ledger.store.recorder.max_notification_id()
+
+    refused = ledger.replays.replay_unrecorded(job_id, ReplayMode.PRODUCTION, OLI)
+    denied = (
+        "production replay needs an actor holding admin and auditor, or a council approval of"
+        " production_replay for this job; oli holds ['operator']"
+    )
+    assert refused.steps == [StepLog("access", "failed", f"ACCESS_DENIED: {denied}")]
+    assert refused.non_authoritative == ["the replay was refused before it ran"]
+    assert ledger.replays.replay_unrecorded(job_id, ReplayMode.PRODUCTION, ANA).ok
+    assert ledger.store.recorder.max_notification_id() == head
+
+    ledger.governance.vote(job_id, Motion.PRODUCTION_REPLAY, Vote.APPROVE, CORA)
+    approved = ledger.replays.replay_unrecorded(job_id, ReplayMode.PRODUCTION, OLI)
+    assert approved.ok
+    assert [step.step for step in approved.steps] == PRODUCTION_STEPS
+
+
 def test_every_attempt_is_recorded_in_governance_and_its_replay_record(ledger: Ledger) -> None:
     job_id = ledger.jobs.run(SUM, SEED, job_id="job-log").job_id
 

@@ -98,6 +98,20 @@ def test_deleting_the_seal_witness_is_detected(ledger: Ledger, raw_table: RawTab
         ledger.store.verify_all()
 
 
+def test_a_seal_its_witness_contradicts_fails_a_read_and_a_whole_store_verify_alike(
+    ledger: Ledger, raw_table: RawTable
+) -> None:
+    # A correctly signed witness that disagrees with the seal (a bug, or a stolen key): one
+    # check holds the two against each other, for a job read and for the whole store.
+    record_sample_job(ledger)
+    raw_table.delete(JobSealWitness.id_for("job-1"), 1)
+    ledger.store.save(JobSealWitness(job_id="job-1", event_count=3, mac_digest="0" * 64))
+    for check in (lambda: ledger.jobs.get("job-1"), ledger.store.verify_all):
+        with pytest.raises(IntegrityFailure, match="seal disagrees with its witness") as failure:
+            check()
+        assert (failure.value.stream, failure.value.version) == (str(JOB), 4)
+
+
 def test_tampered_snapshot_is_refused(ledger: Ledger, raw_table: RawTable) -> None:
     snapshot = record_sample_job(ledger).snapshot_ids["router"]
     stream = Snapshot.id_for(snapshot)
