@@ -26,7 +26,7 @@ from domain.canonical import canonical_json
 from domain.errors import ErrorCode
 from domain.governance import Actor
 from domain.job import Job
-from domain.replay_access import ReplayMode
+from domain.replay_access import ReplayMode, check_mocks_allowed
 from domain.stage0.agents import AgentReply
 from infrastructure.application.replays import ReplayResult
 from infrastructure.bundles.format import Bundle, BundleError, bundle_ledger, read_bundle
@@ -52,6 +52,7 @@ def replay_bundle(
     elapsed: Callable[[], float] | None = None,
 ) -> ReplayResult:
     """Seed 000 section 6 over a verified bundle, recorded nowhere."""
+    check_mocks_allowed(mode, bool(mocks))  # bad options are refused in the order they always were
     check_replay_options(bundle, force_continue)
     with bundle_ledger(bundle) as ledger:
         outcome = ledger.replays.replay_unrecorded(
