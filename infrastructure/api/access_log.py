@@ -8,7 +8,6 @@ from fastapi import APIRouter
 
 from domain.governance import Role
 from infrastructure.api.context import Caller, Ctx, require
-from infrastructure.application.personal_data import PersonalDataReads
 
 router = APIRouter(prefix="/v1/personal-data", tags=["personal data"])
 
@@ -16,4 +15,4 @@ router = APIRouter(prefix="/v1/personal-data", tags=["personal data"])
 @router.get("/reads", summary="every recorded read of personal data in full, oldest first")
 def personal_data_reads(ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, Role.ADMIN, Role.AUDITOR, Role.COUNCIL)
-    return {"reads": PersonalDataReads(ctx.ledger).accesses(who.tenant)}
+    return {"reads": ctx.ledger.personal_data.accesses(who.tenant)}

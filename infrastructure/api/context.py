@@ -94,7 +94,7 @@ def own_job(ledger: Ledger, job_id: str, principal: Principal) -> None:
     """404 unless the caller's tenant holds the job (ids are scoped by tenant in storage: another
     tenant's job of the same id is not the caller's, and answers as one that does not exist)."""
     try:
-        found = ledger.job_exists(job_id, tenant=principal.tenant)
+        found = ledger.jobs.exists(job_id, tenant=principal.tenant)
     except ValueError as exc:
         raise invalid(str(exc), "path.job_id") from None
     if not found:

@@ -28,7 +28,7 @@ from infrastructure.api.context import (
 from infrastructure.api.errors import ApiError
 from infrastructure.api.metrics import tenant_evidence, tenant_replays
 from infrastructure.application.governance import ABANDONED
-from infrastructure.application.personal_data import HTTP_CHANNEL, PersonalDataReads
+from infrastructure.application.personal_data import HTTP_CHANNEL
 from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.tokens import Principal
 from projections.read_model_rows import HALTED_SNAPSHOTS, NON_REPLAYABLE, REPLAY_OUTCOMES
@@ -89,7 +89,7 @@ def overview(ctx: Ctx, who: Caller) -> HTMLResponse:
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
 def job_page(job_id: JobIdPath, ctx: Ctx, who: Caller) -> HTMLResponse:
     own_job(ctx.ledger, job_id, who)
-    read = PersonalDataReads(ctx.ledger).read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
+    read = ctx.ledger.personal_data.read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
     events = [
         {**e, "payload_text": canonical_json(e["payload"]).decode()} for e in read.shown_events()
     ]
@@ -99,7 +99,7 @@ def job_page(job_id: JobIdPath, ctx: Ctx, who: Caller) -> HTMLResponse:
         if (r["tenant"], r["job_id"]) == (who.tenant, job_id)
     )
     replays.sort(key=lambda r: int(r["attempt"]))
-    log = ctx.ledger.reflective_log(job_id, tenant=who.tenant)
+    log = ctx.ledger.jobs.reflective_log(job_id, tenant=who.tenant)
     return _page(
         "job.html",
         who=who,

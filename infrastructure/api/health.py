@@ -40,15 +40,15 @@ class Readiness:
 def readiness(ctx: Service) -> Readiness:
     """Every readiness check and every detail an admin sees."""
     problems: list[str] = []
-    keyring = ctx.ledger.keyring
+    keyring = ctx.ledger.store.keyring
     details: dict[str, Any] = {
-        "store": ctx.ledger.store.describe(),
+        "store": ctx.ledger.store.location.describe(),
         "active_key_id": keyring.active_key_id,
         "tokens": len(ctx.tokens),
     }
     try:
-        details["log_position"] = ctx.ledger.recorder.max_notification_id() or 0
-        keys = ctx.ledger.key_checks.status()
+        details["log_position"] = ctx.ledger.store.recorder.max_notification_id() or 0
+        keys = ctx.ledger.store.key_checks.status()
     except (PersistenceError, OSError) as exc:
         problems.append(f"store unreachable: {exc}")
     except IntegrityFailure as exc:

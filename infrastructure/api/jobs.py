@@ -17,7 +17,7 @@ from infrastructure.api.context import (
     require,
 )
 from infrastructure.api.errors import invalid, not_found
-from infrastructure.application.personal_data import HTTP_CHANNEL, JobRead, PersonalDataReads
+from infrastructure.application.personal_data import HTTP_CHANNEL, JobRead
 from infrastructure.storage.errors import ConflictError, NotFoundError, SnapshotError
 from projections.job_summaries import job_listing, run_report
 from projections.read_model_rows import JOB_INDEX
@@ -30,7 +30,7 @@ def run_job(body: Stage0Job, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, Role.OPERATOR, Role.ADMIN)
     try:
         canonical_json([body.input, body.user])
-        log = ctx.ledger.run_job(
+        log = ctx.ledger.jobs.run(
             body.input,
             str(body.seed),
             job_id=body.job_id,
@@ -69,8 +69,8 @@ def _personal_data(read: JobRead) -> dict[str, Any]:
 @router.get("/{job_id}", summary="a job's reflective log; personal data in full to admins only")
 def get_job(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
-    read = PersonalDataReads(ctx.ledger).read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
-    log = ctx.ledger.reflective_log(job_id, tenant=who.tenant)
+    read = ctx.ledger.personal_data.read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
+    log = ctx.ledger.jobs.reflective_log(job_id, tenant=who.tenant)
     shown: dict[str, Any] = read.show(log.as_json())
     return {**shown, "status": log.status, "personal_data": _personal_data(read)}
 
@@ -78,7 +78,7 @@ def get_job(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
 @router.get("/{job_id}/events", summary="a job's events; personal data in full to admins only")
 def job_events(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     own_job(ctx.ledger, job_id, who)
-    read = PersonalDataReads(ctx.ledger).read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
+    read = ctx.ledger.personal_data.read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
     return {
         "job_id": job_id,
         "events": read.shown_events(),

@@ -31,7 +31,7 @@ ADMIN_ONLY = (403, "the caller is not an admin")
 def set_bundle(body: PolicyPut, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, Role.ADMIN)
     try:
-        bundle = ctx.ledger.memories.set_bundle(who.tenant, body.bundle_yaml, who.actor)
+        bundle = ctx.ledger.policy.set_bundle(who.tenant, body.bundle_yaml, who.actor)
     except PolicyError as exc:
         raise invalid(str(exc), "body.bundle_yaml") from None
     return {
@@ -43,7 +43,7 @@ def set_bundle(body: PolicyPut, ctx: Ctx, who: Caller) -> dict[str, Any]:
 
 @router.get("", summary="the bundle in force: the tenant's own, else the global one, else null")
 def bundle_in_force(ctx: Ctx, who: Caller) -> dict[str, Any]:
-    book = ctx.ledger.memories.bundle_in_force(who.tenant)
+    book = ctx.ledger.policy.bundle_in_force(who.tenant)
     if book is None:
         return {"in_force": None}
     return {
@@ -62,5 +62,5 @@ def bundle_in_force(ctx: Ctx, who: Caller) -> dict[str, Any]:
 )
 def clear_bundle(ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, Role.ADMIN)
-    ctx.ledger.memories.clear_bundle(who.tenant, who.actor)  # NotFoundError: answered 404
+    ctx.ledger.policy.clear_bundle(who.tenant, who.actor)  # NotFoundError: answered 404
     return {"scope": scope_of(who.tenant), "cleared": True}

@@ -14,7 +14,6 @@ from infrastructure.api.bodies import EventBatch, RunCompletion
 from infrastructure.api.context import Caller, Ctx, RunIdPath, require
 from infrastructure.api.errors import ApiError, HttpCode, invalid, too_large
 from infrastructure.application.privacy_rules import ClearPrivateValue
-from infrastructure.application.run_intake import RunIntake
 from projections.job_summaries import recorded_run
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
@@ -32,13 +31,13 @@ def _run(draft: RunDraft) -> dict[str, Any]:
 @router.post("", status_code=201, summary="open a run (RunStarted); re-sending it is harmless")
 def open_run(started: RunStarted, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *RECORDERS)
-    draft, _ = RunIntake(ctx.ledger).open(started, who.tenant)
+    draft, _ = ctx.ledger.run_intake.open(started, who.tenant)
     return _run(draft)
 
 
 @router.get("/{run_id}", summary="a run's state: open or completed, and how many events")
 def get_run(run_id: RunIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
-    return _run(RunIntake(ctx.ledger).get(run_id, who.tenant))
+    return _run(ctx.ledger.run_intake.get(run_id, who.tenant))
 
 
 @router.post("/{run_id}/events", summary="add a batch of events; events already held are skipped")
@@ -52,7 +51,7 @@ def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> d
         )
     pairs = [(item.event_id, item.event) for item in batch.events]
     try:
-        outcome = RunIntake(ctx.ledger).append(run_id, who.tenant, pairs, limits.max_run_events)
+        outcome = ctx.ledger.run_intake.append(run_id, who.tenant, pairs, limits.max_run_events)
     except RunTooLarge as exc:
         raise too_large(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
     except RunDraftError as exc:
@@ -71,7 +70,7 @@ def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> d
 def complete_run(run_id: RunIdPath, body: RunCompletion, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *RECORDERS)
     try:
-        log, events = RunIntake(ctx.ledger).complete(run_id, who.tenant, body.final_output)
+        log, events = ctx.ledger.run_intake.complete(run_id, who.tenant, body.final_output)
     except RunDraftError as exc:
         raise ApiError(409, HttpCode.CONFLICT, str(exc)) from None
     except ValidationError as exc:

@@ -33,7 +33,7 @@ def put_snapshot(body: SnapshotDeclaration, ctx: Ctx, who: Caller) -> Response:
         raise invalid(str(exc), "body.payload") from None
     except (ValueError, CanonicalJSONError) as exc:
         raise invalid(str(exc)) from None
-    snapshot, created = ctx.ledger.put_snapshot(declared)
+    snapshot, created = ctx.ledger.snapshots.put(declared)
     content = {"snapshot_id": snapshot.snapshot_id, "kind": snapshot.kind, "created": created}
     return CanonicalJSONResponse(content, status_code=201 if created else 200)
 
@@ -41,7 +41,7 @@ def put_snapshot(body: SnapshotDeclaration, ctx: Ctx, who: Caller) -> Response:
 @router.get("/{snapshot_id}", summary="a stored snapshot, its content address verified")
 def get_snapshot(snapshot_id: SnapshotIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     try:
-        return ctx.ledger.get_snapshot(snapshot_id).as_json()
+        return ctx.ledger.snapshots.get(snapshot_id).as_json()
     except NotFoundError:
         raise not_found(f"snapshot {snapshot_id}") from None
     except ValueError as exc:

@@ -3,14 +3,14 @@
 Every command reads the scope's record, applies the domain's rule (roles, four eyes) and stores
 the record again, read and applied afresh for as long as another writer gets there first (see
 `store_racing`). The log says of every REPLAY_REQUEST whether its result is recorded, or it is
-still running, or it was abandoned (see `replay_leases`). Reached as `Ledger.governance`.
+still running, or it was abandoned (see `replay_leases`). Reached as ``ledger.governance``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from eventsourcing.persistence import IntegrityError, RecordConflictError
 from eventsourcing.utils import get_topic
@@ -30,13 +30,12 @@ from domain.governance import (
 from domain.job import validate_tenant
 from domain.naming import DEFAULT_TENANT, tenant_and_key
 from domain.snapshot import Snapshot, check_snapshot_id
+from infrastructure.application.jobs import JobService
 from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.replay_leases import replay_leases
 from infrastructure.storage.signed_record import IntegrityFailure, verify_record
-
-if TYPE_CHECKING:
-    from infrastructure.application.ledger import Ledger
+from infrastructure.storage.store import LedgerStore
 
 GOVERNANCE_EVENTS = (
     Governance.Opened,
@@ -79,16 +78,17 @@ class UnansweredReplay:
 
 
 class GovernanceService:
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-        self.leases = replay_leases(ledger.store)
+    def __init__(self, store: LedgerStore, jobs: JobService) -> None:
+        self.store = store
+        self.jobs = jobs
+        self.leases = replay_leases(store.location)
 
     # Records
 
     def record(self, scope: str) -> Governance | None:
-        if not self.ledger.stream_exists(Governance.id_for(scope)):
+        if not self.store.stream_exists(Governance.id_for(scope)):
             return None
-        return self.ledger.get_aggregate(
+        return self.store.get_aggregate(
             Governance, Governance.id_for(scope), f"governance record {scope}"
         )
 
@@ -118,7 +118,7 @@ class GovernanceService:
             result, aggregates = build()
             read_at = {a.id: a.version - len(a.pending_events) for a in aggregates}
             try:
-                self.ledger.save(*aggregates)
+                self.store.save(*aggregates)
             except (IntegrityError, RecordConflictError):
                 if any(self._stored_version(s) > v for s, v in read_at.items()):
                     continue
@@ -128,12 +128,12 @@ class GovernanceService:
             return result
 
     def _stored_version(self, stream: Any) -> int:
-        last = next(iter(self.ledger.recorder.select_events(stream, desc=True, limit=1)), None)
+        last = next(iter(self.store.recorder.select_events(stream, desc=True, limit=1)), None)
         return 0 if last is None else last.originator_version
 
     def existing_job_scope(self, job_id: str, tenant: str = DEFAULT_TENANT) -> str:
         """The governance scope of the tenant's job; NotFoundError when the tenant has none."""
-        name = self.ledger.job_name(job_id, tenant)
+        name = self.jobs.name(job_id, tenant)
         if name is None:
             raise NotFoundError(f"no job {job_id}")
         return governance_scope_of_job(name)
@@ -142,7 +142,7 @@ class GovernanceService:
         check_snapshot_id(snapshot_id)
         if tenant is not None:
             validate_tenant(tenant)
-        if not self.ledger.stream_exists(Snapshot.id_for(snapshot_id)):
+        if not self.store.stream_exists(Snapshot.id_for(snapshot_id)):
             raise NotFoundError(f"no snapshot {snapshot_id}")
         return governance_scope_of_snapshot(snapshot_id, tenant)
 
@@ -223,7 +223,7 @@ class GovernanceService:
         wanted: set[str] | None = None
         if job_id is not None:
             job_scope = self.existing_job_scope(job_id, tenant)
-            job = self.ledger.get_job(job_id, tenant=tenant)
+            job = self.jobs.get(job_id, tenant=tenant)
             wanted = {job_scope}
             for snapshot_id in job.snapshot_ids.values():
                 wanted.update(halt_scopes(snapshot_id, job.tenant))
@@ -277,7 +277,7 @@ class GovernanceService:
         stored: dict[tuple[Any, ...], Attempt] = {}
         for row in rows:
             if row["outcome"] == "pending" and row.get("tenant") is not None:
-                name = self.ledger.job_name(row["job_id"], row["tenant"])
+                name = self.jobs.name(row["job_id"], row["tenant"])
                 if name is not None:
                     stored[(row["tenant"], row["job_id"], row["attempt"])] = (name, row["attempt"])
         records = {name: self.record(governance_scope_of_job(name)) for name, _ in stored.values()}
@@ -320,10 +320,10 @@ class GovernanceService:
         """Every governance event of the topics, verified, in the order the store recorded them."""
         start = 1
         while True:
-            page = self.ledger.recorder.select_notifications(start, PAGE, topics=topics)
+            page = self.store.recorder.select_notifications(start, PAGE, topics=topics)
             for notification in page:
-                yield self.ledger.verifying_store.signed_mapper.decode(
-                    verify_record(self.ledger.keyring, notification)
+                yield self.store.verifying_store.signed_mapper.decode(
+                    verify_record(self.store.keyring, notification)
                 )
             if len(page) < PAGE:
                 return

@@ -15,17 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from domain.governance import Actor, Role
 from domain.personal_data_access import PersonalDataAccessLog
-from infrastructure.application.privacy_rules import privacy_rules
+from infrastructure.application.jobs import JobService
+from infrastructure.application.privacy_rules import PrivacyRules
 from infrastructure.storage.ops_clock import recorded_at
+from infrastructure.storage.store import LedgerStore
 from projections.redaction import PrivacyNeedles, holds_pii, scrub_pii
-
-if TYPE_CHECKING:
-    from infrastructure.application.ledger import Ledger
-
 
 HTTP_CHANNEL = "http"
 CLI_CHANNEL = "cli"
@@ -53,8 +51,10 @@ class JobRead:
 
 
 class PersonalDataReads:
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
+    def __init__(self, store: LedgerStore, jobs: JobService, privacy: PrivacyRules) -> None:
+        self.store = store
+        self.jobs = jobs
+        self.privacy = privacy
 
     def read_job(
         self,
@@ -68,9 +68,9 @@ class PersonalDataReads:
         anonymous). An admin's read of events carrying personal data is recorded, in the
         tenant's access log, before it is returned.
         """
-        stream = self.ledger.job_stream(job_id, tenant=tenant)
+        stream = self.jobs.stream(job_id, tenant=tenant)
         started = stream[0]["payload"]
-        denied = privacy_rules(self.ledger, started["snapshot_ids"]).deny_sem_attributes
+        denied = self.privacy.of(started["snapshot_ids"]).deny_sem_attributes
         needles = PrivacyNeedles(frozenset(denied))
         for entry in stream:
             needles.collect(entry["payload"])
@@ -94,7 +94,7 @@ class PersonalDataReads:
                 "channel": e.channel,
                 "accessed_at": e.accessed_at,
             }
-            for e in self.ledger.verifying_store.get(log)
+            for e in self.store.verifying_store.get(log)
             if isinstance(e, PersonalDataAccessLog.Read)
         ]
 
@@ -104,12 +104,10 @@ class PersonalDataReads:
         log = PersonalDataAccessLog.id_for(tenant)
         when = recorded_at()
 
-        def attempt() -> None:
-            last = next(self.ledger.verifying_store.get(log, desc=True, limit=1), None)
-            version = 0 if last is None else last.originator_version
+        def attempt(version: int) -> None:
             entry = PersonalDataAccessLog.entry(
                 tenant, version, reader, job_id, versions, channel, when
             )
-            self.ledger.save(*entry)
+            self.store.save(*entry)
 
-        self.ledger.retrying(attempt, f"personal data access record of {tenant}")
+        self.store.numbered(log, attempt, f"personal data access record of {tenant}")

@@ -13,17 +13,14 @@ PII rule, `bundle_redaction.PrivacyNeedles`): the emitter records a refused valu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from domain.events import RunEvent
 from domain.snapshot import SnapshotKind
 from domain.stage0.config import DEFAULT_PRIVACY, PrivacyPolicy, parse_config
 from domain.stage0.refusals import is_mark
+from infrastructure.application.snapshots import SnapshotService
 from infrastructure.storage.errors import NotFoundError
 from projections.redaction import PrivacyNeedles
-
-if TYPE_CHECKING:
-    from infrastructure.application.ledger import Ledger
 
 
 class ClearPrivateValue(ValueError):
@@ -34,30 +31,34 @@ class ClearPrivateValue(ValueError):
         self.position = position
 
 
-def privacy_rules(ledger: Ledger, snapshot_ids: dict[str, str]) -> PrivacyPolicy:
-    """The rules of a job or run declaring ``snapshot_ids`` (by kind name)."""
-    snapshot_id = snapshot_ids.get(SnapshotKind.PRIVACY.value)
-    if snapshot_id is None:
-        return DEFAULT_PRIVACY
-    try:
-        policy = parse_config(SnapshotKind.PRIVACY, ledger.get_snapshot(snapshot_id).payload)
-    except (NotFoundError, ValueError):
-        return DEFAULT_PRIVACY
-    assert isinstance(policy, PrivacyPolicy)
-    return policy
+class PrivacyRules:
+    def __init__(self, snapshots: SnapshotService) -> None:
+        self.snapshots = snapshots
 
+    def of(self, snapshot_ids: dict[str, str]) -> PrivacyPolicy:
+        """The rules of a job or run declaring ``snapshot_ids`` (by kind name)."""
+        snapshot_id = snapshot_ids.get(SnapshotKind.PRIVACY.value)
+        if snapshot_id is None:
+            return DEFAULT_PRIVACY
+        try:
+            policy = parse_config(SnapshotKind.PRIVACY, self.snapshots.get(snapshot_id).payload)
+        except (NotFoundError, ValueError):
+            return DEFAULT_PRIVACY
+        assert isinstance(policy, PrivacyPolicy)
+        return policy
 
-def refuse_clear_private_values(
-    ledger: Ledger, snapshot_ids: dict[str, str], events: Sequence[RunEvent]
-) -> None:
-    """Raise `ClearPrivateValue` for the first event that records a denied value in clear."""
-    denied = frozenset(privacy_rules(ledger, snapshot_ids).deny_sem_attributes)
-    for position, event in enumerate(events):
-        needles = PrivacyNeedles(denied)
-        needles.collect(event.payload())
-        if any(not is_mark(text) for text in needles.texts):
-            message = (
-                f"{event.EVENT_TYPE} records in clear a value under an attribute the run's"
-                f" privacy rules deny storing ({sorted(denied)}): record a refused value as null"
-            )
-            raise ClearPrivateValue(position, message)
+    def refuse_clear_private_values(
+        self, snapshot_ids: dict[str, str], events: Sequence[RunEvent]
+    ) -> None:
+        """Raise `ClearPrivateValue` for the first event that records a denied value in clear."""
+        denied = frozenset(self.of(snapshot_ids).deny_sem_attributes)
+        for position, event in enumerate(events):
+            needles = PrivacyNeedles(denied)
+            needles.collect(event.payload())
+            if any(not is_mark(text) for text in needles.texts):
+                message = (
+                    f"{event.EVENT_TYPE} records in clear a value under an attribute the run's"
+                    f" privacy rules deny storing ({sorted(denied)}): record a refused value as"
+                    " null"
+                )
+                raise ClearPrivateValue(position, message)

@@ -19,23 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from threading import Event, Lock, Thread
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import Any, Final
 
 from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.projection import ApplicationSubscription, Projection
 
-from infrastructure.storage.read_model_tables import (
-    PostgresReadModelView,
-    ReadModelView,
-    Row,
-    SQLiteReadModelView,
-)
+from infrastructure.storage.read_model_tables import ReadModelView, Row
 from infrastructure.storage.settings import SQLiteStore
+from infrastructure.storage.store import LedgerStore
 from projections.read_model_rows import TOPICS, VIEWS, view_changes, view_digest
-
-if TYPE_CHECKING:
-    from infrastructure.application.ledger import Ledger
 
 PAGE: Final = 1000
 ATTEMPTS: Final = 5
@@ -86,18 +80,21 @@ class RebuiltView:
 
 
 class ReadModels:
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-        view_class = (
-            SQLiteReadModelView if isinstance(ledger.store, SQLiteStore) else PostgresReadModelView
-        )
-        self.view = cast(ReadModelView, ledger.factory.tracking_recorder(view_class))
-        self.projection = ReadModelProjection(self.view)
+    def __init__(self, store: LedgerStore) -> None:
+        self.store = store
         # The projection gathers a page's changes before committing them: one page at a time.
         self._applying = Lock()
 
+    @property
+    def view(self) -> ReadModelView:
+        return self.store.read_model_view
+
+    @cached_property
+    def projection(self) -> ReadModelProjection:
+        return ReadModelProjection(self.view)
+
     def position(self) -> int:
-        return self.view.max_tracking_id(self.ledger.name) or 0
+        return self.view.max_tracking_id(self.store.name) or 0
 
     def catch_up(self, progress: Progress | None = None) -> int:
         """Apply every event the views have not seen; returns how many were applied."""
@@ -111,7 +108,7 @@ class ReadModels:
         raise IntegrityError(msg)
 
     def _catch_up(self, progress: Progress | None) -> int:
-        recorder = self.ledger.recorder
+        recorder = self.store.recorder
         head = recorder.max_notification_id() or 0
         start = self.position() + 1
         applied = 0
@@ -120,8 +117,8 @@ class ReadModels:
             if not page:
                 break
             for notification in page:
-                self.projection.add(self.ledger.mapper.to_domain_event(notification))
-            self.projection.commit(Tracking(self.ledger.name, page[-1].id))
+                self.projection.add(self.store.mapper.to_domain_event(notification))
+            self.projection.commit(Tracking(self.store.name, page[-1].id))
             applied += len(page)
             start = page[-1].id + 1
             if progress is not None:
@@ -132,11 +129,11 @@ class ReadModels:
 
     def follow(self, stop: Event) -> None:
         """PostgreSQL only: apply events as they are committed, until ``stop`` is set."""
-        if isinstance(self.ledger.store, SQLiteStore):
+        if isinstance(self.store.location, SQLiteStore):
             msg = "SQLite cannot notify subscribers: its read models catch up when they are read"
             raise ValueError(msg)
         self.catch_up()
-        with ApplicationSubscription(self.ledger, gt=self.position(), topics=TOPICS) as events:
+        with ApplicationSubscription(self.store, gt=self.position(), topics=TOPICS) as events:
 
             def stop_when_asked() -> None:
                 stop.wait()
@@ -167,7 +164,7 @@ class ReadModels:
         """Project the whole log again from position 0 and compare with the live views."""
         self.catch_up()
         recorded = self.digests()
-        self.view.reset(self.ledger.name)
+        self.view.reset(self.store.name)
         self.catch_up(progress)
         rebuilt = self.digests()
         return [

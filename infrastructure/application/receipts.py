@@ -15,8 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from threading import Lock
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import orjson
 from eventsourcing.persistence import PersistenceError
@@ -44,15 +43,15 @@ from domain.receipt import (
     receipt_body,
     receipt_id_for,
 )
+from infrastructure.application.memories import MemoryService
+from infrastructure.application.policy import PolicyService
 from infrastructure.storage.errors import NotFoundError, StoreBusyError
 from infrastructure.storage.integrity import verify_stream
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.receipt_signing import Verdict, sign_receipt, verify_receipt
 from infrastructure.storage.signed_record import SEPARATOR, IntegrityFailure
+from infrastructure.storage.store import LedgerStore
 from projections.receipts import receipt_diff
-
-if TYPE_CHECKING:
-    from infrastructure.application.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +92,10 @@ class Assembly:
 
 
 class ReceiptService:
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-        self._numbering = Lock()
+    def __init__(self, store: LedgerStore, memories: MemoryService, policy: PolicyService) -> None:
+        self.store = store
+        self.memories = memories
+        self.policy = policy
 
     # Emission
 
@@ -106,7 +106,7 @@ class ReceiptService:
         when the receipt cannot be written, the unsigned body with a ``warning`` (see `_record`).
         """
         validate_tenant(assembly.tenant)
-        book = self.ledger.memories.bundle_in_force(assembly.tenant)
+        book = self.policy.bundle_in_force(assembly.tenant)
         captured_at = recorded_at()
         if book is None or book.bundle_yaml is None:
             snapshot = policy_snapshot(None, None, captured_at)
@@ -114,7 +114,7 @@ class ReceiptService:
         else:
             snapshot = policy_snapshot(book.bundle_yaml, book.bundle_hash, captured_at)
             bundle = _loaded(book.bundle_yaml)
-        memory_log = self.ledger.memories.log(assembly.tenant)
+        memory_log = self.memories.log(assembly.tenant)
         context = _assembled(memory_log, assembly, bundle)
         return self._record(
             assembly, context, _position(memory_log), MemoryView.CURRENT, snapshot, None, None
@@ -159,36 +159,30 @@ class ReceiptService:
             else ContextCaller(replayed_by.actor_id, replayed_by.roles),
         )
 
-        def attempt() -> dict[str, Any]:
-            book_version = self._book_version(assembly.tenant)
+        def attempt(book_version: int) -> dict[str, Any]:
             receipt_id = receipt_id_for(assembly.tenant, ReceiptBook.next_number(book_version))
             body = body_of(
                 receipt_id=receipt_id,
                 emitted_at=recorded_at(),
-                key_id=self.ledger.keyring.active_key_id,
+                key_id=self.store.keyring.active_key_id,
             )
-            signature = sign_receipt(self.ledger.keyring, body)
+            signature = sign_receipt(self.store.keyring, body)
             entry = ReceiptBook.entry(assembly.tenant, book_version, receipt_id, parent)
-            self.ledger.save(Receipt.emit(body, signature), *entry)
+            self.store.save(Receipt.emit(body, signature), *entry)
             return {"receipt": body, "signature": signature}
 
-        with self._numbering:
-            try:
-                return self.ledger.retrying(attempt, f"receipt for tenant {assembly.tenant}")
-            except (PersistenceError, StoreBusyError) as exc:
-                what = (
-                    f"{assembly.kind.value} for tenant {assembly.tenant}: the receipt"
-                    if parent is None
-                    else f"replay of receipt {parent}: the replay receipt"
-                )
-                log.warning("%s was not written (%s); answering without it", what, exc)
+        book = ReceiptBook.id_for(assembly.tenant)
+        try:
+            return self.store.numbered(book, attempt, f"receipt for tenant {assembly.tenant}")
+        except (PersistenceError, StoreBusyError) as exc:
+            what = (
+                f"{assembly.kind.value} for tenant {assembly.tenant}: the receipt"
+                if parent is None
+                else f"replay of receipt {parent}: the replay receipt"
+            )
+            log.warning("%s was not written (%s); answering without it", what, exc)
         unsigned = body_of(receipt_id=None, emitted_at=recorded_at(), key_id=None)
         return {"receipt": unsigned, "signature": None, "warning": NOT_WRITTEN}
-
-    def _book_version(self, tenant: str) -> int:
-        book_id = ReceiptBook.id_for(tenant)
-        last = next(self.ledger.verifying_store.get(book_id, desc=True, limit=1), None)
-        return 0 if last is None else last.originator_version
 
     # Reading
 
@@ -201,14 +195,14 @@ class ReceiptService:
 
     def _read(self, receipt_id: str) -> StoredReceipt | None:
         stream = Receipt.id_for(receipt_id)
-        records = self.ledger.recorder.select_events(stream)
+        records = self.store.recorder.select_events(stream)
         if not records:
             return None
         try:
-            verified = verify_stream(self.ledger.keyring, stream, records)
+            verified = verify_stream(self.store.keyring, stream, records)
         except IntegrityFailure as failure:
             return _untrusted(records[0].state, failure)
-        event = self.ledger.verifying_store.signed_mapper.decode(verified[0])
+        event = self.store.verifying_store.signed_mapper.decode(verified[0])
         assert isinstance(event, Receipt.Emitted)
         return StoredReceipt(event.body, event.signature)
 
@@ -223,7 +217,7 @@ class ReceiptService:
     def verify(self, receipt_id: str, tenant: str) -> Verdict:
         receipt = self.stored(receipt_id, tenant)
         return verify_receipt(
-            self.ledger.keyring, receipt.body, receipt.signature, record_intact=receipt.intact
+            self.store.keyring, receipt.body, receipt.signature, record_intact=receipt.intact
         )
 
     def listing(
@@ -235,7 +229,7 @@ class ReceiptService:
             raise ValueError(msg)
         book_id = ReceiptBook.id_for(validate_tenant(tenant))
         rows: list[dict[str, Any]] = []
-        for event in self.ledger.verifying_store.get(book_id, gt=max(1, after + 2)):
+        for event in self.store.verifying_store.get(book_id, gt=max(1, after + 2)):
             if not isinstance(event, ReceiptBook.Entered):
                 continue
             if parent is not None and event.parent_receipt_id != parent:
@@ -277,7 +271,7 @@ class ReceiptService:
         require_any(replayed_by, RECEIPT_REPLAYERS)
         stored = self.stored(receipt_id, tenant)
         verdict = verify_receipt(
-            self.ledger.keyring, stored.body, stored.signature, record_intact=stored.intact
+            self.store.keyring, stored.body, stored.signature, record_intact=stored.intact
         )
         bundle = frozen_bundle(stored.body, verdict.reason.value)
         original = stored.body
@@ -290,7 +284,7 @@ class ReceiptService:
         )
 
         position = original["memory"]["log_position"]
-        memory_log = self.ledger.memories.log(
+        memory_log = self.memories.log(
             tenant, position if memory_view is MemoryView.AS_EMITTED else None
         )
         context = _assembled(memory_log, assembly, bundle)

@@ -4,7 +4,8 @@ A replay is recorded in two places: the job's governance record gets the signed 
 before anything else happens (so a refused or crashed attempt is still on record) and the
 REPLAY_RESULT at the end; the attempt's own replay record gets every verification step and the
 report. The result, the record and any halts the replay sets are stored in one transaction.
-Reached as `Ledger.replays`.
+Reached as ``ledger.replays``. `ReplayService.replay_unrecorded` runs the same replay, under the
+same access rules, where nothing can be recorded (a bundle's in-memory ledger).
 
 Concurrent replays of one job race for the next version of its governance record. Neither
 append gives up on a lost race (`GovernanceService.store_racing`): the request is decided again
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from domain.aggregate import MaceAggregate
 from domain.canonical import digest
@@ -32,22 +33,22 @@ from domain.governance import (
     Motion,
     governance_scope_of_snapshot,
 )
+from domain.job import Job
 from domain.naming import DEFAULT_TENANT
 from domain.replay_access import ReplayMode, check_mocks_allowed, replay_refusal
 from domain.replay_record import ReplayRecord, replay_record_name
 from domain.sem import SemEntry
 from domain.snapshot import Snapshot
 from domain.stage0.agents import AgentReply
+from infrastructure.application.governance import GovernanceService
+from infrastructure.application.jobs import JobService
+from infrastructure.application.snapshots import SnapshotService
 from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.ops_clock import recorded_at, stopwatch
 from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.store import LedgerStore
 from projections.replay import ReplayOutcome, ReplayRequest, replay_job
 from projections.replay_report import render_markdown, replay_report
-
-if TYPE_CHECKING:
-    from domain.job import Job
-    from infrastructure.application.governance import GovernanceService
-    from infrastructure.application.ledger import Ledger
 
 
 @dataclass(frozen=True)
@@ -61,37 +62,42 @@ class ReplayResult:
 class LedgerReplaySource:
     """`ReplaySource` over the ledger: every read verified, the job (the tenant's) read once."""
 
-    def __init__(self, ledger: Ledger, job: Job | None, tenant: str) -> None:
-        self._ledger = ledger
+    def __init__(self, replays: ReplayService, job: Job | None, tenant: str) -> None:
+        self._replays = replays
         self._job = job
         self._tenant = tenant
 
     def load_job(self, job_id: str) -> Job:
         if self._job is not None:
             return self._job
-        return self._ledger.get_job(job_id, tenant=self._tenant)
+        return self._replays.jobs.get(job_id, tenant=self._tenant)
 
     def snapshot_stored(self, snapshot_id: str) -> bool:
-        return self._ledger.stream_exists(Snapshot.id_for(snapshot_id))
+        return self._replays.store.stream_exists(Snapshot.id_for(snapshot_id))
 
     def load_snapshot(self, snapshot_id: str) -> Snapshot:
-        return self._ledger.get_snapshot(snapshot_id)
+        return self._replays.snapshots.get(snapshot_id)
 
     def halt_reason(self, tenant: str, snapshot_id: str) -> str | None:
-        return self._ledger.governance.halt_reason(tenant, snapshot_id)
+        return self._replays.governance.halt_reason(tenant, snapshot_id)
 
     def sem_events(self, tenant: str, key: str) -> list[SemEntry.Event]:
-        events = self._ledger.verifying_store.get(SemEntry.id_in(tenant, key))
+        events = self._replays.store.verifying_store.get(SemEntry.id_in(tenant, key))
         return [e for e in events if isinstance(e, SemEntry.Event)]
 
 
 class ReplayService:
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-
-    @property
-    def governance(self) -> GovernanceService:
-        return self.ledger.governance
+    def __init__(
+        self,
+        store: LedgerStore,
+        jobs: JobService,
+        snapshots: SnapshotService,
+        governance: GovernanceService,
+    ) -> None:
+        self.store = store
+        self.jobs = jobs
+        self.snapshots = snapshots
+        self.governance = governance
 
     def run(
         self,
@@ -123,17 +129,10 @@ class ReplayService:
                 ),
                 f"replay request for {job_id}",
             )
-            refusal = replay_refusal(mode, actor, production_approved)
-            if refusal is None:
-                request = ReplayRequest(
-                    job_id, mode, force_continue, force_approved, mocks or {}, watch
-                )
-                outcome = self._run_replay(job, request, tenant)
-            else:
-                outcome = ReplayOutcome.stopped(
-                    job_id, mode, "access", ErrorCode.ACCESS_DENIED, refusal
-                )
-                outcome.non_authoritative.append("the replay was refused before it ran")
+            request = ReplayRequest(
+                job_id, mode, force_continue, force_approved, mocks or {}, watch
+            )
+            outcome = self._decided(job, request, actor, production_approved, tenant)
             report = replay_report(outcome, actor, attempt, force_continue)
             markdown = render_markdown(report)
             seconds = watch()
@@ -151,7 +150,7 @@ class ReplayService:
     def _job_if_intact(self, job_id: str, tenant: str) -> Job | None:
         """The job, refusing an open one up front; None when it fails verification (recorded)."""
         try:
-            job = self.ledger.get_job(job_id, tenant=tenant)
+            job = self.jobs.get(job_id, tenant=tenant)
         except IntegrityFailure:
             return None
         if not job.sealed:
@@ -159,9 +158,63 @@ class ReplayService:
             raise ValueError(msg)
         return job
 
+    def replay_unrecorded(
+        self,
+        job_id: str,
+        mode: ReplayMode,
+        actor: Actor,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        force_continue: bool = False,
+        run_on: bool = False,
+        mocks: Mapping[str, AgentReply] | None = None,
+        elapsed: Callable[[], float] | None = None,
+    ) -> ReplayOutcome:
+        """Seed 000 section 6 for the tenant's job as `run` does it, nothing recorded: access and
+        force-continue decided on the job's governance record as it stands.
+
+        ``run_on``: carry on past every divergence, as an approved force-continue does, for a
+        caller that judges the divergences itself (a redacted bundle sets aside what redaction
+        hid).
+        """
+        scope = self.governance.existing_job_scope(job_id, tenant)
+        check_mocks_allowed(mode, bool(mocks))
+        job = self._job_if_intact(job_id, tenant)
+        record = self.governance.record(scope)
+        production_approved = record is not None and record.approved(Motion.PRODUCTION_REPLAY)
+        force_approved = record is not None and record.force_continue_allowed()
+        request = ReplayRequest(
+            job_id,
+            mode,
+            run_on or force_continue,
+            run_on or force_approved,
+            mocks or {},
+            elapsed or stopwatch(),
+        )
+        return self._decided(job, request, actor, production_approved, tenant)
+
+    def _decided(
+        self,
+        job: Job | None,
+        request: ReplayRequest,
+        actor: Actor,
+        production_approved: bool,
+        tenant: str,
+    ) -> ReplayOutcome:
+        """The replay, unless the access rules refuse ``actor`` this mode: then why, as an
+        outcome stopped before it ran."""
+        refusal = replay_refusal(request.mode, actor, production_approved)
+        if refusal is None:
+            return self._run_replay(job, request, tenant)
+        outcome = ReplayOutcome.stopped(
+            request.job_id, request.mode, "access", ErrorCode.ACCESS_DENIED, refusal
+        )
+        outcome.non_authoritative.append("the replay was refused before it ran")
+        return outcome
+
     def _run_replay(self, job: Job | None, request: ReplayRequest, tenant: str) -> ReplayOutcome:
         try:
-            return replay_job(LedgerReplaySource(self.ledger, job, tenant), request)
+            return replay_job(LedgerReplaySource(self, job, tenant), request)
         except IntegrityFailure as exc:
             # A stream read mid-replay (SEM history, a governance record) failed verification.
             return ReplayOutcome.stopped(
@@ -182,7 +235,7 @@ class ReplayService:
         """The result on the record as it stands now, the attempt's replay record, any halts."""
         job_name = scope.removeprefix("job:")
         name = replay_record_name(job_name, attempt)
-        if self.ledger.stream_exists(ReplayRecord.id_for(name)):
+        if self.store.stream_exists(ReplayRecord.id_for(name)):
             # Only this attempt's request got its number: the record it came from lost events.
             raise IntegrityFailure(
                 ReplayRecord.id_for(name), 1, f"replay record {name} exists before its replay ran"
@@ -219,8 +272,8 @@ class ReplayService:
     def record(self, job_id: str, attempt: int, *, tenant: str = DEFAULT_TENANT) -> ReplayRecord:
         """One attempt's record of the tenant's job."""
         what = f"replay {replay_record_name(job_id, attempt)}"
-        job_name = self.ledger.job_name(job_id, tenant)
+        job_name = self.jobs.name(job_id, tenant)
         if job_name is None:
             raise NotFoundError(f"no {what}")
         stream = ReplayRecord.id_for(replay_record_name(job_name, attempt))
-        return self.ledger.get_aggregate(ReplayRecord, stream, what)
+        return self.store.get_aggregate(ReplayRecord, stream, what)

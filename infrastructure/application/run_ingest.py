@@ -8,17 +8,14 @@ the winner's job. Nothing is written for a duplicate.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from domain.aggregate import MaceAggregate
 from domain.job import DEFAULT_TENANT
 from domain.run_content import RunContent, run_content_digest
 from domain.run_file import ParsedRun
-from infrastructure.application.privacy_rules import refuse_clear_private_values
+from infrastructure.application.jobs import JobService
+from infrastructure.application.runs import RunService
+from infrastructure.storage.store import LedgerStore
 from projections.reflective_log import ReflectiveLog
-
-if TYPE_CHECKING:
-    from infrastructure.application.ledger import Ledger
 
 
 class _AlreadyRecorded(Exception):
@@ -27,36 +24,43 @@ class _AlreadyRecorded(Exception):
         self.job_id = job_id
 
 
-def record_once(
-    ledger: Ledger, run: ParsedRun, tenant: str = DEFAULT_TENANT
-) -> tuple[ReflectiveLog, bool]:
-    """Record ``run`` as a sealed job unless the tenant recorded the same content before.
+class RunIngest:
+    def __init__(self, store: LedgerStore, runs: RunService, jobs: JobService) -> None:
+        self.store = store
+        self.runs = runs
+        self.jobs = jobs
 
-    Returns the job's log and whether it was a duplicate (then nothing was written).
-    `ClearPrivateValue` when an event records a value its privacy rules deny, in clear.
-    """
-    declared = {kind.value: sid for kind, sid in run.started.snapshot_ids.items()}
-    refuse_clear_private_values(ledger, declared, run.events)
-    name = RunContent.named(tenant, run_content_digest(run.started, run.events, run.completed))
-    index = RunContent.id_for(name)
+    def record_once(
+        self, run: ParsedRun, tenant: str = DEFAULT_TENANT
+    ) -> tuple[ReflectiveLog, bool]:
+        """Record ``run`` as a sealed job unless the tenant recorded the same content before.
 
-    def recorded_by() -> str | None:
-        if not ledger.stream_exists(index):
-            return None
-        return ledger.get_aggregate(RunContent, index, f"run content {name}").job_id
+        Returns the job's log and whether it was a duplicate (then nothing was written).
+        `ClearPrivateValue` when an event records a value its privacy rules deny, in clear.
+        """
+        declared = {kind.value: sid for kind, sid in run.started.snapshot_ids.items()}
+        self.runs.privacy.refuse_clear_private_values(declared, run.events)
+        digest = run_content_digest(run.started, run.events, run.completed)
+        name = RunContent.named(tenant, digest)
+        index = RunContent.id_for(name)
 
-    def indexed(job_id: str) -> list[MaceAggregate]:
+        def recorded_by() -> str | None:
+            if not self.store.stream_exists(index):
+                return None
+            return self.store.get_aggregate(RunContent, index, f"run content {name}").job_id
+
+        def indexed(job_id: str) -> list[MaceAggregate]:
+            earlier = recorded_by()
+            if earlier is not None:
+                raise _AlreadyRecorded(earlier)
+            return [RunContent(name=name, job_id=job_id)]
+
         earlier = recorded_by()
-        if earlier is not None:
-            raise _AlreadyRecorded(earlier)
-        return [RunContent(name=name, job_id=job_id)]
-
-    earlier = recorded_by()
-    if earlier is None:
-        try:
-            log = ledger.record_run(run.started, run.events, run.completed, tenant, indexed)
-        except _AlreadyRecorded as exc:
-            earlier = exc.job_id
-        else:
-            return log, False
-    return ledger.reflective_log(earlier, tenant=tenant), True
+        if earlier is None:
+            try:
+                log = self.runs.record(run.started, run.events, run.completed, tenant, indexed)
+            except _AlreadyRecorded as exc:
+                earlier = exc.job_id
+            else:
+                return log, False
+        return self.jobs.reflective_log(earlier, tenant=tenant), True

@@ -11,7 +11,7 @@ the id is as free to this tenant as one nobody holds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eventsourcing.persistence import IntegrityError, RecordConflictError
 
@@ -19,12 +19,11 @@ from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id
 from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
 from domain.run_draft import BatchOutcome, RunDraft
-from infrastructure.application.privacy_rules import refuse_clear_private_values
+from infrastructure.application.jobs import JobService
+from infrastructure.application.runs import RunService
 from infrastructure.storage.errors import ConflictError, NotFoundError, StoreBusyError
+from infrastructure.storage.store import LedgerStore
 from projections.reflective_log import ReflectiveLog
-
-if TYPE_CHECKING:
-    from infrastructure.application.ledger import Ledger
 
 
 def run_id_of(started: RunStarted, tenant: str) -> str:
@@ -35,8 +34,10 @@ def run_id_of(started: RunStarted, tenant: str) -> str:
 
 
 class RunIntake:
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
+    def __init__(self, store: LedgerStore, runs: RunService, jobs: JobService) -> None:
+        self.store = store
+        self.runs = runs
+        self.jobs = jobs
 
     def open(self, started: RunStarted, tenant: str) -> tuple[RunDraft, bool]:
         """Open a run; the same start re-sent returns the open run. True when newly opened."""
@@ -44,10 +45,10 @@ class RunIntake:
         fresh = RunDraft(run_id=run_id, tenant=tenant, started=started.model_dump(mode="json"))
         existing = self._existing(run_id, tenant)
         if existing is None:
-            if self.ledger.job_exists(run_id, tenant=tenant):
+            if self.jobs.exists(run_id, tenant=tenant):
                 raise ConflictError(f"job {run_id} already exists")
             try:
-                self.ledger.save(fresh)
+                self.store.save(fresh)
             except (IntegrityError, RecordConflictError):
                 existing = self._existing(run_id, tenant)  # opened by a request racing this one
             else:
@@ -77,12 +78,12 @@ class RunIntake:
         def attempt() -> BatchOutcome:
             draft = self.get(run_id, tenant)
             declared = draft.started.get("snapshot_ids") or {}
-            refuse_clear_private_values(self.ledger, declared, [event for _, event in batch])
+            self.runs.privacy.refuse_clear_private_values(declared, [event for _, event in batch])
             outcome = draft.append(pairs, max_events)
-            self.ledger.save(draft)
+            self.store.save(draft)
             return outcome
 
-        return self.ledger.retrying(attempt, f"events for run {run_id}")
+        return self.store.retrying(attempt, f"events for run {run_id}")
 
     def complete(self, run_id: str, tenant: str, final_output: Any) -> tuple[ReflectiveLog, int]:
         """Record the run as a sealed job; completing it again with the same output is a no-op.
@@ -102,7 +103,7 @@ class RunIntake:
                 return [again]
 
             try:
-                log = self.ledger.record_run(started, events, completed, tenant, completed_draft)
+                log = self.runs.record(started, events, completed, tenant, completed_draft)
                 return log, sent
             except ConflictError:
                 # A completion racing this one may have got there first: then answer as it did.
@@ -110,12 +111,12 @@ class RunIntake:
                 if not draft.completed:
                     raise
         draft.complete(final_output)  # refuses another final output; the same one changes nothing
-        return self.ledger.reflective_log(run_id, tenant=tenant), sent
+        return self.jobs.reflective_log(run_id, tenant=tenant), sent
 
     def _existing(self, run_id: str, tenant: str) -> RunDraft | None:
         stream = RunDraft.id_in(tenant, run_id)
         try:
-            draft = self.ledger.get_aggregate(RunDraft, stream, f"run {run_id}")
+            draft = self.store.get_aggregate(RunDraft, stream, f"run {run_id}")
         except NotFoundError:
             return None
         # A default-tenant name may hold another tenant's run opened before ids were scoped.

@@ -4,7 +4,7 @@ Events are validated as they are emitted and held until `complete`, which record
 (start, events, the ledger's verdict and the seal) in one transaction. A run abandoned before
 completion therefore leaves nothing behind, and a recorded run is never half written.
 
-    recorder = RunRecorder(ledger, RunStarted(seed=7, input="...", snapshot_ids=ids))
+    recorder = RunRecorder(ledger.runs, RunStarted(seed=7, input="...", snapshot_ids=ids))
     recorder.emit(ToolCall(...))
     log = recorder.complete("the answer")
 """
@@ -15,14 +15,13 @@ from typing import Any
 
 from domain.events import EMITTED_TYPES, RunCompleted, RunEvent, RunStarted
 from domain.job import DEFAULT_TENANT
-from infrastructure.application.ledger import Ledger
-from infrastructure.application.privacy_rules import refuse_clear_private_values
+from infrastructure.application.runs import RunService
 from projections.reflective_log import ReflectiveLog
 
 
 class RunRecorder:
-    def __init__(self, ledger: Ledger, started: RunStarted, tenant: str = DEFAULT_TENANT) -> None:
-        self._ledger = ledger
+    def __init__(self, runs: RunService, started: RunStarted, tenant: str = DEFAULT_TENANT) -> None:
+        self._runs = runs
         self._started = started
         self._tenant = tenant
         self._events: list[RunEvent] = []
@@ -49,6 +48,6 @@ class RunRecorder:
             raise ValueError(msg)
         completed = RunCompleted(final_output=final_output)
         declared = {kind.value: sid for kind, sid in self._started.snapshot_ids.items()}
-        refuse_clear_private_values(self._ledger, declared, self._events)
-        self._log = self._ledger.record_run(self._started, self._events, completed, self._tenant)
+        self._runs.privacy.refuse_clear_private_values(declared, self._events)
+        self._log = self._runs.record(self._started, self._events, completed, self._tenant)
         return self._log

@@ -53,7 +53,7 @@ REDACTION_POLICY: Final = {
 
 
 def _stream(ledger: Ledger, role: Role, prefix: str, key: str, stream_id: UUID) -> BundleStream:
-    records = ledger.verifying_store.read_verified(stream_id)
+    records = ledger.store.verifying_store.read_verified(stream_id)
     return BundleStream(role, f"{prefix}:{key}", stream_id, [r.stored for r in records])
 
 
@@ -61,8 +61,8 @@ def _sem_stream(ledger: Ledger, tenant: str, key: str, stamps: set[str]) -> Bund
     """The tenant's SEM entry under the key up to the last version the job read or wrote (later
     jobs' writes are not this job's business); None when the job met no stored version of it."""
     stream_id = SemEntry.id_in(tenant, key)
-    records = ledger.verifying_store.read_verified(stream_id)
-    decode = ledger.verifying_store.signed_mapper.decode
+    records = ledger.store.verifying_store.read_verified(stream_id)
+    decode = ledger.store.verifying_store.signed_mapper.decode
     events = [decode(r) for r in records]
     met = [
         i
@@ -95,7 +95,7 @@ def collect_streams(
 ) -> tuple[Job, list[BundleStream], list[str]]:
     """The tenant's job's streams, each verified as the ledger reads it, and the snapshots it
     lacks."""
-    job = ledger.get_job(job_id, tenant=tenant)
+    job = ledger.jobs.get(job_id, tenant=tenant)
     if not job.sealed:
         raise BundleError(f"job {job_id} is open: only completed, sealed jobs can be exported")
     named = job.scoped_id
@@ -114,10 +114,10 @@ def collect_streams(
     for _, snapshot_id in sorted(job.snapshot_ids.items()):
         if snapshot_id in present or snapshot_id in missing:
             continue
-        if not ledger.stream_exists(Snapshot.id_for(snapshot_id)):
+        if not ledger.store.stream_exists(Snapshot.id_for(snapshot_id)):
             missing.append(snapshot_id)
             continue
-        ledger.get_snapshot(snapshot_id)  # its content address still holds
+        ledger.snapshots.get(snapshot_id)  # its content address still holds
         present.append(snapshot_id)
         streams.append(
             _stream(
@@ -131,7 +131,7 @@ def collect_streams(
     scopes = [governance_scope_of_job(named)]
     scopes += [scope for s in present for scope in halt_scopes(s, job.tenant)]
     for scope in scopes:
-        if ledger.stream_exists(Governance.id_for(scope)):
+        if ledger.store.stream_exists(Governance.id_for(scope)):
             streams.append(
                 _stream(
                     ledger, "governance", Governance.NAME_PREFIX, scope, Governance.id_for(scope)
@@ -157,11 +157,11 @@ def _key_id(state: bytes) -> str:
 
 def _privacy(ledger: Ledger, job: Job) -> PrivacyPolicy:
     snapshot_id = job.snapshot_ids.get(SnapshotKind.PRIVACY.value)
-    if snapshot_id is None or not ledger.stream_exists(Snapshot.id_for(snapshot_id)):
+    if snapshot_id is None or not ledger.store.stream_exists(Snapshot.id_for(snapshot_id)):
         msg = f"cannot redact job {job.job_id}: its privacy snapshot is not in the ledger"
         raise BundleError(msg)
     try:
-        policy = parse_config(SnapshotKind.PRIVACY, ledger.get_snapshot(snapshot_id).payload)
+        policy = parse_config(SnapshotKind.PRIVACY, ledger.snapshots.get(snapshot_id).payload)
     except ValueError:
         msg = f"cannot redact job {job.job_id}: privacy snapshot {snapshot_id} is unusable"
         raise BundleError(msg) from None
@@ -293,12 +293,12 @@ def export_bundle(
             **{role: sum(s.role == role for s in streams) for role in ROLES},
         },
         "missing_snapshots": missing,
-        "key_ids": sorted(key_ids | {ledger.keyring.active_key_id}),
+        "key_ids": sorted(key_ids | {ledger.store.keyring.active_key_id}),
         "records_sha256": digest(entries),
         "redacted": redacted,
         "redaction": redaction,
     }
-    key_id, mac = ledger.keyring.sign(SIGNING_CONTEXT + canonical_json(manifest))
+    key_id, mac = ledger.store.keyring.sign(SIGNING_CONTEXT + canonical_json(manifest))
     bundle = {
         "format": FORMAT,
         "manifest": manifest,

@@ -45,6 +45,7 @@ from infrastructure.storage.integrity import verify_stream
 from infrastructure.storage.keyring import Keyring
 from infrastructure.storage.settings import Store
 from infrastructure.storage.signed_record import SEPARATOR, IntegrityFailure, mac_message
+from infrastructure.storage.store import LedgerStore
 from projections.redaction import Redaction
 
 FORMAT: Final = "mace-bundle/1"
@@ -378,6 +379,6 @@ class MemoryStore:
 @contextmanager
 def bundle_ledger(bundle: Bundle) -> Iterator[Ledger]:
     """A ledger holding exactly the bundle's records, in memory, gone when the block ends."""
-    with Ledger(cast(Store, MemoryStore()), bundle.keyring) as ledger:
-        ledger.recorder.insert_events(bundle.records())
+    with Ledger(LedgerStore(cast(Store, MemoryStore()), bundle.keyring)) as ledger:
+        ledger.store.recorder.insert_events(bundle.records())
         yield ledger

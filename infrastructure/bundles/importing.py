@@ -39,8 +39,8 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
         raise BundleError(msg)
     job_id, tenant = bundle.job_id, bundle.tenant
 
-    def attempt() -> ImportSummary:
-        if ledger.job_exists(job_id, tenant=tenant):
+    def attempt(registry_version: int) -> ImportSummary:
+        if ledger.jobs.exists(job_id, tenant=tenant):
             raise ConflictError(f"job {job_id} already exists in this store: nothing imported")
         writes: list[StoredEvent] = []
         written: list[str] = []
@@ -48,7 +48,7 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
         for stream in bundle.streams:
             if stream.role not in IMPORTED_ROLES:
                 continue
-            stored = list(ledger.recorder.select_events(stream.originator_id))
+            stored = list(ledger.store.recorder.select_events(stream.originator_id))
             for mine, theirs in zip(stream.records, stored, strict=False):
                 if (mine.topic, mine.state) != (theirs.topic, theirs.state):
                     msg = (
@@ -63,10 +63,10 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
                 continue
             writes += stream.records[len(stored) :]
             written.append(stream.name)
-        registration = ledger._registration(ledger._registry_version(), bundle.job_name)
-        writes += [ledger.mapper.to_stored_event(e) for e in registration]
-        ledger.insert_records(writes)
+        registration = ledger.jobs.registration(registry_version, bundle.job_name)
+        writes += [ledger.store.mapper.to_stored_event(e) for e in registration]
+        ledger.store.insert_records(writes)
         left = [s.name for s in bundle.streams if s.role not in IMPORTED_ROLES]
         return ImportSummary(job_id, tenant, len(writes), written, present, left)
 
-    return ledger.numbering(attempt, f"import of job {job_id}")
+    return ledger.jobs.numbered(attempt, f"import of job {job_id}")

@@ -2,11 +2,11 @@
 
 The bundle's verified records are read through an in-memory ledger, so the replay runs the very
 `replay_job` (and the ledger's reads, verified) that ``mace replay JOB_ID`` runs. Access is
-decided as the ledger decides it (`replay_refusal`, with ``MACE_ACTOR``/``MACE_ROLES``), from the
-job's governance record carried in the bundle: a production replay approved by the council there,
-or a force-continue an admin requested and the council approved there, are honoured. There is no
-store, so no REPLAY_REQUEST or REPLAY_RESULT is appended: the report says ``"recorded": false``
-and its attempt is 0.
+decided by the replay use case's own rules (`ReplayService.replay_unrecorded`, with
+``MACE_ACTOR``/``MACE_ROLES``), on the job's governance record carried in the bundle: a
+production replay approved by the council there, or a force-continue an admin requested and the
+council approved there, are honoured. There is no store, so no REPLAY_REQUEST or REPLAY_RESULT
+is appended: the report says ``"recorded": false`` and its attempt is 0.
 
 A redacted bundle cannot be authoritative. Its replay runs on past every divergence and then sets
 aside the ones redaction explains (a model I/O field that matches once the replayed content is
@@ -24,17 +24,16 @@ from typing import Any, Final
 
 from domain.canonical import canonical_json
 from domain.errors import ErrorCode
-from domain.governance import Actor, Motion, governance_scope_of_job
+from domain.governance import Actor
 from domain.job import Job
-from domain.replay_access import ReplayMode, check_mocks_allowed, replay_refusal
+from domain.replay_access import ReplayMode, check_mocks_allowed
 from domain.stage0.agents import AgentReply
 from infrastructure.application.replays import ReplayResult
 from infrastructure.bundles.format import Bundle, BundleError, bundle_ledger, read_bundle
 from infrastructure.storage.keyring import load_keyring
-from infrastructure.storage.ops_clock import stopwatch
 from infrastructure.storage.settings import Settings
 from projections.redaction import MODEL_IO, PII, PII_MARK, strip_model_io
-from projections.replay import Divergence, ReplayOutcome, ReplayRequest, StepLog
+from projections.replay import Divergence, ReplayOutcome, StepLog
 from projections.replay_report import render_markdown, replay_report
 
 NOT_RECORDED: Final = 0
@@ -53,34 +52,23 @@ def replay_bundle(
     elapsed: Callable[[], float] | None = None,
 ) -> ReplayResult:
     """Seed 000 section 6 over a verified bundle, recorded nowhere."""
-    check_mocks_allowed(mode, bool(mocks))
+    check_mocks_allowed(mode, bool(mocks))  # bad options are refused in the order they always were
     check_replay_options(bundle, force_continue)
-    job_id = bundle.job_id
     with bundle_ledger(bundle) as ledger:
-        record = ledger.governance.record(governance_scope_of_job(bundle.job_name))
-        production_approved = record is not None and record.approved(Motion.PRODUCTION_REPLAY)
-        force_approved = record is not None and record.force_continue_allowed()
-        refusal = replay_refusal(mode, actor, production_approved)
-        if refusal is not None:
-            outcome = ReplayOutcome.stopped(
-                job_id, mode, "access", ErrorCode.ACCESS_DENIED, refusal
-            )
-            outcome.non_authoritative.append("the replay was refused before it ran")
-        else:
-            job = ledger.replays._job_if_intact(job_id, bundle.tenant)
-            forced = bundle.redacted or force_continue
-            request = ReplayRequest(
-                job_id,
-                mode,
-                forced,
-                bundle.redacted or force_approved,
-                mocks or {},
-                elapsed or stopwatch(),
-            )
-            outcome = ledger.replays._run_replay(job, request, bundle.tenant)
-            if bundle.redacted:
-                assert job is not None  # the bundle's job verified when it was read
-                outcome = set_aside_redactions(outcome, RedactionScope.of(bundle, job))
+        outcome = ledger.replays.replay_unrecorded(
+            bundle.job_id,
+            mode,
+            actor,
+            tenant=bundle.tenant,
+            force_continue=force_continue,
+            run_on=bundle.redacted,
+            mocks=mocks,
+            elapsed=elapsed,
+        )
+        # ACCESS_DENIED: refused before it ran, so there is nothing redaction could explain.
+        if bundle.redacted and outcome.error_code is not ErrorCode.ACCESS_DENIED:
+            job = ledger.jobs.get(bundle.job_id, tenant=bundle.tenant)
+            outcome = set_aside_redactions(outcome, RedactionScope.of(bundle, job))
     report = replay_report(outcome, actor, NOT_RECORDED, force_continue)
     report["bundle"] = {
         "file": bundle.name,

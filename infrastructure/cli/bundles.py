@@ -89,7 +89,7 @@ def export_job(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"cannot write {output}: {output.parent} is not a directory")
     with Ledger.open(settings, create=False) as ledger, _bad_input():
         data = export_bundle(ledger, job_id, tenant=args.tenant, redacted=args.redact)
-        bundle = parse_bundle(data, str(output), ledger.keyring)  # what we write reads back
+        bundle = parse_bundle(data, str(output), ledger.store.keyring)  # what we write reads back
     _write(output, data)
     summary = _export_summary(bundle, output, data)
     if args.json:
@@ -209,7 +209,7 @@ def export_test(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger, _bad_input():
         data = export_bundle(ledger, job_id, tenant=args.tenant)
         expected = recorded_expectation(ledger, job_id, args.tenant)
-        bundle = parse_bundle(data, bundle_name, ledger.keyring)
+        bundle = parse_bundle(data, bundle_name, ledger.store.keyring)
     if expected is None:
         report = replay_bundle(bundle, ReplayMode.AUDIT, REGRESSION_ACTOR).report
         provenance = (

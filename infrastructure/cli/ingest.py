@@ -10,7 +10,6 @@ from domain.run_draft import RunTooLarge, check_run_size
 from domain.run_file import RunFileError, parse_run
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.privacy_rules import ClearPrivateValue
-from infrastructure.application.run_ingest import record_once
 from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
@@ -33,7 +32,7 @@ def ingest_run(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
     with Ledger.open(settings) as ledger:
         try:
-            log, duplicate = record_once(ledger, run, args.tenant)
+            log, duplicate = ledger.run_ingest.record_once(run, args.tenant)
         except ClearPrivateValue as exc:
             raise UsageError(f"{name} event {exc.position + 1}: {exc}") from None
     summary = {**recorded_run(log, len(run.events)), "duplicate": duplicate}

@@ -6,15 +6,14 @@ import argparse
 
 from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import EXIT_OK, emit_json
-from infrastructure.storage.schema import StoreSchema
 from infrastructure.storage.settings import Settings
 
 
 def init_store(args: argparse.Namespace, settings: Settings) -> int:
     # Opening as a writer sets up whatever tables are missing, one process at a time.
     with Ledger.open(settings) as ledger:
-        tables = list(StoreSchema(ledger).tables)
-    where = ledger.store.describe()
+        tables = list(ledger.store.schema.tables)
+    where = ledger.store.location.describe()
     if args.json:
         emit_json({"store": where, "tables": tables})
     else:

@@ -9,7 +9,7 @@ from domain.canonical import CanonicalJSONError, canonical_json
 from domain.events import ALL_TYPES
 from domain.job import CaptureMode
 from infrastructure.application.ledger import Ledger
-from infrastructure.application.personal_data import CLI_CHANNEL, PersonalDataReads
+from infrastructure.application.personal_data import CLI_CHANNEL
 from infrastructure.cli.common import (
     EXIT_OK,
     UsageError,
@@ -34,7 +34,7 @@ def run_job(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"input cannot be recorded: {exc}") from None
     with Ledger.open(settings) as ledger:
         try:
-            log = ledger.run_job(
+            log = ledger.jobs.run(
                 args.text,
                 args.seed,
                 job_id=args.job_id,
@@ -66,7 +66,7 @@ def job_events(args: argparse.Namespace, settings: Settings) -> int:
     reader = acting_actor(settings) if settings.actor or settings.roles else None
     with Ledger.open(settings, create=False) as ledger:
         try:
-            read = PersonalDataReads(ledger).read_job(
+            read = ledger.personal_data.read_job(
                 args.job_id,
                 args.tenant,
                 reader,

@@ -40,7 +40,7 @@ def set_bundle(args: argparse.Namespace, settings: Settings) -> int:
     with bad_input():  # a refused bundle is refused before the store is opened (or created)
         parse_bundle(bundle_yaml)
     with Ledger.open(settings) as ledger, bad_input():
-        bundle = ledger.memories.set_bundle(tenant, bundle_yaml, actor)
+        bundle = ledger.policy.set_bundle(tenant, bundle_yaml, actor)
     scope = scope_of(tenant)
     if args.json:
         emit_json({"scope": scope, "bundle_hash": bundle.bundle_hash, "rules": len(bundle.rules)})
@@ -52,10 +52,8 @@ def set_bundle(args: argparse.Namespace, settings: Settings) -> int:
 def show_bundle(args: argparse.Namespace, settings: Settings) -> int:
     tenant = _tenant(args)
     with Ledger.open(settings, create=False) as ledger:
-        if tenant is None:
-            book = ledger.memories.book(None)
-        else:
-            book = ledger.memories.bundle_in_force(tenant)
+        policy = ledger.policy
+        book = policy.book(None) if tenant is None else policy.bundle_in_force(tenant)
     in_force = book if book is not None and book.bundle_yaml is not None else None
     if args.json:
         emit_json(_shown(tenant, in_force))
@@ -81,7 +79,7 @@ def clear_bundle(args: argparse.Namespace, settings: Settings) -> int:
     actor = acting_actor(settings)
     tenant = _tenant(args)
     with Ledger.open(settings, create=False) as ledger:
-        ledger.memories.clear_bundle(tenant, actor)  # NotFoundError when none is set: exit 2
+        ledger.policy.clear_bundle(tenant, actor)  # NotFoundError when none is set: exit 2
     scope = scope_of(tenant)
     if args.json:
         emit_json({"scope": scope, "cleared": True})

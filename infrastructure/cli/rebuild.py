@@ -15,7 +15,7 @@ BAR_WIDTH = 30
 
 def follow_views(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
-        print(f"following {ledger.store.describe()}; Ctrl-C stops", file=sys.stderr)
+        print(f"following {ledger.store.location.describe()}; Ctrl-C stops", file=sys.stderr)
         stop = Event()
         try:
             ledger.read_models.follow(stop)

@@ -22,7 +22,7 @@ def sem_put(args: argparse.Namespace, settings: Settings) -> int:
     overrides = snapshot_overrides(args.snapshot)
     with Ledger.open(settings) as ledger:
         try:
-            key, record = ledger.sem_put(args.key, value, overrides, args.tenant)
+            key, record = ledger.sem.put(args.key, value, overrides, args.tenant)
         except (ValueError, CanonicalJSONError) as exc:
             raise UsageError(str(exc)) from None
     _show(key, record, args.json)
@@ -33,7 +33,7 @@ def sem_get(args: argparse.Namespace, settings: Settings) -> int:
     overrides = snapshot_overrides(args.snapshot)
     with Ledger.open(settings, create=False) as ledger:
         try:
-            key, record = ledger.sem_get(args.key, overrides, args.tenant)
+            key, record = ledger.sem.get(args.key, overrides, args.tenant)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     _show(key, record, args.json)

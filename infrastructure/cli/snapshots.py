@@ -6,8 +6,9 @@ import argparse
 
 from domain.canonical import CanonicalJSONError, canonical_json
 from domain.stage0.config import declare_usable
-from infrastructure.application.ledger import Ledger, NotFoundError
+from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import EXIT_OK, UsageError, emit_json, read_json_object
+from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.settings import Settings
 
 
@@ -18,7 +19,7 @@ def snapshot_put(args: argparse.Namespace, settings: Settings) -> int:
     except (ValueError, CanonicalJSONError) as exc:
         raise UsageError(str(exc)) from None
     with Ledger.open(settings) as ledger:
-        snapshot, created = ledger.put_snapshot(declared)
+        snapshot, created = ledger.snapshots.put(declared)
     if args.json:
         emit_json({"snapshot_id": snapshot.snapshot_id, "kind": snapshot.kind, "created": created})
     else:
@@ -29,7 +30,7 @@ def snapshot_put(args: argparse.Namespace, settings: Settings) -> int:
 def snapshot_show(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
         try:
-            snapshot = ledger.get_snapshot(args.snapshot_id)
+            snapshot = ledger.snapshots.get(args.snapshot_id)
         except (ValueError, NotFoundError) as exc:
             raise UsageError(str(exc)) from None
     data = snapshot.as_json()

@@ -59,7 +59,7 @@ def _verify_all(ledger: Ledger) -> dict[str, Any]:
     (a replay was asked for and its process stopped before recording a verdict). It is listed,
     so that the interrupted audit is seen and run again.
     """
-    summary = ledger.verify_all()
+    summary = ledger.store.verify_all()
     unanswered = ledger.governance.unanswered_replays()
     return {
         "events": summary.events,
@@ -83,7 +83,7 @@ def _print_unanswered(abandoned: list[dict[str, Any]], running: list[dict[str, A
 
 def _verify_job(ledger: Ledger, args: argparse.Namespace) -> dict[str, Any]:
     try:
-        result = ledger.verify_job(
+        result = ledger.jobs.verify(
             args.job_id, check_sequence=args.check_sequence, tenant=args.tenant or DEFAULT_TENANT
         )
     except ValueError as exc:

@@ -3,7 +3,8 @@
 Store settings (``MACE_STORE``) and the connection to SQLite or PostgreSQL; the keyring and its
 key checks; the HTTP service's bearer-tokens file; the signed record (the one parser of the
 stored format), the signing mapper, the verifying event store and repository; stream, seal and
-witness integrity; the whole-store scan and verification; the read-model tables. No use case
-lives here: a module of this package never decides what a job, a replay or a receipt means, it
-stores and proves bytes.
+witness integrity; the whole-store scan and verification; the read-model tables; and
+`LedgerStore` (``store.py``), the eventsourcing Application that wires them together and offers
+save, typed reads and retries. No use case lives here: a module of this package never decides
+what a job, a replay or a receipt means, it stores and proves bytes.
 """

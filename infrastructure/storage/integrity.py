@@ -1,12 +1,14 @@
-"""Whole-stream checks: contiguous versions, every MAC, and the seal if there is one.
+"""Whole-stream checks: contiguous versions, every MAC, the seal if there is one, its witness.
 
 A stream is verified completely before any of it is decoded, so a caller never sees an event from
-a stream that has been tampered with anywhere.
+a stream that has been tampered with anywhere. A job's seal and its witness are held against each
+other here, once, for reading a job and for verifying a whole store alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from uuid import UUID
 
 import orjson
@@ -59,3 +61,29 @@ def check_seal(stream: UUID | str, verified: Sequence[VerifiedRecord]) -> None:
             raise IntegrityFailure(stream, version, reason)
         if seal.get("mac_digest") != mac_digest(r.mac for r in verified[:position]):
             raise IntegrityFailure(stream, version, "seal digest does not match the stream's MACs")
+
+
+@dataclass(frozen=True)
+class SealFacts:
+    """What a job's seal, or its witness, says: the events before the seal, their MACs' digest."""
+
+    event_count: int
+    mac_digest: str
+
+
+def check_witness(
+    job_stream: UUID, job_version: int, seal: SealFacts | None, witness: SealFacts | None
+) -> None:
+    """A job's seal and its witness are both stored or neither is, and they say the same.
+
+    ``job_version`` is the job stream's last version; ``seal`` None: the job is not sealed.
+    """
+    if witness is None:
+        if seal is not None:
+            raise IntegrityFailure(job_stream, job_version, "seal has no witness")
+        return
+    if seal is None:
+        reason = f"seal missing: witnessed after {witness.event_count} events"
+        raise IntegrityFailure(job_stream, witness.event_count + 1, reason)
+    if seal != witness:
+        raise IntegrityFailure(job_stream, job_version, "seal disagrees with its witness")

@@ -95,18 +95,18 @@ class StoreReader:
                 assert isinstance(version, int)
                 yield _row(originator_id, version, topic, state)
 
-    def topic_at(self, originator_id: UUID, version: int) -> str | None:
-        """The topic stored at one stream position, or None when nothing is there."""
+    def record_at(self, originator_id: UUID, version: int) -> StoredEvent | None:
+        """The event stored at one stream position (not verified), or None when there is none."""
         conn = self._lookup_conn = self._lookup_conn or self._connect()
         if isinstance(conn, sqlite3.Connection):
             row = conn.execute(
-                f"SELECT topic FROM {self._sqlite_table()} "  # noqa: S608
+                f"SELECT topic, state FROM {self._sqlite_table()} "  # noqa: S608
                 "WHERE originator_id = ? AND originator_version = ?",
                 (originator_id.hex, version),
             ).fetchone()
         else:
             query = sql.SQL(
-                "SELECT topic FROM {} WHERE originator_id = %s AND originator_version = %s"
+                "SELECT topic, state FROM {} WHERE originator_id = %s AND originator_version = %s"
             ).format(self._table())
             row = conn.execute(query, (originator_id, version)).fetchone()
-        return None if row is None else str(row[0])
+        return None if row is None else _row(originator_id, version, row[0], row[1])

@@ -11,16 +11,14 @@ changes nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import ApplicationRecorder, IntegrityError
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from infrastructure.storage.errors import NotFoundError
-
-if TYPE_CHECKING:
-    from infrastructure.application.ledger import Ledger
+from infrastructure.storage.read_model_tables import ReadModelView
 
 SCHEMA_LOCK: Final = int.from_bytes(b"mace:ddl", "big", signed=True)
 """The PostgreSQL advisory lock key that writers setting up tables take in turn (per database)."""
@@ -31,14 +29,16 @@ class StoreNotSetUp(NotFoundError):
 
 
 class StoreSchema:
-    """The tables a ledger keeps its events and views in: which are missing, and making them."""
+    """The tables a ledger keeps its events and views in: which are missing, and making them.
 
-    def __init__(self, ledger: Ledger) -> None:
-        recorder = ledger.recorder
+    ``where``: the store, as messages name it. Made by `LedgerStore.schema`.
+    """
+
+    def __init__(self, recorder: ApplicationRecorder, view: ReadModelView, where: str) -> None:
         assert isinstance(recorder, PostgresApplicationRecorder | SQLiteApplicationRecorder)
         self.recorder = recorder
-        self.view = ledger.read_models.view
-        self.where = ledger.store.describe()
+        self.view = view
+        self.where = where
         self.tables = (recorder.events_table_name, *self.view.table_names())
 
     def missing(self) -> list[str]:

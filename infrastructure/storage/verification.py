@@ -14,15 +14,16 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
 from domain.job import DEFAULT_TENANT, Job, JobRegistry, JobSealWitness
 from domain.naming import tenant_scoped
-from infrastructure.storage.integrity import SEAL_TOPIC, verify_stream
+from infrastructure.storage.integrity import SEAL_TOPIC, SealFacts, check_witness, verify_stream
 from infrastructure.storage.keyring import Keyring
 from infrastructure.storage.scan import StoreReader
 from infrastructure.storage.settings import Store
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.signed_record import IntegrityFailure, verify_record
 
 JOB_STARTED_TOPIC = get_topic(Job.Started)
 WITNESS_TOPIC = get_topic(JobSealWitness.Witnessed)
@@ -61,18 +62,39 @@ def verify_ledger(store: Store, table: str, keyring: Keyring) -> LedgerVerificat
                 job_ids.add(job_id)
                 if last.stored.topic == SEAL_TOPIC:
                     sealed_jobs += 1
-                    if reader.topic_at(JobSealWitness.id_for(job_id), 1) != WITNESS_TOPIC:
-                        reason = "seal has no witness"
-                        raise IntegrityFailure(stream_id, last.stored.originator_version, reason)
+                    witness = reader.record_at(JobSealWitness.id_for(job_id), 1)
+                    check_witness(
+                        stream_id,
+                        last.stored.originator_version,
+                        _facts(last.body),
+                        _verified_facts(keyring, witness, WITNESS_TOPIC),
+                    )
             elif first.stored.topic == WITNESS_TOPIC:
-                witness = orjson.loads(first.body)
-                job_stream = Job.id_for(witness["job_id"])
-                seal_version = witness["event_count"] + 1
-                if reader.topic_at(job_stream, seal_version) != SEAL_TOPIC:
-                    reason = f"seal missing: witnessed after {witness['event_count']} events"
-                    raise IntegrityFailure(job_stream, seal_version, reason)
+                witnessed = _facts(first.body)
+                job_stream = Job.id_for(orjson.loads(first.body)["job_id"])
+                seal_version = witnessed.event_count + 1
+                seal = reader.record_at(job_stream, seal_version)
+                check_witness(
+                    job_stream,
+                    seal_version,
+                    _verified_facts(keyring, seal, SEAL_TOPIC),
+                    witnessed,
+                )
     _check_registry(job_ids, registered)
     return LedgerVerification(events=events, streams=streams, jobs=jobs, sealed_jobs=sealed_jobs)
+
+
+def _facts(body: bytes) -> SealFacts:
+    fields = orjson.loads(body)
+    return SealFacts(fields["event_count"], fields["mac_digest"])
+
+
+def _verified_facts(keyring: Keyring, stored: StoredEvent | None, topic: str) -> SealFacts | None:
+    """What a seal or witness record found by position says, once its MAC holds; None when the
+    position holds no such record."""
+    if stored is None or stored.topic != topic:
+        return None
+    return _facts(verify_record(keyring, stored).body)
 
 
 def _job_name(stream: UUID, started: dict[str, Any]) -> str:

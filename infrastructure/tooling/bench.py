@@ -78,7 +78,7 @@ class Bench:
         for name, value in (("jobs", jobs), ("memories", memories), ("contexts", contexts)):
             if value < 1:
                 raise BenchError(f"--{name} must be at least 1, got {value}")
-        if ledger.recorder.max_notification_id():
+        if ledger.store.recorder.max_notification_id():
             msg = "mace bench writes to the store: point MACE_STORE at an empty one"
             raise BenchError(msg)
         self.ledger = ledger
@@ -89,7 +89,7 @@ class Bench:
     def run(self, rounds: int) -> list[Figure]:
         if rounds < 1:
             raise BenchError(f"--rounds must be at least 1, got {rounds}")
-        self.ledger.memories.set_bundle(TENANT, BUNDLE, ACTOR)
+        self.ledger.policy.set_bundle(TENANT, BUNDLE, ACTOR)
         samples: dict[str, list[tuple[int, float]]] = {}
         for round_number in range(rounds):
             for name, work in self._round(round_number):
@@ -105,7 +105,7 @@ class Bench:
         return [_median(name, units[name], rounds_) for name, rounds_ in samples.items()]
 
     def _head(self) -> int:
-        return self.ledger.recorder.max_notification_id() or 0
+        return self.ledger.store.recorder.max_notification_id() or 0
 
     def _round(self, number: int) -> list[tuple[str, Callable[[], int]]]:
         job_ids: list[str] = []
@@ -114,12 +114,12 @@ class Bench:
         def write() -> int:
             before = self._head()
             for i in range(self.jobs):
-                log = self.ledger.run_job(f"what is {number} + {i}?", f"bench-{number}-{i}")
+                log = self.ledger.jobs.run(f"what is {number} + {i}?", f"bench-{number}-{i}")
                 job_ids.append(log.job_id)
             return self._head() - before  # every event stored with the jobs, witnesses included
 
         def read() -> int:
-            return self.ledger.verify_all().events
+            return self.ledger.store.verify_all().events
 
         def replay() -> int:
             for job_id in job_ids:

@@ -22,7 +22,7 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
             figures = Bench(ledger, args.jobs, args.memories, args.contexts).run(args.rounds)
         except BenchError as exc:
             raise UsageError(str(exc)) from None
-        store = ledger.store.describe()
+        store = ledger.store.location.describe()
     if args.json:
         figures_json = [f.as_json() for f in figures]
         report = {"store": store, "rounds": args.rounds, "figures": figures_json}

@@ -24,6 +24,7 @@ from domain.replay_access import ReplayMode
 from domain.snapshot import SnapshotKind
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import SQLiteStore
+from infrastructure.storage.store import LedgerStore
 
 SEED: Final = "demo"
 JOBS: Final = (
@@ -40,13 +41,14 @@ Say = Callable[[str], None]
 
 def run_demo(ledger: Ledger, say: Say) -> bool:
     """Run the demo on the ledger (SQLite); True when everything came out as it should."""
-    assert isinstance(ledger.store, SQLiteStore)
-    say(f"MACE Ledger demo: store {ledger.store.describe()}, acting as demo [admin, auditor]")
+    assert isinstance(ledger.store.location, SQLiteStore)
+    where = ledger.store.location.describe()
+    say(f"MACE Ledger demo: store {where}, acting as demo [admin, auditor]")
     say("")
     say("1. Record Stage-0 jobs, one per router rule, and a memory write and its read:")
     job_ids = []
     for label, text in JOBS:
-        log = ledger.run_job(text, SEED)
+        log = ledger.jobs.run(text, SEED)
         assert log.completion is not None
         job_ids.append(log.job_id)
         say(f"   {label:<24} {text!r:<34} -> {log.completion.final_output}")
@@ -63,7 +65,7 @@ def run_demo(ledger: Ledger, say: Say) -> bool:
     say("")
     with tempfile.TemporaryDirectory(prefix="mace-demo-") as scratch:
         copy = _scratch_copy(ledger, Path(scratch))
-        say(f"3. On a scratch copy of the store ({copy.store.describe()}):")
+        say(f"3. On a scratch copy of the store ({copy.store.location.describe()}):")
         with copy:
             all_ok = _show_divergence(copy, job_ids[0], say) and all_ok
             all_ok = _show_flipped_byte(copy, job_ids[0], say) and all_ok
@@ -82,21 +84,21 @@ def run_demo(ledger: Ledger, say: Say) -> bool:
 
 def _scratch_copy(ledger: Ledger, directory: Path) -> Ledger:
     """A consistent copy of the SQLite store, opened with the same keys."""
-    assert isinstance(ledger.store, SQLiteStore)
+    assert isinstance(ledger.store.location, SQLiteStore)
     target = directory / "mace.db"
-    source = sqlite3.connect(ledger.store.path)
+    source = sqlite3.connect(ledger.store.location.path)
     destination = sqlite3.connect(target)
     try:
         source.backup(destination)
     finally:
         destination.close()
         source.close()
-    return Ledger(SQLiteStore(target), ledger.keyring)
+    return Ledger(LedgerStore(SQLiteStore(target), ledger.store.keyring))
 
 
 def _show_divergence(ledger: Ledger, job_id: str, say: Say) -> bool:
     """Record the job again as an outside run whose routing says R4, and replay it."""
-    stream = ledger.job_stream(job_id)
+    stream = ledger.jobs.stream(job_id)
     started = stream[0]["payload"]
     events = []
     for entry in stream[1:]:
@@ -126,8 +128,8 @@ def _show_divergence(ledger: Ledger, job_id: str, say: Say) -> bool:
             }
         }
     )
-    final = ledger.reflective_log(job_id).as_json()["final_answer"]
-    ledger.record_run(run, events, RunCompleted(final_output=final))
+    final = ledger.jobs.reflective_log(job_id).as_json()["final_answer"]
+    ledger.runs.record(run, events, RunCompleted(final_output=final))
     result = ledger.replays.run(run.job_id or "", ReplayMode.AUDIT, DEMO_ACTOR)
     say("   a) a run recorded from outside whose routing disagrees with its router snapshot:")
     say(f"      mace replay {run.job_id} -> {result.report['error_code']}")
@@ -140,9 +142,9 @@ def _show_divergence(ledger: Ledger, job_id: str, say: Say) -> bool:
 
 def _show_flipped_byte(ledger: Ledger, job_id: str, say: Say) -> bool:
     """Flip one byte of the job's second stored event, straight in the database file."""
-    assert isinstance(ledger.store, SQLiteStore)
+    assert isinstance(ledger.store.location, SQLiteStore)
     stream = Job.id_for(job_id).hex  # how eventsourcing stores ids in SQLite
-    with sqlite3.connect(ledger.store.path) as db:
+    with sqlite3.connect(ledger.store.location.path) as db:
         (state,) = db.execute(
             "SELECT state FROM stored_events WHERE originator_id = ? AND originator_version = 2",
             (stream,),

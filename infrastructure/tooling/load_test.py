@@ -276,7 +276,7 @@ def run_load_test(
     began = time.perf_counter()
     deadline = began + timeout
     with Ledger.open(settings) as ledger:
-        runs = plan_runs(workload, secrets.token_hex(4), ledger.default_snapshot_ids())
+        runs = plan_runs(workload, secrets.token_hex(4), ledger.snapshots.default_ids())
         with tempfile.TemporaryDirectory(prefix="mace-loadtest-") as scratch:
             tokens_file = Path(scratch) / "tokens.json"
             token = make_token(tokens_file)

@@ -122,7 +122,7 @@ def verify_store(
 def _recorded_events(ledger: Ledger, run: PlannedRun, tenant: str) -> tuple[int, str | None]:
     """How many of the run's events the store holds, and what is wrong (None: nothing)."""
     try:
-        job = ledger.get_job(run.run_id, tenant=tenant)
+        job = ledger.jobs.get(run.run_id, tenant=tenant)
     except NotFoundError:
         return 0, NOT_RECORDED
     except MaceError as exc:
@@ -161,7 +161,7 @@ def _replay_problem(ledger: Ledger, job_id: str, tenant: str, attempt: int) -> s
     """What is wrong with the tenant's job's one recorded replay (None: nothing)."""
     try:
         scope = ledger.governance.existing_job_scope(job_id, tenant)
-        events = list(ledger.verifying_store.get(Governance.id_for(scope)))
+        events = list(ledger.store.verifying_store.get(Governance.id_for(scope)))
     except NotFoundError:
         return "its job is not in the store"
     except MaceError as exc:

@@ -45,7 +45,8 @@ from domain.events import hash_of
 from domain.job import Job
 from domain.snapshot import Snapshot
 from infrastructure.api.app import create_app
-from infrastructure.application.ledger import Ledger, default_snapshots
+from infrastructure.application.ledger import Ledger
+from infrastructure.application.snapshots import default_snapshots
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.tokens import (
     TokenBook,
@@ -719,7 +720,7 @@ def test_a_run_over_http_is_byte_identical_to_mace_ingest(
         store=second_store_url, signing_keys=signing_keys("k1"), active_key_id="k1"
     )
     with Ledger.open(other_settings) as other:
-        other.default_snapshot_ids()
+        other.snapshots.default_ids()
 
     # Over HTTP, as the default tenant, in two batches.
     who = "default_operator"
@@ -748,7 +749,7 @@ def test_a_run_over_http_is_byte_identical_to_mace_ingest(
     stream = Job.id_for("ext-1")
     assert RawTable(settings).rows(stream) == RawTable(other_settings).rows(stream)
     with Ledger.open(other_settings) as other:
-        assert api.ledger.job_stream("ext-1") == other.job_stream("ext-1")
+        assert api.ledger.jobs.stream("ext-1") == other.jobs.stream("ext-1")
 
 
 # --- replays ------------------------------------------------------------------------------------

@@ -398,7 +398,7 @@ def test_policy_set_read_and_clear_with_the_global_fallback(api: Api, ledger: Le
     assert api.get("/v1/policy", "beta_operator").json() == {"in_force": None}
 
     fallback = "version: 1\nrules:\n- {id: x, when: {memory_label: secret}, action: deny}\n"
-    ledger.memories.set_bundle(None, fallback, Actor.of("root", ["admin"]))  # the CLI's part
+    ledger.policy.set_bundle(None, fallback, Actor.of("root", ["admin"]))  # the CLI's part
     global_view = {
         "scope": "global",
         "bundle_hash": parse_bundle(fallback).bundle_hash,

@@ -35,7 +35,7 @@ def cli_store(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> Settings
 
 def position(settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
-        return ledger.recorder.max_notification_id() or 0
+        return ledger.store.recorder.max_notification_id() or 0
 
 
 def refused(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) -> str:

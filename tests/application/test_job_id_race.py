@@ -81,8 +81,8 @@ def _race(
 def _stored_once(ledger: Ledger, recorded: list[str], tenant: str = "default") -> None:
     assert len(recorded) == WRITERS * JOBS_EACH
     assert len(set(recorded)) == len(recorded)
-    assert sorted(ledger.job_ids(tenant)) == sorted(recorded)
-    summary = ledger.verify_all()
+    assert sorted(ledger.jobs.ids(tenant)) == sorted(recorded)
+    summary = ledger.store.verify_all()
     assert (summary.jobs, summary.sealed_jobs) == (len(recorded), len(recorded))
 
 
@@ -91,7 +91,7 @@ def test_stage0_jobs_without_an_id_from_several_writers_never_conflict(
 ) -> None:
     # The same input and seed everywhere: the derived id depends only on the job number.
     recorded = _race(
-        settings, lambda writer: nullcontext(lambda _n: writer.run_job("2 + 3", "s1").job_id)
+        settings, lambda writer: nullcontext(lambda _n: writer.jobs.run("2 + 3", "s1").job_id)
     )
     _stored_once(ledger, recorded)
 
@@ -126,8 +126,8 @@ def test_http_jobs_without_an_id_from_several_services_never_answer_409(
 
 
 def test_a_named_id_that_exists_is_still_a_conflict(ledger: Ledger) -> None:
-    ledger.run_job("2 + 3", "s1", job_id="named")
-    before = ledger.recorder.max_notification_id()
+    ledger.jobs.run("2 + 3", "s1", job_id="named")
+    before = ledger.store.recorder.max_notification_id()
     with pytest.raises(ConflictError, match="job named already exists"):
-        ledger.run_job("2 + 3", "s1", job_id="named")
-    assert ledger.recorder.max_notification_id() == before
+        ledger.jobs.run("2 + 3", "s1", job_id="named")
+    assert ledger.store.recorder.max_notification_id() == before

@@ -17,7 +17,6 @@ from support.ledger_fixtures import RawTable, run
 
 from domain.personal_data_access import PersonalDataAccessLog
 from infrastructure.application.ledger import Ledger
-from infrastructure.application.personal_data import PersonalDataReads
 from infrastructure.storage.settings import Settings
 from projections.redaction import PII_MARK
 
@@ -95,7 +94,7 @@ def test_the_access_log_is_signed_an_edited_entry_fails_closed(
     assert api.get(f"/v1/jobs/{job_id}/events", "admin").status_code == 200
     every_state = raw_table.execute("SELECT state FROM {table}")
     assert not any(SECRET.encode() in bytes(state) for (state,) in every_state)
-    api.ledger.verify_all()
+    api.ledger.store.verify_all()
     log = PersonalDataAccessLog.id_for("acme")
     rows = raw_table.rows(log)
     assert [v for v, _, _ in rows] == [1, 2]
@@ -120,7 +119,7 @@ def test_mace_events_follows_the_same_rule(
     job_id = re.search(r'"job_id":"([0-9a-f]{64})"', out)
     assert job_id is not None
     with Ledger.open(cli_env) as ledger:
-        position = ledger.recorder.max_notification_id()
+        position = ledger.store.recorder.max_notification_id()
 
     for roles in (None, "operator,auditor"):
         if roles is not None:
@@ -132,7 +131,7 @@ def test_mace_events_follows_the_same_rule(
         assert "redacted: only admin reads it in full" in err
 
     with Ledger.open(cli_env) as ledger:
-        assert ledger.recorder.max_notification_id() == position
+        assert ledger.store.recorder.max_notification_id() == position
     monkeypatch.setenv("MACE_ACTOR", "ana")
     monkeypatch.setenv("MACE_ROLES", "admin")
     code, out, err = run(capsys, "events", job_id[1], "--type", "SemWrite")
@@ -140,7 +139,7 @@ def test_mace_events_follows_the_same_rule(
     assert MARK_OPENING.decode() in out and SECRET not in out
     assert "your read of personal data (versions 4) was recorded" in err
     with Ledger.open(cli_env) as ledger:
-        (read,) = PersonalDataReads(ledger).accesses("default")
+        (read,) = ledger.personal_data.accesses("default")
     assert read["actor"] == {"actor_id": "ana", "roles": ["admin"]}
     assert (read["job_id"], read["versions"], read["channel"]) == (job_id[1], [4], "cli")
 

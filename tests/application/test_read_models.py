@@ -31,9 +31,9 @@ AUDITOR = Actor.of("ana", ["admin", "auditor"])
 
 def record_some(ledger: Ledger) -> list[str]:
     ids = [
-        ledger.run_job("2 + 3", "s1").job_id,
-        ledger.run_job("my favorite color is blue", "s1").job_id,
-        ledger.run_job("what is my favorite color", "s1", capture_mode=CaptureMode.NONE).job_id,
+        ledger.jobs.run("2 + 3", "s1").job_id,
+        ledger.jobs.run("my favorite color is blue", "s1").job_id,
+        ledger.jobs.run("what is my favorite color", "s1", capture_mode=CaptureMode.NONE).job_id,
     ]
     ledger.replays.run(ids[0], ReplayMode.PRODUCTION, AUDITOR)
     ledger.replays.run(ids[2], ReplayMode.PRODUCTION, AUDITOR)
@@ -42,7 +42,7 @@ def record_some(ledger: Ledger) -> list[str]:
 
 def test_views_hold_jobs_gaps_replays_and_halts(ledger: Ledger) -> None:
     ids = record_some(ledger)
-    router = ledger.reflective_log(ids[0]).snapshot_ids["router_snapshot_id"]
+    router = ledger.jobs.reflective_log(ids[0]).snapshot_ids["router_snapshot_id"]
     assert router is not None
     ledger.governance.halt_snapshot(router, "key leaked", AUDITOR, DEFAULT_TENANT)
     views = ledger.read_models
@@ -83,10 +83,10 @@ def test_tracking_moves_with_the_view_and_catching_up_twice_applies_nothing(
     applied = views.catch_up()
     assert applied > 0
     position = views.position()
-    assert 0 < position <= (ledger.recorder.max_notification_id() or 0)
+    assert 0 < position <= (ledger.store.recorder.max_notification_id() or 0)
     assert views.catch_up() == 0
     assert views.position() == position
-    ledger.run_job("hello", "s2")
+    ledger.jobs.run("hello", "s2")
     assert views.catch_up() > 0
     assert views.position() > position
 
@@ -106,12 +106,12 @@ def test_a_rebuild_from_zero_gives_the_live_digests(ledger: Ledger) -> None:
 def test_the_live_views_are_the_same_whether_caught_up_often_or_once(settings: Settings) -> None:
     with Ledger.open(settings) as often:
         for text in ("2 + 3", "my favorite color is blue", "what is my favorite color"):
-            often.run_job(text, "s1")
+            often.jobs.run(text, "s1")
             often.read_models.catch_up()
-        often.replays.run(often.run_job("hello", "s1").job_id, ReplayMode.AUDIT, AUDITOR)
+        often.replays.run(often.jobs.run("hello", "s1").job_id, ReplayMode.AUDIT, AUDITOR)
         often.read_models.catch_up()
         digests = often.read_models.digests()
-        often.read_models.view.reset(often.name)
+        often.read_models.view.reset(often.store.name)
         often.read_models.catch_up()
         assert often.read_models.digests() == digests
 
@@ -180,12 +180,12 @@ def test_following_applies_events_as_they_are_committed(settings: Settings) -> N
         follower = Thread(target=follow)
         follower.start()
         try:
-            job_id = ledger.run_job("2 + 3", "s1").job_id
+            job_id = ledger.jobs.run("2 + 3", "s1").job_id
             # The last event the views take (its registration): snapshots and SEM come after it.
-            last = ledger.recorder.select_notifications(1, 1000, topics=TOPICS)[-1].id
+            last = ledger.store.recorder.select_notifications(1, 1000, topics=TOPICS)[-1].id
             view = ledger.read_models.view
             assert isinstance(view, TrackingRecorder)
-            view.wait(ledger.name, last, timeout=30)
+            view.wait(ledger.store.name, last, timeout=30)
         finally:
             stop.set()
             follower.join()

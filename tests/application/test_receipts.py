@@ -51,7 +51,7 @@ def acme(ledger: Ledger) -> Ledger:
     mem.remember_episode(
         "acme", "alice disputed a plan invoice", ["billing"], WRITER, {"job_id": "j-7"}
     )
-    mem.set_bundle("acme", BUNDLE, AUDITOR)
+    ledger.policy.set_bundle("acme", BUNDLE, AUDITOR)
     return ledger
 
 
@@ -89,25 +89,25 @@ def test_no_bundle_is_a_captured_null_snapshot_and_the_global_bundle_is_the_fall
     snapshot = body["policy_snapshot"]
     assert (snapshot["bundle_hash"], snapshot["bundle_yaml"]) == (None, None)
     assert len(body["entries"]) == 1
-    ledger.memories.set_bundle(None, BUNDLE, AUDITOR)
+    ledger.policy.set_bundle(None, BUNDLE, AUDITOR)
     fallback = ledger.receipts.emit(ask("alice"))["receipt"]
     assert fallback["policy_snapshot"]["bundle_yaml"] == BUNDLE
     assert fallback["entries"] == []
-    ledger.memories.set_bundle("acme", "version: 1\nrules: []\n", AUDITOR)
+    ledger.policy.set_bundle("acme", "version: 1\nrules: []\n", AUDITOR)
     own = ledger.receipts.emit(ask("alice"))["receipt"]
     assert len(own["entries"]) == 1
-    ledger.memories.clear_bundle("acme", AUDITOR)
+    ledger.policy.clear_bundle("acme", AUDITOR)
     assert ledger.receipts.emit(ask("alice"))["receipt"]["entries"] == []
 
 
 def test_a_refused_bundle_writes_nothing(ledger: Ledger) -> None:
     with pytest.raises(PolicyError, match="rule 'a': unknown predicate 'colour'"):
-        ledger.memories.set_bundle(
+        ledger.policy.set_bundle(
             "acme", "version: 1\nrules:\n- {id: a, when: {colour: red}, action: deny}\n", AUDITOR
         )
-    assert ledger.memories.book("acme") is None
+    assert ledger.policy.book("acme") is None
     with pytest.raises(NotFoundError, match="no policy bundle is set for tenant/acme"):
-        ledger.memories.clear_bundle("acme", AUDITOR)
+        ledger.policy.clear_bundle("acme", AUDITOR)
 
 
 def test_memory_writes_refuse_bad_input(ledger: Ledger) -> None:
@@ -197,7 +197,7 @@ def test_data_drift_shows_added_and_removed_and_as_emitted_reproduces(acme: Ledg
     plan = next(e for e in original["entries"] if e["key"] == "user/customer/alice/plan")
     acme.memories.forget("acme", plan["memory_id"], "customer left", WRITER)
     added = acme.memories.remember_episode("acme", "alice plan cancelled", [], WRITER, None)
-    acme.memories.clear_bundle("acme", AUDITOR)  # the live bundle does not matter to a replay
+    acme.policy.clear_bundle("acme", AUDITOR)  # the live bundle does not matter to a replay
     rid = original["receipt_id"]
 
     current = acme.receipts.replay(rid, "acme", AUDITOR, MemoryView.CURRENT)["diff"]
@@ -218,7 +218,7 @@ def test_data_drift_shows_added_and_removed_and_as_emitted_reproduces(acme: Ledg
 
 def test_policy_drift_is_zero_even_when_the_live_bundle_changed(acme: Ledger) -> None:
     original = acme.receipts.emit(ask("alice plan invoice"))["receipt"]
-    acme.memories.set_bundle("acme", STRICTER, AUDITOR)
+    acme.policy.set_bundle("acme", STRICTER, AUDITOR)
     live = acme.receipts.emit(ask("alice plan invoice"))["receipt"]
     assert live["context_hash"] != original["context_hash"]
     diff = acme.receipts.replay(original["receipt_id"], "acme", AUDITOR, MemoryView.CURRENT)
@@ -259,7 +259,7 @@ def emitted(acme: Ledger) -> Iterator[str]:
 def test_only_an_auditor_admin_or_council_member_may_replay_a_receipt(
     acme: Ledger, emitted: str
 ) -> None:
-    before = acme.recorder.max_notification_id()
+    before = acme.store.recorder.max_notification_id()
     for who in (WRITER, Actor.of("olga", ["operator"])):
         with pytest.raises(AccessDenied) as denied:
             acme.receipts.replay(emitted, "acme", who, MemoryView.CURRENT)
@@ -270,7 +270,7 @@ def test_only_an_auditor_admin_or_council_member_may_replay_a_receipt(
     # Refused before anything is read: an unknown receipt is refused the same way.
     with pytest.raises(AccessDenied):
         acme.receipts.replay("rct-" + "0" * 32, "acme", WRITER, MemoryView.CURRENT)
-    assert acme.recorder.max_notification_id() == before
+    assert acme.store.recorder.max_notification_id() == before
     for role in ("auditor", "admin", "council"):
         who = Actor.of("replayer", ["operator", role])
         answer = acme.receipts.replay(emitted, "acme", who, MemoryView.CURRENT)
@@ -384,7 +384,7 @@ def test_an_assembly_whose_receipt_cannot_be_written_is_served_unsigned(
     assembly = Assembly(kind, "acme", AGENT, ContextRequest("alice plan email", 10), handoff)
     written = acme.receipts.emit(assembly)["receipt"]
     refuse_new_receipts(settings)
-    before = acme.recorder.max_notification_id()
+    before = acme.store.recorder.max_notification_id()
 
     answer = acme.receipts.emit(assembly)
     assert set(answer) == {"receipt", "signature", "warning"}
@@ -399,7 +399,7 @@ def test_an_assembly_whose_receipt_cannot_be_written_is_served_unsigned(
     assert [served["policy_snapshot"][k] for k in bundle] == [
         written["policy_snapshot"][k] for k in bundle
     ]
-    assert acme.recorder.max_notification_id() == before
+    assert acme.store.recorder.max_notification_id() == before
     assert [r["receipt_id"] for r in acme.receipts.listing("acme")] == [written["receipt_id"]]
     (line,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert line.startswith(f"{kind.value} for tenant acme: the receipt was not written (")

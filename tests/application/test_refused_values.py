@@ -35,8 +35,8 @@ def test_a_refused_value_is_stored_nowhere_only_its_mark(
     ledger: Ledger, raw_table: RawTable
 ) -> None:
     assert SECRET.encode() not in every_stored_byte(raw_table)
-    log = ledger.run_job(f"remember my password is {SECRET}", "s1")
-    mark = ledger.refusal_mark(RefusedValue("password", SECRET))
+    log = ledger.jobs.run(f"remember my password is {SECRET}", "s1")
+    mark = ledger.jobs.refusal_mark(RefusedValue("password", SECRET))
     assert MARK.fullmatch(mark) and mark.startswith("[refused:password:hmac-sha256:k1:")
 
     stored = every_stored_byte(raw_table)
@@ -50,13 +50,13 @@ def test_a_refused_value_is_stored_nowhere_only_its_mark(
     (write,) = log.as_json()["iteration_trace"][0]["sem_writes"]
     assert (write["status"], write["value"]) == ("failed", mark)
     assert "'password'" in write["reason"]
-    assert SECRET not in str(ledger.job_stream(log.job_id))
+    assert SECRET not in str(ledger.jobs.stream(log.job_id))
 
 
 def test_a_job_with_a_refused_value_replays_in_production_authoritatively(
     ledger: Ledger,
 ) -> None:
-    job_id = ledger.run_job(f"Remember that my password is {SECRET}.", "s1", user="alice").job_id
+    job_id = ledger.jobs.run(f"Remember that my password is {SECRET}.", "s1", user="alice").job_id
     result = ledger.replays.run(job_id, ReplayMode.PRODUCTION, ADMIN_AUDITOR)
     report = result.report
     assert (report["ok"], report["error_code"], report["authoritative"]) == (True, None, True)
@@ -66,11 +66,11 @@ def test_a_job_with_a_refused_value_replays_in_production_authoritatively(
 def test_the_same_refused_input_gives_the_same_job_bytes(
     ledger: Ledger, raw_table: RawTable
 ) -> None:
-    first = ledger.run_job(f"remember my pin is {SECRET}", "s1", job_id="a")
-    second = ledger.run_job(f"remember my pin is {SECRET}", "s1", job_id="b")
+    first = ledger.jobs.run(f"remember my pin is {SECRET}", "s1", job_id="a")
+    second = ledger.jobs.run(f"remember my pin is {SECRET}", "s1", job_id="b")
     assert first.job_input == second.job_input
-    assert [e["payload"] for e in ledger.job_stream("a")][1:-2] == [
-        e["payload"] for e in ledger.job_stream("b")
+    assert [e["payload"] for e in ledger.jobs.stream("a")][1:-2] == [
+        e["payload"] for e in ledger.jobs.stream("b")
     ][1:-2]
     assert raw_table.rows(Job.id_for("a"))
 
@@ -83,15 +83,15 @@ def test_a_refusal_that_masking_would_change_is_refused_with_nothing_written(
         {"rule_id": "R0", "pattern": r"\[refused:", "agent": "generic_agent", "why": "mark"},
         *DEFAULT_ROUTER.model_dump()["rules"],
     ]
-    router, _ = ledger.put_snapshot(Snapshot.declare("router", {"rules": rules}))
-    before = ledger.recorder.max_notification_id()
+    router, _ = ledger.snapshots.put(Snapshot.declare("router", {"rules": rules}))
+    before = ledger.store.recorder.max_notification_id()
     with pytest.raises(ValueError, match=r"cannot be kept out of the record") as refused:
-        ledger.run_job(
+        ledger.jobs.run(
             f"remember my password is {SECRET}", "s1", snapshot_ids={"router": router.snapshot_id}
         )
     assert "['password']" in str(refused.value)
     assert SECRET not in str(refused.value)
-    assert ledger.recorder.max_notification_id() == before
+    assert ledger.store.recorder.max_notification_id() == before
 
 
 def test_over_http_the_refused_value_is_answered_as_its_mark_and_replays(

@@ -8,7 +8,7 @@ of every attempt and the rule that a replay never changes the job it replays.
 
 Recorded runs that differ from what the Stage-0 runtime would do are built from a real job:
 its stream is decoded back into Run Events, changed where a test says, and recorded under a new
-job id through `Ledger.record_run` (what ``mace ingest`` does).
+job id through `RunService.record` (what ``mace ingest`` does).
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from domain.replay_access import ReplayMode
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.agents import AgentReply
 from domain.stage0.replies import F3_NO_AGENT
-from infrastructure.application.ledger import Ledger, NotFoundError
+from infrastructure.application.ledger import Ledger
 from infrastructure.application.replays import ReplayResult
+from infrastructure.storage.errors import NotFoundError
 from projections.replay import Divergence, StepLog
 
 ANA = Actor.of("ana", ["admin", "auditor"])
@@ -186,7 +187,7 @@ def subset(entry: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
 
 def run_of(ledger: Ledger, job_id: str) -> tuple[dict[str, Any], list[RunEvent]]:
     """A recorded job as an emitter sent it: the Started payload and its events."""
-    stream = ledger.job_stream(job_id)
+    stream = ledger.jobs.stream(job_id)
     assert stream[0]["event_type"] == "JobStarted"
     events = [
         decode_recorded(entry["event_type"], entry["payload"])
@@ -210,7 +211,7 @@ def record_variant(
     started, events = run_of(ledger, base_job_id)
     ids: dict[str, str] = dict(started["snapshot_ids"])
     ids.update(snapshot_ids or {})
-    log = ledger.record_run(
+    log = ledger.runs.record(
         RunStarted(
             job_id=job_id,
             seed=started["job_seed"],
@@ -247,13 +248,13 @@ def route_as(decision: dict[str, Any]) -> Callable[[RunEvent], RunEvent]:
 
 
 def snapshot_id_of(ledger: Ledger, job_id: str, kind: SnapshotKind) -> str:
-    snapshot_id = ledger.reflective_log(job_id).snapshot_ids[f"{kind.value}_snapshot_id"]
+    snapshot_id = ledger.jobs.reflective_log(job_id).snapshot_ids[f"{kind.value}_snapshot_id"]
     assert snapshot_id is not None
     return snapshot_id
 
 
 def recorded_trace(ledger: Ledger, job_id: str) -> dict[str, Any]:
-    traces = ledger.reflective_log(job_id).iteration_trace
+    traces = ledger.jobs.reflective_log(job_id).iteration_trace
     assert len(traces) == 1
     return traces[0]
 
@@ -270,9 +271,9 @@ ROUTED = [
 
 
 def test_REPLAY_01_production_replay_reproduces_one_job_per_rule(ledger: Ledger) -> None:
-    ledger.sem_put("world/country/france/capital", "Paris")
+    ledger.sem.put("world/country/france/capital", "Paris")
     for text, rule, agent, answer in ROUTED:
-        log = ledger.run_job(text, SEED)
+        log = ledger.jobs.run(text, SEED)
         assert log.completion is not None and log.completion.replayable
         trace = log.iteration_trace[0]
         assert (trace["router_decision"]["rule_id"], trace["selected_agents"]) == (rule, [agent])
@@ -285,7 +286,7 @@ def test_REPLAY_01_production_replay_reproduces_one_job_per_rule(ledger: Ledger)
         assert result.report["mode"] == "production"
         assert result.report["job_id"] == log.job_id
         assert result.report["unreconstructable"] == []
-        assert ledger.reflective_log(log.job_id).as_json()["final_answer"] == answer
+        assert ledger.jobs.reflective_log(log.job_id).as_json()["final_answer"] == answer
         entries = replay_log(ledger, log.job_id)
         assert [subset(e, ["event", "attempt"]) for e in entries] == [
             {"event": "REPLAY_REQUEST", "attempt": 1},
@@ -300,8 +301,8 @@ def test_REPLAY_01_production_replay_reproduces_one_job_per_rule(ledger: Ledger)
 
 
 def test_REPLAY_01_sem_write_then_read_replay_with_the_reads_recorded(ledger: Ledger) -> None:
-    write = ledger.run_job("my favorite color is blue", SEED, job_id="job-write")
-    read = ledger.run_job("what is my favorite color", SEED, job_id="job-read")
+    write = ledger.jobs.run("my favorite color is blue", SEED, job_id="job-write")
+    read = ledger.jobs.run("what is my favorite color", SEED, job_id="job-read")
     written = recorded_trace(ledger, write.job_id)["sem_writes"]
     read_back = recorded_trace(ledger, read.job_id)["sem_reads"]
     assert [(w["key"], w["value"], w["status"]) for w in written] == [
@@ -317,8 +318,8 @@ def test_REPLAY_01_sem_write_then_read_replay_with_the_reads_recorded(ledger: Le
 
 
 def test_REPLAY_01_replaying_twice_gives_identical_reports(ledger: Ledger) -> None:
-    ledger.run_job("my favorite color is blue", SEED)
-    job_id = ledger.run_job("what is my favorite color", SEED).job_id
+    ledger.jobs.run("my favorite color is blue", SEED)
+    job_id = ledger.jobs.run("what is my favorite color", SEED).job_id
 
     first = replay(ledger, job_id)
     second = replay(ledger, job_id)
@@ -347,7 +348,7 @@ def test_REPLAY_01_replaying_twice_gives_identical_reports(ledger: Ledger) -> No
 def test_REPLAY_02_deleted_snapshot_fails_missing_snapshot(
     ledger: Ledger, raw_table: RawTable, kind: SnapshotKind
 ) -> None:
-    job_id = ledger.run_job(SUM, SEED, job_id="job-02").job_id
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-02").job_id
     snapshot_id = snapshot_id_of(ledger, job_id, kind)
     stream = Snapshot.id_for(snapshot_id)
     raw_table.execute("DELETE FROM {table} WHERE originator_id = %s", (raw_table.key(stream),))
@@ -371,8 +372,8 @@ def test_REPLAY_02_deleted_snapshot_fails_missing_snapshot(
 def test_REPLAY_03_flipped_snapshot_byte_fails_integrity_and_halts_until_council_clears(
     ledger: Ledger, raw_table: RawTable
 ) -> None:
-    job_id = ledger.run_job(SUM, SEED, job_id="job-03").job_id
-    other_job = ledger.run_job("hello", SEED, job_id="job-03-other").job_id
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-03").job_id
+    other_job = ledger.jobs.run("hello", SEED, job_id="job-03-other").job_id
     snapshot_id = snapshot_id_of(ledger, job_id, SnapshotKind.ROUTER)
     assert snapshot_id_of(ledger, other_job, SnapshotKind.ROUTER) == snapshot_id
     stream = Snapshot.id_for(snapshot_id)
@@ -405,7 +406,7 @@ def test_REPLAY_03_flipped_snapshot_byte_fails_integrity_and_halts_until_council
 
     # The bytes are back and verify again, but the halt stays: for every job and mode.
     raw_table.set_column(stream, 1, "state", original)
-    assert ledger.get_snapshot(snapshot_id).snapshot_id == snapshot_id
+    assert ledger.snapshots.get(snapshot_id).snapshot_id == snapshot_id
     halted = (
         f"router snapshot {snapshot_id} is halted (INTEGRITY_FAILURE: {halt_reason}) until the"
         " council appends FORCE_HALT_CLEAR"
@@ -460,7 +461,7 @@ PROMPTS_ONLY_GAP: dict[str, Any] = {
 
 
 def test_REPLAY_04_unpersisted_agent_output_fails_production_replay(ledger: Ledger) -> None:
-    log = ledger.run_job(SUM, SEED, job_id="job-04", capture_mode=CaptureMode.PROMPTS_ONLY)
+    log = ledger.jobs.run(SUM, SEED, job_id="job-04", capture_mode=CaptureMode.PROMPTS_ONLY)
     assert log.completion is not None and not log.completion.replayable
 
     production = replay(ledger, log.job_id, ReplayMode.PRODUCTION)
@@ -502,7 +503,7 @@ def test_REPLAY_04_unpersisted_agent_output_fails_production_replay(ledger: Ledg
 def test_REPLAY_05_wrong_router_decision_is_a_divergence_with_its_canonical_diff(
     ledger: Ledger,
 ) -> None:
-    base = ledger.run_job(SUM, SEED, job_id="job-05-base").job_id
+    base = ledger.jobs.run(SUM, SEED, job_id="job-05-base").job_id
     job_id = record_variant(ledger, base, "job-05", route_as(R4_DECISION))
     assert recorded_trace(ledger, job_id)["router_decision"] == R4_DECISION
     assert recorded_trace(ledger, base)["router_decision"] == R1_DECISION
@@ -540,7 +541,7 @@ FORCED_DIFFS = [
 
 def _record_three_divergences(ledger: Ledger, job_id: str) -> str:
     """A run recorded routed by R4 with the answer "wrong": three divergences from the replay."""
-    base = ledger.run_job(SUM, SEED, job_id=f"{job_id}-base").job_id
+    base = ledger.jobs.run(SUM, SEED, job_id=f"{job_id}-base").job_id
 
     def change(event: RunEvent) -> RunEvent:
         event = route_as(R4_DECISION)(event)
@@ -654,7 +655,7 @@ WRONG_REPLY = AgentReply(text="2 + 3 = 6")
 def test_REPLAY_07_reexecute_with_a_matching_mock_is_ok_but_non_authoritative(
     ledger: Ledger,
 ) -> None:
-    job_id = ledger.run_job(SUM, SEED, job_id="job-07").job_id
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-07").job_id
 
     result = replay(ledger, job_id, ReplayMode.REEXECUTE, mocks={"math_agent": SUM_REPLY})
 
@@ -707,7 +708,7 @@ def _expected_mock_diff(ledger: Ledger, job_id: str) -> bytes:
 def test_REPLAY_07_reexecute_with_a_different_mock_diverges_on_agent_outputs(
     ledger: Ledger,
 ) -> None:
-    job_id = ledger.run_job(SUM, SEED, job_id="job-07").job_id
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-07").job_id
 
     result = replay(ledger, job_id, ReplayMode.REEXECUTE, mocks={"math_agent": WRONG_REPLY})
 
@@ -720,7 +721,7 @@ def test_REPLAY_07_reexecute_with_a_different_mock_diverges_on_agent_outputs(
 
 
 def test_REPLAY_07_reexecute_with_a_different_mock_is_non_authoritative(ledger: Ledger) -> None:
-    job_id = ledger.run_job(SUM, SEED, job_id="job-07").job_id
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-07").job_id
 
     result = replay(ledger, job_id, ReplayMode.REEXECUTE, mocks={"math_agent": WRONG_REPLY})
 
@@ -736,7 +737,7 @@ def test_REPLAY_07_reexecute_with_a_different_mock_is_non_authoritative(ledger: 
 def test_REPLAY_07_mocks_outside_reexecute_are_refused_before_anything_is_recorded(
     ledger: Ledger, mode: ReplayMode
 ) -> None:
-    job_id = ledger.run_job(SUM, SEED, job_id="job-07").job_id
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-07").job_id
 
     with pytest.raises(ValueError, match="declared mocks are for reexecute replays only"):
         replay(ledger, job_id, mode, mocks={"math_agent": SUM_REPLY})
@@ -780,7 +781,7 @@ def test_every_equality_field_has_a_changed_value() -> None:
 def test_a_trace_differing_in_one_equality_field_diverges_on_exactly_that_field(
     ledger: Ledger, field: str
 ) -> None:
-    base = ledger.run_job(SUM, SEED, job_id="job-base").job_id
+    base = ledger.jobs.run(SUM, SEED, job_id="job-base").job_id
     real = recorded_trace(ledger, base)
     assert canonical_json(real[field]) != canonical_json(CHANGED[field])
     job_id = record_variant(ledger, base, "job-field", change_trace(**{field: CHANGED[field]}))
@@ -824,10 +825,10 @@ def test_a_trace_differing_in_one_equality_field_diverges_on_exactly_that_field(
 def test_iteration_cap_of_the_governance_snapshot_stops_replay_with_timeout(
     ledger: Ledger,
 ) -> None:
-    governance, _ = ledger.put_snapshot(
+    governance, _ = ledger.snapshots.put(
         Snapshot.declare("governance", {"replay_max_iterations": 1})
     )
-    base = ledger.run_job(SUM, SEED, job_id="job-cap-base").job_id
+    base = ledger.jobs.run(SUM, SEED, job_id="job-cap-base").job_id
     _, events = run_of(ledger, base)
     percept = next(e for e in events if isinstance(e, InputReceived))
     trace = next(e for e in events if isinstance(e, IterationTrace))
@@ -843,7 +844,7 @@ def test_iteration_cap_of_the_governance_snapshot_stops_replay_with_timeout(
         snapshot_ids={"governance": governance.snapshot_id},
     )
     assert snapshot_id_of(ledger, job_id, SnapshotKind.GOVERNANCE) == governance.snapshot_id
-    assert [t["router_decision"] for t in ledger.reflective_log(job_id).iteration_trace] == [
+    assert [t["router_decision"] for t in ledger.jobs.reflective_log(job_id).iteration_trace] == [
         R1_DECISION,
         R1_DECISION,
     ]
@@ -863,7 +864,7 @@ def test_iteration_cap_of_the_governance_snapshot_stops_replay_with_timeout(
 
 
 def test_time_cap_of_the_governance_snapshot_stops_replay_with_timeout(ledger: Ledger) -> None:
-    job_id = ledger.run_job(SUM, SEED, job_id="job-time").job_id
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-time").job_id
 
     result = replay(ledger, job_id, ReplayMode.AUDIT, elapsed=lambda: 1e9)
 
@@ -878,7 +879,7 @@ def test_time_cap_of_the_governance_snapshot_stops_replay_with_timeout(ledger: L
 
 
 def test_a_recorded_final_answer_that_differs_is_a_result_mismatch(ledger: Ledger) -> None:
-    base = ledger.run_job(SUM, SEED, job_id="job-rm-base").job_id
+    base = ledger.jobs.run(SUM, SEED, job_id="job-rm-base").job_id
     job_id = record_variant(ledger, base, "job-rm", final_output="2 + 3 = 6")
     assert recorded_trace(ledger, job_id) == recorded_trace(ledger, base)
 
@@ -898,10 +899,10 @@ def test_a_recorded_final_answer_that_differs_is_a_result_mismatch(ledger: Ledge
 
 
 def test_replay_reads_memory_as_the_job_saw_it_after_a_later_overwrite(ledger: Ledger) -> None:
-    first_write = ledger.run_job("my favorite color is blue", SEED, job_id="job-blue").job_id
-    read = ledger.run_job("what is my favorite color", SEED, job_id="job-read-blue").job_id
-    overwrite = ledger.run_job("my favorite color is green", SEED, job_id="job-green").job_id
-    key, now = ledger.sem_get("user/person/default/favorite_color")
+    first_write = ledger.jobs.run("my favorite color is blue", SEED, job_id="job-blue").job_id
+    read = ledger.jobs.run("what is my favorite color", SEED, job_id="job-read-blue").job_id
+    overwrite = ledger.jobs.run("my favorite color is green", SEED, job_id="job-green").job_id
+    key, now = ledger.sem.get("user/person/default/favorite_color")
     assert (now.exists, now.value) == (True, "green")
     seen = recorded_trace(ledger, read)["sem_reads"]
     assert [(r["key"], r["value"]) for r in seen] == [(key, "blue")]
@@ -909,14 +910,37 @@ def test_replay_reads_memory_as_the_job_saw_it_after_a_later_overwrite(ledger: L
 
     for job_id in (read, first_write, overwrite):
         assert_reproduced(replay(ledger, job_id))
-    assert ledger.sem_get(key)[1] == now
+    assert ledger.sem.get(key)[1] == now
 
 
 # --- The record of every attempt, and the job left as it was ------------------------------------
 
 
+def test_an_unrecorded_replay_obeys_the_same_access_rules_and_records_nothing(
+    ledger: Ledger,
+) -> None:
+    # What a bundle replay runs: the rules on the job's governance record as it stands.
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-unrecorded").job_id
+    head = ledger.store.recorder.max_notification_id()
+
+    refused = ledger.replays.replay_unrecorded(job_id, ReplayMode.PRODUCTION, OLI)
+    denied = (
+        "production replay needs an actor holding admin and auditor, or a council approval of"
+        " production_replay for this job; oli holds ['operator']"
+    )
+    assert refused.steps == [StepLog("access", "failed", f"ACCESS_DENIED: {denied}")]
+    assert refused.non_authoritative == ["the replay was refused before it ran"]
+    assert ledger.replays.replay_unrecorded(job_id, ReplayMode.PRODUCTION, ANA).ok
+    assert ledger.store.recorder.max_notification_id() == head
+
+    ledger.governance.vote(job_id, Motion.PRODUCTION_REPLAY, Vote.APPROVE, CORA)
+    approved = ledger.replays.replay_unrecorded(job_id, ReplayMode.PRODUCTION, OLI)
+    assert approved.ok
+    assert [step.step for step in approved.steps] == PRODUCTION_STEPS
+
+
 def test_every_attempt_is_recorded_in_governance_and_its_replay_record(ledger: Ledger) -> None:
-    job_id = ledger.run_job(SUM, SEED, job_id="job-log").job_id
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-log").job_id
 
     results = [
         replay(ledger, job_id, ReplayMode.PRODUCTION, ANA),
@@ -992,13 +1016,13 @@ def test_every_attempt_is_recorded_in_governance_and_its_replay_record(ledger: L
 
 
 def test_a_replay_never_changes_the_job(ledger: Ledger, raw_table: RawTable) -> None:
-    job_id = ledger.run_job("my favorite color is blue", SEED, job_id="job-same").job_id
+    job_id = ledger.jobs.run("my favorite color is blue", SEED, job_id="job-same").job_id
     diverging = _record_three_divergences(ledger, "job-same-diverging")
     jobs = [job_id, diverging]
-    before = {j: canonical_json(ledger.job_stream(j)) for j in jobs}
-    rows_before = {j: raw_table.rows(ledger.get_job(j).id) for j in jobs}
-    registered = list(ledger.job_ids())
-    key, memory = ledger.sem_get("user/person/default/favorite_color")
+    before = {j: canonical_json(ledger.jobs.stream(j)) for j in jobs}
+    rows_before = {j: raw_table.rows(ledger.jobs.get(j).id) for j in jobs}
+    registered = list(ledger.jobs.ids())
+    key, memory = ledger.sem.get("user/person/default/favorite_color")
 
     assert_reproduced(replay(ledger, job_id, ReplayMode.PRODUCTION))
     assert_reproduced(replay(ledger, job_id, ReplayMode.AUDIT))
@@ -1010,12 +1034,12 @@ def test_a_replay_never_changes_the_job(ledger: Ledger, raw_table: RawTable) -> 
     forced = replay(ledger, diverging, force_continue=True)
     assert len(forced.outcome.divergences) == 3
 
-    assert {j: canonical_json(ledger.job_stream(j)) for j in jobs} == before
-    assert {j: raw_table.rows(ledger.get_job(j).id) for j in jobs} == rows_before
-    assert list(ledger.job_ids()) == registered
-    assert ledger.sem_get(key)[1] == memory
+    assert {j: canonical_json(ledger.jobs.stream(j)) for j in jobs} == before
+    assert {j: raw_table.rows(ledger.jobs.get(j).id) for j in jobs} == rows_before
+    assert list(ledger.jobs.ids()) == registered
+    assert ledger.sem.get(key)[1] == memory
     for j in jobs:
-        assert ledger.verify_job(j, check_sequence=True).sealed
+        assert ledger.jobs.verify(j, check_sequence=True).sealed
 
 
 ACCESS_CASES = [
@@ -1056,7 +1080,7 @@ ACCESS_CASES = [
 def test_replay_roles_are_enforced_and_a_refusal_is_recorded(
     ledger: Ledger, mode: ReplayMode, actor: Actor, approved: bool, refusal: str | None
 ) -> None:
-    job_id = ledger.run_job(SUM, SEED, job_id="job-access").job_id
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-access").job_id
     if approved:
         ledger.governance.vote(job_id, Motion.PRODUCTION_REPLAY, Vote.APPROVE, DAN)
 
@@ -1085,8 +1109,8 @@ def test_replay_roles_are_enforced_and_a_refusal_is_recorded(
 def test_unknown_or_open_jobs_are_refused_before_anything_is_recorded(ledger: Ledger) -> None:
     with pytest.raises(NotFoundError, match="no job job-none"):
         replay(ledger, "job-none")
-    ids = ledger.default_snapshot_ids()
-    ledger.start_job("job-open", SEED, SUM, ids, CaptureMode.FULL_IO)
+    ids = ledger.snapshots.default_ids()
+    ledger.jobs.start("job-open", SEED, SUM, ids, CaptureMode.FULL_IO)
 
     with pytest.raises(ValueError, match="job job-open is open: only completed, sealed jobs"):
         replay(ledger, "job-open")

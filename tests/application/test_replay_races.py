@@ -63,7 +63,7 @@ def replay_entries(
 
 def test_concurrent_replays_of_one_job_each_get_exactly_one_result(settings: Settings) -> None:
     with Ledger.open(settings) as ledger:
-        job_id = ledger.run_job("2 + 3", "s1").job_id
+        job_id = ledger.jobs.run("2 + 3", "s1").job_id
     ledgers = [Ledger.open(settings) for _ in range(LEDGERS)]
     start = Barrier(CONCURRENT)
     attempts: list[int] = []
@@ -103,7 +103,7 @@ def test_a_conflict_that_is_no_race_fails_instead_of_retrying_for_ever(
 ) -> None:
     """The governance record lost its last attempt (deleted rows): the next replay gets the same
     number, whose replay record exists. That is no race; the replay fails, its request abandoned."""
-    job_id = ledger.run_job("2 + 3", "s1").job_id
+    job_id = ledger.jobs.run("2 + 3", "s1").job_id
     ledger.replays.run(job_id, ReplayMode.AUDIT, AUDITOR)
     stream = Governance.id_for(f"job:{job_id}")
     for version, _, _ in raw_table.rows(stream)[-2:]:  # attempt 1's request and result
@@ -114,7 +114,7 @@ def test_a_conflict_that_is_no_race_fails_instead_of_retrying_for_ever(
 
     [unanswered] = ledger.governance.unanswered_replays()
     assert (unanswered.request.attempt, unanswered.status) == (1, ABANDONED)
-    assert ledger.stream_exists(ReplayRecord.id_for(replay_record_name(job_id, 1)))
+    assert ledger.store.stream_exists(ReplayRecord.id_for(replay_record_name(job_id, 1)))
 
 
 # A replay in progress is running, not abandoned
@@ -123,7 +123,7 @@ def test_a_conflict_that_is_no_race_fails_instead_of_retrying_for_ever(
 def test_a_replay_in_progress_is_running_until_its_result_is_stored(
     ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    job_id = ledger.run_job("2 + 3", "s1").job_id
+    job_id = ledger.jobs.run("2 + 3", "s1").job_id
     requested, go_on = Event(), Event()
     run_replay = ReplayService._run_replay
 
@@ -160,7 +160,7 @@ def test_a_result_the_store_refuses_leaves_the_request_abandoned(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A real trigger refuses the REPLAY_RESULT insert: the process fails after its request."""
-    job_id = ledger.run_job("2 + 3", "s1").job_id
+    job_id = ledger.jobs.run("2 + 3", "s1").job_id
     refuse_replay_results(RawTable(settings))
 
     with pytest.raises(IntegrityFailure) as refused:
@@ -182,7 +182,7 @@ def test_a_result_the_store_refuses_leaves_the_request_abandoned(
         "requested_at": request["recorded_at"],
         "status": ABANDONED,
     }
-    assert not ledger.stream_exists(ReplayRecord.id_for(replay_record_name(job_id, 1)))
+    assert not ledger.store.stream_exists(ReplayRecord.id_for(replay_record_name(job_id, 1)))
 
     # On the command line: exit 1 with the code, not a usage error; verify lists both requests.
     monkeypatch.setenv("MACE_ACTOR", "aude")
@@ -324,7 +324,7 @@ def test_a_request_recorded_before_leases_existed_reads_as_abandoned(
     ledger: Ledger, settings: Settings
 ) -> None:
     """A version-1 REPLAY_REQUEST (no lease) is upcast; without a result, nobody runs it."""
-    job_id = ledger.run_job("2 + 3", "s1").job_id
+    job_id = ledger.jobs.run("2 + 3", "s1").job_id
     table = RawTable(settings)
     refuse_replay_results(table)
     with pytest.raises(IntegrityFailure):
@@ -332,12 +332,12 @@ def test_a_request_recorded_before_leases_existed_reads_as_abandoned(
     stream = Governance.id_for(f"job:{job_id}")
     version, topic, state = table.rows(stream)[-1]
     body = orjson.loads(
-        verify_record(ledger.keyring, StoredEvent(stream, version, topic, state)).body
+        verify_record(ledger.store.keyring, StoredEvent(stream, version, topic, state)).body
     )
     assert body.pop("lease") is not None and body["class_version"] == 2
     v1_body = canonical_json({**body, "class_version": 1})
     table.set_column(
-        stream, version, "state", sign_record(ledger.keyring, stream, version, topic, v1_body)
+        stream, version, "state", sign_record(ledger.store.keyring, stream, version, topic, v1_body)
     )
 
     [request], _ = replay_entries(ledger, job_id)

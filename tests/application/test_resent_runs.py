@@ -19,7 +19,6 @@ from support.ledger_fixtures import run
 from domain.run_content import RunContent, run_content_digest
 from domain.run_file import parse_run
 from infrastructure.application.ledger import Ledger
-from infrastructure.application.run_ingest import record_once
 from infrastructure.storage.settings import Settings
 
 LINES: list[dict[str, Any]] = [
@@ -37,7 +36,7 @@ def run_file(tmp_path: Path, lines: list[dict[str, Any]], name: str = "run.jsonl
 
 def position(settings: Settings) -> int:
     with Ledger.open(settings) as ledger:
-        return ledger.recorder.max_notification_id() or 0
+        return ledger.store.recorder.max_notification_id() or 0
 
 
 def ingest_json(capsys: pytest.CaptureFixture[str], path: str) -> dict[str, Any]:
@@ -83,12 +82,12 @@ def test_a_file_with_its_own_job_id_sent_twice_is_a_duplicate_not_a_conflict(
 
 def test_the_same_content_in_another_tenant_is_its_own_run(ledger: Ledger) -> None:
     parsed = parse_run(orjson.dumps(line) for line in LINES)
-    mine, duplicate = record_once(ledger, parsed, "acme")
+    mine, duplicate = ledger.run_ingest.record_once(parsed, "acme")
     assert duplicate is False
-    theirs, duplicate = record_once(ledger, parsed, "beta")
+    theirs, duplicate = ledger.run_ingest.record_once(parsed, "beta")
     assert duplicate is False
     assert theirs.job_id != mine.job_id
-    assert record_once(ledger, parsed, "beta")[0].job_id == theirs.job_id
+    assert ledger.run_ingest.record_once(parsed, "beta")[0].job_id == theirs.job_id
 
 
 def test_a_duplicate_found_only_inside_the_write_attempt_answers_the_first_job(
@@ -98,9 +97,9 @@ def test_a_duplicate_found_only_inside_the_write_attempt_answers_the_first_job(
     parsed = parse_run(orjson.dumps(line) for line in LINES)
     content = run_content_digest(parsed.started, parsed.events, parsed.completed)
     index = RunContent.id_for(RunContent.named("default", content))
-    first, _ = record_once(ledger, parsed)
-    before = ledger.recorder.max_notification_id()
-    exists = ledger.stream_exists
+    first, _ = ledger.run_ingest.record_once(parsed)
+    before = ledger.store.recorder.max_notification_id()
+    exists = ledger.store.stream_exists
     looked: list[UUID] = []
 
     def looked_before_the_first_committed(stream: UUID) -> bool:
@@ -109,11 +108,11 @@ def test_a_duplicate_found_only_inside_the_write_attempt_answers_the_first_job(
             return False
         return exists(stream)
 
-    monkeypatch.setattr(ledger, "stream_exists", looked_before_the_first_committed)
-    second, duplicate = record_once(ledger, parsed)
+    monkeypatch.setattr(ledger.store, "stream_exists", looked_before_the_first_committed)
+    second, duplicate = ledger.run_ingest.record_once(parsed)
     assert looked == [index]
     assert (second.job_id, duplicate) == (first.job_id, True)
-    assert ledger.recorder.max_notification_id() == before
+    assert ledger.store.recorder.max_notification_id() == before
 
 
 # --- over HTTP ----------------------------------------------------------------------------------

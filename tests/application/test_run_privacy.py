@@ -73,21 +73,21 @@ def test_ingest_refuses_a_denied_value_in_clear_and_writes_nothing(
 
 
 def test_the_runs_declared_privacy_snapshot_decides(ledger: Ledger) -> None:
-    strict, _ = ledger.put_snapshot(
+    strict, _ = ledger.snapshots.put(
         Snapshot.declare("privacy", {"deny_sem_attributes": ["favorite_color"]})
     )
     write = SemWrite.model_validate(sem_write("favorite_color", "blue"))
-    before = ledger.recorder.max_notification_id()
+    before = ledger.store.recorder.max_notification_id()
     declared = RunRecorder(
-        ledger,
+        ledger.runs,
         RunStarted(seed="r1", input="x", snapshot_ids={"privacy": strict.snapshot_id}),
     )
     declared.emit(write)
     with pytest.raises(ClearPrivateValue, match=DENIED):
         declared.complete("no")
-    assert ledger.recorder.max_notification_id() == before
+    assert ledger.store.recorder.max_notification_id() == before
     # Under the Stage-0 default a favourite colour is no secret.
-    default = RunRecorder(ledger, RunStarted(seed="r1", input="x"))
+    default = RunRecorder(ledger.runs, RunStarted(seed="r1", input="x"))
     default.emit(write)
     assert default.complete("ok").job_id
 

@@ -29,10 +29,10 @@ def model_call(call_id: str) -> ModelCallEnvelope:
 
 
 def test_a_run_is_recorded_whole_when_completed(ledger: Ledger, raw_table: RawTable) -> None:
-    ids = ledger.default_snapshot_ids()
+    ids = ledger.snapshots.default_ids()
     before = raw_table.execute("SELECT COUNT(*) FROM {table}")
     recorder = RunRecorder(
-        ledger, RunStarted(seed=7, input="hi", snapshot_ids=ids, capture_mode="full_io")
+        ledger.runs, RunStarted(seed=7, input="hi", snapshot_ids=ids, capture_mode="full_io")
     )
     recorder.emit(StageTransition(to_stage="plan"))
     recorder.emit(model_call("c1"))
@@ -41,7 +41,7 @@ def test_a_run_is_recorded_whole_when_completed(ledger: Ledger, raw_table: RawTa
     assert log.completion is not None
     assert (log.completion.replayable, log.completion.missing_artifacts) == (True, [])
     assert log.sealed
-    types = [entry["event_type"] for entry in ledger.job_stream(log.job_id)]
+    types = [entry["event_type"] for entry in ledger.jobs.stream(log.job_id)]
     assert types == [
         "JobStarted",
         "StageTransition",
@@ -49,11 +49,11 @@ def test_a_run_is_recorded_whole_when_completed(ledger: Ledger, raw_table: RawTa
         "JobCompleted",
         "JobSealed",
     ]
-    assert list(ledger.job_ids()) == [log.job_id]
+    assert list(ledger.jobs.ids()) == [log.job_id]
 
 
 def test_a_completed_run_takes_nothing_more(ledger: Ledger) -> None:
-    recorder = RunRecorder(ledger, RunStarted(seed=7, input="hi"))
+    recorder = RunRecorder(ledger.runs, RunStarted(seed=7, input="hi"))
     log = recorder.complete("done")
     with pytest.raises(ValueError, match=f"run {log.job_id} is complete"):
         recorder.emit(StageTransition(to_stage="late"))
@@ -62,7 +62,7 @@ def test_a_completed_run_takes_nothing_more(ledger: Ledger) -> None:
 
 
 def test_the_ledgers_own_events_cannot_be_emitted(ledger: Ledger) -> None:
-    recorder = RunRecorder(ledger, RunStarted(seed=7, input="hi"))
+    recorder = RunRecorder(ledger.runs, RunStarted(seed=7, input="hi"))
     verdict = JobCompleted(
         final_output="x", replayable=True, missing_artifacts=[], selfrep=None, brainstate=None
     )

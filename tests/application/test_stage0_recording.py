@@ -31,7 +31,8 @@ from domain.job import CaptureMode, Job
 from domain.sem import SemEntry, SemKeyError, SemValueError
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.replies import F1_SEM_MISS, F3_NO_AGENT, F4_AGENT_FAILURE, F5_SEM_WRITE_FAILURE
-from infrastructure.application.ledger import ConflictError, Ledger
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage.errors import ConflictError
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.signed_record import IntegrityFailure
 from projections.reflective_log import ReflectiveLog
@@ -68,7 +69,7 @@ def selfrep_agents(log: ReflectiveLog) -> dict[str, Any]:
 
 
 def stream_events(ledger: Ledger, job_id: str, event_type: str) -> list[dict[str, Any]]:
-    return [e for e in ledger.job_stream(job_id) if e["event_type"] == event_type]
+    return [e for e in ledger.jobs.stream(job_id) if e["event_type"] == event_type]
 
 
 def snapshot_fields(ids: dict[str, str]) -> dict[str, str]:
@@ -105,12 +106,12 @@ RULES = {
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_each_router_rule_is_recorded_as_a_sealed_reflective_log(ledger: Ledger, rule: str) -> None:
     text, agent, why, answer = RULES[rule]
-    log = ledger.run_job(text, "seed-1")
+    log = ledger.jobs.run(text, "seed-1")
     data = log.as_json()
 
     assert data["job_id"] == log.job_id
     assert (data["job_seed"], data["input"], data["capture_mode"]) == ("seed-1", text, "full_io")
-    defaults = ledger.default_snapshot_ids()
+    defaults = ledger.snapshots.default_ids()
     assert set(defaults) == {k.value for k in SnapshotKind}
     for field, snapshot_id in snapshot_fields(defaults).items():
         assert data[field] == snapshot_id
@@ -132,11 +133,11 @@ def test_each_router_rule_is_recorded_as_a_sealed_reflective_log(ledger: Ledger,
     assert (data["replayable"], data["missing_artifacts"], data["sealed"]) == (True, [], True)
 
     # Read back from the store, the log says the same.
-    assert ledger.reflective_log(log.job_id).as_json() == data
-    assert ledger.get_job(log.job_id).sealed
-    summary = ledger.verify_all()
+    assert ledger.jobs.reflective_log(log.job_id).as_json() == data
+    assert ledger.jobs.get(log.job_id).sealed
+    summary = ledger.store.verify_all()
     assert (summary.jobs, summary.sealed_jobs) == (1, 1)
-    stream = ledger.job_stream(log.job_id)
+    stream = ledger.jobs.stream(log.job_id)
     types = [e["event_type"] for e in stream]
     assert (types[0], types[-2:]) == ("JobStarted", ["JobCompleted", "JobSealed"])
 
@@ -147,7 +148,7 @@ def test_each_router_rule_is_recorded_as_a_sealed_reflective_log(ledger: Ledger,
 def test_f1_knowledge_and_profile_misses_answer_f1_and_invent_nothing(
     ledger: Ledger, raw_table: RawTable
 ) -> None:
-    world = ledger.run_job("What is the capital of France?", "s1")
+    world = ledger.jobs.run("What is the capital of France?", "s1")
     trace = trace_of(world)
     assert world.as_json()["final_answer"] == F1_SEM_MISS
     assert trace["router_decision"]["rule_id"] == "R3"
@@ -161,7 +162,7 @@ def test_f1_knowledge_and_profile_misses_answer_f1_and_invent_nothing(
     ]
     assert (trace["sem_writes"], trace["claims"], trace["evidence_items"]) == ([], [], [])
 
-    profile = ledger.run_job("what is my favorite color", "s1")
+    profile = ledger.jobs.run("what is my favorite color", "s1")
     assert profile.as_json()["final_answer"] == F1_SEM_MISS
     assert trace_of(profile)["sem_reads"] == [
         {
@@ -173,7 +174,7 @@ def test_f1_knowledge_and_profile_misses_answer_f1_and_invent_nothing(
     ]
     # S9: the miss is stored as nothing; reading the key again still says so.
     for key in ("world/country/france/capital", "user/person/default/favorite_color"):
-        assert ledger.sem_get(key)[1].as_json() == {
+        assert ledger.sem.get(key)[1].as_json() == {
             "exists": False,
             "value": None,
             "last_updated": None,
@@ -183,25 +184,25 @@ def test_f1_knowledge_and_profile_misses_answer_f1_and_invent_nothing(
 
 def test_f2_latest_write_wins_across_synonyms(ledger: Ledger, raw_table: RawTable) -> None:
     # Through jobs: "favourite colour" is a synonym of favorite_color (S4).
-    first = ledger.run_job("my favorite color is blue", "s1")
-    second = ledger.run_job("my favourite colour is green", "s1")
+    first = ledger.jobs.run("my favorite color is blue", "s1")
+    second = ledger.jobs.run("my favourite colour is green", "s1")
     first_write = trace_of(first)["sem_writes"][0]
     second_write = trace_of(second)["sem_writes"][0]
     assert first_write["key"] == second_write["key"] == "user/person/default/favorite_color"
     assert (first_write["status"], second_write["status"]) == ("written", "written")
     assert second_write["last_updated"] > first_write["last_updated"]
-    read = ledger.run_job("what is my favourite colour?", "s1")
+    read = ledger.jobs.run("what is my favourite colour?", "s1")
     assert read.as_json()["final_answer"] == "Your favourite colour is green."
     assert trace_of(read)["sem_reads"][0]["last_updated"] == second_write["last_updated"]
 
     # From outside any job: the second write goes through synonyms of type and attribute.
-    key, kyoto = ledger.sem_put("world/country/japan/capital", "Kyoto")
-    synonym_key, tokyo = ledger.sem_put("world/countries/japan/capital_city", "Tokyo")
+    key, kyoto = ledger.sem.put("world/country/japan/capital", "Kyoto")
+    synonym_key, tokyo = ledger.sem.put("world/countries/japan/capital_city", "Tokyo")
     assert key == synonym_key == "world/country/japan/capital"
     assert kyoto.last_updated is not None and tokyo.last_updated is not None
     assert tokyo.last_updated > kyoto.last_updated
-    assert ledger.sem_get("world/countries/japan/capital_city") == (key, tokyo)
-    answer = ledger.run_job("what is the capital of japan?", "s1")
+    assert ledger.sem.get("world/countries/japan/capital_city") == (key, tokyo)
+    answer = ledger.jobs.run("what is the capital of japan?", "s1")
     assert answer.as_json()["final_answer"] == "Tokyo"
     assert trace_of(answer)["sem_reads"] == [
         {"key": key, "exists": True, "value": "Tokyo", "last_updated": tokyo.last_updated}
@@ -212,7 +213,7 @@ def test_f2_latest_write_wins_across_synonyms(ledger: Ledger, raw_table: RawTabl
 
 
 def test_f3_no_agent_available(ledger: Ledger) -> None:
-    fallback = ledger.run_job("sing me a song", "s1")
+    fallback = ledger.jobs.run("sing me a song", "s1")
     assert fallback.as_json()["final_answer"] == F3_NO_AGENT
     assert trace_of(fallback)["router_decision"]["rule_id"] == "R4"
 
@@ -224,12 +225,12 @@ def test_f3_no_agent_available(ledger: Ledger) -> None:
             "generic_agent": {},
         }
     }
-    custom, created = ledger.put_snapshot(Snapshot.declare("selfrep", selfrep))
+    custom, created = ledger.snapshots.put(Snapshot.declare("selfrep", selfrep))
     assert created
-    log = ledger.run_job("2 + 3", "s1", snapshot_ids={"selfrep": custom.snapshot_id})
+    log = ledger.jobs.run("2 + 3", "s1", snapshot_ids={"selfrep": custom.snapshot_id})
     data = log.as_json()
     assert data["selfrep_snapshot_id"] == custom.snapshot_id
-    defaults = ledger.default_snapshot_ids()
+    defaults = ledger.snapshots.default_ids()
     assert data["router_snapshot_id"] == defaults["router"]
     assert data["final_answer"] == F3_NO_AGENT
     trace = trace_of(log)
@@ -243,11 +244,11 @@ def test_f3_no_agent_available(ledger: Ledger) -> None:
     assert [o["agent"] for o in trace["agent_outputs"]] == ["generic_agent"]
     assert (data["replayable"], data["sealed"]) == (True, True)
     assert selfrep_agents(log)["math_agent"]["status"] == "unavailable"
-    ledger.verify_all()
+    ledger.store.verify_all()
 
 
 def test_f4_failing_agent_is_degraded_and_the_job_still_sealed(ledger: Ledger) -> None:
-    log = ledger.run_job("4 / 0", "s1")
+    log = ledger.jobs.run("4 / 0", "s1")
     data = log.as_json()
     assert data["final_answer"] == F4_AGENT_FAILURE
     trace = trace_of(log)
@@ -257,7 +258,7 @@ def test_f4_failing_agent_is_degraded_and_the_job_still_sealed(ledger: Ledger) -
     assert (failed["agent"], failed["status"], failed["response"]) == ("math_agent", "failed", None)
     assert failed["error"].startswith("ZeroDivisionError")
     assert (fallback["agent"], fallback["status"]) == ("generic_agent", "ok")
-    stored = ledger.reflective_log(log.job_id)
+    stored = ledger.jobs.reflective_log(log.job_id)
     assert stored.sealed
     agents = selfrep_agents(stored)
     assert agents["math_agent"]["status"] == "degraded"
@@ -265,19 +266,19 @@ def test_f4_failing_agent_is_degraded_and_the_job_still_sealed(ledger: Ledger) -
     completed = stream_events(ledger, log.job_id, "JobCompleted")[0]["payload"]
     assert completed["selfrep"]["state"]["agents"]["math_agent"]["status"] == "degraded"
     assert data["replayable"] is True
-    ledger.verify_all()
+    ledger.store.verify_all()
 
 
 def test_f5_privacy_denied_write_stores_nothing_in_sem(ledger: Ledger, raw_table: RawTable) -> None:
-    ledger.default_snapshot_ids()
-    log = ledger.run_job("remember my password is hunter2", "s1")
+    ledger.snapshots.default_ids()
+    log = ledger.jobs.run("remember my password is hunter2", "s1")
     data = log.as_json()
     assert data["final_answer"] == F5_SEM_WRITE_FAILURE
     (write,) = trace_of(log)["sem_writes"]
     assert (write["status"], write["last_updated"]) == ("failed", None)
     assert "password" in write["reason"]
     key = "user/person/default/password"
-    assert ledger.sem_get(key)[1].as_json() == {
+    assert ledger.sem.get(key)[1].as_json() == {
         "exists": False,
         "value": None,
         "last_updated": None,
@@ -290,13 +291,13 @@ def test_f5_privacy_denied_write_stores_nothing_in_sem(ledger: Ledger, raw_table
 
 
 def test_profile_fact_written_by_one_job_is_read_by_a_later_one(ledger: Ledger) -> None:
-    writer = ledger.run_job("My favorite color is Blue", "s1", user="alice")
+    writer = ledger.jobs.run("My favorite color is Blue", "s1", user="alice")
     written = trace_of(writer)["sem_writes"][0]
     assert written["key"] == "user/person/alice/favorite_color"
     (stored_write,) = stream_events(ledger, writer.job_id, "SemWrite")
     assert stored_write["payload"]["value"] == "Blue"
 
-    reader = ledger.run_job("what is my favorite color?", "s2", user="alice")
+    reader = ledger.jobs.run("what is my favorite color?", "s2", user="alice")
     assert reader.as_json()["final_answer"] == "Your favorite color is Blue."
     (read,) = stream_events(ledger, reader.job_id, "SemRead")
     assert read["payload"] == {
@@ -307,9 +308,9 @@ def test_profile_fact_written_by_one_job_is_read_by_a_later_one(ledger: Ledger) 
         "value": "Blue",
         "last_updated": written["last_updated"],
     }
-    assert ledger.sem_get("user/person/alice/favorite_color")[1].value == "Blue"
+    assert ledger.sem.get("user/person/alice/favorite_color")[1].value == "Blue"
     # Another user's profile is another key: a miss, not alice's value.
-    other = ledger.run_job("what is my favorite color?", "s3", user="bob")
+    other = ledger.jobs.run("what is my favorite color?", "s3", user="bob")
     assert other.as_json()["final_answer"] == F1_SEM_MISS
 
 
@@ -327,28 +328,28 @@ def test_profile_fact_written_by_one_job_is_read_by_a_later_one(ledger: Ledger) 
 def test_sem_put_with_a_bad_key_names_the_rule_and_writes_nothing(
     ledger: Ledger, raw_table: RawTable, key: str, rule: str
 ) -> None:
-    ledger.default_snapshot_ids()
+    ledger.snapshots.default_ids()
     before = raw_table.execute("SELECT COUNT(*) FROM {table}")
     with pytest.raises(SemKeyError, match=f"rule {rule}: ") as raised:
-        ledger.sem_put(key, "Tokyo")
+        ledger.sem.put(key, "Tokyo")
     assert raised.value.rule == rule
     with pytest.raises(SemKeyError, match=f"rule {rule}: "):
-        ledger.sem_get(key)
+        ledger.sem.get(key)
     assert raw_table.execute("SELECT COUNT(*) FROM {table}") == before
 
 
 def test_sem_put_refuses_denied_attributes_and_null_values(
     ledger: Ledger, raw_table: RawTable
 ) -> None:
-    ledger.default_snapshot_ids()
+    ledger.snapshots.default_ids()
     before = raw_table.execute("SELECT COUNT(*) FROM {table}")
     with pytest.raises(SemValueError, match="privacy policy denies storing attribute 'pin'"):
-        ledger.sem_put("user/person/alice/pin", "1234")
+        ledger.sem.put("user/person/alice/pin", "1234")
     with pytest.raises(SemValueError, match="must not be null"):
-        ledger.sem_put("world/country/japan/capital", None)
+        ledger.sem.put("world/country/japan/capital", None)
     assert raw_table.execute("SELECT COUNT(*) FROM {table}") == before
     # S9: a key never written is a miss, with no value.
-    key, record = ledger.sem_get("world/countries/japan/capital_city")
+    key, record = ledger.sem.get("world/countries/japan/capital_city")
     assert (key, record.as_json()) == (
         "world/country/japan/capital",
         {"exists": False, "value": None, "last_updated": None},
@@ -384,12 +385,12 @@ def emitted_run(
             "job_id": job_id,
             "seed": seed,
             "input": "summarise the report",
-            "snapshot_ids": ledger.default_snapshot_ids(),
+            "snapshot_ids": ledger.snapshots.default_ids(),
             "capture_mode": capture,
         }
     )
     completed = RunCompleted(final_output="a summary")
-    return ledger.record_run(started, [model_call()], completed)
+    return ledger.runs.record(started, [model_call()], completed)
 
 
 SEQUENCE = (
@@ -405,9 +406,9 @@ SEQUENCE = (
 
 def record_sequence(ledger: Ledger, seed: str) -> list[tuple[str, Any]]:
     results: list[tuple[str, Any]] = []
-    ledger.sem_put("world/countries/japan/capital_city", "Tokyo")
+    ledger.sem.put("world/countries/japan/capital_city", "Tokyo")
     for text in SEQUENCE:
-        log = ledger.run_job(text, seed)
+        log = ledger.jobs.run(text, seed)
         results.append((log.job_id, log.as_json()))
     emitted = emitted_run(ledger, "prompts_only", seed)
     results.append((emitted.job_id, emitted.as_json()))
@@ -425,7 +426,7 @@ def test_same_runs_give_byte_identical_stores_and_ids(
     second_settings = settings_for(other_store())
     with Ledger.open(second_settings) as second:
         second_results = record_sequence(second, "s1")
-        assert list(second.job_ids()) == [job_id for job_id, _ in first]
+        assert list(second.jobs.ids()) == [job_id for job_id, _ in first]
 
     assert second_results == first
     assert [log["final_answer"] for _, log in first][:2] == [
@@ -455,20 +456,20 @@ def test_derived_job_ids_follow_seed_004_d3(ledger: Ledger) -> None:
     runs = [("2 + 3", "s1"), ("2 + 3", "s1"), ("hello", "s2")]
     ids = []
     for number, (text, seed) in enumerate(runs):
-        log = ledger.run_job(text, seed)
+        log = ledger.jobs.run(text, seed)
         assert log.job_id == derive_id(seed, "job", text, number)
         ids.append(log.job_id)
     assert len(set(ids)) == 3
     # Jobs with explicit ids and recorded runs count as jobs before the next one too.
-    ledger.run_job("hello", "s3", job_id="explicit-1")
+    ledger.jobs.run("hello", "s3", job_id="explicit-1")
     ids.append("explicit-1")
     emitted = emitted_run(ledger, "full_io", seed="e9")
     assert emitted.job_id == derive_id("e9", "job", "summarise the report", 4)
     ids.append(emitted.job_id)
-    last = ledger.run_job("2 + 3", "s1")
+    last = ledger.jobs.run("2 + 3", "s1")
     assert last.job_id == derive_id("s1", "job", "2 + 3", 5)
     ids.append(last.job_id)
-    assert list(ledger.job_ids()) == ids
+    assert list(ledger.jobs.ids()) == ids
 
 
 # --- capture modes ------------------------------------------------------------------------------
@@ -481,7 +482,7 @@ def test_capture_modes_decide_replayability(ledger: Ledger) -> None:
         CaptureMode.FULL_IO: [],
     }
     for mode, missing in expected.items():
-        log = ledger.run_job("2 + 3", "s1", capture_mode=mode)
+        log = ledger.jobs.run("2 + 3", "s1", capture_mode=mode)
         data = log.as_json()
         assert data["capture_mode"] == mode.value
         assert data["final_answer"] == "2 + 3 = 5"
@@ -507,13 +508,13 @@ def test_capture_modes_decide_replayability(ledger: Ledger) -> None:
                 "reason": f"capture mode {mode} stores the hash of {' and '.join(missing)} only",
             }
         ]
-        assert ledger.reflective_log(log.job_id).as_json()["replayable"] is False
-    ledger.verify_all()
+        assert ledger.jobs.reflective_log(log.job_id).as_json()["replayable"] is False
+    ledger.store.verify_all()
 
 
 def test_declined_agent_under_full_io_is_replayable(ledger: Ledger) -> None:
     # A declined agent (F3 hand-off) has no response to store: nothing is missing.
-    log = ledger.run_job("I love my favorite band", "s1")
+    log = ledger.jobs.run("I love my favorite band", "s1")
     trace = trace_of(log)
     assert trace["selected_agents"] == ["profile_agent", "generic_agent"]
     assert trace["agent_outputs"][0]["status"] == "declined"
@@ -527,17 +528,17 @@ def test_declined_agent_under_full_io_is_replayable(ledger: Ledger) -> None:
 def test_an_existing_explicit_job_id_conflicts_and_writes_nothing(
     ledger: Ledger, raw_table: RawTable
 ) -> None:
-    ledger.run_job("2 + 3", "s1", job_id="job-a")
+    ledger.jobs.run("2 + 3", "s1", job_id="job-a")
     before = raw_table.execute("SELECT COUNT(*) FROM {table}")
     with pytest.raises(ConflictError, match="job job-a already exists"):
-        ledger.run_job("my favorite color is red", "s2", job_id="job-a")
+        ledger.jobs.run("my favorite color is red", "s2", job_id="job-a")
     with pytest.raises(ConflictError, match="job job-a already exists"):
         emitted_run(ledger, "full_io", job_id="job-a")
     assert raw_table.execute("SELECT COUNT(*) FROM {table}") == before
-    assert ledger.reflective_log("job-a").job_input == "2 + 3"
+    assert ledger.jobs.reflective_log("job-a").job_input == "2 + 3"
     # The conflicting job's SEM write was not stored either.
-    assert not ledger.sem_get("user/person/default/favorite_color")[1].exists
-    assert list(ledger.job_ids()) == ["job-a"]
+    assert not ledger.sem.get("user/person/default/favorite_color")[1].exists
+    assert list(ledger.jobs.ids()) == ["job-a"]
 
 
 # --- runs recorded by an outside emitter --------------------------------------------------------
@@ -548,7 +549,7 @@ def test_record_run_capture_modes(ledger: Ledger) -> None:
     assert full.as_json()["replayable"] is True
     assert full.as_json()["missing_artifacts"] == []
     assert full.as_json()["final_answer"] == "a summary"
-    assert full.snapshot_ids == snapshot_fields(ledger.default_snapshot_ids())
+    assert full.snapshot_ids == snapshot_fields(ledger.snapshots.default_ids())
     (stored,) = stream_events(ledger, full.job_id, "ModelCallEnvelope")
     assert stored["payload"]["prompt"] == EMITTED_PROMPT
     assert stored["payload"]["response"] == {"text": "a summary", "score": 0.3}
@@ -576,7 +577,7 @@ def test_record_run_capture_modes(ledger: Ledger) -> None:
         }
     ]
     # A run that declares no snapshots cannot be replayed either.
-    bare = ledger.record_run(
+    bare = ledger.runs.record(
         RunStarted(seed=7, input="x", capture_mode=CaptureMode.FULL_IO),
         [],
         RunCompleted(final_output=None),
@@ -586,7 +587,7 @@ def test_record_run_capture_modes(ledger: Ledger) -> None:
         f"{kind.value} snapshot" for kind in SnapshotKind
     ]
     assert bare.as_json()["replayable"] is False
-    summary = ledger.verify_all()
+    summary = ledger.store.verify_all()
     assert (summary.jobs, summary.sealed_jobs) == (3, 3)
 
 
@@ -596,7 +597,7 @@ def test_record_run_capture_modes(ledger: Ledger) -> None:
 def test_flipping_a_byte_of_a_recorded_job_fails_closed(
     ledger: Ledger, raw_table: RawTable
 ) -> None:
-    log = ledger.run_job("2 + 3", "s1")
+    log = ledger.jobs.run("2 + 3", "s1")
     stream = Job.id_for(log.job_id)
     version = 3  # the RouterDecision
     state = bytearray(raw_table.state(stream, version))
@@ -605,9 +606,9 @@ def test_flipping_a_byte_of_a_recorded_job_fails_closed(
 
     failures = []
     for read in (
-        lambda: ledger.reflective_log(log.job_id),
-        lambda: ledger.job_stream(log.job_id),
-        ledger.verify_all,
+        lambda: ledger.jobs.reflective_log(log.job_id),
+        lambda: ledger.jobs.stream(log.job_id),
+        ledger.store.verify_all,
     ):
         with pytest.raises(IntegrityFailure) as raised:
             read()
@@ -621,14 +622,14 @@ def test_flipping_a_byte_of_a_recorded_job_fails_closed(
 def test_a_job_reading_a_tampered_sem_entry_fails_closed(
     ledger: Ledger, raw_table: RawTable
 ) -> None:
-    ledger.run_job("my favorite color is blue", "s1")
+    ledger.jobs.run("my favorite color is blue", "s1")
     stream = SemEntry.id_for("user/person/default/favorite_color")
     raw_table.set_column(
         stream, 1, "state", raw_table.state(stream, 1).replace(b'"blue"', b'"gree"')
     )
     with pytest.raises(IntegrityFailure):
-        ledger.sem_get("user/person/default/favorite_color")
+        ledger.sem.get("user/person/default/favorite_color")
     before = raw_table.execute("SELECT COUNT(*) FROM {table}")
     with pytest.raises(IntegrityFailure):
-        ledger.run_job("what is my favorite color", "s1")
+        ledger.jobs.run("what is my favorite color", "s1")
     assert raw_table.execute("SELECT COUNT(*) FROM {table}") == before

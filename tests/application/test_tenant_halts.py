@@ -181,15 +181,15 @@ def record_legacy_halt(ledger: Ledger, snapshot_id: str, reason: str) -> None:
     del state["tenant"]
     state |= {"class_version": 1, "actor_id": "aude", "roles": ["auditor"]}
     body = canonical_json(state)
-    signed = sign_record(ledger.keyring, record.id, 2, topic, body)
-    ledger.recorder.insert_events(
-        [ledger.mapper.to_stored_event(opened), StoredEvent(record.id, 2, topic, signed)]
+    signed = sign_record(ledger.store.keyring, record.id, 2, topic, body)
+    ledger.store.recorder.insert_events(
+        [ledger.store.mapper.to_stored_event(opened), StoredEvent(record.id, 2, topic, signed)]
     )
 
 
 def test_a_halt_recorded_before_tenants_stays_in_force_for_every_tenant(ledger: Ledger) -> None:
-    acme = ledger.run_job("2 + 3", "s1", tenant="acme").job_id
-    beta = ledger.run_job("3 + 4", "s2", tenant="beta").job_id
+    acme = ledger.jobs.run("2 + 3", "s1", tenant="acme").job_id
+    beta = ledger.jobs.run("3 + 4", "s2", tenant="beta").job_id
     record_legacy_halt(ledger, ROUTER_ID, "old incident")
     for job_id, tenant in ((acme, "acme"), (beta, "beta")):
         result = ledger.replays.run(job_id, ReplayMode.AUDIT, ANA, tenant=tenant)
@@ -214,8 +214,8 @@ def test_a_halt_recorded_before_tenants_stays_in_force_for_every_tenant(ledger: 
 def test_a_failed_signature_check_halts_the_replaying_tenant_only(
     ledger: Ledger, raw_table: RawTable
 ) -> None:
-    acme = ledger.run_job("2 + 3", "s1", tenant="acme").job_id
-    beta = ledger.run_job("3 + 4", "s2", tenant="beta").job_id
+    acme = ledger.jobs.run("2 + 3", "s1", tenant="acme").job_id
+    beta = ledger.jobs.run("3 + 4", "s2", tenant="beta").job_id
     stream = Snapshot.id_for(ROUTER_ID)
     original = raw_table.state(stream, 1)
     raw_table.set_column(stream, 1, "state", original.replace(b"R1", b"R9"))

@@ -31,12 +31,13 @@ from domain.governance import (
 from domain.job import Job, validate_job_id, validate_tenant
 from domain.naming import tenant_and_key, tenant_scoped
 from domain.replay_access import ReplayMode
-from infrastructure.application.ledger import Ledger, NotFoundError
+from infrastructure.application.ledger import Ledger
 from infrastructure.application.run_recorder import RunRecorder
 from infrastructure.bundles.export import export_bundle
 from infrastructure.bundles.format import read_bundle
 from infrastructure.bundles.importing import import_bundle
 from infrastructure.bundles.replay import replay_bundle
+from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.settings import Settings
 
 SHARED = "shared-id-1"
@@ -168,55 +169,55 @@ def test_a_run_id_another_tenant_holds_opens_as_a_free_one_would(api: Api) -> No
 
 
 def _same_id_in_three_tenants(ledger: Ledger) -> None:
-    ledger.run_job("2 + 3", "s1", job_id=SHARED)
-    ledger.run_job("2 * 3", "s2", job_id=SHARED, tenant="acme")
-    ledger.run_job("4 - 1", "s3", job_id=SHARED, tenant="beta")
+    ledger.jobs.run("2 + 3", "s1", job_id=SHARED)
+    ledger.jobs.run("2 * 3", "s2", job_id=SHARED, tenant="acme")
+    ledger.jobs.run("4 - 1", "s3", job_id=SHARED, tenant="beta")
 
 
 def test_one_id_in_three_tenants_is_three_jobs_and_the_store_verifies(ledger: Ledger) -> None:
     _same_id_in_three_tenants(ledger)
-    inputs = {t: ledger.get_job(SHARED, tenant=t).job_input for t in ("default", "acme", "beta")}
+    inputs = {t: ledger.jobs.get(SHARED, tenant=t).job_input for t in ("default", "acme", "beta")}
     assert inputs == {"default": "2 + 3", "acme": "2 * 3", "beta": "4 - 1"}
     # The default tenant's job lives where every job lived before tenants had their own ids.
     assert Job.id_in("default", SHARED) == Job.id_for(SHARED)
     assert len({Job.id_in(t, SHARED) for t in ("default", "acme", "beta")}) == 3
-    assert [list(ledger.job_ids(t)) for t in ("default", "acme", "beta", "gamma")] == [
+    assert [list(ledger.jobs.ids(t)) for t in ("default", "acme", "beta", "gamma")] == [
         [SHARED],
         [SHARED],
         [SHARED],
         [],
     ]
-    assert not ledger.job_exists(SHARED, tenant="gamma")
-    outside = RunRecorder(ledger, RunStarted(seed=7, input="x", job_id=SHARED), tenant="gamma")
+    assert not ledger.jobs.exists(SHARED, tenant="gamma")
+    outside = RunRecorder(ledger.runs, RunStarted(seed=7, input="x", job_id=SHARED), tenant="gamma")
     assert outside.complete("done").job_id == SHARED
-    assert list(ledger.job_ids("gamma")) == [SHARED]
+    assert list(ledger.jobs.ids("gamma")) == [SHARED]
     with pytest.raises(NotFoundError):
-        ledger.get_job(SHARED, tenant="delta")
-    summary = ledger.verify_all()
+        ledger.jobs.get(SHARED, tenant="delta")
+    summary = ledger.store.verify_all()
     assert (summary.jobs, summary.sealed_jobs) == (4, 4)
     for tenant in ("default", "acme", "beta"):
-        assert ledger.verify_job(SHARED, check_sequence=True, tenant=tenant).sealed
+        assert ledger.jobs.verify(SHARED, check_sequence=True, tenant=tenant).sealed
 
 
 def test_a_job_recorded_piece_by_piece_is_its_tenants(ledger: Ledger) -> None:
     for tenant in ("acme", "default"):
-        ledger.start_job(SHARED, f"seed-{tenant}", "in parts", {}, tenant=tenant)
-        ledger.record_job_events(SHARED, [("StageTransition", {"to": tenant})], tenant=tenant)
-        ledger.seal_job(SHARED, tenant=tenant)
+        ledger.jobs.start(SHARED, f"seed-{tenant}", "in parts", {}, tenant=tenant)
+        ledger.jobs.record_events(SHARED, [("StageTransition", {"to": tenant})], tenant=tenant)
+        ledger.jobs.seal(SHARED, tenant=tenant)
     for tenant in ("acme", "default"):
-        job = ledger.get_job(SHARED, tenant=tenant)
+        job = ledger.jobs.get(SHARED, tenant=tenant)
         assert (job.job_seed, job.facts[0].payload, job.sealed) == (
             f"seed-{tenant}",
             {"to": tenant},
             True,
         )
-        assert ledger.verify_job(SHARED, tenant=tenant).events == 3
-    assert [e["event_type"] for e in ledger.job_stream(SHARED, tenant="acme")] == [
+        assert ledger.jobs.verify(SHARED, tenant=tenant).events == 3
+    assert [e["event_type"] for e in ledger.jobs.stream(SHARED, tenant="acme")] == [
         "JobStarted",
         "StageTransition",
         "JobSealed",
     ]
-    assert ledger.verify_all().sealed_jobs == 2
+    assert ledger.store.verify_all().sealed_jobs == 2
 
 
 def test_replays_and_governance_of_one_id_in_two_tenants_stay_apart(ledger: Ledger) -> None:
@@ -270,7 +271,7 @@ def test_a_non_default_tenants_bundle_round_trips(
     assert f"job:acme|{SHARED}" in {s["name"] for s in manifest["streams"]}
     path = tmp_path / "acme.bundle.json"
     path.write_bytes(data)
-    bundle = read_bundle(path, ledger.keyring)
+    bundle = read_bundle(path, ledger.store.keyring)
     replayed = replay_bundle(bundle, ReplayMode.AUDIT, AUDITOR)
     assert replayed.report["ok"] is True
 
@@ -279,14 +280,14 @@ def test_a_non_default_tenants_bundle_round_trips(
     else:
         other_url = request.getfixturevalue("make_postgres_database")()
     with Ledger.open(settings.model_copy(update={"store": other_url})) as other:
-        other.run_job("9 - 9", "s9", job_id=SHARED)  # the default tenant's, already there
+        other.jobs.run("9 - 9", "s9", job_id=SHARED)  # the default tenant's, already there
         summary = import_bundle(other, bundle)
         assert (summary.job_id, summary.tenant) == (SHARED, "acme")
-        assert other.get_job(SHARED, tenant="acme").job_input == "2 * 3"
-        assert other.get_job(SHARED).job_input == "9 - 9"
-        assert list(other.job_ids("acme")) == [SHARED]
+        assert other.jobs.get(SHARED, tenant="acme").job_input == "2 * 3"
+        assert other.jobs.get(SHARED).job_input == "9 - 9"
+        assert list(other.jobs.ids("acme")) == [SHARED]
         assert other.replays.run(SHARED, ReplayMode.AUDIT, AUDITOR, tenant="acme").outcome.ok
-        assert other.verify_all().jobs == 2
+        assert other.store.verify_all().jobs == 2
 
 
 # --- the command line -----------------------------------------------------------------------------
@@ -381,13 +382,13 @@ def test_a_tenants_job_recorded_before_ids_were_scoped_stays_its_own(
     with monkeypatch.context() as before_scoping:
         before_scoping.setattr(Job, "name_of", classmethod(lambda cls, fields: fields["job_id"]))
         before_scoping.setattr(Job, "scoped_id", property(lambda job: job.job_id))
-        api.ledger.run_job("2 + 3", "s1", job_id="legacy", tenant="acme")
-    assert api.ledger.stream_exists(Job.id_for("legacy"))
-    assert not api.ledger.stream_exists(Job.id_in("acme", "legacy"))
+        api.ledger.jobs.run("2 + 3", "s1", job_id="legacy", tenant="acme")
+    assert api.ledger.store.stream_exists(Job.id_for("legacy"))
+    assert not api.ledger.store.stream_exists(Job.id_in("acme", "legacy"))
 
-    assert api.ledger.job_name("legacy", "acme") == "legacy"
-    assert api.ledger.job_name("legacy") is None
-    assert (list(api.ledger.job_ids("acme")), list(api.ledger.job_ids())) == (["legacy"], [])
+    assert api.ledger.jobs.name("legacy", "acme") == "legacy"
+    assert api.ledger.jobs.name("legacy") is None
+    assert (list(api.ledger.jobs.ids("acme")), list(api.ledger.jobs.ids())) == (["legacy"], [])
     assert api.get("/v1/jobs/legacy", "operator").json()["input"] == "2 + 3"
     for other in ("default_operator", "beta_operator"):
         assert_error(api.get("/v1/jobs/legacy", other), 404, "NOT_FOUND", "no job legacy")
@@ -400,6 +401,6 @@ def test_a_tenants_job_recorded_before_ids_were_scoped_stays_its_own(
     assert api.get("/v1/jobs", "default_operator").json()["total"] == 0
     outcomes = api.ledger.read_models.rows("replay_outcomes")
     assert [(r["tenant"], r["job_id"]) for r in outcomes] == [("acme", "legacy")]
-    assert api.ledger.verify_all().sealed_jobs == 1
+    assert api.ledger.store.verify_all().sealed_jobs == 1
     with pytest.raises(NotFoundError):
-        api.ledger.get_job("legacy")
+        api.ledger.jobs.get("legacy")

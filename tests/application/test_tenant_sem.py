@@ -197,11 +197,11 @@ def test_a_beta_jobs_production_replay_reads_betas_memory(
 
 def test_replay_reads_the_jobs_tenant_not_the_default_one(ledger: Ledger) -> None:
     """A beta job read beta's fact; its replay folds beta's entry, never the default tenant's."""
-    ledger.sem_put(KEY, "red", tenant="beta")
-    ledger.sem_put(KEY, "blue")
-    log = ledger.run_job("what is my favorite color", "s1", user="u1", tenant="beta")
+    ledger.sem.put(KEY, "red", tenant="beta")
+    ledger.sem.put(KEY, "blue")
+    log = ledger.jobs.run("what is my favorite color", "s1", user="u1", tenant="beta")
     (read,) = run_report(log)["sem_reads"]
-    beta = ledger.sem_get(KEY, tenant="beta")[1]
+    beta = ledger.sem.get(KEY, tenant="beta")[1]
     assert (read["value"], read["last_updated"]) == ("red", beta.last_updated)
     result = ledger.replays.run(log.job_id, ReplayMode.PRODUCTION, ANA, tenant="beta")
     assert (result.outcome.ok, result.outcome.authoritative) == (True, True)
@@ -225,9 +225,9 @@ def test_http_sem_is_the_tokens_tenants(api: Api) -> None:
     assert mine["final_output"] == BLUE
     theirs = http_answer(api, "what is my favorite color", "s5", "beta_operator")
     assert theirs["final_output"] == RED
-    assert api.ledger.sem_get(KEY, tenant="acme")[1].value == "blue"
-    assert api.ledger.sem_get(KEY, tenant="beta")[1].value == "red"
-    assert api.ledger.sem_get(KEY)[1].exists is False
+    assert api.ledger.sem.get(KEY, tenant="acme")[1].value == "blue"
+    assert api.ledger.sem.get(KEY, tenant="beta")[1].value == "red"
+    assert api.ledger.sem.get(KEY)[1].exists is False
 
     # Each tenant's production replay of its read reproduces its own answer.
     for job, who in ((mine, "admin_auditor"), (theirs, "beta_admin_auditor")):
@@ -244,17 +244,17 @@ def test_http_refused_job_writes_no_sem(api: Api) -> None:
     )
     assert_error(refused, 422, "INVALID_INPUT", field="body.job_id")
     assert api.position() == before
-    assert api.ledger.sem_get(KEY, tenant="beta")[1].exists is False
+    assert api.ledger.sem.get(KEY, tenant="beta")[1].exists is False
 
 
 def test_a_redacted_export_leaves_out_a_tenants_denied_sem_entry(ledger: Ledger) -> None:
     """The SEM stream of a denied attribute is left out of a safe export whatever its tenant."""
     secret = "zq81xvpii"
-    ledger.sem_put(KEY, secret, tenant="beta")
+    ledger.sem.put(KEY, secret, tenant="beta")
     privacy = Snapshot.declare("privacy", {"deny_sem_attributes": ["favorite_color"]})
-    ledger.put_snapshot(privacy)
+    ledger.snapshots.put(privacy)
     overrides = {"privacy": privacy.snapshot_id}
-    log = ledger.run_job(
+    log = ledger.jobs.run(
         "what is my favorite color", "s1", user="u1", tenant="beta", snapshot_ids=overrides
     )
     assert secret in str(run_report(log)["sem_reads"])  # so the search below can fail

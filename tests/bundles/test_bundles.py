@@ -263,7 +263,7 @@ def test_export_import_into_another_store_then_verify_and_replay(
     key = "user/person/default/favorite_color"
     assert RawTable(target).rows(SemEntry.id_for(key)) == source.rows(SemEntry.id_for(key))
     with Ledger.open(target, create=False) as ledger:
-        assert list(ledger.job_ids()) == [writer, reader]
+        assert list(ledger.jobs.ids()) == [writer, reader]
 
     rows = event_count(target)
     code, out, err = run(capsys, "import", str(bundles[1]))
@@ -589,8 +589,8 @@ def test_export_refusals(
     code, out, err = run(capsys, "export", job_id, "-o", str(tmp_path / "no" / "dir.json"))
     assert_usage_error(code, out, err, "is not a directory")
     with Ledger.open(cli_env) as ledger:
-        ids = ledger.default_snapshot_ids()
-        ledger.start_job("open-1", "s", "2 + 3", ids)
+        ids = ledger.snapshots.default_ids()
+        ledger.jobs.start("open-1", "s", "2 + 3", ids)
     code, out, err = run(capsys, "export", "open-1", "-o", str(fresh))
     assert_usage_error(code, out, err, "job open-1 is open: only completed, sealed jobs")
     assert not fresh.exists()

@@ -19,7 +19,7 @@ from domain.determinism import derive_id, event_id
 from domain.events import hash_of
 from domain.snapshot import SnapshotKind
 from domain.stage0.replies import F1_SEM_MISS
-from infrastructure.application.ledger import default_snapshots
+from infrastructure.application.snapshots import default_snapshots
 from infrastructure.storage.settings import Settings
 
 DEFAULT_IDS = {kind.value: s.snapshot_id for kind, s in default_snapshots().items()}

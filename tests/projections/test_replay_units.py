@@ -36,7 +36,7 @@ from domain.replay_record import ReplayRecord, replay_record_name
 from domain.sem import SemEntry
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.agents import AgentReply
-from infrastructure.application.ledger import default_snapshots
+from infrastructure.application.snapshots import default_snapshots
 from projections.reflective_log import complete_job
 from projections.replay import (
     Divergence,

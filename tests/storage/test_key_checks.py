@@ -193,14 +193,14 @@ def test_first_writers_racing_agree_and_a_wrong_one_loses_without_writing(
         Ledger.open(wrong_settings(store_url)) as wrong,
     ):
         # All three opened an empty store: nothing contradicted any of them yet.
-        first.sem_put("world/country/france/capital", "Paris")
-        second.sem_put("world/country/spain/capital", "Madrid")  # its key check lost the race
-        head = first.recorder.max_notification_id()
+        first.sem.put("world/country/france/capital", "Paris")
+        second.sem.put("world/country/spain/capital", "Madrid")  # its key check lost the race
+        head = first.store.recorder.max_notification_id()
         with pytest.raises(KeyMismatch, match=MISMATCH.format(key="k1")):
-            wrong.sem_put("world/country/italy/capital", "Rome")
-        assert first.recorder.max_notification_id() == head
+            wrong.sem.put("world/country/italy/capital", "Rome")
+        assert first.store.recorder.max_notification_id() == head
         assert len(check_records(RawTable(right))) == 1
-        assert first.verify_all().events == head
+        assert first.store.verify_all().events == head
 
 
 def test_an_altered_check_record_is_an_integrity_failure_not_a_wrong_key(
@@ -226,7 +226,7 @@ def test_a_service_the_store_contradicts_is_not_ready_and_writes_nothing(store_u
         assert (ready.status_code, ready.json()["keys"]) == (200, {"k1": "unrecorded"})
 
         with Ledger.open(settings_for(store_url)) as right:  # the store's first writer
-            right.sem_put("world/country/france/capital", "Paris")
+            right.sem.put("world/country/france/capital", "Paris")
         head = api.position()
 
         assert_error(api.get("/readyz", None), 503, "NOT_READY", "not ready")

@@ -88,27 +88,27 @@ def test_a_run_at_the_limit_with_megabytes_of_payload_commits_on_postgres(
     assert (done.returncode, done.stderr) == (0, b"")
     job_id = orjson.loads(done.stdout)["job_id"]
     with Ledger.open(settings_for(postgres_url), create=False) as ledger:
-        assert isinstance(ledger.recorder, ChunkedPostgresRecorder)
-        notifications = ledger.recorder.select_notifications(1, 10 * limit)
+        assert isinstance(ledger.store.recorder, ChunkedPostgresRecorder)
+        notifications = ledger.store.recorder.select_notifications(1, 10 * limit)
         # Several MB in one save: many chunks, one transaction, ids in insert order, no gaps.
         assert sum(len(n.state) for n in notifications) > 10 * CHUNK_BYTES
         assert [n.id for n in notifications] == list(range(1, len(notifications) + 1))
-        assert ledger.verify_job(job_id).events == limit + 3  # started, events, completed, seal
-        messages = [e["payload"]["message"][:6] for e in ledger.job_stream(job_id)[1:-2]]
+        assert ledger.jobs.verify(job_id).events == limit + 3  # started, events, completed, seal
+        messages = [e["payload"]["message"][:6] for e in ledger.jobs.stream(job_id)[1:-2]]
         assert messages == [f"{n:06d}" for n in range(limit)]
 
 
 def test_a_large_save_that_conflicts_in_its_last_chunk_writes_nothing(postgres_url: str) -> None:
     with Ledger.open(settings_for(postgres_url)) as ledger:
         taken = stored(10)
-        ledger.recorder.insert_events([taken])
-        head = ledger.recorder.max_notification_id()
+        ledger.store.recorder.insert_events([taken])
+        head = ledger.store.recorder.max_notification_id()
         save = [stored(CHUNK_BYTES // 4) for _ in range(12)] + [taken]
         assert len(list(insert_chunks(save))) > 3
         with pytest.raises(IntegrityError):
-            ledger.recorder.insert_events(save)
-        assert ledger.recorder.max_notification_id() == head
-        assert ledger.recorder.select_events(save[0].originator_id) == []
+            ledger.store.recorder.insert_events(save)
+        assert ledger.store.recorder.max_notification_id() == head
+        assert ledger.store.recorder.select_events(save[0].originator_id) == []
 
 
 # --- MACE_MAX_RUN_EVENTS on `mace ingest` (both stores) ----------------------------------------
@@ -123,14 +123,14 @@ def test_ingest_refuses_a_run_over_max_run_events_and_writes_nothing(
     monkeypatch.setenv("MACE_MAX_RUN_EVENTS", "10")
     assert run(capsys, "init")[0] == 0
     with Ledger.open(cli_env, create=False) as ledger:
-        head = ledger.recorder.max_notification_id()
+        head = ledger.store.recorder.max_notification_id()
         code, out, err = run(capsys, "ingest", str(write_run(tmp_path / "over.jsonl", 11, 20)))
         assert (code, out) == (2, "")
         assert err == (
             f"mace: error: run in {tmp_path}/over.jsonl would exceed 10 events"
             " (MACE_MAX_RUN_EVENTS)\n"
         )
-        assert ledger.recorder.max_notification_id() == head
+        assert ledger.store.recorder.max_notification_id() == head
     code, out, err = run(capsys, "ingest", str(write_run(tmp_path / "at.jsonl", 10, 20)))
     assert (code, err) == (0, "")
     assert "10 events recorded and sealed" in out

@@ -14,20 +14,21 @@ from domain.job import Job, JobSealedError
 from domain.naming import aggregate_id
 from domain.receipt import BODY_KEYS, Receipt
 from domain.snapshot import Snapshot
-from infrastructure.application.ledger import ConflictError, Ledger, NotFoundError
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage.errors import ConflictError, NotFoundError
 from infrastructure.storage.signed_record import IntegrityFailure
 
 
 def test_snapshot_is_content_addressed_and_stored_once(ledger: Ledger) -> None:
-    first, created = ledger.put_snapshot(Snapshot.declare("router", ROUTER))
-    again, created_again = ledger.put_snapshot(
+    first, created = ledger.snapshots.put(Snapshot.declare("router", ROUTER))
+    again, created_again = ledger.snapshots.put(
         Snapshot.declare("router", {"rules": [{"weight": 0.3, "pattern": "x", "id": "R1"}]})
     )
     assert (created, created_again) == (True, False)
     assert again.snapshot_id == first.snapshot_id
     # The live aggregate holds what storage gives back: canonical values, not 0.30000000000000004.
     assert first.payload["rules"][0]["weight"] == 0.3
-    stored = ledger.get_snapshot(first.snapshot_id)
+    stored = ledger.snapshots.get(first.snapshot_id)
     assert stored.version == 1
     assert stored.kind == "router"
     assert stored.generator["snapshot_id"] == "sha256(config_hash:schema_version:seed_namespace)"
@@ -43,19 +44,19 @@ def test_snapshot_id_follows_seed_000_section_5(ledger: Ledger) -> None:
 
 def test_unknown_snapshot_is_not_found(ledger: Ledger) -> None:
     with pytest.raises(NotFoundError, match="no snapshot"):
-        ledger.get_snapshot("0" * 64)
+        ledger.snapshots.get("0" * 64)
     with pytest.raises(ValueError, match="64 lowercase hex"):
-        ledger.get_snapshot("not-an-id")
+        ledger.snapshots.get("not-an-id")
 
 
 def test_job_round_trip_with_deterministic_ids_and_time(ledger: Ledger) -> None:
     record_sample_job(ledger)
-    job = ledger.get_job("job-1")
+    job = ledger.jobs.get("job-1")
     assert job.sealed and job.sealed_event_count == 3 and job.version == 4
     assert job.id == aggregate_id("job:job-1")
     assert job.created_on == DeterministicClock("s1").at(1)
     assert job.modified_on == DeterministicClock("s1").at(4)
-    events = list(ledger.events.get(job.id))
+    events = list(ledger.store.events.get(job.id))
     assert [e.payload["agent"] for e in events[1:2]] == ["math_agent"]  # type: ignore[attr-defined]
     assert events[1].event_id == event_id("s1", 0, "ROUTER_DECISION")  # type: ignore[attr-defined]
     assert events[2].sequence_index == 1  # type: ignore[attr-defined]
@@ -74,29 +75,29 @@ def test_same_job_gives_byte_identical_events_in_two_stores(
 
 
 def test_starting_the_same_job_twice_conflicts(ledger: Ledger) -> None:
-    ledger.start_job("job-1", "s1", "hi", {})
+    ledger.jobs.start("job-1", "s1", "hi", {})
     with pytest.raises(ConflictError, match="job job-1 already exists"):
-        ledger.start_job("job-1", "s2", "hello", {})
-    assert ledger.get_job("job-1").job_seed == "s1"
+        ledger.jobs.start("job-1", "s2", "hello", {})
+    assert ledger.jobs.get("job-1").job_seed == "s1"
 
 
 def test_sealed_job_takes_no_more_events(ledger: Ledger) -> None:
     record_sample_job(ledger)
     with pytest.raises(JobSealedError):
-        ledger.record_job_events("job-1", [("LATE", {})])
+        ledger.jobs.record_events("job-1", [("LATE", {})])
     with pytest.raises(JobSealedError):
-        ledger.seal_job("job-1")
-    assert ledger.get_job("job-1").version == 4
+        ledger.jobs.seal("job-1")
+    assert ledger.jobs.get("job-1").version == 4
 
 
 def test_bad_job_input_is_refused_and_nothing_written(ledger: Ledger, raw_table: RawTable) -> None:
     with pytest.raises(ValueError, match="invalid job id"):
-        ledger.start_job("bad id!", "s1", "x", {})
+        ledger.jobs.start("bad id!", "s1", "x", {})
     with pytest.raises(ValueError, match="unknown snapshot kind"):
-        ledger.start_job("job-2", "s1", "x", {"weather": "0" * 64})
-    ledger.start_job("job-3", "s1", "x", {})
+        ledger.jobs.start("job-2", "s1", "x", {"weather": "0" * 64})
+    ledger.jobs.start("job-3", "s1", "x", {})
     with pytest.raises(ValueError, match=r"\$\.x"):
-        ledger.record_job_events("job-3", [("OK", {"a": 1}), ("BAD", {"x": float("nan")})])
+        ledger.jobs.record_events("job-3", [("OK", {"a": 1}), ("BAD", {"x": float("nan")})])
     # job-3's start and its registration (the registry's opening and job number 0), and the
     # check record of the key that signed them, no more.
     assert raw_table.execute("SELECT COUNT(*) FROM {table}") == [(4,)]
@@ -107,8 +108,8 @@ def test_key_rotation_keeps_old_events_verifiable(settings: object, store_url: s
         record_sample_job(ledger, "old")
     with Ledger.open(settings_for(store_url, "k1", "k2", active="k2")) as rotated:
         record_sample_job(rotated, "new")
-        assert rotated.get_job("old").sealed and rotated.get_job("new").sealed
-        summary = rotated.verify_all()
+        assert rotated.jobs.get("old").sealed and rotated.jobs.get("new").sealed
+        summary = rotated.store.verify_all()
         assert (summary.jobs, summary.sealed_jobs) == (2, 2)
         table = RawTable(settings_for(store_url))
         assert table.state(Job.id_for("old"), 1).startswith(b"mace1.k1.")
@@ -117,14 +118,14 @@ def test_key_rotation_keeps_old_events_verifiable(settings: object, store_url: s
         Ledger.open(settings_for(store_url, "k2", active="k2")) as without_k1,
         pytest.raises(IntegrityFailure, match="unknown key id 'k1'"),
     ):
-        without_k1.get_job("old")
+        without_k1.jobs.get("old")
 
 
 def test_verify_all_counts_everything(ledger: Ledger) -> None:
     record_sample_job(ledger, "a")
     record_sample_job(ledger, "b", seed="s2")
-    ledger.start_job("open", "s3", "still running", {})
-    summary = ledger.verify_all()
+    ledger.jobs.start("open", "s3", "still running", {})
+    summary = ledger.store.verify_all()
     # 1 snapshot + 2 sealed jobs (4 events + 1 witness each) + 1 open job
     # + the job registry (opened, then 3 jobs registered) + the signing key's check record
     assert (summary.events, summary.streams, summary.jobs, summary.sealed_jobs) == (17, 8, 3, 2)
@@ -143,18 +144,18 @@ def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger)
         "policy_snapshot": {"bundle_hash": None, "bundle_yaml": None, "captured_at": "t"},
     }
     receipt = Receipt.emit(body, "00" * 32)
-    ledger.save(council, halts, receipt)
+    ledger.store.save(council, halts, receipt)
 
-    stored_council: Governance = ledger.repository.get(Governance.id_for("job:job-1"))
-    stored_halts: Governance = ledger.repository.get(
+    stored_council: Governance = ledger.store.repository.get(Governance.id_for("job:job-1"))
+    stored_halts: Governance = ledger.store.repository.get(
         Governance.id_for("tenant-snapshot:acme|" + "f" * 64)
     )
-    stored_receipt: Receipt = ledger.repository.get(Receipt.id_for("rct-" + "1" * 32))
+    stored_receipt: Receipt = ledger.store.repository.get(Receipt.id_for("rct-" + "1" * 32))
     assert stored_council.votes == {"force_continue": [("ada", "approve")]}
     assert stored_halts.halted == {"f" * 64: "INTEGRITY_FAILURE: MAC mismatch"}
     assert stored_receipt.body["entries"][0]["score"] == 0.3
     assert stored_receipt.body["policy_snapshot"]["captured_at"] == "t"
-    summary = ledger.verify_all()
+    summary = ledger.store.verify_all()
     assert (summary.events, summary.streams) == (6, 4)  # and the signing key's check record
     with pytest.raises(AccessDenied, match="only the council role may clear a halt"):
         stored_halts.clear_halt("f" * 64, ops, "2026-11-22T10:02:00Z")

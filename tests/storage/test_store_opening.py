@@ -128,13 +128,13 @@ def test_writers_setting_up_a_fresh_store_together_all_succeed(settings: Setting
     def writer(n: int) -> Callable[[], None]:
         def write() -> None:
             with Ledger.open(settings) as ledger:
-                ledger.sem_put(f"world/country/c{n}/capital", f"city {n}")
+                ledger.sem.put(f"world/country/c{n}/capital", f"city {n}")
 
         return write
 
     assert together([writer(n) for n in range(8)]) == []
     with Ledger.open(settings, create=False) as ledger:
-        assert [ledger.sem_get(f"world/country/c{n}/capital")[1].value for n in range(8)] == [
+        assert [ledger.sem.get(f"world/country/c{n}/capital")[1].value for n in range(8)] == [
             f"city {n}" for n in range(8)
         ]
 
@@ -144,13 +144,13 @@ def test_readers_and_writers_opening_together_all_succeed(settings: Settings) ->
 
     def reader() -> None:
         with Ledger.open(settings, create=False) as ledger:
-            list(ledger.job_ids())
+            list(ledger.jobs.ids())
             ledger.read_models.rows("job_index")
 
     def writer(n: int) -> Callable[[], None]:
         def write() -> None:
             with Ledger.open(settings) as ledger:
-                ledger.run_job(f"{n} + 1", f"seed-{n}")
+                ledger.jobs.run(f"{n} + 1", f"seed-{n}")
 
         return write
 
@@ -178,7 +178,7 @@ def test_mace_processes_starting_together_on_a_fresh_database_all_succeed(
                 stream.close()
     assert outcomes == [(0, b"")] * len(commands)
     with Ledger.open(settings_for(postgres_url), create=False) as ledger:
-        assert len(list(ledger.job_ids())) == 2
+        assert len(list(ledger.jobs.ids())) == 2
 
 
 # --- PostgreSQL: a wrong URL fails at once, in the server's words --------------------------------

@@ -78,9 +78,9 @@ def test_tampering_fails_closed(ledger: Ledger, raw_table: RawTable, case: str) 
     tamper(raw_table)
 
     with pytest.raises(IntegrityFailure) as on_read:
-        ledger.get_job("job-1")
+        ledger.jobs.get("job-1")
     with pytest.raises(IntegrityFailure) as on_verify:
-        ledger.verify_all()
+        ledger.store.verify_all()
 
     for failure in (on_read.value, on_verify.value):
         assert failure.code == ErrorCode.INTEGRITY_FAILURE
@@ -93,9 +93,23 @@ def test_deleting_the_seal_witness_is_detected(ledger: Ledger, raw_table: RawTab
     record_sample_job(ledger)
     raw_table.delete(JobSealWitness.id_for("job-1"), 1)
     with pytest.raises(IntegrityFailure, match="seal has no witness"):
-        ledger.get_job("job-1")
+        ledger.jobs.get("job-1")
     with pytest.raises(IntegrityFailure, match="seal has no witness"):
-        ledger.verify_all()
+        ledger.store.verify_all()
+
+
+def test_a_seal_its_witness_contradicts_fails_a_read_and_a_whole_store_verify_alike(
+    ledger: Ledger, raw_table: RawTable
+) -> None:
+    # A correctly signed witness that disagrees with the seal (a bug, or a stolen key): one
+    # check holds the two against each other, for a job read and for the whole store.
+    record_sample_job(ledger)
+    raw_table.delete(JobSealWitness.id_for("job-1"), 1)
+    ledger.store.save(JobSealWitness(job_id="job-1", event_count=3, mac_digest="0" * 64))
+    for check in (lambda: ledger.jobs.get("job-1"), ledger.store.verify_all):
+        with pytest.raises(IntegrityFailure, match="seal disagrees with its witness") as failure:
+            check()
+        assert (failure.value.stream, failure.value.version) == (str(JOB), 4)
 
 
 def test_tampered_snapshot_is_refused(ledger: Ledger, raw_table: RawTable) -> None:
@@ -103,7 +117,7 @@ def test_tampered_snapshot_is_refused(ledger: Ledger, raw_table: RawTable) -> No
     stream = Snapshot.id_for(snapshot)
     raw_table.set_column(stream, 1, "state", raw_table.state(stream, 1).replace(b"R1", b"R9"))
     with pytest.raises(IntegrityFailure, match="MAC mismatch"):
-        ledger.get_snapshot(snapshot)
+        ledger.snapshots.get(snapshot)
 
 
 def test_snapshot_whose_id_no_longer_matches_its_content_is_refused(ledger: Ledger) -> None:
@@ -118,9 +132,9 @@ def test_snapshot_whose_id_no_longer_matches_its_content_is_refused(ledger: Ledg
         seed_namespace=declared.seed_namespace,
         generator=declared.generator,
     )
-    ledger.save(forged)
+    ledger.store.save(forged)
     with pytest.raises(IntegrityFailure, match="snapshot id does not match its content"):
-        ledger.get_snapshot(declared.snapshot_id)
+        ledger.snapshots.get(declared.snapshot_id)
 
 
 def test_deleting_a_whole_job_is_caught_by_the_job_registry(
@@ -133,5 +147,5 @@ def test_deleting_a_whole_job_is_caught_by_the_job_registry(
         (raw_table.key(JOB), raw_table.key(JobSealWitness.id_for("job-1"))),
     )
     with pytest.raises(IntegrityFailure, match="registered job job-1 has no events") as failure:
-        ledger.verify_all()
+        ledger.store.verify_all()
     assert (failure.value.stream, failure.value.version) == (str(JOB), 1)

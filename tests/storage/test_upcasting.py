@@ -23,17 +23,17 @@ def test_v1_event_is_upcast_on_read(ledger: Ledger) -> None:
             "timestamp": DeterministicClock("lamp").iso(1),
         }
     )
-    state = sign_record(ledger.keyring, gadget_id, 1, topic, v1_body)
-    ledger.recorder.insert_events([StoredEvent(gadget_id, 1, topic, state)])
+    state = sign_record(ledger.store.keyring, gadget_id, 1, topic, v1_body)
+    ledger.store.recorder.insert_events([StoredEvent(gadget_id, 1, topic, state)])
 
-    gadget: Gadget = ledger.repository.get(gadget_id)
+    gadget: Gadget = ledger.store.repository.get(gadget_id)
     assert isinstance(gadget, Gadget)
     assert (gadget.name, gadget.colour) == ("lamp", "unrecorded")
 
 
 def test_current_version_is_written_and_read_back(ledger: Ledger) -> None:
-    ledger.save(Gadget(name="desk", colour="green"))
-    gadget: Gadget = ledger.repository.get(Gadget.id_for("desk"))
+    ledger.store.save(Gadget(name="desk", colour="green"))
+    gadget: Gadget = ledger.store.repository.get(Gadget.id_for("desk"))
     assert gadget.colour == "green"
-    event = next(iter(ledger.events.get(gadget.id)))
+    event = next(iter(ledger.store.events.get(gadget.id)))
     assert getattr(type(event), "class_version", None) == 2

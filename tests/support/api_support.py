@@ -125,7 +125,7 @@ class Api:
 
     def position(self) -> int:
         """The store's last notification id: it moves whenever anything is written."""
-        return self.ledger.recorder.max_notification_id() or 0
+        return self.ledger.store.recorder.max_notification_id() or 0
 
     # Use cases a test needs on the way to what it checks.
 

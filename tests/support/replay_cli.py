@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from infrastructure.application.ledger import default_snapshots
+from infrastructure.application.snapshots import default_snapshots
 from infrastructure.storage.settings import Settings
 from support.cli_output import canonical_line, event_count, json_lines
 from support.ledger_fixtures import run

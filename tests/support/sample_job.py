@@ -10,13 +10,13 @@ ROUTER = {"rules": [{"id": "R1", "pattern": "x", "weight": 0.1 + 0.2}]}
 
 
 def record_sample_job(ledger: Ledger, job_id: str = "job-1", seed: str = "s1") -> Job:
-    snapshot, _ = ledger.put_snapshot(Snapshot.declare("router", ROUTER))
-    ledger.start_job(job_id, seed, "2 + 2", {"router": snapshot.snapshot_id})
-    ledger.record_job_events(
+    snapshot, _ = ledger.snapshots.put(Snapshot.declare("router", ROUTER))
+    ledger.jobs.start(job_id, seed, "2 + 2", {"router": snapshot.snapshot_id})
+    ledger.jobs.record_events(
         job_id,
         [
             ("ROUTER_DECISION", {"agent": "math_agent", "why": "matched_R1_math"}),
             ("FINAL_OUTPUT", {"text": "4", "score": 0.1 + 0.2, "parts": (1, 2)}),
         ],
     )
-    return ledger.seal_job(job_id)
+    return ledger.jobs.seal(job_id)

@@ -28,7 +28,7 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
     assert figures["write"]["count"] > 2 * 2  # more than one event per job
     assert all(f["per_second"] > 0 and f["unit"] for f in figures.values())
     with Ledger.open(cli_env) as ledger:
-        assert ledger.verify_all().jobs == 4
+        assert ledger.store.verify_all().jobs == 4
         assert len(ledger.receipts.listing("bench", limit=500)) == 2 * 2 * 2  # emitted, replayed
 
 
@@ -37,12 +37,12 @@ def test_a_store_holding_data_is_refused_and_left_alone(
 ) -> None:
     assert run(capsys, "bench", *SMALL)[0] == 0
     with Ledger.open(cli_env) as ledger:
-        head = ledger.recorder.max_notification_id()
+        head = ledger.store.recorder.max_notification_id()
     code, out, err = run(capsys, "bench", *SMALL)
     assert (code, out) == (2, "")
     assert err == "mace: error: mace bench writes to the store: point MACE_STORE at an empty one\n"
     with Ledger.open(cli_env) as ledger:
-        assert ledger.recorder.max_notification_id() == head
+        assert ledger.store.recorder.max_notification_id() == head
 
 
 @pytest.mark.parametrize("option", ["--jobs", "--memories", "--contexts", "--rounds"])

@@ -66,10 +66,10 @@ def test_a_tiny_load_is_stored_exactly_and_replays_authoritatively(
     ) in lines
     # Independently of the report: the store holds the 4 jobs, all of the load test's tenant.
     with Ledger.open(cli_env) as ledger:
-        jobs = [job for job in ledger.job_ids(TENANT) if job.startswith("load-")]
+        jobs = [job for job in ledger.jobs.ids(TENANT) if job.startswith("load-")]
         assert len(jobs) == 4
-        assert {ledger.get_job(job, tenant=TENANT).tenant for job in jobs} == {TENANT}
-        assert not any(ledger.job_exists(job) for job in jobs)
+        assert {ledger.jobs.get(job, tenant=TENANT).tenant for job in jobs} == {TENANT}
+        assert not any(ledger.jobs.exists(job) for job in jobs)
 
 
 def test_a_sqlite_store_is_refused_without_allow_sqlite(
@@ -120,7 +120,7 @@ def record(ledger: Ledger, planned: PlannedRun, drop_last: bool = False) -> None
     """Record a planned run as the service would, optionally without its last event."""
     items = [i for body in planned.batch_bodies for i in orjson.loads(body)["events"]]
     events = [INGEST_LINE.validate_python(item["event"]) for item in items]
-    ledger.record_run(
+    ledger.runs.record(
         RunStarted.model_validate(orjson.loads(planned.open_body)),
         events[:-1] if drop_last else events,
         RunCompleted(final_output=planned.final_output),
@@ -129,7 +129,7 @@ def record(ledger: Ledger, planned: PlannedRun, drop_last: bool = False) -> None
 
 
 def test_the_read_back_finds_missing_runs_events_and_replays(ledger: Ledger) -> None:
-    runs = plan_runs(Workload(runs=4, events=6, replays=1), "t", ledger.default_snapshot_ids())
+    runs = plan_runs(Workload(runs=4, events=6, replays=1), "t", ledger.snapshots.default_ids())
     exact, short, missing, _abandoned = runs
     record(ledger, exact)
     record(ledger, short, drop_last=True)

@@ -1,0 +1,359 @@
+"""Job use cases: run a Stage-0 job, record one piece by piece, seal, verify and read jobs back.
+
+A job is numbered in the store's job registry in its own transaction, and a completed job is
+closed, sealed, witnessed and numbered in one (`JobService.commit`, shared with runs recorded
+from outside). Every read verifies the job's stream in full: versions, MACs, seal and witness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import project_aggregate
+from eventsourcing.domain import DomainEventProtocol
+
+from domain.aggregate import MaceAggregate
+from domain.determinism import derive_id, iso_text
+from domain.errors import ErrorCode, MaceError
+from domain.events import JobCompleted
+from domain.job import (
+    DEFAULT_TENANT,
+    CaptureMode,
+    Job,
+    JobRegistry,
+    JobSealWitness,
+    sequence_problem,
+    validate_job_id,
+    validate_tenant,
+)
+from domain.naming import tenant_and_key, tenant_scoped
+from domain.sem import SemEntry
+from domain.snapshot import Snapshot
+from domain.stage0.config import BrainStateConfig, SelfRepConfig
+from domain.stage0.refusals import RefusedValue, refusal_mark
+from infrastructure.application.sem import SemService
+from infrastructure.application.snapshots import SnapshotService, default_snapshots
+from infrastructure.storage.errors import ConflictError, LostRace, NotFoundError
+from infrastructure.storage.integrity import SealFacts, check_witness
+from infrastructure.storage.signed_record import (
+    IntegrityFailure,
+    VerifiedRecord,
+    mac_digest,
+    record_mac,
+)
+from infrastructure.storage.store import LedgerStore
+from projections.reflective_log import ReflectiveLog, complete_job
+from projections.refused_input import recorded_input
+from projections.stage0_runtime import run_stage0
+
+T = TypeVar("T")
+
+REGISTRY = JobRegistry.id_for(JobRegistry.STORE)
+
+
+@dataclass(frozen=True)
+class JobVerification:
+    job_id: str
+    events: int
+    sealed: bool
+    snapshots: int
+    sequence_checked: bool
+
+
+class JobService:
+    def __init__(self, store: LedgerStore, snapshots: SnapshotService, sem: SemService) -> None:
+        self.store = store
+        self.snapshots = snapshots
+        self.sem = sem
+
+    # Recording a job piece by piece
+
+    def start(
+        self,
+        job_id: str,
+        job_seed: str,
+        job_input: str,
+        snapshot_ids: dict[str, str],
+        capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY,
+        tenant: str = DEFAULT_TENANT,
+    ) -> Job:
+        """Start a job to be recorded piece by piece; it is numbered in the store's registry."""
+        job = Job.start(job_id, job_seed, job_input, snapshot_ids, capture_mode, tenant)
+
+        def attempt(registry_version: int) -> Job:
+            if self.exists(job_id, tenant=tenant):
+                raise ConflictError(f"job {job_id} already exists")
+            self.store.save(job, *self.registration(registry_version, job.scoped_id))
+            return job
+
+        return self.numbered(attempt, f"start of job {job_id}")
+
+    def record_events(
+        self,
+        job_id: str,
+        events: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        tenant: str = DEFAULT_TENANT,
+    ) -> list[str]:
+        """Append facts to a job in one atomic write; returns their deterministic event ids."""
+        job = self.get(job_id, tenant=tenant)
+        ids = [job.record(event_type, payload) for event_type, payload in events]
+        self.store.save_new(job, what=f"events for job {job_id}")
+        return ids
+
+    def seal(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> Job:
+        """Seal a job: count and digest its events' MACs, witnessed in the same transaction."""
+        job, records = self._load(job_id, tenant)
+        witness = _sealed(job, [r.mac for r in records])
+        self.store.save_new(job, witness, what=f"seal of job {job_id}")
+        return job
+
+    # Running and recording whole jobs: one transaction for the job, its seal, its number and
+    # what is stored with it
+
+    def run(
+        self,
+        text: str,
+        seed: str,
+        *,
+        job_id: str | None = None,
+        user: str = "default",
+        capture_mode: CaptureMode = CaptureMode.FULL_IO,
+        snapshot_ids: dict[str, str] | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> ReflectiveLog:
+        """Run one job through the Stage-0 runtime and record all of it, sealed."""
+        Job.check_start(job_id, seed, text, {})
+        validate_tenant(tenant)
+        ids, snapshots, unstored = self.snapshots.stage0(snapshot_ids or {})
+        memory = self.sem.of(tenant)
+        # A value the privacy policy refuses is recorded only as its mark: the job runs over that.
+        text = recorded_input(text, seed, user, snapshots, memory, capture_mode, self.refusal_mark)
+
+        def attempt(registry_version: int) -> ReflectiveLog:
+            this_id = self.id_for(job_id, seed, text, registry_version)
+            job = Job.start(this_id, seed, text, ids, capture_mode, tenant)
+            run = run_stage0(this_id, seed, text, user, snapshots, memory, capture_mode)
+            for event in run.events:
+                job.record(event.EVENT_TYPE, event.payload())
+            configs = (snapshots.selfrep, snapshots.brainstate)
+            # Another writer may have stored a default since: recheck, or the retry conflicts too.
+            unstored.intersection_update(s for s in unstored if not self.snapshots.is_stored(s))
+            new_defaults = [s for s in default_snapshots().values() if s.snapshot_id in unstored]
+            present = set(ids.values()) - unstored
+            with_job: list[SemEntry | Snapshot] = [*run.sem_writes, *new_defaults]
+            return self.commit(
+                job,
+                registry_version,
+                run.final_output,
+                configs,
+                with_job,
+                present,
+                derived=job_id is None,
+            )
+
+        return self.numbered(attempt, "run")
+
+    def refusal_mark(self, refused: RefusedValue) -> str:
+        """A refused value's mark: its attribute and a digest keyed by the active signing key."""
+        key_id, mac = self.store.keyring.sign(refused.digest_message())
+        return refusal_mark(refused.attribute, key_id, mac.hex())
+
+    def numbered(self, attempt: Callable[[int], T], what: str) -> T:
+        """Run a write that takes the store's next job number, given the registry's version
+        (0 before the first job, then one more per job), again if another writer took it."""
+        return self.store.numbered(REGISTRY, attempt, what)
+
+    @staticmethod
+    def registration(registry_version: int, scoped_id: str) -> list[DomainEventProtocol[UUID]]:
+        """The registry events numbering a job (by its `Job.scoped_id`)."""
+        if registry_version == 0:
+            return JobRegistry.first_registration(scoped_id)
+        return [JobRegistry.registration(registry_version, scoped_id)]
+
+    @staticmethod
+    def id_for(job_id: str | None, seed: str, job_input: str, registry_version: int) -> str:
+        """The given id, or seed 004 D3's ``HMAC(seed, "job:" + input + ":" + job number)``.
+
+        The job number is how many jobs the store recorded before this one.
+        """
+        if job_id is not None:
+            return job_id
+        return derive_id(seed, "job", job_input, max(0, registry_version - 1))
+
+    def commit(
+        self,
+        job: Job,
+        registry_version: int,
+        final_output: Any,
+        configs: tuple[SelfRepConfig | None, BrainStateConfig | None],
+        with_job: Sequence[MaceAggregate] = (),
+        stored: set[str] | None = None,
+        *,
+        derived: bool = False,
+    ) -> ReflectiveLog:
+        """Close, seal, number and store a job built in memory, all in one transaction.
+
+        ``with_job``: what is stored with the job (its SEM writes, the snapshots first stored for
+        it, a completed run draft). ``stored``: the
+        declared snapshot ids the caller already knows are in the ledger (else each is looked up).
+        ``derived``: the id was derived from the job number read for this attempt, not named by
+        the caller; if such a job exists, another writer took that number first (`LostRace`).
+        """
+        if self.exists(job.job_id, tenant=job.tenant):
+            if derived:
+                raise LostRace(f"derived job id {job.job_id} was taken by another writer")
+            raise ConflictError(f"job {job.job_id} already exists")
+        if stored is None:
+            stored = {sid for sid in job.snapshot_ids.values() if self.snapshots.is_stored(sid)}
+        stored |= {s.snapshot_id for s in with_job if isinstance(s, Snapshot)}
+        completion = complete_job(job, final_output, stored, *configs)
+        job.record(JobCompleted.EVENT_TYPE, completion.payload())
+        events = list(job.collect_events())
+        witness = _sealed(
+            job, [record_mac(self.store.mapper.to_stored_event(e).state) for e in events]
+        )
+        registration = self.registration(registry_version, job.scoped_id)
+        self.store.save(*events, job, witness, *registration, *with_job)
+        return ReflectiveLog.of(job)
+
+    # Reading jobs back
+
+    def verify(
+        self, job_id: str, check_sequence: bool = False, *, tenant: str = DEFAULT_TENANT
+    ) -> JobVerification:
+        """Integrity only: the job's stream (MACs, versions, seal, witness), its snapshots' too.
+
+        ``check_sequence`` also checks that the facts run 0, 1, 2... with seed-derived ids.
+        """
+        job = self.get(job_id, tenant=tenant)
+        for kind, snapshot_id in sorted(job.snapshot_ids.items()):
+            if not self.store.stream_exists(Snapshot.id_for(snapshot_id)):
+                message = f"{kind} snapshot {snapshot_id} is not in the ledger"
+                raise MaceError(ErrorCode.MISSING_SNAPSHOT, message, snapshot_id=snapshot_id)
+            self.snapshots.get(snapshot_id)
+        if check_sequence:
+            problem = sequence_problem(job)
+            if problem is not None:
+                raise IntegrityFailure(job.id, 1, problem)
+        return JobVerification(
+            job_id=job_id,
+            events=job.version,
+            sealed=job.sealed,
+            snapshots=len(job.snapshot_ids),
+            sequence_checked=check_sequence,
+        )
+
+    def get(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> Job:
+        """The tenant's job: another tenant's job of the same id is not found, as none would be."""
+        return self._load(job_id, tenant)[0]
+
+    def reflective_log(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> ReflectiveLog:
+        return ReflectiveLog.of(self.get(job_id, tenant=tenant))
+
+    def exists(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> bool:
+        """Whether the tenant holds a job of this id (another tenant's does not count)."""
+        return self.name(job_id, tenant) is not None
+
+    def name(self, job_id: str, tenant: str = DEFAULT_TENANT) -> str | None:
+        """The `Job.scoped_id` of the tenant's job of this id; None when the tenant has none.
+
+        The id scoped by the tenant, or the id alone for a job a tenant other than the default
+        recorded before ids were scoped by tenant. A stream under the id alone is the default
+        tenant's only if its JobStarted says so (read and verified): no tenant reads another's.
+        """
+        validate_job_id(job_id)
+        scoped = tenant_scoped(tenant, job_id)
+        if scoped != job_id and self.store.stream_exists(Job.id_for(scoped)):
+            return scoped
+        first = next(iter(self.store.recorder.select_events(Job.id_for(job_id), limit=1)), None)
+        if first is None:
+            return None
+        started = self.store.mapper.to_domain_event(first)
+        if not isinstance(started, Job.Started):
+            raise IntegrityFailure(first.originator_id, 1, "stream is not a Job")
+        return job_id if started.tenant == tenant else None
+
+    def ids(self, tenant: str = DEFAULT_TENANT) -> Iterator[str]:
+        """The tenant's jobs in the order this store recorded them."""
+        for event in self.store.verifying_store.get(REGISTRY):
+            if not isinstance(event, JobRegistry.Registered):
+                continue
+            owner, job_id = tenant_and_key(event.job_id)
+            if owner != DEFAULT_TENANT:
+                if owner == tenant:
+                    yield job_id
+            elif self.name(job_id, tenant) == event.job_id:  # its JobStarted says whose
+                yield job_id
+
+    def stream(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> list[dict[str, Any]]:
+        """A job's events in stream order, as ``mace events`` prints them."""
+        records = self._records(job_id, tenant)
+        self._check_witness(self._decode(records))
+        decode = self.store.verifying_store.signed_mapper.decode
+        return [_stream_entry(decode(record)) for record in records]
+
+    def _load(self, job_id: str, tenant: str) -> tuple[Job, list[VerifiedRecord]]:
+        """The job, verified in full (versions, MACs, seal and its witness), with its records."""
+        records = self._records(job_id, tenant)
+        job = self._decode(records)
+        self._check_witness(job)
+        return job, records
+
+    def _records(self, job_id: str, tenant: str) -> list[VerifiedRecord]:
+        """The tenant's job stream, verified record by record; NotFoundError when it has none."""
+        name = self.name(job_id, tenant)
+        if name is None:
+            raise NotFoundError(f"no job {job_id}")
+        return self.store.verifying_store.read_verified(Job.id_for(name))
+
+    def _decode(self, records: Sequence[VerifiedRecord]) -> Job:
+        decode = self.store.verifying_store.signed_mapper.decode
+        job: object = project_aggregate(None, [decode(r) for r in records])
+        if not isinstance(job, Job):
+            raise IntegrityFailure(records[0].stored.originator_id, 1, "stream is not a Job")
+        return job
+
+    def _check_witness(self, job: Job) -> None:
+        """A witnessed seal must still be in the job's stream, and say the same."""
+        records = self.store.verifying_store.read_verified(JobSealWitness.id_for(job.scoped_id))
+        witness = None
+        if records:
+            event = self.store.verifying_store.signed_mapper.decode(records[0])
+            if not isinstance(event, JobSealWitness.Witnessed):
+                stream = records[0].stored.originator_id
+                raise IntegrityFailure(stream, 1, "stream is not a seal witness")
+            witness = SealFacts(event.event_count, event.mac_digest)
+        seal = None
+        if job.sealed:
+            assert job.sealed_event_count is not None and job.sealed_mac_digest is not None
+            seal = SealFacts(job.sealed_event_count, job.sealed_mac_digest)
+        check_witness(job.id, job.version, seal, witness)
+
+
+def _sealed(job: Job, macs: Sequence[bytes]) -> JobSealWitness:
+    """Seal ``job`` over the MACs of its events (in version order); the seal's witness."""
+    digest = mac_digest(macs)
+    job.seal(len(macs), digest)
+    return JobSealWitness(job_id=job.scoped_id, event_count=len(macs), mac_digest=digest)
+
+
+def _stream_entry(event: DomainEventProtocol[UUID]) -> dict[str, Any]:
+    assert isinstance(event, Job.Event)
+    base = {"version": event.originator_version, "timestamp": iso_text(event.timestamp)}
+    if isinstance(event, Job.Recorded):
+        return base | {
+            "sequence_index": event.sequence_index,
+            "event_id": event.event_id,
+            "event_type": event.event_type,
+            "payload": event.payload,
+        }
+    name = "JobStarted" if isinstance(event, Job.Started) else "JobSealed"
+    payload = event.model_dump(
+        mode="json",
+        exclude={"originator_id", "originator_version", "timestamp", "originator_topic"},
+    )
+    return base | {"sequence_index": None, "event_id": None, "event_type": name, "payload": payload}

@@ -1,0 +1,80 @@
+"""Recording a run produced elsewhere (an outside emitter's start, events and completion) as one
+sealed job. `run_recorder` (Python API), `run_ingest` (``mace ingest``) and `run_intake` (HTTP)
+come in through here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from domain.aggregate import MaceAggregate
+from domain.capture import apply_capture
+from domain.events import RunCompleted, RunEvent, RunStarted
+from domain.job import DEFAULT_TENANT, CaptureMode, Job, validate_tenant
+from domain.snapshot import Snapshot, SnapshotKind
+from domain.stage0.config import parse_config
+from infrastructure.application.jobs import JobService
+from infrastructure.application.privacy_rules import PrivacyRules
+from infrastructure.application.snapshots import SnapshotService
+from projections.reflective_log import ReflectiveLog
+
+
+class RunService:
+    def __init__(self, jobs: JobService, snapshots: SnapshotService, privacy: PrivacyRules) -> None:
+        self.jobs = jobs
+        self.snapshots = snapshots
+        self.privacy = privacy
+
+    def record(
+        self,
+        started: RunStarted,
+        events: Sequence[RunEvent],
+        completed: RunCompleted,
+        tenant: str = DEFAULT_TENANT,
+        alongside: Callable[[str], Sequence[MaceAggregate]] = lambda job_id: (),
+    ) -> ReflectiveLog:
+        """Record a run produced elsewhere (start, events, completion) as one sealed job.
+
+        ``alongside`` makes, afresh for each attempt and given the job's id, aggregates to save
+        in the job's own transaction (a run draft marked complete, the run's content index).
+        """
+        validate_tenant(tenant)
+        capture = CaptureMode(started.capture_mode)
+        ids = {kind.value: sid for kind, sid in started.snapshot_ids.items()}
+        # Each declared snapshot is read once: content-addressed, it cannot change between tries.
+        found = {kind: self.snapshots.stored(sid) for kind, sid in ids.items()}
+        stored = {snapshot.snapshot_id for snapshot in found.values() if snapshot is not None}
+        configs = (
+            _config_if_usable(found.get(SnapshotKind.SELFREP.value), SnapshotKind.SELFREP),
+            _config_if_usable(found.get(SnapshotKind.BRAINSTATE.value), SnapshotKind.BRAINSTATE),
+        )
+
+        def attempt(registry_version: int) -> ReflectiveLog:
+            job_id = self.jobs.id_for(
+                started.job_id, started.seed_text, started.input, registry_version
+            )
+            job = Job.start(job_id, started.seed_text, started.input, ids, capture, tenant)
+            for event in events:
+                captured = apply_capture(event, capture)
+                job.record(captured.EVENT_TYPE, captured.payload())
+            return self.jobs.commit(
+                job,
+                registry_version,
+                completed.final_output,
+                configs,
+                alongside(job_id),
+                set(stored),
+                derived=started.job_id is None,
+            )
+
+        return self.jobs.numbered(attempt, "record run")
+
+
+def _config_if_usable(snapshot: Snapshot | None, kind: SnapshotKind) -> Any:
+    """The parsed configuration a stored snapshot of ``kind`` holds, if it is one and usable."""
+    if snapshot is None or snapshot.kind != kind.value:
+        return None
+    try:
+        return parse_config(kind, snapshot.payload)
+    except ValueError:
+        return None

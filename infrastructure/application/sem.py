@@ -1,0 +1,77 @@
+"""SEM use cases: each tenant's job-scoped semantic memory (`SemEntry`, its key scoped by tenant),
+read and written from outside any job (``mace sem``), and read by the Stage-0 runtime."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from domain.job import DEFAULT_TENANT, validate_tenant
+from domain.sem import SemEntry, SemRecord, canonical_key
+from infrastructure.application.snapshots import SnapshotService
+from infrastructure.storage.errors import NotFoundError
+from infrastructure.storage.store import LedgerStore
+
+
+class SemService:
+    def __init__(self, store: LedgerStore, snapshots: SnapshotService) -> None:
+        self.store = store
+        self.snapshots = snapshots
+
+    def entry(self, tenant: str, key: str) -> SemEntry | None:
+        """The tenant's stored SEM entry under a canonical key."""
+        stream = SemEntry.id_in(tenant, key)
+        try:
+            return self.store.get_aggregate(SemEntry, stream, f"SEM entry {key} of tenant {tenant}")
+        except NotFoundError:
+            return None
+
+    def of(self, tenant: str) -> TenantSem:
+        return TenantSem(self, tenant)
+
+    def get(
+        self,
+        raw_key: str,
+        snapshot_ids: dict[str, str] | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> tuple[str, SemRecord]:
+        """S7: the tenant's record under a key, after S1-S4; a miss says so (S9)."""
+        validate_tenant(tenant)
+        key = canonical_key(raw_key, self.snapshots.stage0(snapshot_ids or {})[1].brainstate.sem)
+        entry = self.entry(tenant, key)
+        return key, (SemRecord(exists=False) if entry is None else entry.read())
+
+    def put(
+        self,
+        raw_key: str,
+        value: Any,
+        snapshot_ids: dict[str, str] | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> tuple[str, SemRecord]:
+        """S5/S8: store a tenant's fact from outside any job; the write is an event on the key."""
+        validate_tenant(tenant)
+        snapshots = self.snapshots.stage0(snapshot_ids or {})[1]
+        key = canonical_key(raw_key, snapshots.brainstate.sem)
+        snapshots.privacy.check_storable(key)
+
+        def attempt() -> SemRecord:
+            entry = self.entry(tenant, key)
+            if entry is None:
+                entry = SemEntry.first_write(tenant, key, value, "cli")
+            else:
+                entry.write(value, "cli")
+            self.store.save(entry)
+            return entry.read()
+
+        return key, self.store.retrying(attempt, f"SEM write to {key}")
+
+
+@dataclass(frozen=True)
+class TenantSem:
+    """One tenant's SEM in the ledger, as the Stage-0 runtime reads it (`SemSource`)."""
+
+    sem: SemService
+    tenant: str
+
+    def entry(self, key: str) -> SemEntry | None:
+        return self.sem.entry(self.tenant, key)

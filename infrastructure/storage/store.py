@@ -1,0 +1,208 @@
+"""`LedgerStore`: the eventsourcing Application that holds every MACE aggregate, plumbing only.
+
+Every event it stores is signed by the active key and verified on every read, before decoding.
+It knows how to open a store, save, read typed aggregates, and retry a write that lost a race;
+what a user can do with it lives in `infrastructure.application`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from threading import Lock
+from typing import ClassVar, Final, TypeVar, cast
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
+from eventsourcing.persistence import IntegrityError, RecordConflictError, Recording, StoredEvent
+
+from domain.aggregate import MaceAggregate
+from domain.key_check import KeyCheck
+from infrastructure.storage.connection import check_reachable
+from infrastructure.storage.errors import ConflictError, LostRace, NotFoundError, StoreBusyError
+from infrastructure.storage.event_store import VerifyingEventStore
+from infrastructure.storage.key_checks import KeyChecks
+from infrastructure.storage.keyring import Keyring, load_keyring
+from infrastructure.storage.mapper import SignedMapper
+from infrastructure.storage.read_model_tables import (
+    PostgresReadModelView,
+    ReadModelView,
+    SQLiteReadModelView,
+)
+from infrastructure.storage.repository import LedgerRepository
+from infrastructure.storage.schema import StoreSchema
+from infrastructure.storage.settings import Settings, SQLiteStore, Store
+from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.verification import LedgerVerification, verify_ledger
+
+A = TypeVar("A", bound=MaceAggregate)
+T = TypeVar("T")
+
+ATTEMPTS: Final = 5
+"""How often a write that lost a race (a number, a SEM entry) is recomputed and retried."""
+
+
+class LedgerStore(Application[UUID]):
+    # The application's name is stored (read models track their position under it): it stays.
+    name = "Ledger"
+    # Streams are read in full and verified; pages of 1000 keep scans cheap.
+    log_section_size = 1000
+    env: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, location: Store, keyring: Keyring) -> None:
+        self.location = location
+        self.keyring = keyring
+        # Tables are set up by `open` (writers, `mace init`), never on construction: StoreSchema.
+        super().__init__(env=location.eventsourcing_env() | {"CREATE_TABLE": "n"})
+        self.key_checks = KeyChecks(self.recorder, keyring)
+        self._counters: dict[UUID, Lock] = {}
+        self._counters_lock = Lock()
+
+    @classmethod
+    def open(cls, settings: Settings | None = None, *, create: bool = True) -> LedgerStore:
+        """Open the store the settings name; a writer sets up a new store's tables.
+
+        ``create=False`` (readers) neither makes a store nor its tables: one not set up is refused.
+        """
+        settings = settings or Settings()
+        location = settings.parsed_store()
+        if isinstance(location, SQLiteStore) and not create and not location.path.exists():
+            msg = f"no ledger at {location.describe()} (set MACE_STORE)"
+            raise NotFoundError(msg)
+        keyring = load_keyring(settings, create=create)
+        check_reachable(location, settings.connect_timeout)
+        store = cls(location, keyring)
+        try:
+            schema = store.schema
+            if create:
+                schema.ensure()
+            else:
+                schema.require()
+            # A key the store contradicts is refused here, before any command reads or writes.
+            store.key_checks.prove()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    # eventsourcing's wiring
+
+    def construct_mapper(self) -> SignedMapper:
+        return SignedMapper(self.keyring)
+
+    def construct_repository(self) -> LedgerRepository:
+        return LedgerRepository(event_store=self.events, snapshot_store=self.snapshots)
+
+    def construct_event_store(self) -> VerifyingEventStore:
+        assert isinstance(self.mapper, SignedMapper)
+        return VerifyingEventStore(self.mapper, self.recorder, self.keyring)
+
+    @property
+    def verifying_store(self) -> VerifyingEventStore:
+        assert isinstance(self.events, VerifyingEventStore)
+        return self.events
+
+    @cached_property
+    def read_model_view(self) -> ReadModelView:
+        """The tables the read models are kept in, and their tracking (made on first use)."""
+        view_class = (
+            SQLiteReadModelView if isinstance(self.location, SQLiteStore) else PostgresReadModelView
+        )
+        return cast(ReadModelView, self.factory.tracking_recorder(view_class))
+
+    @property
+    def schema(self) -> StoreSchema:
+        return StoreSchema(self.recorder, self.read_model_view, self.location.describe())
+
+    # Writing
+
+    def _record(self, processing_event: ProcessingEvent[UUID]) -> list[Recording[UUID]]:
+        """Every save: the keys proven first, the missing key checks in the same transaction."""
+        events = list(processing_event.events)
+
+        def write(checks: list[KeyCheck.Recorded]) -> list[Recording[UUID]]:
+            processing_event.events[:] = [*checks, *events]
+            return super(LedgerStore, self)._record(processing_event)
+
+        return self._with_key_checks(write)
+
+    def insert_records(self, records: Sequence[StoredEvent]) -> None:
+        """Store records signed elsewhere (an imported bundle) as they are, keys proven first."""
+
+        def write(checks: list[KeyCheck.Recorded]) -> None:
+            self.recorder.insert_events([*map(self.mapper.to_stored_event, checks), *records])
+
+        self._with_key_checks(write)
+
+    def _with_key_checks(self, write: Callable[[list[KeyCheck.Recorded]], T]) -> T:
+        """Run ``write`` with the key checks it must carry; a check another writer stored first
+        is read and verified, and the write is tried again without it."""
+        checks = self.key_checks.unwritten()
+        while True:
+            try:
+                written = write(checks)
+            except (IntegrityError, RecordConflictError):
+                still = self.key_checks.unwritten()
+                if len(still) == len(checks):
+                    raise  # the conflict was the write's own
+                checks = still
+                continue
+            self.key_checks.recorded(checks)
+            return written
+
+    def save_new(self, *aggregates: MaceAggregate, what: str) -> None:
+        """Save; a conflict (the streams exist, or moved on since read) is a `ConflictError`."""
+        try:
+            self.save(*aggregates)
+        except (IntegrityError, RecordConflictError):
+            raise ConflictError(f"{what} already exists or changed concurrently") from None
+
+    def retrying(self, attempt: Callable[[], T], what: str) -> T:
+        """Run ``attempt`` again when it lost a race with another writer; it recomputes all."""
+        for _ in range(ATTEMPTS):
+            try:
+                return attempt()
+            except (IntegrityError, RecordConflictError, LostRace):
+                continue
+        raise StoreBusyError(f"{what}: the store kept changing underneath; try again")
+
+    def numbered(self, counter: UUID, attempt: Callable[[int], T], what: str) -> T:
+        """Like `retrying`, for a write that takes the next number of the ``counter`` stream:
+        ``attempt`` gets the stream's version as it stands (0: none yet) and appends to it.
+
+        Every such write takes the next number, so concurrent ones race for the same one. Within
+        one process (the HTTP service's threads) they take turns instead of losing and
+        recomputing; between processes the store's version check still decides, and the loser
+        retries.
+        """
+        with self._counters_lock:
+            turn = self._counters.setdefault(counter, Lock())
+        with turn:
+            return self.retrying(lambda: attempt(self.stream_version(counter)), what)
+
+    # Reading
+
+    def get_aggregate(self, cls: type[A], aggregate_uuid: UUID, what: str) -> A:
+        """The aggregate of the stream, verified and of type ``cls``; `NotFoundError` if none."""
+        try:
+            aggregate: object = self.repository.get(aggregate_uuid)
+        except AggregateNotFoundError:
+            raise NotFoundError(f"no {what}") from None
+        if not isinstance(aggregate, cls):
+            raise IntegrityFailure(aggregate_uuid, 1, f"stream is not a {cls.__name__}")
+        return aggregate
+
+    def stream_exists(self, stream: UUID) -> bool:
+        """Whether any event of the stream is stored (nothing is read or verified)."""
+        return next(iter(self.recorder.select_events(stream, limit=1)), None) is not None
+
+    def stream_version(self, stream: UUID) -> int:
+        """The stream's last version, its event verified: 0 when it has none."""
+        last = next(self.verifying_store.get(stream, desc=True, limit=1), None)
+        return 0 if last is None else last.originator_version
+
+    def verify_all(self) -> LedgerVerification:
+        """Check every stored event's MAC, every stream's versions, every seal and witness."""
+        table = getattr(self.recorder, "events_table_name", None)
+        assert isinstance(table, str)
+        return verify_ledger(self.location, table, self.keyring)
