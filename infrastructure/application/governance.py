@@ -133,10 +133,7 @@ class GovernanceService:
 
     def existing_job_scope(self, job_id: str, tenant: str = DEFAULT_TENANT) -> str:
         """The governance scope of the tenant's job; NotFoundError when the tenant has none."""
-        name = self.jobs.name(job_id, tenant)
-        if name is None:
-            raise NotFoundError(f"no job {job_id}")
-        return governance_scope_of_job(name)
+        return governance_scope_of_job(self.jobs.owned_name(job_id, tenant))
 
     def _existing_snapshot_scope(self, snapshot_id: str, tenant: str | None) -> str:
         check_snapshot_id(snapshot_id)

@@ -36,7 +36,8 @@ from domain.stage0.config import BrainStateConfig, SelfRepConfig
 from domain.stage0.refusals import RefusedValue, refusal_mark
 from infrastructure.application.sem import SemService
 from infrastructure.application.snapshots import SnapshotService, default_snapshots
-from infrastructure.storage.errors import ConflictError, LostRace, NotFoundError
+from infrastructure.application.tenancy import holds, require_holder
+from infrastructure.storage.errors import ConflictError, LostRace
 from infrastructure.storage.integrity import SealFacts, check_witness
 from infrastructure.storage.signed_record import (
     IntegrityFailure,
@@ -259,23 +260,36 @@ class JobService:
         return self.name(job_id, tenant) is not None
 
     def name(self, job_id: str, tenant: str = DEFAULT_TENANT) -> str | None:
-        """The `Job.scoped_id` of the tenant's job of this id; None when the tenant has none.
+        """The `Job.scoped_id` of the tenant's job of this id; None when the tenant has none."""
+        owner, name = self._owner_and_name(job_id, tenant)
+        return name if holds(tenant, owner) else None
+
+    def owned_name(self, job_id: str, tenant: str = DEFAULT_TENANT) -> str:
+        """The `Job.scoped_id` of the tenant's job; `NotFoundError` as for none, also when another
+        tenant's job has this id (`application.tenancy`)."""
+        owner, name = self._owner_and_name(job_id, tenant)
+        require_holder(tenant, owner, f"job {job_id}")
+        assert name is not None
+        return name
+
+    def _owner_and_name(self, job_id: str, tenant: str) -> tuple[str | None, str | None]:
+        """Which tenant recorded the job the id names for ``tenant``, and its stream's name.
 
         The id scoped by the tenant, or the id alone for a job a tenant other than the default
-        recorded before ids were scoped by tenant. A stream under the id alone is the default
-        tenant's only if its JobStarted says so (read and verified): no tenant reads another's.
+        recorded before ids were scoped by tenant. A stream under the id alone is the tenant its
+        JobStarted says (read and verified).
         """
         validate_job_id(job_id)
         scoped = tenant_scoped(tenant, job_id)
         if scoped != job_id and self.store.stream_exists(Job.id_for(scoped)):
-            return scoped
+            return tenant, scoped
         first = next(iter(self.store.recorder.select_events(Job.id_for(job_id), limit=1)), None)
         if first is None:
-            return None
+            return None, None
         started = self.store.mapper.to_domain_event(first)
         if not isinstance(started, Job.Started):
             raise IntegrityFailure(first.originator_id, 1, "stream is not a Job")
-        return job_id if started.tenant == tenant else None
+        return started.tenant, job_id
 
     def ids(self, tenant: str = DEFAULT_TENANT) -> Iterator[str]:
         """The tenant's jobs in the order this store recorded them."""
@@ -305,9 +319,7 @@ class JobService:
 
     def _records(self, job_id: str, tenant: str) -> list[VerifiedRecord]:
         """The tenant's job stream, verified record by record; NotFoundError when it has none."""
-        name = self.name(job_id, tenant)
-        if name is None:
-            raise NotFoundError(f"no job {job_id}")
+        name = self.owned_name(job_id, tenant)
         return self.store.verifying_store.read_verified(Job.id_for(name))
 
     def _decode(self, records: Sequence[VerifiedRecord]) -> Job:

@@ -45,7 +45,8 @@ from domain.receipt import (
 )
 from infrastructure.application.memories import MemoryService
 from infrastructure.application.policy import PolicyService
-from infrastructure.storage.errors import NotFoundError, StoreBusyError
+from infrastructure.application.tenancy import require_holder
+from infrastructure.storage.errors import StoreBusyError
 from infrastructure.storage.integrity import verify_stream
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.receipt_signing import Verdict, sign_receipt, verify_receipt
@@ -188,9 +189,10 @@ class ReceiptService:
 
     def stored(self, receipt_id: str, tenant: str) -> StoredReceipt:
         """The receipt as stored, verified if it can be; NotFoundError if absent or foreign."""
+        what = f"receipt {receipt_id}"
         receipt = self._read(receipt_id) if RECEIPT_ID_PATTERN.fullmatch(receipt_id) else None
-        if receipt is None or receipt.body.get("tenant") != tenant:
-            raise NotFoundError(f"no receipt {receipt_id}")
+        require_holder(tenant, None if receipt is None else receipt.body.get("tenant"), what)
+        assert receipt is not None
         return receipt
 
     def _read(self, receipt_id: str) -> StoredReceipt | None:

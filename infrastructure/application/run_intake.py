@@ -21,6 +21,7 @@ from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, Ru
 from domain.run_draft import BatchOutcome, RunDraft
 from infrastructure.application.jobs import JobService
 from infrastructure.application.runs import RunService
+from infrastructure.application.tenancy import holds, require_holder
 from infrastructure.storage.errors import ConflictError, NotFoundError, StoreBusyError
 from infrastructure.storage.store import LedgerStore
 from projections.reflective_log import ReflectiveLog
@@ -61,8 +62,8 @@ class RunIntake:
 
     def get(self, run_id: str, tenant: str) -> RunDraft:
         draft = self._existing(run_id, tenant)
-        if draft is None:
-            raise NotFoundError(f"no run {run_id}")
+        require_holder(tenant, None if draft is None else draft.tenant, f"run {run_id}")
+        assert draft is not None
         return draft
 
     def append(
@@ -120,7 +121,7 @@ class RunIntake:
         except NotFoundError:
             return None
         # A default-tenant name may hold another tenant's run opened before ids were scoped.
-        return draft if draft.tenant == tenant else None
+        return draft if holds(tenant, draft.tenant) else None
 
 
 def _emitted(content: dict[str, Any]) -> RunEvent:
