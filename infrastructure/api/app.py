@@ -29,8 +29,8 @@ from infrastructure.api.context import Service
 from infrastructure.api.errors import ERROR_ANSWERS, ApiError, invalid
 from infrastructure.api.limits import BodyLimit
 from infrastructure.api.responses import CanonicalJSONResponse
-from infrastructure.application.errors import ERRORS, Code, failure_of
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.error_table import ERRORS, Code, failure_of
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.tokens import Tokens
 

@@ -13,8 +13,8 @@ from domain.governance import Role, require_any
 from domain.job import JOB_ID_PATTERN, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, check_snapshot_id
 from infrastructure.api.errors import invalid, not_found, refusal
-from infrastructure.application.errors import Code
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.error_table import Code
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.tokens import Principal, Tokens
 

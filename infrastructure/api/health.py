@@ -23,7 +23,7 @@ from fastapi import APIRouter
 from domain.governance import Role
 from infrastructure.api.context import Ctx, MaybeCaller, Service
 from infrastructure.api.errors import documented, refusal
-from infrastructure.application.errors import Code
+from infrastructure.storage.error_table import Code
 from infrastructure.storage.key_checks import KeyMismatch, KeyStatus
 from infrastructure.storage.signed_record import IntegrityFailure
 

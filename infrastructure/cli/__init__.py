@@ -4,7 +4,7 @@ Exit codes: 0 success; 1 the operation ran and failed (integrity failure, unreac
 2 bad usage, input or configuration (a signing key the store contradicts), in which case nothing
 has been written; 130 Ctrl-C. Errors are one line on stderr, ``mace: CODE: message``, or with
 ``--json`` the JSON error ``{"error": {"code", "message"}}``: codes, exit codes and HTTP statuses
-come from one table (`infrastructure.application.errors`).
+come from one table (`infrastructure.storage.error_table`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from importlib.metadata import version
 
 from pydantic import ValidationError
 
-from infrastructure.application.errors import failure_of
 from infrastructure.cli.command_table import ENVIRONMENT, CommandsOnUse, add_commands, overview
 from infrastructure.cli.common import EXIT_OK, Parser, UsageError
+from infrastructure.storage.error_table import failure_of
 from infrastructure.storage.errors import EXIT_INTERRUPTED
 from infrastructure.storage.settings import Settings, SettingsError
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from domain.errors import ErrorCode, MaceError
 from domain.governance import AccessDenied
 from domain.receipt import Unreplayable, UnreplayableCode
-from infrastructure.application.errors import (
+from infrastructure.storage.error_table import (
     ANSWERS,
     ERRORS,
     Code,
