@@ -291,7 +291,7 @@ def test_replay_bad_usage_exits_2_and_writes_nothing(
 
 
 @pytest.mark.parametrize(
-    ("job_id", "message"),
+    ("job_id", "error"),
     [
         ("no-such-job", {"code": "NOT_FOUND", "message": "no job no-such-job"}),
         (
