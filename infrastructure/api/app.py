@@ -6,14 +6,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
 
-from eventsourcing.persistence import PersistenceError
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from domain.errors import MaceError
-from domain.receipt import Unreplayable
 from infrastructure.api import (
     access_log,
     dashboard,
@@ -29,24 +26,11 @@ from infrastructure.api import (
     snapshots,
 )
 from infrastructure.api.context import Service
-from infrastructure.api.errors import (
-    ERROR_ANSWERS,
-    ApiError,
-    HttpCode,
-    from_mace_error,
-    invalid,
-    not_found,
-)
+from infrastructure.api.errors import ERROR_ANSWERS, ApiError, invalid
 from infrastructure.api.limits import BodyLimit
 from infrastructure.api.responses import CanonicalJSONResponse
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.errors import (
-    ConflictError,
-    NotFoundError,
-    SnapshotError,
-    StoreBusyError,
-)
-from infrastructure.storage.key_checks import KeyMismatch
+from infrastructure.storage.error_table import ERRORS, Code, failure_of
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.tokens import Tokens
 
@@ -117,16 +101,6 @@ def _answer_errors(app: FastAPI) -> None:
         problem = str(first.get("msg", "invalid")).removeprefix("Value error, ")
         return await answer(request, invalid(f"{field}: {problem}", field))
 
-    async def mace_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, MaceError)
-        return await answer(request, from_mace_error(exc))
-
-    async def missing(request: Request, exc: Exception) -> Response:
-        return await answer(request, not_found(str(exc).removeprefix("no ")))
-
-    async def conflict(request: Request, exc: Exception) -> Response:
-        return await answer(request, ApiError(409, HttpCode.CONFLICT, str(exc)))
-
     async def unrouted(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         if exc.status_code == 400:
@@ -134,7 +108,7 @@ def _answer_errors(app: FastAPI) -> None:
             # digits) is bad input like any other: 422, naming the body.
             message = f"body: not a JSON body we can read ({exc.detail})"
             return await answer(request, invalid(message, "body"))
-        code = {404: HttpCode.NOT_FOUND, 405: HttpCode.METHOD_NOT_ALLOWED}.get(
+        code = {404: Code.NOT_FOUND, 405: Code.METHOD_NOT_ALLOWED}.get(
             exc.status_code, f"HTTP_{exc.status_code}"
         )
         message = f"no such resource: {request.method} {request.url.path}"
@@ -142,35 +116,16 @@ def _answer_errors(app: FastAPI) -> None:
             message = f"{exc.detail}: {request.method} {request.url.path}"
         return await answer(request, ApiError(exc.status_code, code, message))
 
-    async def busy(request: Request, exc: Exception) -> Response:
-        response = await answer(request, ApiError(503, HttpCode.STORE_BUSY, str(exc)))
-        response.headers["Retry-After"] = "1"
+    async def product_error(request: Request, exc: Exception) -> Response:
+        failure = failure_of(exc)
+        assert failure is not None, "registered for the error table's types only"
+        response = await answer(request, ApiError.of(failure))
+        if failure.code == Code.STORE_BUSY:
+            response.headers["Retry-After"] = "1"
         return response
-
-    async def unusable_snapshot(request: Request, exc: Exception) -> Response:
-        return await answer(request, invalid(str(exc)))
-
-    async def unreplayable(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, Unreplayable)
-        return await answer(request, ApiError(422, exc.code.value, str(exc)))
-
-    async def store_down(request: Request, exc: Exception) -> Response:
-        return await answer(
-            request, ApiError(503, HttpCode.STORE_UNAVAILABLE, f"store unavailable: {exc}")
-        )
-
-    async def key_mismatch(request: Request, exc: Exception) -> Response:
-        # The service's configuration, not the request, is wrong: nothing was written.
-        return await answer(request, ApiError(503, HttpCode.KEY_MISMATCH, str(exc)))
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(StarletteHTTPException, unrouted)
     app.add_exception_handler(RequestValidationError, validation)
-    app.add_exception_handler(MaceError, mace_error)
-    app.add_exception_handler(NotFoundError, missing)
-    app.add_exception_handler(ConflictError, conflict)
-    app.add_exception_handler(StoreBusyError, busy)
-    app.add_exception_handler(SnapshotError, unusable_snapshot)
-    app.add_exception_handler(Unreplayable, unreplayable)
-    app.add_exception_handler(PersistenceError, store_down)
-    app.add_exception_handler(KeyMismatch, key_mismatch)
+    for kind in ERRORS:
+        app.add_exception_handler(kind, product_error)

@@ -12,8 +12,9 @@ from pydantic import AfterValidator
 from domain.governance import Role, require_any
 from domain.job import JOB_ID_PATTERN, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, check_snapshot_id
-from infrastructure.api.errors import ApiError, HttpCode, invalid, not_found
+from infrastructure.api.errors import invalid, not_found, refusal
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.error_table import Code
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.tokens import Principal, Tokens
 
@@ -51,10 +52,10 @@ def caller(request: Request, credentials: Credentials) -> Principal:
     """The principal the request's bearer token (or dashboard session cookie) names, else 401."""
     token = _token(request, credentials)
     if token is None:
-        raise ApiError(401, HttpCode.UNAUTHENTICATED, "a bearer token is required")
+        raise refusal(Code.UNAUTHENTICATED, "a bearer token is required")
     principal = service(request).tokens.principal(token)
     if principal is None:
-        raise ApiError(401, HttpCode.UNAUTHENTICATED, "the bearer token is not valid")
+        raise refusal(Code.UNAUTHENTICATED, "the bearer token is not valid")
     return principal
 
 

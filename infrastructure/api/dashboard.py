@@ -25,7 +25,7 @@ from infrastructure.api.context import (
     own_job,
     service,
 )
-from infrastructure.api.errors import ApiError
+from infrastructure.api.errors import ApiError, not_found
 from infrastructure.api.metrics import tenant_evidence, tenant_replays
 from infrastructure.application.governance import ABANDONED
 from infrastructure.application.personal_data import HTTP_CHANNEL
@@ -120,7 +120,7 @@ def replay_page(
     try:
         record = ctx.ledger.replays.record(job_id, attempt, tenant=who.tenant)
     except NotFoundError:
-        raise ApiError(404, "NOT_FOUND", f"no replay {job_id}#{attempt}") from None
+        raise not_found(f"replay {job_id}#{attempt}") from None
     return _page("replay.html", who=who, record=record.as_json())
 
 

@@ -1,33 +1,19 @@
 """How the HTTP service says no: a status, an exact code and one line, in one body shape.
 
 Every error answers ``{"error": {"code", "message"}}`` (422 adds ``field``, the path of the first
-invalid value). Replay and integrity codes are the seeds' own (`domain.errors.ErrorCode`); the
-transport adds its codes here. A job or run of another tenant is answered exactly as one that
-does not exist.
+invalid value). Codes and statuses come from the one error table
+(`infrastructure.storage.error_table`), the same the command line answers by. A job or run of
+another tenant is answered exactly as one that does not exist.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from domain.canonical import canonical_json
-from domain.errors import ErrorCode, MaceError
-
-
-class HttpCode(StrEnum):
-    UNAUTHENTICATED = "UNAUTHENTICATED"
-    NOT_FOUND = "NOT_FOUND"
-    METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
-    CONFLICT = "CONFLICT"
-    INVALID_INPUT = "INVALID_INPUT"
-    PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
-    STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
-    STORE_BUSY = "STORE_BUSY"
-    NOT_READY = "NOT_READY"
-    KEY_MISMATCH = "KEY_MISMATCH"
+from infrastructure.storage.error_table import Code, Failure, failure
 
 
 class ApiError(Exception):
@@ -49,23 +35,26 @@ class ApiError(Exception):
     def content(self) -> bytes:
         return canonical_json(self.body())
 
+    @classmethod
+    def of(cls, failure: Failure, field: str | None = None) -> ApiError:
+        return cls(failure.status, failure.code, failure.message, field)
 
-def from_mace_error(exc: MaceError) -> ApiError:
-    """A replay or integrity failure raised outside a replay report."""
-    status = {ErrorCode.ACCESS_DENIED: 403, ErrorCode.INTEGRITY_FAILURE: 500}.get(exc.code, 409)
-    return ApiError(status, exc.code.value, exc.message)
+
+def refusal(code: str, message: str, field: str | None = None) -> ApiError:
+    """The answer for ``code``, with the status the error table gives it."""
+    return ApiError.of(failure(code, message), field)
 
 
 def not_found(what: str) -> ApiError:
-    return ApiError(404, HttpCode.NOT_FOUND, f"no {what}")
+    return refusal(Code.NOT_FOUND, f"no {what}")
 
 
 def invalid(message: str, field: str | None = None) -> ApiError:
-    return ApiError(422, HttpCode.INVALID_INPUT, message, field)
+    return refusal(Code.INVALID_INPUT, message, field)
 
 
 def too_large(message: str) -> ApiError:
-    return ApiError(413, HttpCode.PAYLOAD_TOO_LARGE, message)
+    return refusal(Code.PAYLOAD_TOO_LARGE, message)
 
 
 class ErrorDetail(BaseModel):

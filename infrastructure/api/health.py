@@ -22,7 +22,8 @@ from fastapi import APIRouter
 
 from domain.governance import Role
 from infrastructure.api.context import Ctx, MaybeCaller, Service
-from infrastructure.api.errors import ApiError, HttpCode, documented
+from infrastructure.api.errors import documented, refusal
+from infrastructure.storage.error_table import Code
 from infrastructure.storage.key_checks import KeyMismatch, KeyStatus
 from infrastructure.storage.signed_record import IntegrityFailure
 
@@ -85,5 +86,5 @@ def readyz(ctx: Ctx, who: MaybeCaller) -> dict[str, Any]:
     admin = who is not None and who.actor.holds(Role.ADMIN)
     if state.problems:
         reason = f"not ready: {'; '.join(state.problems)}" if admin else "not ready"
-        raise ApiError(503, HttpCode.NOT_READY, reason)
+        raise refusal(Code.NOT_READY, reason)
     return {"status": "ready", **state.details} if admin else {"status": "ready"}

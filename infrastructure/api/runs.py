@@ -12,8 +12,9 @@ from domain.governance import Role
 from domain.run_draft import RunDraft, RunDraftError, RunTooLarge
 from infrastructure.api.bodies import EventBatch, RunCompletion
 from infrastructure.api.context import Caller, Ctx, RunIdPath, require
-from infrastructure.api.errors import ApiError, HttpCode, invalid, too_large
+from infrastructure.api.errors import invalid, refusal, too_large
 from infrastructure.application.privacy_rules import ClearPrivateValue
+from infrastructure.storage.error_table import Code
 from projections.job_summaries import recorded_run
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
@@ -55,7 +56,7 @@ def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> d
     except RunTooLarge as exc:
         raise too_large(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
     except RunDraftError as exc:
-        raise ApiError(409, HttpCode.CONFLICT, str(exc)) from None
+        raise refusal(Code.CONFLICT, str(exc)) from None
     except ClearPrivateValue as exc:
         raise invalid(str(exc), f"body.events.{exc.position}.event") from None
     return {
@@ -72,7 +73,7 @@ def complete_run(run_id: RunIdPath, body: RunCompletion, ctx: Ctx, who: Caller) 
     try:
         log, events = ctx.ledger.run_intake.complete(run_id, who.tenant, body.final_output)
     except RunDraftError as exc:
-        raise ApiError(409, HttpCode.CONFLICT, str(exc)) from None
+        raise refusal(Code.CONFLICT, str(exc)) from None
     except ValidationError as exc:
         raise invalid(f"final_output cannot be recorded: {exc.errors()[0]['msg']}") from None
     return recorded_run(log, events)

@@ -2,7 +2,9 @@
 
 Exit codes: 0 success; 1 the operation ran and failed (integrity failure, unreachable store);
 2 bad usage, input or configuration (a signing key the store contradicts), in which case nothing
-has been written. Errors are one line on stderr.
+has been written; 130 Ctrl-C. Errors are one line on stderr, ``mace: CODE: message``, or with
+``--json`` the JSON error ``{"error": {"code", "message"}}``: codes, exit codes and HTTP statuses
+come from one table (`infrastructure.storage.error_table`).
 """
 
 from __future__ import annotations
@@ -13,20 +15,12 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
-from eventsourcing.persistence import PersistenceError
 from pydantic import ValidationError
 
-from domain.errors import MaceError
 from infrastructure.cli.command_table import ENVIRONMENT, CommandsOnUse, add_commands, overview
-from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError
-from infrastructure.storage.errors import (
-    ConflictError,
-    NotFoundError,
-    SnapshotError,
-    StoreBusyError,
-)
-from infrastructure.storage.key_checks import KeyMismatch
-from infrastructure.storage.keyring import KeyringError
+from infrastructure.cli.common import EXIT_OK, Parser, UsageError
+from infrastructure.storage.error_table import failure_of
+from infrastructure.storage.errors import EXIT_INTERRUPTED
 from infrastructure.storage.settings import Settings, SettingsError
 
 
@@ -68,30 +62,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings = logging.StreamHandler()
     warnings.setFormatter(OneLineFormatter("mace: warning: %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[warnings])
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    # Until the command line parses, asking for --json anywhere in it asks for a JSON error.
+    as_json = "--json" in arguments
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(arguments)
+        as_json = bool(getattr(args, "json", False))
         return int(args.handler(args, load_settings()))
-    except (
-        UsageError,
-        KeyringError,
-        KeyMismatch,
-        NotFoundError,
-        ConflictError,
-        SnapshotError,
-    ) as exc:
-        fail(f"error: {exc}")
-        return EXIT_USAGE
-    except MaceError as exc:
-        fail(str(exc))
-        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("mace: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader (e.g. `head`) has all it wanted
         return EXIT_OK
-    except StoreBusyError as exc:
-        fail(f"error: {exc}")
-        return EXIT_FAILED
-    except (PersistenceError, OSError) as exc:
-        fail(f"error: store unavailable: {exc}")
-        return EXIT_FAILED
+    except Exception as exc:
+        failure = failure_of(exc)
+        if failure is None:
+            raise
+        print(failure.line(as_json), file=sys.stderr)
+        return failure.exit_code
 
 
 class OneLineFormatter(logging.Formatter):
@@ -99,11 +87,6 @@ class OneLineFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return super().format(record).splitlines()[0]
-
-
-def fail(message: str) -> None:
-    """Errors are one line: the first line of the message says what was wrong."""
-    print(f"mace: {message}".splitlines()[0], file=sys.stderr)
 
 
 if __name__ == "__main__":

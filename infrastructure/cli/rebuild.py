@@ -16,13 +16,11 @@ BAR_WIDTH = 30
 def follow_views(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
         print(f"following {ledger.store.location.describe()}; Ctrl-C stops", file=sys.stderr)
-        stop = Event()
         try:
-            ledger.read_models.follow(stop)
+            # Only Ctrl-C ends it (exit 130): following unsubscribes on the way out.
+            ledger.read_models.follow(Event())
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        except KeyboardInterrupt:
-            stop.set()
     return EXIT_OK
 
 

@@ -12,9 +12,7 @@ If a replay's own receipt cannot be written, the diff is printed anyway and the 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from domain.receipt import Unreplayable
 from infrastructure.application.ledger import Ledger
 from infrastructure.cli.arguments.receipts import MEMORY_VIEWS
 from infrastructure.cli.common import (
@@ -76,14 +74,9 @@ def verify_receipt(args: argparse.Namespace, settings: Settings) -> int:
 def replay_receipt(args: argparse.Namespace, settings: Settings) -> int:
     actor = acting_actor(settings)
     with Ledger.open(settings, create=False) as ledger:
-        try:
-            answer = ledger.receipts.replay(
-                args.receipt_id, args.tenant, actor, MEMORY_VIEWS[args.memory]
-            )
-        except Unreplayable as exc:
-            line = f"mace: error: {exc.code.value}: {exc}"
-            print(line.splitlines()[0], file=sys.stderr)
-            return EXIT_FAILED
+        answer = ledger.receipts.replay(
+            args.receipt_id, args.tenant, actor, MEMORY_VIEWS[args.memory]
+        )
     if args.json:
         emit_json(answer)
     else:

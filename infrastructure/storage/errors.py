@@ -5,6 +5,7 @@ from __future__ import annotations
 # How an entry point (``mace`` and the commands beside the service and the tools) ends:
 # 0 success; 1 the operation ran and failed; 2 bad usage or input, nothing written.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # what a shell reports for a command Ctrl-C stopped (128 + SIGINT)
 
 
 class UsageError(Exception):

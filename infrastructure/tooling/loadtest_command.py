@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from domain.canonical import canonical_json
+from infrastructure.storage.error_table import Code, failure
 from infrastructure.storage.errors import EXIT_FAILED, EXIT_OK, UsageError
 from infrastructure.storage.settings import PostgresStore, Settings
 from infrastructure.tooling.load_server import LoadSetupError
@@ -37,8 +38,9 @@ def load_test(args: argparse.Namespace, settings: Settings) -> int:
     try:
         report = run_load_test(settings, workload, args.timeout, args.server_log)
     except LoadSetupError as exc:
-        print(f"mace: error: {exc}".splitlines()[0], file=sys.stderr)
-        return EXIT_FAILED
+        refused = failure(Code.NOT_READY, str(exc))
+        print(refused.line(args.json), file=sys.stderr)
+        return refused.exit_code
     if args.json:
         sys.stdout.buffer.write(canonical_json(report) + b"\n")
     else:

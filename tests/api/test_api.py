@@ -1535,7 +1535,9 @@ def test_mace_token_new_stores_only_a_hash_in_a_0600_file(
     ):
         code, out, err = run(capsys, "token", "new", *argv, "--file", str(path))
         assert (code, out) == (2, "")
-        assert err.count("\n") == 1 and err.startswith("mace: error: ") and message in err, err
+        assert (
+            err.count("\n") == 1 and err.startswith("mace: INVALID_INPUT: ") and message in err
+        ), err
     assert path.read_bytes() == before
 
 
@@ -1565,7 +1567,8 @@ def test_mace_token_list_and_revoke(
         code, out, err = run(capsys, "token", "revoke", unknown)
         assert (code, out) == (2, "")
         assert err == (
-            f"mace: error: no token {unknown!r} in tokens file {path} (see 'mace token list')\n"
+            f"mace: INVALID_INPUT: no token {unknown!r} in tokens file {path}"
+            " (see 'mace token list')\n"
         )
     assert path.read_bytes() == before
 
@@ -1584,7 +1587,8 @@ def test_mace_serve_without_a_tokens_file_exits_2_with_one_line(
     code, out, err = run(capsys, "serve")
     assert (code, out) == (2, "")
     assert err == (
-        "mace: error: set MACE_TOKENS_FILE (the service's bearer tokens; see 'mace token new')\n"
+        "mace: INVALID_INPUT: set MACE_TOKENS_FILE (the service's bearer tokens;"
+        " see 'mace token new')\n"
     )
     assert list(cli_home.iterdir()) == []
 
@@ -1597,7 +1601,7 @@ def test_mace_serve_with_an_unusable_tokens_file_exits_2_with_one_line(
     monkeypatch.setenv("MACE_TOKENS_FILE", str(path))
     code, out, err = run(capsys, "serve", "--port", "1")
     assert (code, out) == (2, "")
-    assert err.startswith(f"mace: error: tokens file {path} is not JSON: ")
+    assert err.startswith(f"mace: INVALID_INPUT: tokens file {path} is not JSON: ")
     assert err.count("\n") == 1
 
 

@@ -43,9 +43,9 @@ def refused(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) 
     before = position(settings)
     code, out, err = run(capsys, *argv)
     assert (code, out) == (2, ""), err
-    assert err.count("\n") == 1 and err.startswith("mace: error: "), err
+    assert err.count("\n") == 1 and err.startswith("mace: INVALID_INPUT: "), err
     assert position(settings) == before
-    return err.removeprefix("mace: error: ").rstrip("\n")
+    return err.removeprefix("mace: INVALID_INPUT: ").rstrip("\n")
 
 
 def write(tmp_path: Path, name: str, content: bytes | str) -> str:

@@ -146,7 +146,7 @@ def test_mace_events_follows_the_same_rule(
     monkeypatch.setenv("MACE_ROLES", "wizard")
     code, out, err = run(capsys, "events", job_id[1])
     assert (code, out) == (2, "")
-    assert err.startswith("mace: error: MACE_ACTOR/MACE_ROLES: unknown role")
+    assert err.startswith("mace: INVALID_INPUT: MACE_ACTOR/MACE_ROLES: unknown role")
 
 
 def test_the_dashboard_job_page_follows_the_same_rule(api: Api) -> None:

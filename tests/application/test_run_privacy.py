@@ -63,7 +63,7 @@ def test_ingest_refuses_a_denied_value_in_clear_and_writes_nothing(
     path = run_file(tmp_path, sem_write("password", SECRET))
     code, out, err = run(capsys, "ingest", path)
     assert (code, out) == (2, "")
-    assert err.startswith(f"mace: error: {path} event 2: SemWrite {DENIED}")
+    assert err.startswith(f"mace: INVALID_INPUT: {path} event 2: SemWrite {DENIED}")
     assert err.endswith("record a refused value as null\n") and err.count("\n") == 1
     assert stored_bytes(cli_env) == before
 

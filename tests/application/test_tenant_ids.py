@@ -361,7 +361,7 @@ def test_every_job_command_takes_the_tenant(
     # A tenant that holds no such job answers as for any unknown job; a bad name is bad input.
     before = event_count(cli_env)
     code, _, err = run(capsys, "replay", SHARED, "--tenant", "gamma")
-    assert (code, err) == (2, f"mace: error: no job {SHARED}\n")
+    assert (code, err) == (2, f"mace: NOT_FOUND: no job {SHARED}\n")
     vote = ("approve", SHARED, "--tenant", "Bad!", "--action", "force_continue")
     code, _, err = run(capsys, "governance", *vote)
     assert code == 2 and "invalid tenant 'Bad!'" in err

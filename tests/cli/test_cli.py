@@ -122,7 +122,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     code, out, err = run(capsys, *[paths.get(a, a) for a in argv])
     assert code == 2
     assert out == ""
-    assert err.count("\n") == 1 and err.startswith("mace: error: ")
+    assert err.count("\n") == 1 and err.startswith("mace: INVALID_INPUT: ")
     assert message in err
     # The snapshot and its signing key's check record.
     assert RawTable(cli_env).execute("SELECT COUNT(*) FROM {table}") == [(2,)]
@@ -138,7 +138,7 @@ def test_bad_input_creates_no_store(
     code, _, err = run(capsys, "verify", "--all")
     assert (
         code == 2
-        and err == f"mace: error: no ledger at sqlite:///{tmp_path}/never.db (set MACE_STORE)\n"
+        and err == f"mace: NOT_FOUND: no ledger at sqlite:///{tmp_path}/never.db (set MACE_STORE)\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["snapshot.json"]
 

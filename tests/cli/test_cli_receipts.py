@@ -1,7 +1,7 @@
 """``mace memories|policy|context|handoff|receipts`` end to end, on SQLite and PostgreSQL.
 
 Exit codes: 0 success; 1 the operation ran and failed (an integrity failure, a receipt that does
-not verify, an unreplayable receipt); 2 bad input, one line ``mace: error: ...`` and nothing
+not verify, an unreplayable receipt); 2 bad input, one line ``mace: INVALID_INPUT: ...`` and nothing
 written. Writes and replays act as ``MACE_ACTOR``/``MACE_ROLES``; reads need no identity. The
 acting identity is also the caller a context is assembled for.
 """
@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 import pytest
+from support.cli_output import json_error_as_line
 from support.ledger_fixtures import RawTable, run, signing_keys
 from support.receipt_examples import ALIAS_BOMB, BUNDLE
 from support.receipt_tampering import edit_receipt, refuse_new_receipts
@@ -279,7 +280,7 @@ def test_policy_set_show_and_clear(
     assert ok_json(capsys, "policy", "clear", "--global") == {"scope": "global", "cleared": True}
     assert ok(capsys, "policy", "show", *ACME) == "no policy bundle in force\n"
     err = refused(capsys, cli_env, "policy", "clear", *ACME)
-    assert err == "mace: error: no policy bundle is set for tenant/acme\n"
+    assert err == "mace: NOT_FOUND: no policy bundle is set for tenant/acme\n"
 
 
 # --- mace context, mace handoff, mace receipts show ---------------------------------------------
@@ -500,7 +501,7 @@ def test_an_edited_row_fails_verify_show_and_replay_with_exit_1(
     )
     err = refused(capsys, cli_env, "receipts", "replay", receipt_id, *ACME, code=1)
     assert err == (
-        "mace: error: unreplayable.invalid_snapshot: the policy snapshot is on a receipt whose"
+        "mace: unreplayable.invalid_snapshot: the policy snapshot is on a receipt whose"
         " signature does not verify (signature_mismatch)\n"
     )
     row = ok_json(capsys, "receipts", "list", *ACME)["receipts"][0]
@@ -555,7 +556,7 @@ def test_a_receipt_deleted_from_the_store_fails_the_listing(
         " receipt is missing\n"
     )
     assert refused(capsys, cli_env, "receipts", "show", receipt_id, *ACME) == (
-        f"mace: error: no receipt {receipt_id}\n"
+        f"mace: NOT_FOUND: no receipt {receipt_id}\n"
     )
 
 
@@ -689,7 +690,9 @@ def test_an_unreplayable_receipt_exits_1_with_its_code_and_writes_nothing(
         edit_receipt(cli_env, original, tamper)
     for argv in ([], ["--memory", "as-emitted"], ["--json"]):
         err = refused(capsys, cli_env, "receipts", "replay", target, *ACME, *argv, code=1)
-        assert err.startswith("mace: error: " + line.format(original=original))
+        if "--json" in argv:
+            err = json_error_as_line(err)
+        assert err.startswith("mace: " + line.format(original=original))
 
 
 def test_replay_needs_the_roles_http_needs_and_a_refusal_records_nothing(
@@ -702,6 +705,8 @@ def test_replay_needs_the_roles_http_needs_and_a_refusal_records_nothing(
     act(monkeypatch, "olga", "operator")
     for argv in ([], ["--json"], ["--memory", "as-emitted"]):
         err = refused(capsys, cli_env, "receipts", "replay", receipt_id, *ACME, *argv, code=1)
+        if "--json" in argv:
+            err = json_error_as_line(err)
         assert err == (
             "mace: ACCESS_DENIED: this needs one of the roles ['admin', 'auditor', 'council'];"
             " olga holds ['operator']\n"
@@ -724,7 +729,7 @@ def test_replay_of_an_unknown_or_foreign_receipt_is_bad_input(
     for rid, tenant in ((receipt_id, "other"), (receipt_id, "default"), (unknown, "acme")):
         for verb in ("replay", "show", "verify"):
             err = refused(capsys, cli_env, "receipts", verb, rid, "--tenant", tenant)
-            assert err == f"mace: error: no receipt {rid}\n"
+            assert err == f"mace: NOT_FOUND: no receipt {rid}\n"
 
 
 def test_a_replay_whose_receipt_cannot_be_written_still_prints_the_diff(
@@ -989,9 +994,13 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     if argv[:2] == ["receipts", "replay"]:
         act(monkeypatch, "ada", "auditor")  # one who may replay, so that the input is judged
     err = refused(capsys, cli_env, *[names.get(a, a) for a in argv])
-    assert err.startswith("mace: error: " + message), err
+    # What the input names but the ledger does not hold is not there; the rest is bad input.
+    code = (
+        "NOT_FOUND" if message.startswith(("no receipt ", "no policy bundle ")) else "INVALID_INPUT"
+    )
+    assert err.startswith(f"mace: {code}: {message}"), err
     if not message.endswith((": ", "No such file")):
-        assert err == f"mace: error: {message}\n"
+        assert err == f"mace: {code}: {message}\n"
 
 
 WRITES = [
@@ -1019,12 +1028,14 @@ def test_writes_and_replays_need_an_identity(
     anonymous(monkeypatch)
     err = refused(capsys, cli_env, *[names.get(a, a) for a in argv])
     assert err == (
-        "mace: error: set MACE_ACTOR (who you are) and MACE_ROLES (comma-separated: operator,"
-        " admin, auditor, council, store_operator) to act\n"
+        "mace: INVALID_INPUT: set MACE_ACTOR (who you are) and MACE_ROLES (comma-separated:"
+        " operator, admin, auditor, council, store_operator) to act\n"
     )
     act(monkeypatch, "bad actor!", "operator")
     err = refused(capsys, cli_env, *[names.get(a, a) for a in argv])
-    assert err.startswith("mace: error: MACE_ACTOR/MACE_ROLES: invalid actor id 'bad actor!'")
+    assert err.startswith(
+        "mace: INVALID_INPUT: MACE_ACTOR/MACE_ROLES: invalid actor id 'bad actor!'"
+    )
 
 
 def test_bad_input_creates_no_store(
@@ -1043,7 +1054,7 @@ def test_bad_input_creates_no_store(
         code, _, err = run(capsys, *argv)
         assert (code, err) == (
             2,
-            f"mace: error: no ledger at sqlite:///{tmp_path}/never.db (set MACE_STORE)\n",
+            f"mace: NOT_FOUND: no ledger at sqlite:///{tmp_path}/never.db (set MACE_STORE)\n",
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle.yaml"]
 
@@ -1118,6 +1129,6 @@ def test_workflow_policy_memories_context_forget_replay_verify_list(
     act(monkeypatch, "ada", "auditor")
     err = refused(capsys, cli_env, "receipts", "replay", replays[1], *ACME, code=1)
     assert err == (
-        f"mace: error: unreplayable.nested_replay: the receipt is itself a replay of {receipt_id}:"
+        f"mace: unreplayable.nested_replay: the receipt is itself a replay of {receipt_id}:"
         " replay that one\n"
     )

@@ -11,7 +11,12 @@ from typing import Any
 
 import orjson
 import pytest
-from support.cli_output import assert_usage_error, canonical_line, event_count, json_lines
+from support.cli_output import (
+    assert_usage_error,
+    canonical_line,
+    event_count,
+    json_lines,
+)
 from support.ledger_fixtures import run
 from support.stage0_support import SEED_003_TYPES
 
@@ -285,7 +290,7 @@ def test_events_bad_input(cli_env: Settings, capsys: pytest.CaptureFixture[str])
     code, out, err = run(capsys, "events", job_id, "--type", "Bogus")
     assert_usage_error(code, out, err, "unknown event type 'Bogus'")
     code, out, err = run(capsys, "events", "no-such-job")
-    assert_usage_error(code, out, err, "no job no-such-job")
+    assert (code, out, err) == (2, "", "mace: NOT_FOUND: no job no-such-job\n")
     code, out, err = run(capsys, "events", "bad id!")
     assert_usage_error(code, out, err, "invalid job id 'bad id!'")
     assert event_count(cli_env) == before

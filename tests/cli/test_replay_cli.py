@@ -11,7 +11,13 @@ from pathlib import Path
 
 import orjson
 import pytest
-from support.cli_output import assert_failure_line, assert_usage_error, canonical_line, event_count
+from support.cli_output import (
+    assert_failure_line,
+    assert_usage_error,
+    canonical_line,
+    event_count,
+    json_error,
+)
 from support.ledger_fixtures import RawTable, run
 from support.misrouted_run import WRONG_DECISION
 from support.replay_cli import (
@@ -285,13 +291,16 @@ def test_replay_bad_usage_exits_2_and_writes_nothing(
 
 
 @pytest.mark.parametrize(
-    ("job_id", "message"),
+    ("job_id", "error"),
     [
-        ("no-such-job", "mace: error: no job no-such-job\n"),
+        ("no-such-job", {"code": "NOT_FOUND", "message": "no job no-such-job"}),
         (
             "bad id!",
-            "mace: error: invalid job id 'bad id!': expected 1-128 characters of letters, digits"
-            " and . _ : -, starting with a letter or digit\n",
+            {
+                "code": "INVALID_INPUT",
+                "message": "invalid job id 'bad id!': expected 1-128 characters of letters,"
+                " digits and . _ : -, starting with a letter or digit",
+            },
         ),
     ],
 )
@@ -300,13 +309,13 @@ def test_replay_unknown_job_exits_2_and_writes_nothing(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     job_id: str,
-    message: str,
+    error: dict[str, str],
 ) -> None:
     new_job(capsys)
     act(monkeypatch, "ana", "admin,auditor")
     before = written_state(cli_env, capsys)
     code, out, err = run(capsys, "replay", job_id, "--json")
-    assert (code, out, err) == (2, "", message)
+    assert (code, out, json_error(err)) == (2, "", error)
     assert written_state(cli_env, capsys) == before
 
 
@@ -629,8 +638,8 @@ def test_four_eyes_the_requester_cannot_approve(
     code, out, err = run(capsys, "governance", "approve", job_id, "--action", "force_continue")
     assert (code, out) == (2, "")
     assert err == (
-        "mace: error: ada requested this force-continue: the council approval must come from"
-        " someone else\n"
+        "mace: INVALID_INPUT: ada requested this force-continue: the council approval must come"
+        " from someone else\n"
     )
     assert written_state(cli_env, capsys) == before
     # Rejecting their own request, or voting on another motion, is still theirs to do.
@@ -704,7 +713,8 @@ def test_halt_and_clear_flow(
     code, out, err = run(capsys, "governance", "clear", ROUTER_ID)
     assert (code, out) == (2, "")
     assert err == (
-        f"mace: error: snapshot {ROUTER_ID} is not halted in scope tenant-snapshot:{ROUTER_ID}\n"
+        f"mace: INVALID_INPUT: snapshot {ROUTER_ID} is not halted in scope"
+        f" tenant-snapshot:{ROUTER_ID}\n"
     )
     assert written_state(cli_env, capsys) == before
 

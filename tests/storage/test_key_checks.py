@@ -82,7 +82,7 @@ def test_a_wrong_secret_under_the_store_key_id_is_refused_and_writes_nothing(
 
     use_keys(monkeypatch, k1=WRONG)
     for attack in ATTACKS:
-        assert run(capsys, *attack) == (2, "", f"mace: error: {MISMATCH.format(key='k1')}\n")
+        assert run(capsys, *attack) == (2, "", f"mace: KEY_MISMATCH: {MISMATCH.format(key='k1')}\n")
     assert stored_rows(raw) == rows
 
     use_keys(monkeypatch, k1=TEST_SECRETS["k1"])
@@ -116,7 +116,7 @@ def test_the_service_refuses_to_start_with_a_wrong_key(
     assert run(capsys, "serve", "--port", "1") == (
         2,
         "",
-        f"mace: error: {MISMATCH.format(key='k1')}\n",
+        f"mace: KEY_MISMATCH: {MISMATCH.format(key='k1')}\n",
     )
 
 
@@ -131,11 +131,11 @@ def test_a_store_written_before_key_checks_is_protected_by_its_events(
 
     use_keys(monkeypatch, k1=WRONG)
     for attack in ATTACKS:
-        assert run(capsys, *attack) == (2, "", f"mace: error: {MISMATCH.format(key='k1')}\n")
+        assert run(capsys, *attack) == (2, "", f"mace: KEY_MISMATCH: {MISMATCH.format(key='k1')}\n")
     assert stored_rows(raw) == rows
 
     use_keys(monkeypatch, "k2", k1=WRONG, k2=TEST_SECRETS["k2"])  # wrong, though retired
-    assert run(capsys, *ATTACKS[0]) == (2, "", f"mace: error: {MISMATCH.format(key='k1')}\n")
+    assert run(capsys, *ATTACKS[0]) == (2, "", f"mace: KEY_MISMATCH: {MISMATCH.format(key='k1')}\n")
     assert stored_rows(raw) == rows
 
     use_keys(monkeypatch, k1=TEST_SECRETS["k1"])
@@ -159,8 +159,8 @@ def test_a_regenerated_development_keyring_is_refused(
     code, out, err = run(capsys, *ATTACKS[0])
     assert (code, out) == (2, "")
     assert err.endswith(
-        f"mace: error: keyring file {keyring_file} key dev-1 does not match the key dev-1 this"
-        " store was signed with: configure the store's secret for dev-1\n"
+        f"mace: KEY_MISMATCH: keyring file {keyring_file} key dev-1 does not match the key dev-1"
+        " this store was signed with: configure the store's secret for dev-1\n"
     )
 
 
@@ -179,7 +179,7 @@ def test_rotation_records_the_new_key_and_checks_the_retired_one(
     for wrong in ("k1", "k2"):  # a retired key is held to the store as much as the active one
         use_keys(monkeypatch, "k2", **{**TEST_SECRETS, wrong: WRONG})
         refused = run(capsys, "sem", "put", "world/country/spain/capital", '"Madrid"')
-        assert refused == (2, "", f"mace: error: {MISMATCH.format(key=wrong)}\n")
+        assert refused == (2, "", f"mace: KEY_MISMATCH: {MISMATCH.format(key=wrong)}\n")
     assert stored_rows(raw) == rows
 
 

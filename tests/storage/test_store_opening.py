@@ -64,7 +64,7 @@ def test_readers_refuse_a_store_not_set_up_and_create_nothing(
     cli_env: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     an_empty_store(cli_env)
-    refusal = f"mace: error: no ledger at {cli_env.parsed_store().describe()}: "
+    refusal = f"mace: NOT_FOUND: no ledger at {cli_env.parsed_store().describe()}: "
     for argv in READERS:
         code, out, err = run(capsys, *argv)
         assert (code, out, err.count("\n")) == (2, "", 1), argv
@@ -236,7 +236,9 @@ def test_a_wrong_postgres_url_fails_with_the_servers_reason_and_no_password(
     code, out, err = run(capsys, *argv)
     assert (code, out) == (1, "")
     assert err.count("\n") == 1
-    assert err.startswith(f"mace: error: store unavailable: cannot connect to {store.describe()}: ")
+    assert err.startswith(
+        f"mace: STORE_UNAVAILABLE: store unavailable: cannot connect to {store.describe()}: "
+    )
     assert f"{store.host}:{store.port}/{store.dbname}" in err
     assert reason in err
     assert postgres_server.password not in err

@@ -9,8 +9,12 @@ import orjson
 import psycopg
 
 from domain.canonical import canonical_json
+from infrastructure.storage.error_table import ANSWERS
+from infrastructure.storage.errors import EXIT_USAGE
 from infrastructure.storage.settings import Settings, SQLiteStore
 from support.ledger_fixtures import RawTable
+
+USAGE_CODES = {code for code, answer in ANSWERS.items() if answer.exit_code == EXIT_USAGE}
 
 
 def canonical_line(line: str) -> dict[str, Any]:
@@ -39,10 +43,33 @@ def event_count(settings: Settings) -> int:
 
 
 def assert_usage_error(code: int, out: str, err: str, message: str) -> None:
+    """Exit 2, nothing on stdout, one error line on stderr that holds ``message``: the code of
+    bad usage or input (or of a thing the input names that is not there), as a line or, for a
+    command given ``--json``, as its JSON error."""
     assert code == 2
     assert out == ""
-    assert err.count("\n") == 1 and err.startswith("mace: error: "), err
-    assert message in err, err
+    if err.startswith("{"):
+        error = json_error(err)
+        error_code, text = error["code"], error["message"]
+    else:
+        assert err.count("\n") == 1, err
+        error_code, _, text = err.removeprefix("mace: ").partition(": ")
+    assert error_code in USAGE_CODES, err
+    assert message in text, err
+
+
+def json_error(err: str) -> dict[str, str]:
+    """The one line a command given ``--json`` prints on stderr when it fails: its error."""
+    body = canonical_line(err)
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    error: dict[str, str] = body["error"]
+    return error
+
+
+def json_error_as_line(err: str) -> str:
+    """What a command given ``--json`` printed on failure, as it prints it without ``--json``."""
+    error = json_error(err)
+    return f"mace: {error['code']}: {error['message']}\n"
 
 
 def assert_failure_line(err: str, code: str, message: str | None = None) -> None:

@@ -40,7 +40,10 @@ def test_a_store_holding_data_is_refused_and_left_alone(
         head = ledger.store.recorder.max_notification_id()
     code, out, err = run(capsys, "bench", *SMALL)
     assert (code, out) == (2, "")
-    assert err == "mace: error: mace bench writes to the store: point MACE_STORE at an empty one\n"
+    assert (
+        err
+        == "mace: INVALID_INPUT: mace bench writes to the store: point MACE_STORE at an empty one\n"
+    )
     with Ledger.open(cli_env) as ledger:
         assert ledger.store.recorder.max_notification_id() == head
 
@@ -51,4 +54,4 @@ def test_sizes_below_one_are_refused(
 ) -> None:
     code, _, err = run(capsys, "bench", option, "0")
     assert code == 2
-    assert err == f"mace: error: {option} must be at least 1, got 0\n"
+    assert err == f"mace: INVALID_INPUT: {option} must be at least 1, got 0\n"

@@ -80,7 +80,7 @@ def test_a_sqlite_store_is_refused_without_allow_sqlite(
     code, out, err = run(capsys, "loadtest", *TINY)
     assert (code, out) == (2, "")
     assert err == (
-        f"mace: error: MACE_STORE is sqlite:///{store}: mace loadtest measures a postgresql://"
+        f"mace: INVALID_INPUT: MACE_STORE is sqlite:///{store}: mace loadtest measures a postgresql://"
         " store (pass --allow-sqlite for a quick local try)\n"
     )
     assert not store.exists()
@@ -109,7 +109,7 @@ def test_an_impossible_workload_is_refused_before_anything_starts(
     store = tmp_path / "mace.db"
     monkeypatch.setenv("MACE_STORE", f"sqlite:///{store}")
     code, out, err = run(capsys, "loadtest", "--allow-sqlite", *args)
-    assert (code, out, err) == (2, "", f"mace: error: {message}\n")
+    assert (code, out, err) == (2, "", f"mace: INVALID_INPUT: {message}\n")
     assert not store.exists()
 
 

@@ -1,0 +1,116 @@
+"""How ``mace`` says no: one line ``mace: CODE: message``, or with ``--json`` one canonical JSON
+error on stderr and nothing on stdout; the same code the HTTP service answers; Ctrl-C is 130.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from support.api_support import Api, assert_error
+from support.cli_output import canonical_line, json_error
+from support.ledger_fixtures import RawTable, run, settings_for, subprocess_env
+
+from domain.snapshot import Snapshot
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage.settings import Settings
+
+
+def test_usage_refused_by_the_parser_is_a_json_error_under_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(capsys, "jobs", "--json", "--no-such-option")
+    assert (code, out) == (2, "")
+    assert json_error(err) == {
+        "code": "INVALID_INPUT",
+        "message": "unrecognized arguments: --no-such-option (see 'mace --help')",
+    }
+    code, out, err = run(capsys, "jobs", "--no-such-option")
+    assert (code, out) == (2, "")
+    assert (
+        err == "mace: INVALID_INPUT: unrecognized arguments: --no-such-option (see 'mace --help')\n"
+    )
+
+
+def test_an_unknown_job_is_not_found_in_one_line_or_as_json(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "run", "2 + 3", "--seed", "s1")[0] == 0
+    code, out, err = run(capsys, "events", "no-such-job", "--json")
+    assert (code, out) == (2, "")
+    assert json_error(err) == {"code": "NOT_FOUND", "message": "no job no-such-job"}
+    assert run(capsys, "events", "no-such-job") == (
+        2,
+        "",
+        "mace: NOT_FOUND: no job no-such-job\n",
+    )
+
+
+def test_an_integrity_failure_is_a_json_error_under_json(
+    cli_env: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rule = {"rule_id": "R4", "pattern": ".*", "agent": "generic_agent", "why": "fallback"}
+    source = tmp_path / "router.json"
+    source.write_bytes(orjson.dumps({"rules": [rule]}))
+    code, out, err = run(capsys, "snapshot", "put", "--kind", "router", str(source), "--json")
+    assert (code, err) == (0, ""), err
+    snapshot_id = canonical_line(out)["snapshot_id"]
+    stream = Snapshot.id_for(snapshot_id)
+    table = RawTable(cli_env)
+    table.set_column(stream, 1, "state", table.state(stream, 1).replace(b"R4", b"R1"))
+
+    code, out, err = run(capsys, "snapshot", "show", snapshot_id, "--json")
+    assert (code, out) == (1, "")
+    assert json_error(err) == {
+        "code": "INTEGRITY_FAILURE",
+        "message": f"stream {stream} version 1: MAC mismatch",
+    }
+
+
+def test_http_and_cli_give_an_unknown_job_the_same_code(
+    api: Api,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    api.new_job()
+    message = assert_error(api.get("/v1/jobs/no-such-job/events"), 404, "NOT_FOUND")
+    monkeypatch.setenv("MACE_STORE", settings.store)
+    assert settings.signing_keys is not None
+    monkeypatch.setenv("MACE_SIGNING_KEYS", settings.signing_keys.get_secret_value())
+    monkeypatch.setenv("MACE_ACTIVE_KEY_ID", "k1")
+    code, out, err = run(capsys, "events", "no-such-job", "--tenant", "acme", "--json")
+    assert (code, out) == (2, "")
+    assert json_error(err) == {"code": "NOT_FOUND", "message": message}
+
+
+# A test runner's worker may ignore SIGINT, and its children inherit that (a shell's do not):
+# ``mace`` as a shell starts it, with Python's own Ctrl-C handler.
+MACE_WITH_CTRL_C = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
+    " from infrastructure.cli import main; sys.exit(main())"
+)
+
+
+def test_ctrl_c_prints_one_line_and_exits_130(postgres_url: str) -> None:
+    """``mace follow`` waits for commits until interrupted; Ctrl-C there is no traceback."""
+    Ledger.open(settings_for(postgres_url)).close()
+    follower = subprocess.Popen(
+        [sys.executable, "-c", MACE_WITH_CTRL_C, "follow"],
+        env=subprocess_env(postgres_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert follower.stderr is not None
+    try:
+        # The command says it is following once it waits: interrupt it then.
+        assert follower.stderr.readline().decode().startswith("following ")
+        follower.send_signal(signal.SIGINT)
+        out, err = follower.communicate(timeout=60)
+    finally:
+        follower.kill()
+    assert (follower.returncode, out, err) == (130, b"", b"mace: interrupted\n")
