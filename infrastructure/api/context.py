@@ -12,7 +12,8 @@ from pydantic import AfterValidator
 from domain.governance import Role, require_any
 from domain.job import JOB_ID_PATTERN, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, check_snapshot_id
-from infrastructure.api.errors import invalid, not_found, refusal
+from infrastructure.api.bodies import ReplayAsk
+from infrastructure.api.errors import refusal
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.error_table import Code
 from infrastructure.storage.settings import Settings
@@ -91,12 +92,22 @@ def require(principal: Principal, *roles: Role) -> None:
     require_any(principal.actor, roles)
 
 
-def own_job(ledger: Ledger, job_id: str, principal: Principal) -> None:
-    """404 unless the caller's tenant holds the job (ids are scoped by tenant in storage: another
-    tenant's job of the same id is not the caller's, and answers as one that does not exist)."""
-    try:
-        found = ledger.jobs.exists(job_id, tenant=principal.tenant)
-    except ValueError as exc:
-        raise invalid(str(exc), "path.job_id") from None
-    if not found:
-        raise not_found(f"job {job_id}")
+def owned_job_id(job_id: JobIdPath, ctx: Ctx, who: Caller) -> str:
+    """The path's job id, once the caller's tenant is found to hold the job (the one rule,
+    `application.tenancy`): another tenant's job of the same id answers 404 as none would."""
+    ctx.ledger.jobs.owned_name(job_id, who.tenant)
+    return job_id
+
+
+OwnedJobId = Annotated[str, Depends(owned_job_id)]
+"""A job id in the path, of a job the caller's tenant holds."""
+
+
+def owned_replay_ask(body: ReplayAsk, ctx: Ctx, who: Caller) -> ReplayAsk:
+    """A replay request's body, once the caller's tenant is found to hold the job it names."""
+    ctx.ledger.jobs.owned_name(body.job_id, who.tenant)
+    return body
+
+
+OwnedReplayAsk = Annotated[ReplayAsk, Depends(owned_replay_ask)]
+"""A replay request for a job the caller's tenant holds."""

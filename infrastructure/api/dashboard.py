@@ -21,8 +21,7 @@ from infrastructure.api.context import (
     SESSION_COOKIE,
     Caller,
     Ctx,
-    JobIdPath,
-    own_job,
+    OwnedJobId,
     service,
 )
 from infrastructure.api.errors import ApiError, not_found
@@ -87,8 +86,7 @@ def overview(ctx: Ctx, who: Caller) -> HTMLResponse:
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(job_id: JobIdPath, ctx: Ctx, who: Caller) -> HTMLResponse:
-    own_job(ctx.ledger, job_id, who)
+def job_page(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> HTMLResponse:
     read = ctx.ledger.personal_data.read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
     events = [
         {**e, "payload_text": canonical_json(e["payload"]).decode()} for e in read.shown_events()
@@ -114,9 +112,8 @@ def job_page(job_id: JobIdPath, ctx: Ctx, who: Caller) -> HTMLResponse:
 
 @router.get("/jobs/{job_id}/replays/{attempt}", response_class=HTMLResponse)
 def replay_page(
-    job_id: JobIdPath, attempt: Annotated[int, Path(ge=1, le=2**31)], ctx: Ctx, who: Caller
+    job_id: OwnedJobId, attempt: Annotated[int, Path(ge=1, le=2**31)], ctx: Ctx, who: Caller
 ) -> HTMLResponse:
-    own_job(ctx.ledger, job_id, who)
     try:
         record = ctx.ledger.replays.record(job_id, attempt, tenant=who.tenant)
     except NotFoundError:

@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from infrastructure.api.bodies import CouncilVote, ForceContinueAsk, HaltAsk, HaltClearAsk
-from infrastructure.api.context import Caller, Ctx, JobIdPath, SnapshotIdPath, own_job
+from infrastructure.api.context import Caller, Ctx, OwnedJobId, SnapshotIdPath
 from infrastructure.api.errors import invalid
 from infrastructure.storage.errors import ConflictError
 from infrastructure.storage.tokens import Principal
@@ -31,8 +31,7 @@ def _act(action: Callable[[], None], done: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get("/v1/jobs/{job_id}/governance", summary="a job's governance log and its snapshots'")
-def governance_log(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
-    own_job(ctx.ledger, job_id, who)
+def governance_log(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> dict[str, Any]:
     return {"job_id": job_id, "events": ctx.ledger.governance.log(job_id, tenant=who.tenant)}
 
 
@@ -42,9 +41,8 @@ def governance_log(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     summary="admin: ask that replays of the job may continue past a divergence",
 )
 def request_force_continue(
-    job_id: JobIdPath, body: ForceContinueAsk, ctx: Ctx, who: Caller
+    job_id: OwnedJobId, body: ForceContinueAsk, ctx: Ctx, who: Caller
 ) -> dict[str, Any]:
-    own_job(ctx.ledger, job_id, who)
     return _act(
         lambda: ctx.ledger.governance.request_force_continue(
             job_id, body.reason, who.actor, tenant=who.tenant
@@ -58,8 +56,7 @@ def request_force_continue(
     status_code=201,
     summary="council: approve or reject a motion for the job (the latest vote counts)",
 )
-def vote(job_id: JobIdPath, body: CouncilVote, ctx: Ctx, who: Caller) -> dict[str, Any]:
-    own_job(ctx.ledger, job_id, who)
+def vote(job_id: OwnedJobId, body: CouncilVote, ctx: Ctx, who: Caller) -> dict[str, Any]:
     return _act(
         lambda: ctx.ledger.governance.vote(
             job_id, body.motion, body.vote, who.actor, tenant=who.tenant

@@ -12,8 +12,7 @@ from infrastructure.api.bodies import Stage0Job
 from infrastructure.api.context import (
     Caller,
     Ctx,
-    JobIdPath,
-    own_job,
+    OwnedJobId,
     require,
 )
 from infrastructure.api.errors import invalid, not_found
@@ -67,8 +66,7 @@ def _personal_data(read: JobRead) -> dict[str, Any]:
 
 
 @router.get("/{job_id}", summary="a job's reflective log; personal data in full to admins only")
-def get_job(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
-    own_job(ctx.ledger, job_id, who)
+def get_job(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> dict[str, Any]:
     read = ctx.ledger.personal_data.read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
     log = ctx.ledger.jobs.reflective_log(job_id, tenant=who.tenant)
     shown: dict[str, Any] = read.show(log.as_json())
@@ -76,8 +74,7 @@ def get_job(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
 
 
 @router.get("/{job_id}/events", summary="a job's events; personal data in full to admins only")
-def job_events(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
-    own_job(ctx.ledger, job_id, who)
+def job_events(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> dict[str, Any]:
     read = ctx.ledger.personal_data.read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
     return {
         "job_id": job_id,
@@ -88,9 +85,8 @@ def job_events(job_id: JobIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
 
 @router.get("/{job_id}/replays/{attempt}", summary="one replay attempt's steps and report")
 def replay_attempt(
-    job_id: JobIdPath, attempt: Annotated[int, Path(ge=1, le=2**31)], ctx: Ctx, who: Caller
+    job_id: OwnedJobId, attempt: Annotated[int, Path(ge=1, le=2**31)], ctx: Ctx, who: Caller
 ) -> dict[str, Any]:
-    own_job(ctx.ledger, job_id, who)
     try:
         record = ctx.ledger.replays.record(job_id, attempt, tenant=who.tenant)
     except NotFoundError:

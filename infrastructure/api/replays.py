@@ -9,8 +9,7 @@ from fastapi.responses import Response
 
 from domain.errors import ErrorCode
 from domain.stage0.agents import AGENTS, AgentReply
-from infrastructure.api.bodies import ReplayAsk
-from infrastructure.api.context import Caller, Ctx, own_job
+from infrastructure.api.context import Caller, Ctx, OwnedReplayAsk
 from infrastructure.api.errors import invalid
 from infrastructure.api.responses import CanonicalJSONResponse
 
@@ -22,8 +21,7 @@ router = APIRouter(tags=["replay"])
     summary="replay a job; every attempt, refused or not, is recorded",
     responses={403: {"description": "the caller may not run this mode (attempt recorded)"}},
 )
-def request_replay(body: ReplayAsk, ctx: Ctx, who: Caller) -> Response:
-    own_job(ctx.ledger, body.job_id, who)
+def request_replay(body: OwnedReplayAsk, ctx: Ctx, who: Caller) -> Response:
     unknown = sorted(set(body.mocks) - set(AGENTS))
     if unknown:
         raise invalid(f"mocks: unknown agent(s) {unknown}: expected some of {sorted(AGENTS)}")
