@@ -8,12 +8,13 @@ another tenant is answered exactly as one that does not exist.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, Field
 
 from domain.canonical import canonical_json
-from infrastructure.storage.error_table import Code, Failure, failure
+from domain.errors import ErrorCode
+from infrastructure.storage.error_table import ANSWERS, Code, Failure, failure
 
 
 class ApiError(Exception):
@@ -69,23 +70,32 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
-ERROR_ANSWERS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": description}
-    for status, description in (
-        (401, "no bearer token, or one that is not valid (UNAUTHENTICATED)"),
-        (403, "the caller's roles do not allow this (ACCESS_DENIED)"),
-        (404, "no such job, run, snapshot or replay for this tenant (NOT_FOUND)"),
-        (409, "conflicts with what is stored (CONFLICT)"),
-        (413, "body, batch or run larger than allowed (PAYLOAD_TOO_LARGE)"),
-        (422, "invalid input; field names the first bad value (INVALID_INPUT)"),
-        (500, "stored data failed verification (INTEGRITY_FAILURE)"),
-        (
-            503,
-            "the store cannot be reached (STORE_UNAVAILABLE), is busy: retry (STORE_BUSY), or was"
-            " signed with another secret under a configured key id (KEY_MISMATCH)",
-        ),
-    )
-}
+# What the OpenAPI document says of each error status; the status itself comes from the table.
+_DESCRIBED: tuple[tuple[str, str], ...] = (
+    (Code.UNAUTHENTICATED, "no bearer token, or one that is not valid"),
+    (ErrorCode.ACCESS_DENIED, "the caller's roles do not allow this"),
+    (Code.NOT_FOUND, "no such job, run, snapshot or replay for this tenant"),
+    (Code.CONFLICT, "conflicts with what is stored"),
+    (Code.PAYLOAD_TOO_LARGE, "body, batch or run larger than allowed"),
+    (Code.INVALID_INPUT, "invalid input; field names the first bad value"),
+    (ErrorCode.INTEGRITY_FAILURE, "stored data failed verification"),
+    (Code.STORE_UNAVAILABLE, "the store cannot be reached"),
+    (Code.STORE_BUSY, "the store is busy: retry"),
+    (Code.KEY_MISMATCH, "the store was signed with another secret under a configured key id"),
+)
+
+
+def _error_answers() -> dict[int | str, dict[str, Any]]:
+    texts: dict[int, list[str]] = {}
+    for code, text in _DESCRIBED:
+        texts.setdefault(ANSWERS[code].status, []).append(f"{text} ({code})")
+    return {
+        status: {"model": ErrorBody, "description": "; ".join(described)}
+        for status, described in sorted(texts.items())
+    }
+
+
+ERROR_ANSWERS: Final = _error_answers()
 
 
 def documented(*answers: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
