@@ -58,14 +58,22 @@ def bad_input() -> Iterator[None]:
 
 
 def add_tenant_option(
-    parser: argparse._ActionsContainer, *, default: str | None = DEFAULT_TENANT
+    parser: argparse._ActionsContainer,
+    *,
+    default: str | None = DEFAULT_TENANT,
+    absent: str = f"default: the {DEFAULT_TENANT} tenant",
 ) -> None:
-    """``--tenant T``, validated as it is parsed (a bad name is a usage error, exit 2)."""
+    """``--tenant T``, validated as it is parsed (a bad name is a usage error, exit 2).
+
+    ``absent`` says what the command acts on without the option, when ``default`` is None.
+    """
     parser.add_argument(
         "--tenant",
         type=_tenant,
         default=default,
-        help=f"the tenant (default: {default})" if default else "the tenant",
+        help="the tenant whose records the command reads and writes ("
+        + (f"default: {default}" if default else absent)
+        + ")",
     )
 
 

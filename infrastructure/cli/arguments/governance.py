@@ -54,7 +54,7 @@ def add_governance_arguments(governance: argparse.ArgumentParser) -> None:
 
     log = actions.add_parser("log", help="print governance events, of one job or of all")
     log.add_argument("job_id", nargs="?", help="only this job's events (default: all)")
-    add_tenant_option(log, default=None)
+    add_tenant_option(log, default=None, absent="default: every tenant")
     log.add_argument("--json", action="store_true", help="canonical JSON lines")
     log.set_defaults(handler="infrastructure.cli.governance:print_log")
 

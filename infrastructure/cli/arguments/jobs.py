@@ -40,6 +40,6 @@ def add_jobs_arguments(listing: argparse.ArgumentParser) -> None:
     listing.add_argument(
         "--non-replayable", action="store_true", help="only jobs production replay cannot redo"
     )
-    add_tenant_option(listing, default=None)
+    add_tenant_option(listing, default=None, absent="default: every tenant")
     listing.add_argument("--json", action="store_true", help="canonical JSON lines")
     listing.set_defaults(handler="infrastructure.cli.jobs:list_jobs")

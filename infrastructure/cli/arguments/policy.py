@@ -30,7 +30,11 @@ def add_policy_arguments(policy: argparse.ArgumentParser) -> None:
 
 def _scope_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
     scope = parser.add_mutually_exclusive_group(required=required)
-    add_tenant_option(scope, default=None if required else DEFAULT_TENANT)
+    add_tenant_option(
+        scope,
+        default=None if required else DEFAULT_TENANT,
+        absent="or --global",
+    )
     scope.add_argument(
         "--global", dest="global_scope", action="store_true", help="the global fallback bundle"
     )

@@ -29,7 +29,7 @@ def add_replay_arguments(replay: argparse.ArgumentParser) -> None:
         help="go on past divergences (needs an admin request and a council approval)",
     )
     replay.add_argument("--report-dir", type=Path, help="write replay_report.json and .md here")
-    add_tenant_option(replay, default=None)
+    add_tenant_option(replay, default=None, absent="default: default, or the bundle's own tenant")
     replay.add_argument(
         "--mock",
         action="append",

@@ -10,7 +10,7 @@ from infrastructure.cli.common import add_tenant_option
 def add_verify_arguments(verify: argparse.ArgumentParser) -> None:
     verify.add_argument("job_id", nargs="?", help="the job to verify (with its snapshots)")
     verify.add_argument("--all", action="store_true", help="verify every stream in the store")
-    add_tenant_option(verify, default=None)
+    add_tenant_option(verify, default=None, absent="default: default; --all checks every tenant")
     verify.add_argument(
         "--check-sequence",
         action="store_true",
