@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
-from upcast_model import Gadget
+from support.upcast_model import Gadget
 
 from domain.canonical import canonical_json
 from domain.determinism import DeterministicClock
