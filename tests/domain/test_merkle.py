@@ -14,6 +14,7 @@ leaf inputs:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -91,6 +92,7 @@ ROOTS = [
     )
 ]
 LEAF_HASHES = NODE_HASHES[0]
+SOME_HASH = bytes.fromhex("abacaba000000000000000000000000000000000000000000060061e00123456")
 
 HEX_INCLUSION_PROOFS = {
     (0, 8): [
@@ -178,6 +180,24 @@ def _nodes(names: list[tuple[int, int] | str]) -> list[bytes]:
     ]
 
 
+def _accepts(verify: Callable[..., bool], *claim: object) -> bool:
+    """A claim with sizes that cannot be (ValueError) is as refused as one that does not verify."""
+    try:
+        return verify(*claim)
+    except ValueError:
+        return False
+
+
+def _flipped(value: bytes, byte: int) -> bytes:
+    altered = bytearray(value)
+    altered[byte % len(altered)] ^= 0x01
+    return bytes(altered)
+
+
+def _flip(proof: list[bytes], position: int, byte: int) -> list[bytes]:
+    return [*proof[:position], _flipped(proof[position], byte), *proof[position + 1 :]]
+
+
 # --- Known answers --------------------------------------------------------------------------------
 
 
@@ -237,6 +257,67 @@ def test_consistency_proofs_name_the_reference_nodes(old_size: int, new_size: in
     proof = _nodes(CONSISTENCY_NODES[old_size, new_size])
     assert consistency_proof(LEAF_HASHES[:new_size], old_size) == proof
     assert verify_consistency(old_size, new_size, ROOTS[old_size], ROOTS[new_size], proof)
+
+
+@pytest.mark.parametrize(("index", "size"), sorted(HEX_INCLUSION_PROOFS))
+def test_no_corrupted_inclusion_claim_verifies(index: int, size: int) -> None:
+    """verify_test.go's corruptInclusionProof probes, the root kept as it was."""
+    proof = [bytes.fromhex(text) for text in HEX_INCLUSION_PROOFS[index, size]]
+    leaf, tree_root = LEAF_HASHES[index], ROOTS[size]
+    probes: dict[str, tuple[bytes, int, int, list[bytes], bytes]] = {
+        "index - 1": (leaf, index - 1, size, proof, tree_root),
+        "index + 1": (leaf, index + 1, size, proof, tree_root),
+        "index ^ 2": (leaf, index ^ 2, size, proof, tree_root),
+        "size * 2": (leaf, index, size * 2, proof, tree_root),
+        "size // 2": (leaf, index, size // 2, proof, tree_root),
+        "wrong leaf": (b"WrongLeaf", index, size, proof, tree_root),
+        "empty root": (leaf, index, size, proof, EMPTY_ROOT),
+        "random root": (leaf, index, size, proof, SOME_HASH),
+        "trailing garbage": (leaf, index, size, [*proof, b""], tree_root),
+        "trailing root": (leaf, index, size, [*proof, tree_root], tree_root),
+        "preceding garbage": (leaf, index, size, [b"", *proof], tree_root),
+        "preceding root": (leaf, index, size, [tree_root, *proof], tree_root),
+        "removed component": (leaf, index, size, proof[:-1], tree_root),
+        "inserted component": (leaf, index, size, [proof[0], SOME_HASH, *proof[1:]], tree_root),
+        **{
+            f"flipped proof[{position}]": (leaf, index, size, _flip(proof, position, 0), tree_root)
+            for position in range(len(proof))
+        },
+    }
+    accepted = [name for name, claim in probes.items() if _accepts(verify_inclusion, *claim)]
+    assert accepted == []
+
+
+@pytest.mark.parametrize(("old_size", "new_size"), sorted(HEX_CONSISTENCY_PROOFS))
+def test_no_corrupted_consistency_claim_verifies(old_size: int, new_size: int) -> None:
+    """verify_test.go's corruptConsistencyProof probes, the roots kept as they were."""
+    proof = [bytes.fromhex(text) for text in HEX_CONSISTENCY_PROOFS[old_size, new_size]]
+    old, new = ROOTS[old_size], ROOTS[new_size]
+    probes: dict[str, tuple[int, int, bytes, bytes, list[bytes]]] = {
+        "old size - 1": (old_size - 1, new_size, old, new, proof),
+        "old size + 1": (old_size + 1, new_size, old, new, proof),
+        "old size ^ 2": (old_size ^ 2, new_size, old, new, proof),
+        "new size * 2": (old_size, new_size * 2, old, new, proof),
+        "new size // 2": (old_size, new_size // 2, old, new, proof),
+        "wrong old root": (old_size, new_size, b"WrongRoot", new, proof),
+        "wrong new root": (old_size, new_size, old, b"WrongRoot", proof),
+        "swapped roots": (old_size, new_size, new, old, proof),
+        "empty proof": (old_size, new_size, old, new, []),
+        "trailing garbage": (old_size, new_size, old, new, [*proof, b""]),
+        "trailing old root": (old_size, new_size, old, new, [*proof, old]),
+        "trailing new root": (old_size, new_size, old, new, [*proof, new]),
+        "preceding garbage": (old_size, new_size, old, new, [b"", *proof]),
+        "preceding old root": (old_size, new_size, old, new, [old, *proof]),
+        "preceding new root": (old_size, new_size, old, new, [new, *proof]),
+        "preceding proof[0]": (old_size, new_size, old, new, [proof[0], *proof]),
+        "truncated proof": (old_size, new_size, old, new, proof[:-1]),
+        **{
+            f"flipped proof[{position}]": (old_size, new_size, old, new, _flip(proof, position, 0))
+            for position in range(len(proof))
+        },
+    }
+    accepted = [name for name, claim in probes.items() if _accepts(verify_consistency, *claim)]
+    assert accepted == []
 
 
 def test_every_tree_extends_the_empty_one_and_only_with_an_empty_proof() -> None:
@@ -327,22 +408,26 @@ def test_peaks_that_cannot_be_a_tree_are_refused(
 
 # --- Properties -----------------------------------------------------------------------------------
 
+
+def test_every_proof_of_every_tree_up_to_33_leaves_verifies() -> None:
+    """Every tree shape up to one leaf past 32: no edge case of PATH or SUBPROOF left to chance."""
+    hashes = [leaf_hash(b"%d" % number) for number in range(33)]
+    roots = [root(hashes[:size]) for size in range(34)]
+    for size in range(1, 34):
+        for index in range(size):
+            proof = inclusion_proof(hashes[:size], index)
+            assert verify_inclusion(hashes[index], index, size, proof, roots[size])
+        for old_size in range(size + 1):
+            proof = consistency_proof(hashes[:size], old_size)
+            assert verify_consistency(old_size, size, roots[old_size], roots[size], proof)
+
+
 # Distinct leaves (at least two, so that there is a wrong index to claim): with two equal leaves a
 # proof for one position honestly proves the other too.
 LEAVES = st.lists(st.binary(max_size=12), min_size=2, max_size=70, unique=True).map(
     lambda inputs: [leaf_hash(data) for data in inputs]
 )
 EXTRA_LEAVES = [leaf_hash(b"extra %d" % number) for number in range(8)]
-
-
-def _flipped(value: bytes, byte: int) -> bytes:
-    altered = bytearray(value)
-    altered[byte % len(altered)] ^= 0x01
-    return bytes(altered)
-
-
-def _flip(proof: list[bytes], position: int, byte: int) -> list[bytes]:
-    return [*proof[:position], _flipped(proof[position], byte), *proof[position + 1 :]]
 
 
 @given(st.lists(st.binary(max_size=12), max_size=70))
