@@ -82,6 +82,7 @@ def consistency_proof(leaf_hashes: Sequence[bytes], old_size: int) -> list[bytes
     _check_sizes(old_size, new_size)
     _check_hashes(leaf_hashes, "leaf hash")
     if old_size in (0, new_size):
+        # PROOF is defined for 0 < m < n: nothing is needed to extend the empty tree or oneself.
         return []
     hashes: list[bytes] = []
     start, end, old_end = 0, new_size, old_size
@@ -109,7 +110,8 @@ def verify_consistency(
     """Section 2.1.4.2: whether `proof` shows the tree `new_root` extends the tree `old_root`."""
     _check_sizes(old_size, new_size)
     if old_size == 0:
-        # Every tree extends the empty one, whose root is fixed (section 2.1.1).
+        # Every tree extends the empty one, whose root is fixed (section 2.1.1); an empty new tree
+        # must have that root too, a larger one's root cannot be checked without its leaves.
         return not proof and old_root == EMPTY_ROOT and (new_size > 0 or new_root == EMPTY_ROOT)
     if old_size == new_size:
         return not proof and old_root == new_root
