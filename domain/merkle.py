@@ -1,0 +1,238 @@
+"""The RFC 9162 Merkle tree over SHA-256: roots, inclusion and consistency proofs (section 2.1).
+
+This is the tree of Certificate Transparency and Sigstore Rekor, so that a checkpoint of the
+ledger can be checked with any RFC 9162 verifier. Leaves and nodes are hashed under different
+prefixes (0x00, 0x01) so that no node can pass for a leaf. Every function here takes leaf hashes,
+not leaf data: what a leaf binds is the caller's choice, the tree's shape is not.
+
+Proof generation follows the recursive definitions (MTH, PATH, SUBPROOF) literally, which costs
+O(n) hashes for a tree of n leaves; verification follows the RFC's iterative algorithms, which
+cost O(log n) and need no leaves. `MerkleBuilder` computes the same roots over a stream of leaves
+in O(log n) memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+HASH_SIZE = 32
+EMPTY_ROOT = hashlib.sha256(b"").digest()
+_LEAF_PREFIX = b"\x00"
+_NODE_PREFIX = b"\x01"
+
+
+def leaf_hash(data: bytes) -> bytes:
+    return hashlib.sha256(_LEAF_PREFIX + data).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(_NODE_PREFIX + left + right).digest()
+
+
+def root(leaf_hashes: Sequence[bytes]) -> bytes:
+    """MTH (section 2.1.1): the root of the tree over these leaf hashes, in order."""
+    _check_hashes(leaf_hashes, "leaf hash")
+    if not leaf_hashes:
+        return EMPTY_ROOT
+    return _subtree_root(leaf_hashes, 0, len(leaf_hashes))
+
+
+def inclusion_proof(leaf_hashes: Sequence[bytes], index: int) -> list[bytes]:
+    """PATH (section 2.1.3.1): the sibling hashes from leaf `index` up to the root."""
+    _check_index(index, len(leaf_hashes))
+    _check_hashes(leaf_hashes, "leaf hash")
+    siblings: list[bytes] = []
+    start, end = 0, len(leaf_hashes)
+    while end - start > 1:
+        middle = start + _split(end - start)
+        if index < middle:
+            siblings.append(_subtree_root(leaf_hashes, middle, end))
+            end = middle
+        else:
+            siblings.append(_subtree_root(leaf_hashes, start, middle))
+            start = middle
+    # Collected from the root down; the proof lists them from the leaf up.
+    return siblings[::-1]
+
+
+def verify_inclusion(
+    leaf_hash: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes
+) -> bool:
+    """Section 2.1.3.2: whether `proof` puts `leaf_hash` at `index` of the tree (`size`, `root`)."""
+    _check_index(index, size)
+    # fn walks the leaf's position up the tree, sn the last leaf's; they meet at the root.
+    fn, sn = index, size - 1
+    computed = leaf_hash
+    for sibling in proof:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            computed = node_hash(sibling, computed)
+            fn, sn = _skip_levels_without_right_sibling(fn, sn)
+        else:
+            computed = node_hash(computed, sibling)
+        fn, sn = fn >> 1, sn >> 1
+    return sn == 0 and computed == root
+
+
+def consistency_proof(leaf_hashes: Sequence[bytes], old_size: int) -> list[bytes]:
+    """PROOF (section 2.1.4.1): the hashes that show these leaves extend their first `old_size`."""
+    new_size = len(leaf_hashes)
+    _check_sizes(old_size, new_size)
+    _check_hashes(leaf_hashes, "leaf hash")
+    if old_size in (0, new_size):
+        # PROOF is defined for 0 < m < n: nothing is needed to extend the empty tree or oneself.
+        return []
+    hashes: list[bytes] = []
+    start, end, old_end = 0, new_size, old_size
+    # SUBPROOF's flag b: whether the old tree's part still in view is the whole old tree, whose
+    # root the verifier already holds and which therefore need not be sent.
+    whole_old_tree = True
+    while old_end != end:
+        middle = start + _split(end - start)
+        if old_end <= middle:
+            hashes.append(_subtree_root(leaf_hashes, middle, end))
+            end = middle
+        else:
+            hashes.append(_subtree_root(leaf_hashes, start, middle))
+            start = middle
+            whole_old_tree = False
+    if not whole_old_tree:
+        hashes.append(_subtree_root(leaf_hashes, start, end))
+    # Collected from the root down; the proof lists them from the bottom up.
+    return hashes[::-1]
+
+
+def verify_consistency(
+    old_size: int, new_size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
+) -> bool:
+    """Section 2.1.4.2: whether `proof` shows the tree `new_root` extends the tree `old_root`."""
+    _check_sizes(old_size, new_size)
+    if old_size == 0:
+        # Every tree extends the empty one, whose root is fixed (section 2.1.1); an empty new tree
+        # must have that root too, a larger one's root cannot be checked without its leaves.
+        return not proof and old_root == EMPTY_ROOT and (new_size > 0 or new_root == EMPTY_ROOT)
+    if old_size == new_size:
+        return not proof and old_root == new_root
+    if not proof:
+        return False
+    # A complete old tree is a node of the new one: the verifier's own old root starts the path.
+    path = [old_root, *proof] if old_size & (old_size - 1) == 0 else list(proof)
+    fn, sn = old_size - 1, new_size - 1
+    while fn & 1:
+        fn, sn = fn >> 1, sn >> 1
+    old_computed = new_computed = path[0]
+    for hash_ in path[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            old_computed = node_hash(hash_, old_computed)
+            new_computed = node_hash(hash_, new_computed)
+            fn, sn = _skip_levels_without_right_sibling(fn, sn)
+        else:
+            new_computed = node_hash(new_computed, hash_)
+        fn, sn = fn >> 1, sn >> 1
+    return sn == 0 and old_computed == old_root and new_computed == new_root
+
+
+class MerkleBuilder:
+    """MTH over leaf hashes given one at a time, with the root at the current size on demand.
+
+    It keeps the roots ("peaks") of the complete subtrees that the binary form of the size
+    names, largest first: at most one per bit, so memory is O(log n) however long the log. A
+    writer can store a checkpoint's peaks and resume from them, paying only for new leaves.
+    """
+
+    def __init__(self) -> None:
+        self._size = 0
+        self._peaks: list[bytes] = []
+
+    @classmethod
+    def resumed(cls, size: int, peaks: Sequence[bytes]) -> MerkleBuilder:
+        """A builder that continues the tree of `size` leaves whose peaks these are."""
+        if size < 0:
+            raise ValueError(f"tree size {size} is negative")
+        if len(peaks) != size.bit_count():
+            raise ValueError(
+                f"a tree of {size} leaves has {size.bit_count()} peaks, got {len(peaks)}"
+            )
+        _check_hashes(peaks, "peak hash")
+        builder = cls()
+        builder._size = size
+        builder._peaks = list(peaks)
+        return builder
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def peaks(self) -> tuple[bytes, ...]:
+        return tuple(self._peaks)
+
+    def append(self, leaf_hash: bytes) -> None:
+        _check_hashes((leaf_hash,), "leaf hash")
+        node, size = leaf_hash, self._size
+        # Each trailing 1 bit of the old size is a complete subtree of the new leaf's height that
+        # the new leaf completes into one twice as large.
+        while size & 1:
+            node = node_hash(self._peaks.pop(), node)
+            size >>= 1
+        self._peaks.append(node)
+        self._size += 1
+
+    def root(self) -> bytes:
+        if not self._peaks:
+            return EMPTY_ROOT
+        # MTH splits at the largest power of two below the size, so the peaks join from the right.
+        computed = self._peaks[-1]
+        for peak in reversed(self._peaks[:-1]):
+            computed = node_hash(peak, computed)
+        return computed
+
+
+def _split(size: int) -> int:
+    """k of section 2.1.1: the largest power of two smaller than `size` (> 1)."""
+    return 1 << ((size - 1).bit_length() - 1)
+
+
+def _subtree_root(leaf_hashes: Sequence[bytes], start: int, end: int) -> bytes:
+    """MTH of leaf_hashes[start:end] (not empty), by index so that no level copies the list."""
+    if end - start == 1:
+        return leaf_hashes[start]
+    middle = start + _split(end - start)
+    return node_hash(
+        _subtree_root(leaf_hashes, start, middle), _subtree_root(leaf_hashes, middle, end)
+    )
+
+
+def _skip_levels_without_right_sibling(fn: int, sn: int) -> tuple[int, int]:
+    """Climb while fn is a left child on the tree's right edge: such a node has no sibling to
+    hash with, it is carried up unchanged (step "right-shift until LSB(fn) is set or fn is 0")."""
+    while fn and not fn & 1:
+        fn, sn = fn >> 1, sn >> 1
+    return fn, sn
+
+
+def _check_index(index: int, size: int) -> None:
+    if not 0 <= index < size:
+        raise ValueError(
+            f"leaf index {index} is outside a tree of {size} leaves (expected 0 <= index < size)"
+        )
+
+
+def _check_sizes(old_size: int, new_size: int) -> None:
+    if not 0 <= old_size <= new_size:
+        raise ValueError(
+            f"old tree size {old_size} is outside 0..{new_size} (the new tree's size);"
+            " a tree can only extend a smaller one"
+        )
+
+
+def _check_hashes(hashes: Sequence[bytes], what: str) -> None:
+    # Catches leaf data passed where leaf hashes belong, which would otherwise give a valid-looking
+    # but different tree.
+    for value in hashes:
+        if len(value) != HASH_SIZE:
+            raise ValueError(f"{what} must be {HASH_SIZE} bytes, got {len(value)}")
