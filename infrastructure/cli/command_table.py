@@ -182,6 +182,12 @@ COMMANDS: tuple[Command, ...] = (
         _cli("init", "add_init_arguments"),
     ),
     Command(
+        "checkpoint",
+        Group.SERVICE,
+        "the key that signs the ledger's checkpoints: print its public half",
+        _cli("checkpoint", "add_checkpoint_arguments"),
+    ),
+    Command(
         "serve",
         Group.SERVICE,
         "run the HTTP service over the ledger",
@@ -263,6 +269,8 @@ environment:
   MACE_ACTIVE_KEY_ID          the key that signs new events (needed when there are several)
   MACE_ENV                    development (default) or production (refuses to start without keys)
   MACE_KEYRING_FILE           development keyring file (default: <store>.keys.json beside SQLite)
+  MACE_CHECKPOINT_KEY         Ed25519 private key (PEM) that signs checkpoints (development
+                              default: <store>.checkpoint-key.pem beside SQLite)
   MACE_ACTOR, MACE_ROLES      who acts on the command line, in which comma-separated roles
   MACE_TOKENS_FILE            the HTTP service's bearer tokens (hashed; mace token new writes it)
   MACE_TOKENS_RELOAD_SECONDS  how often mace serve looks whether the tokens file changed (3)

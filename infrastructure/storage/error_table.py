@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from domain.canonical import canonical_json
 from domain.errors import ErrorCode, MaceError
 from domain.receipt import Unreplayable, UnreplayableCode
+from infrastructure.storage.checkpoint_key import CheckpointKeyError
 from infrastructure.storage.errors import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -138,6 +139,7 @@ ERRORS: Final[Mapping[type[Exception], Callable[[Any], tuple[str, str]]]] = {
     StoreBusyError: _fixed(Code.STORE_BUSY),
     KeyMismatch: _fixed(Code.KEY_MISMATCH),
     KeyringError: _fixed(Code.INVALID_INPUT),
+    CheckpointKeyError: _fixed(Code.INVALID_INPUT),
     SettingsError: _fixed(Code.INVALID_INPUT),
     UsageError: _fixed(Code.INVALID_INPUT),
     ValidationError: _invalid_model,

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import logging
-import os
 import re
 import secrets
 import stat
@@ -26,13 +23,12 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.hmac import HMAC
 
-from infrastructure.storage.settings import Settings, SQLiteStore
+from infrastructure.storage.development_files import create_development_file
+from infrastructure.storage.settings import Settings
 
 KEY_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MIN_SECRET_BYTES = 32
 DEV_KEY_ID = "dev-1"
-
-logger = logging.getLogger("mace.keyring")
 
 
 class KeyringError(ValueError):
@@ -142,10 +138,7 @@ def parse_signing_keys(raw: str, active_key_id: str | None) -> Keyring:
 def dev_keyring_path(settings: Settings) -> Path | None:
     if settings.keyring_file is not None:
         return settings.keyring_file
-    store = settings.parsed_store()
-    if isinstance(store, SQLiteStore):
-        return store.path.with_name(store.path.name + ".keys.json")
-    return None
+    return settings.parsed_store().development_file(".keys.json")
 
 
 def _read_keyring_file(path: Path) -> Keyring:
@@ -163,14 +156,9 @@ def _read_keyring_file(path: Path) -> Keyring:
     return Keyring(keys, active, f"keyring file {path}")
 
 
-def _create_keyring_file(path: Path) -> None:
+def _new_keyring_file() -> bytes:
     secret = base64.b64encode(secrets.token_bytes(MIN_SECRET_BYTES)).decode()
-    content = orjson.dumps({"active_key_id": DEV_KEY_ID, "keys": {DEV_KEY_ID: secret}})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # O_EXCL: two processes racing to create it must not both win with different keys.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(content)
+    return orjson.dumps({"active_key_id": DEV_KEY_ID, "keys": {DEV_KEY_ID: secret}})
 
 
 def load_keyring(settings: Settings, *, create: bool) -> Keyring:
@@ -189,13 +177,10 @@ def load_keyring(settings: Settings, *, create: bool) -> Keyring:
             msg = f"no signing keys: no keyring file {path} and MACE_SIGNING_KEYS is unset"
             raise KeyringError(msg)
         # Another process may create it first; either way the file on disk is the keyring.
-        with contextlib.suppress(FileExistsError):
-            _create_keyring_file(path)
-            # Said once, by the process that made it: a warning on every command would be
-            # noise that teaches people to skip the lines that matter.
-            logger.warning(
-                "created development keyring %s; set MACE_SIGNING_KEYS and MACE_ACTIVE_KEY_ID"
-                " for real use",
-                path,
-            )
+        create_development_file(
+            path,
+            _new_keyring_file(),
+            "development keyring",
+            "set MACE_SIGNING_KEYS and MACE_ACTIVE_KEY_ID for real use",
+        )
     return _read_keyring_file(path)

@@ -18,6 +18,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from infrastructure.storage.checkpoint_key import CheckpointKey, load_checkpoint_key
+
 DEFAULT_STORE = "sqlite:///./mace.db"
 
 
@@ -34,6 +36,10 @@ class SQLiteStore:
 
     def describe(self) -> str:
         return f"sqlite:///{self.path}"
+
+    def development_file(self, suffix: str) -> Path:
+        """Where development use keeps a key made for this store: beside its file."""
+        return self.path.with_name(self.path.name + suffix)
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,10 @@ class PostgresStore:
                 "infrastructure.storage.postgres_recorder:ChunkedPostgresRecorder"
             ),
         }
+
+    def development_file(self, suffix: str) -> None:
+        """None: a key for a shared server is configured, never made on one client's disk."""
+        return None
 
     def describe(self) -> str:
         # The password stays out of anything we print.
@@ -119,6 +129,8 @@ class Settings(BaseSettings):
     active_key_id: str | None = None
     env: Literal["development", "production"] = "development"
     keyring_file: Path | None = None
+    # The Ed25519 private key (PEM) that signs checkpoints; `load_checkpoint_key` reads it.
+    checkpoint_key: Path | None = None
     # Who is acting on the command line (a local operator holding the store and keys is trusted
     # to say so, as a git author is); the HTTP service takes identity from its tokens instead.
     actor: str | None = None
@@ -135,3 +147,7 @@ class Settings(BaseSettings):
 
     def parsed_store(self) -> Store:
         return parse_store(self.store)
+
+    def load_checkpoint_key(self) -> CheckpointKey:
+        """The key that signs checkpoints: read when a command needs it, not on every start."""
+        return load_checkpoint_key(self)

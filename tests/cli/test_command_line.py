@@ -156,7 +156,7 @@ def test_help_lists_the_commands_by_group(capsys: pytest.CaptureFixture[str]) ->
             "follow",
         ],
         "receipts and memories:": ["memories", "policy", "context", "handoff", "receipts"],
-        "store and service:": ["init", "serve", "token", "bench", "demo", "loadtest"],
+        "store and service:": ["init", "checkpoint", "serve", "token", "bench", "demo", "loadtest"],
     }
     assert [f"{group}:" for group in Group] == list(listed)
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 from domain.errors import ErrorCode, MaceError
 from domain.governance import AccessDenied
 from domain.receipt import Unreplayable, UnreplayableCode
+from infrastructure.storage.checkpoint_key import CheckpointKeyError
 from infrastructure.storage.error_table import (
     ANSWERS,
     ERRORS,
@@ -71,6 +72,7 @@ EXAMPLES: list[tuple[BaseException, Failure]] = [
         Failure("KEY_MISMATCH", str(KeyMismatch(KEYRING, "k1")), 503, 2),
     ),
     (KeyringError("bad key"), Failure("INVALID_INPUT", "bad key", 422, 2)),
+    (CheckpointKeyError("not PEM"), Failure("INVALID_INPUT", "not PEM", 422, 2)),
     (SettingsError("bad store"), Failure("INVALID_INPUT", "bad store", 422, 2)),
     (
         UsageError("--seed must not be empty"),

@@ -65,13 +65,13 @@ def test_development_keyring_file_is_private_and_announced(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = Settings(store=f"sqlite:///{tmp_path}/m.db")
-    with caplog.at_level(logging.WARNING, logger="mace.keyring"):
+    with caplog.at_level(logging.WARNING, logger="mace.keys"):
         first = load_keyring(settings, create=True)
     path = tmp_path / "m.db.keys.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert "created development keyring" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="mace.keyring"):
+    with caplog.at_level(logging.WARNING, logger="mace.keys"):
         again = load_keyring(settings, create=True)
     assert caplog.text == ""  # announced once, when it was made
     assert again.key_ids == first.key_ids == ["dev-1"]
