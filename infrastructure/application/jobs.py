@@ -99,7 +99,14 @@ class JobService:
         *,
         tenant: str = DEFAULT_TENANT,
     ) -> list[str]:
-        """Append facts to a job in one atomic write; returns their deterministic event ids."""
+        """Append facts to a job in one atomic write; returns their deterministic event ids.
+
+        Never a ``JobCompleted``: the ledger records that itself, in the seal's transaction, so a
+        completion without a seal can only be tampering (`integrity.check_completion_sealed`).
+        """
+        if any(event_type == JobCompleted.EVENT_TYPE for event_type, _ in events):
+            msg = "JobCompleted is recorded by the ledger itself, with the job's seal"
+            raise ValueError(msg)
         job = self.get(job_id, tenant=tenant)
         ids = [job.record(event_type, payload) for event_type, payload in events]
         self.store.save_new(job, what=f"events for job {job_id}")
