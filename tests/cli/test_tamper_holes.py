@@ -4,12 +4,29 @@ and PostgreSQL: what no checkpoint is needed to catch."""
 from __future__ import annotations
 
 import pytest
-from support.cli_output import assert_failure_line
+from support.cli_output import assert_failure_line, canonical_line
 from support.ledger_fixtures import RawTable, run
 from support.replay_cli import act, governance_log, new_job, replay_entries, replay_json
 
 from domain.job import Job, JobSealWitness
+from domain.sem import SemEntry
 from infrastructure.storage.settings import Settings
+
+SEM_KEY = "user/person/u1/favorite_color"
+
+
+def job_reading_the_newest_sem_version(capsys: pytest.CaptureFixture[str]) -> str:
+    """A job that read version 2 (the newest) of a SEM entry; its id."""
+    for text, seed in (("my favorite color is red", "s1"), ("my favorite color is blue", "s2")):
+        code, _, err = run(capsys, "run", text, "--seed", seed, "--user", "u1")
+        assert (code, err) == (0, ""), err
+    code, out, err = run(
+        capsys, "run", "what is my favorite color", "--seed", "s3", "--user", "u1", "--json"
+    )
+    assert (code, err) == (0, ""), err
+    report = canonical_line(out)
+    assert [r["value"] for r in report["sem_reads"]] == ["blue"]
+    return str(report["job_id"])
 
 
 def delete_seal_and_witness(table: RawTable, job_id: str) -> int:
@@ -46,3 +63,37 @@ def test_a_completed_job_without_its_seal_is_an_integrity_failure(
         ("REPLAY_REQUEST", None),
         ("REPLAY_RESULT", "INTEGRITY_FAILURE"),
     ]
+
+
+def test_a_deleted_sem_version_a_job_read_fails_its_verify_and_its_replay(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = job_reading_the_newest_sem_version(capsys)
+    stream = SemEntry.id_for(SEM_KEY)
+    RawTable(cli_env).delete(stream, 2)  # the stream stays contiguous: only the job can tell
+
+    code, out, err = run(capsys, "verify", job_id)
+    assert (code, out) == (1, "")
+    assert_failure_line(err, "INTEGRITY_FAILURE")
+    assert f"stream {stream} version 2: SEM entry {SEM_KEY}: the version stamped" in err
+    assert "that the job read is missing" in err
+
+    act(monkeypatch, "ana", "admin,auditor")
+    code, report, err = replay_json(capsys, job_id)
+    assert (code, report["error_code"]) == (1, "INTEGRITY_FAILURE"), report
+    assert not report["divergences"]
+
+
+def test_per_job_verify_covers_the_sem_versions_the_job_read(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_id = job_reading_the_newest_sem_version(capsys)
+    table = RawTable(cli_env)
+    stream = SemEntry.id_for(SEM_KEY)
+    state = bytearray(table.state(stream, 2))
+    state[-3] ^= 0x01
+    table.set_column(stream, 2, "state", bytes(state))
+
+    code, out, err = run(capsys, "verify", job_id)
+    assert (code, out) == (1, "")
+    assert_failure_line(err, "INTEGRITY_FAILURE", f"stream {stream} version 2: MAC mismatch")
