@@ -4,13 +4,16 @@ and PostgreSQL: what no checkpoint is needed to catch."""
 from __future__ import annotations
 
 import pytest
-from support.cli_output import assert_failure_line, canonical_line
+from support.cli_output import assert_failure_line, canonical_line, json_lines
 from support.ledger_fixtures import RawTable, run
-from support.replay_cli import act, governance_log, new_job, replay_entries, replay_json
+from support.replay_cli import ROUTER_ID, act, governance_log, new_job, replay_entries, replay_json
 
 from domain.job import Job, JobSealWitness
 from domain.sem import SemEntry
+from domain.snapshot import Snapshot
+from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
+from projections.read_model_rows import NON_REPLAYABLE
 
 SEM_KEY = "user/person/u1/favorite_color"
 
@@ -97,3 +100,32 @@ def test_per_job_verify_covers_the_sem_versions_the_job_read(
     code, out, err = run(capsys, "verify", job_id)
     assert (code, out) == (1, "")
     assert_failure_line(err, "INTEGRITY_FAILURE", f"stream {stream} version 2: MAC mismatch")
+
+
+def test_a_job_whose_declared_snapshot_is_gone_fails_verify_and_is_listed_as_a_gap(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_id = new_job(capsys)
+    stream = Snapshot.id_for(ROUTER_ID)
+    RawTable(cli_env).execute(
+        "DELETE FROM {table} WHERE originator_id = %s", (RawTable(cli_env).key(stream),)
+    )
+
+    code, out, err = run(capsys, "verify", "--all")
+    assert (code, out) == (1, "")
+    assert_failure_line(
+        err,
+        "INTEGRITY_FAILURE",
+        f"stream {stream} version 1: snapshot {ROUTER_ID} declared by job {job_id} is gone",
+    )
+
+    code, out, err = run(capsys, "jobs", "--non-replayable", "--json")
+    assert (code, err) == (0, "")
+    (listed,) = json_lines(out)
+    assert (listed["job_id"], listed["replayable"]) == (job_id, False)
+    assert listed["missing_artifacts"][-1]["reason"] == (
+        f"snapshot {ROUTER_ID} was in the ledger when the job completed and is gone"
+    )
+    with Ledger.open(cli_env) as ledger:  # what the dashboard's gaps show
+        gaps = ledger.read_models.rows(NON_REPLAYABLE)
+    assert [g["job_id"] for g in gaps] == [job_id]
