@@ -9,8 +9,8 @@ every model and tool output.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
-from typing import TypeVar, cast
+from collections.abc import Iterable, Mapping, Set
+from typing import Any, TypeVar, cast
 
 from domain.events import AgentOutput, MissingArtifact, ModelCallEnvelope, RunEvent, ToolResult
 from domain.job import CaptureMode
@@ -99,3 +99,13 @@ def missing_artifacts(
             )
         )
     return missing
+
+
+def snapshots_found_at_completion(
+    snapshot_ids: Mapping[str, str], missing: Iterable[Mapping[str, Any]]
+) -> dict[str, str]:
+    """The declared snapshots (by kind) that were in the ledger when the job completed: those its
+    completion's missing artifacts (as recorded, JSON) do not list. Snapshots are never removed,
+    so one of these that is gone now was deleted."""
+    absent = {m["step"] for m in missing if m["event_type"] == "JobStarted"}
+    return {kind: sid for kind, sid in snapshot_ids.items() if f"{kind} snapshot" not in absent}

@@ -10,6 +10,11 @@ Four views, each a set of JSON rows by key:
 - ``halted_snapshots``: snapshots under FORCE_HALT_REPLAY, whose halt (a tenant's, or store-wide:
   ``tenant`` null) and why, by the tenant's governance scope (store-wide: ``<snapshot_id>``).
 
+A deleted snapshot produces no event, so no event can tell the views that a job lost one: the
+job index keeps each job's declared snapshots, and `with_gone_snapshots` lays over the rows, when
+they are read, what a presence check of the snapshots its completion found says now (snapshots
+are never removed, so one of those that is gone was deleted: the job is not replayable).
+
 `view_changes` says how one event changes the views, given a way to read a row's current value;
 it is the whole projection, and it is pure. Where the rows live and how far the log has been
 applied (the tracking record, in the same transaction) is the infrastructure's concern. A view's
@@ -26,6 +31,7 @@ from typing import Any, Final
 from eventsourcing.utils import get_topic
 
 from domain.canonical import digest
+from domain.capture import snapshots_found_at_completion
 from domain.errors import ErrorCode
 from domain.events import JobCompleted
 from domain.governance import Governance, governance_scope_of_snapshot
@@ -75,6 +81,7 @@ def _job_started(event: Job.Started, merge: Merge) -> list[ViewChange]:
             tenant=event.tenant,
             status="open",
             capture_mode=event.capture_mode,
+            snapshot_ids=event.snapshot_ids,
             replayable=None,
             missing_artifacts=[],
         )
@@ -106,6 +113,41 @@ def _job_recorded(event: Job.Recorded, merge: Merge) -> list[ViewChange]:
         "missing_artifacts": missing,
     }
     return [indexed, ViewChange(NON_REPLAYABLE, key, gap)]
+
+
+def with_gone_snapshots(
+    job_index: list[tuple[str, Row]], present: Callable[[str], bool]
+) -> tuple[list[tuple[str, Row]], list[tuple[str, Row]]]:
+    """The job index, and the non-replayable jobs it adds, with every snapshot a completed job
+    found in the ledger and that ``present`` says is gone listed as missing."""
+    rows: list[tuple[str, Row]] = []
+    gaps: list[tuple[str, Row]] = []
+    for key, row in job_index:
+        if row.get("replayable") is None:
+            rows.append((key, row))
+            continue
+        found = snapshots_found_at_completion(row.get("snapshot_ids", {}), row["missing_artifacts"])
+        gone = [
+            _gone_snapshot(kind, sid) for kind, sid in sorted(found.items()) if not present(sid)
+        ]
+        if not gone:
+            rows.append((key, row))
+            continue
+        missing = [*row["missing_artifacts"], *gone]
+        rows.append((key, {**row, "replayable": False, "missing_artifacts": missing}))
+        gap = {"job_id": row.get("job_id"), "tenant": row.get("tenant")}
+        gaps.append((key, {**gap, "missing_artifacts": missing}))
+    return rows, gaps
+
+
+def _gone_snapshot(kind: str, snapshot_id: str) -> Row:
+    return {
+        "sequence_index": None,
+        "event_type": "JobStarted",
+        "step": f"{kind} snapshot",
+        "missing": ["snapshot"],
+        "reason": f"snapshot {snapshot_id} was in the ledger when the job completed and is gone",
+    }
 
 
 def _job_sealed(event: Job.Sealed, merge: Merge) -> list[ViewChange]:

@@ -6,8 +6,9 @@ write is stamped by its key's deterministic clock, and a job records the ``last_
 every entry it read or wrote; that stamp names the entry's version exactly.
 For each key the job touched, the view folds the key's own events up to the version the job met
 first (the version it read, or the one before its first write). A key the job never touched is
-a miss, as is a stamp that no version of the key carries: either way the replay's reads differ
-from the record, and the comparison says where.
+a miss: the replay's reads differ from the record, and the comparison says where. A stamp the
+job met that no version of the key carries is a version deleted from the ledger (the stream
+stays contiguous when its newest versions go): INTEGRITY_FAILURE, never a divergence.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from domain.determinism import iso_text
+from domain.errors import ErrorCode, MaceError
 from domain.events import RunEvent, SemRead, SemWrite
 from domain.sem import SemEntry
 
@@ -33,22 +35,42 @@ class MemoryAsRecorded:
         self._history = history
         self.tenant = tenant
         self._first_met: dict[str, tuple[str | None, bool]] = {}
-        for event in events:
-            if isinstance(event, SemRead):
-                self._first_met.setdefault(event.key, (event.last_updated, False))
-            elif isinstance(event, SemWrite) and event.status == "written":
-                self._first_met.setdefault(event.key, (event.last_updated, True))
+        for key, stamp, written in versions_met(events):
+            self._first_met.setdefault(key, (stamp, written))
 
     def entry(self, key: str) -> SemEntry | None:
-        met = self._first_met.get(key)
-        if met is None or met[0] is None:
+        stamp, before_it = self._first_met.get(key, (None, False))
+        if stamp is None:
             return None
-        stamp, before_it = met
         events = self._history.sem_events(self.tenant, key)
-        for position, stored in enumerate(events):
-            if iso_text(stored.timestamp) == stamp:
-                return _fold(events[: position if before_it else position + 1])
-        return None
+        position = version_stamped(events, stamp)
+        if position is None:
+            raise MaceError(ErrorCode.INTEGRITY_FAILURE, missing_version(key, stamp))
+        return _fold(events[: position if before_it else position + 1])
+
+
+def versions_met(events: Iterable[RunEvent]) -> list[tuple[str, str | None, bool]]:
+    """Each SEM version a job read or wrote, in stream order: ``(key, stamp, written)``; the
+    stamp is None for a read of a key that had no entry."""
+    met: list[tuple[str, str | None, bool]] = []
+    for event in events:
+        if isinstance(event, SemRead):
+            met.append((event.key, event.last_updated, False))
+        elif isinstance(event, SemWrite) and event.status == "written":
+            met.append((event.key, event.last_updated, True))
+    return met
+
+
+def version_stamped(events: Sequence[SemEntry.Event], stamp: str) -> int | None:
+    """The position of the entry's version stamped ``stamp``; None when no version carries it."""
+    for position, stored in enumerate(events):
+        if iso_text(stored.timestamp) == stamp:
+            return position
+    return None
+
+
+def missing_version(key: str, stamp: str) -> str:
+    return f"SEM entry {key}: the version stamped {stamp} that the job read is missing"
 
 
 def _fold(events: Sequence[SemEntry.Event]) -> SemEntry | None:

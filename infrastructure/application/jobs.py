@@ -18,7 +18,7 @@ from eventsourcing.domain import DomainEventProtocol
 from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id, iso_text
 from domain.errors import ErrorCode, MaceError
-from domain.events import JobCompleted
+from domain.events import JobCompleted, SemRead, SemWrite, decode_recorded
 from domain.job import (
     DEFAULT_TENANT,
     CaptureMode,
@@ -48,6 +48,7 @@ from infrastructure.storage.signed_record import (
 from infrastructure.storage.store import LedgerStore
 from projections.reflective_log import ReflectiveLog, complete_job
 from projections.refused_input import recorded_input
+from projections.replay_sem import missing_version, version_stamped, versions_met
 from projections.stage0_runtime import run_stage0
 
 T = TypeVar("T")
@@ -99,7 +100,14 @@ class JobService:
         *,
         tenant: str = DEFAULT_TENANT,
     ) -> list[str]:
-        """Append facts to a job in one atomic write; returns their deterministic event ids."""
+        """Append facts to a job in one atomic write; returns their deterministic event ids.
+
+        Never a ``JobCompleted``: the ledger records that itself, in the seal's transaction, so a
+        completion without a seal can only be tampering (`integrity.check_completion_sealed`).
+        """
+        if any(event_type == JobCompleted.EVENT_TYPE for event_type, _ in events):
+            msg = "JobCompleted is recorded by the ledger itself, with the job's seal"
+            raise ValueError(msg)
         job = self.get(job_id, tenant=tenant)
         ids = [job.record(event_type, payload) for event_type, payload in events]
         self.store.save_new(job, what=f"events for job {job_id}")
@@ -226,7 +234,8 @@ class JobService:
     def verify(
         self, job_id: str, check_sequence: bool = False, *, tenant: str = DEFAULT_TENANT
     ) -> JobVerification:
-        """Integrity only: the job's stream (MACs, versions, seal, witness), its snapshots' too.
+        """Integrity only: the job's stream (MACs, versions, seal, witness), its snapshots' and
+        the SEM entries it read or wrote (each version it met still there).
 
         ``check_sequence`` also checks that the facts run 0, 1, 2... with seed-derived ids.
         """
@@ -236,6 +245,7 @@ class JobService:
                 message = f"{kind} snapshot {snapshot_id} is not in the ledger"
                 raise MaceError(ErrorCode.MISSING_SNAPSHOT, message, snapshot_id=snapshot_id)
             self.snapshots.get(snapshot_id)
+        self._verify_sem_versions(job)
         if check_sequence:
             problem = sequence_problem(job)
             if problem is not None:
@@ -247,6 +257,20 @@ class JobService:
             snapshots=len(job.snapshot_ids),
             sequence_checked=check_sequence,
         )
+
+    def _verify_sem_versions(self, job: Job) -> None:
+        """Each SEM version the job read or wrote is still in its tenant's entry, verified."""
+        sem_facts = [
+            decode_recorded(f.event_type, f.payload)
+            for f in job.facts
+            if f.event_type in {SemRead.EVENT_TYPE, SemWrite.EVENT_TYPE}
+        ]
+        for key, stamp in sorted({(k, s) for k, s, _ in versions_met(sem_facts) if s}):
+            stream = SemEntry.id_in(job.tenant, key)
+            events = list(self.store.verifying_store.get(stream))
+            entry = [e for e in events if isinstance(e, SemEntry.Event)]
+            if version_stamped(entry, stamp) is None:
+                raise IntegrityFailure(stream, len(events) + 1, missing_version(key, stamp))
 
     def get(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> Job:
         """The tenant's job: another tenant's job of the same id is not found, as none would be."""

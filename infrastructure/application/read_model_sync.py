@@ -19,17 +19,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from threading import Event, Lock, Thread
 from typing import Any, Final
 
 from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.projection import ApplicationSubscription, Projection
 
+from domain.snapshot import Snapshot
 from infrastructure.storage.read_model_tables import ReadModelView, Row
 from infrastructure.storage.settings import SQLiteStore
 from infrastructure.storage.store import LedgerStore
-from projections.read_model_rows import TOPICS, VIEWS, view_changes, view_digest
+from projections.read_model_rows import (
+    JOB_INDEX,
+    NON_REPLAYABLE,
+    TOPICS,
+    VIEWS,
+    view_changes,
+    view_digest,
+    with_gone_snapshots,
+)
 
 PAGE: Final = 1000
 ATTEMPTS: Final = 5
@@ -149,8 +158,17 @@ class ReadModels:
                 stopper.join()
 
     def rows(self, view: str) -> list[Row]:
+        """The view's rows, current; the job views with the snapshots found gone since
+        (`read_model_rows.with_gone_snapshots`: checked here, on each read)."""
         self.catch_up()
-        return [row for _, row in self.view.rows(view)]
+        if view not in {JOB_INDEX, NON_REPLAYABLE}:
+            return [row for _, row in self.view.rows(view)]
+        present = cache(lambda sid: self.store.stream_exists(Snapshot.id_for(sid)))
+        jobs, gaps = with_gone_snapshots(self.view.rows(JOB_INDEX), present)
+        if view == JOB_INDEX:
+            return [row for _, row in jobs]
+        recorded = dict(self.view.rows(NON_REPLAYABLE))
+        return [row for _, row in sorted((recorded | dict(gaps)).items())]
 
     def digests(self) -> dict[str, tuple[int, str]]:
         """Each view's row count and digest, as it stands."""

@@ -6,7 +6,7 @@ position). A replay never writes to the original receipt or to the memories.
 
 Reads for ``verify`` and ``replay`` take a receipt's stored record as it is: if the ledger's MAC
 over the record fails (the row was edited in the database), its body is still decoded, untrusted,
-so the caller learns *why* it cannot be trusted (``signature_mismatch``, ``invalid_snapshot``)
+so the caller learns *why* it cannot be trusted (``record_mac_mismatch``, ``invalid_snapshot``)
 instead of a bare integrity failure. Nothing from such a body is ever replayed.
 """
 
@@ -50,7 +50,7 @@ from infrastructure.storage.errors import StoreBusyError
 from infrastructure.storage.integrity import verify_stream
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.receipt_signing import Verdict, sign_receipt, verify_receipt
-from infrastructure.storage.signed_record import SEPARATOR, IntegrityFailure
+from infrastructure.storage.signed_record import SEPARATOR, IntegrityFailure, UnknownSigningKey
 from infrastructure.storage.store import LedgerStore
 from projections.receipts import receipt_diff
 
@@ -79,6 +79,11 @@ class StoredReceipt:
     @property
     def intact(self) -> bool:
         return self.failure is None
+
+    @property
+    def altered(self) -> bool:
+        """Its record's MAC failed under a key this keyring holds: edited in the database."""
+        return self.failure is not None and not isinstance(self.failure, UnknownSigningKey)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +224,7 @@ class ReceiptService:
     def verify(self, receipt_id: str, tenant: str) -> Verdict:
         receipt = self.stored(receipt_id, tenant)
         return verify_receipt(
-            self.store.keyring, receipt.body, receipt.signature, record_intact=receipt.intact
+            self.store.keyring, receipt.body, receipt.signature, record_altered=receipt.altered
         )
 
     def listing(
@@ -273,7 +278,7 @@ class ReceiptService:
         require_any(replayed_by, RECEIPT_REPLAYERS)
         stored = self.stored(receipt_id, tenant)
         verdict = verify_receipt(
-            self.store.keyring, stored.body, stored.signature, record_intact=stored.intact
+            self.store.keyring, stored.body, stored.signature, record_altered=stored.altered
         )
         bundle = frozen_bundle(stored.body, verdict.reason.value)
         original = stored.body

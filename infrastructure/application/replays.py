@@ -25,7 +25,7 @@ from typing import Any
 
 from domain.aggregate import MaceAggregate
 from domain.canonical import digest
-from domain.errors import ErrorCode
+from domain.errors import ErrorCode, MaceError
 from domain.governance import (
     Actor,
     Governance,
@@ -215,8 +215,11 @@ class ReplayService:
     def _run_replay(self, job: Job | None, request: ReplayRequest, tenant: str) -> ReplayOutcome:
         try:
             return replay_job(LedgerReplaySource(self, job, tenant), request)
-        except IntegrityFailure as exc:
-            # A stream read mid-replay (SEM history, a governance record) failed verification.
+        except MaceError as exc:
+            # A stream read mid-replay (SEM history, a governance record) failed verification,
+            # or lost the version the job read.
+            if exc.code is not ErrorCode.INTEGRITY_FAILURE:
+                raise
             return ReplayOutcome.stopped(
                 request.job_id, request.mode, "integrity", ErrorCode.INTEGRITY_FAILURE, exc.message
             )

@@ -1,5 +1,8 @@
 """Whole-stream checks: contiguous versions, every MAC, the seal if there is one, its witness.
 
+A job's completion (``JobCompleted``) is written in one transaction with its seal, right before
+it: a stream that ends at its completion has lost its seal, which only tampering can do.
+
 A stream is verified completely before any of it is decoded, so a caller never sees an event from
 a stream that has been tampered with anywhere. A job's seal and its witness are held against each
 other here, once, for reading a job and for verifying a whole store alike.
@@ -15,6 +18,7 @@ import orjson
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
+from domain.events import JobCompleted
 from domain.job import Job
 from infrastructure.storage.keyring import Keyring
 from infrastructure.storage.signed_record import (
@@ -25,6 +29,7 @@ from infrastructure.storage.signed_record import (
 )
 
 SEAL_TOPIC = get_topic(Job.Sealed)
+RECORDED_TOPIC = get_topic(Job.Recorded)
 
 
 def verify_stream(
@@ -44,7 +49,18 @@ def verify_stream(
         expected += 1
     if first_version == 1:
         check_seal(stream, verified)
+        check_completion_sealed(stream, verified)
     return verified
+
+
+def check_completion_sealed(stream: UUID | str, verified: Sequence[VerifiedRecord]) -> None:
+    """A job's completion is followed by its seal: only the last event can lack one."""
+    if not verified or verified[-1].stored.topic != RECORDED_TOPIC:
+        return
+    last = verified[-1]
+    if orjson.loads(last.body).get("event_type") == JobCompleted.EVENT_TYPE:
+        reason = "seal missing: the job's completion is not followed by its seal"
+        raise IntegrityFailure(stream, last.stored.originator_version + 1, reason)
 
 
 def check_seal(stream: UUID | str, verified: Sequence[VerifiedRecord]) -> None:

@@ -4,10 +4,11 @@ The body names its own algorithm and key id (``body["signature"]``), so both are
 MAC. The keyring signs with its active key and verifies with any key it holds, so a receipt
 signed before a key rotation still verifies after it.
 
-A verdict is ``valid`` true (``ok``), false (``signature_mismatch``) or null when the receipt
-cannot be checked here (``no_signature``, ``unsupported_algorithm``, ``key_unavailable``). Its
-stored record carries the ledger's own MAC too: a record whose MAC fails has been edited in the
-database, so it never verifies ``ok``, whatever its receipt signature says.
+A verdict is ``valid`` true (``ok``), false (``record_mac_mismatch``, ``signature_mismatch``) or
+null when the receipt cannot be checked here (``no_signature``, ``unsupported_algorithm``,
+``key_unavailable``). Its stored record carries the ledger's own MAC too, checked first: a record
+whose MAC fails has been edited in the database, so nothing it says about its own signature (key
+id, algorithm, signature) is believed, and it is ``record_mac_mismatch``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from infrastructure.storage.keyring import Keyring
 
 class VerifyReason(StrEnum):
     OK = "ok"
+    RECORD_MAC_MISMATCH = "record_mac_mismatch"
     SIGNATURE_MISMATCH = "signature_mismatch"
     KEY_UNAVAILABLE = "key_unavailable"
     NO_SIGNATURE = "no_signature"
@@ -56,14 +58,18 @@ def sign_receipt(keyring: Keyring, body: dict[str, Any]) -> str:
 
 
 def verify_receipt(
-    keyring: Keyring, body: Any, signature: Any, *, record_intact: bool = True
+    keyring: Keyring, body: Any, signature: Any, *, record_altered: bool = False
 ) -> Verdict:
+    """``record_altered``: the stored record's ledger MAC failed under a key the keyring holds."""
     declared = body.get("signature") if isinstance(body, dict) else None
-    if not isinstance(declared, dict) or not isinstance(signature, str):
-        return Verdict(None, None, None, VerifyReason.NO_SIGNATURE)
-    key_id, algorithm = declared.get("key_id"), declared.get("algorithm")
+    named = declared if isinstance(declared, dict) else {}
+    key_id, algorithm = named.get("key_id"), named.get("algorithm")
     key_id = key_id if isinstance(key_id, str) else None
     algorithm = algorithm if isinstance(algorithm, str) else None
+    if record_altered:
+        return Verdict(False, key_id, algorithm, VerifyReason.RECORD_MAC_MISMATCH)
+    if not isinstance(declared, dict) or not isinstance(signature, str):
+        return Verdict(None, None, None, VerifyReason.NO_SIGNATURE)
     if algorithm != SIGNATURE_ALGORITHM:
         return Verdict(None, key_id, algorithm, VerifyReason.UNSUPPORTED_ALGORITHM)
     if key_id is None or not keyring.has_key(key_id):
@@ -72,6 +78,6 @@ def verify_receipt(
         holds = keyring.verify(key_id, canonical_json(body), bytes.fromhex(signature))
     except (ValueError, CanonicalJSONError):
         holds = False
-    if not (holds and record_intact):
+    if not holds:
         return Verdict(False, key_id, algorithm, VerifyReason.SIGNATURE_MISMATCH)
     return Verdict(True, key_id, algorithm, VerifyReason.OK)

@@ -44,6 +44,11 @@ class IntegrityFailure(MaceError):
         self.reason = reason
 
 
+class UnknownSigningKey(IntegrityFailure):
+    """A record signed under a key id the keyring does not hold: not checked, so not known to
+    be altered either."""
+
+
 @dataclass(frozen=True, slots=True)
 class VerifiedRecord:
     """A stored event whose MAC held, with the parts of its envelope."""
@@ -88,7 +93,7 @@ def verify_record(keyring: Keyring, stored: StoredEvent) -> VerifiedRecord:
     except (UnicodeDecodeError, ValueError):
         raise IntegrityFailure(stream, version, "malformed MAC") from None
     if not keyring.has_key(key_id):
-        raise IntegrityFailure(stream, version, f"signed with unknown key id {key_id!r}")
+        raise UnknownSigningKey(stream, version, f"signed with unknown key id {key_id!r}")
     body = parts[3]
     if not keyring.verify(key_id, mac_message(stream, version, stored.topic, body), mac):
         raise IntegrityFailure(stream, version, "MAC mismatch")

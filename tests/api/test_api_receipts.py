@@ -831,6 +831,23 @@ def emitted(api: Api, acme: Acme) -> str:
     return receipt_id
 
 
+def test_an_edited_key_id_is_invalid_not_unchecked(
+    api: Api, settings: Settings, emitted: str
+) -> None:
+    # The row's own MAC is checked first: a key id the keyring lacks would answer valid null.
+    edit_receipt(settings, emitted, lambda f: f["body"]["signature"].update(key_id="k9"))
+    verdict = api.get(f"/v1/receipts/{emitted}/verify")
+    assert (verdict.status_code, verdict.json()) == (
+        200,
+        {
+            "valid": False,
+            "key_id": "k9",
+            "algorithm": "HMAC-SHA256",
+            "reason": "record_mac_mismatch",
+        },
+    )
+
+
 def test_an_edited_row_fails_verify_replay_and_read(
     api: Api, settings: Settings, emitted: str
 ) -> None:
@@ -843,14 +860,14 @@ def test_an_edited_row_fails_verify_replay_and_read(
             "valid": False,
             "key_id": "k1",
             "algorithm": "HMAC-SHA256",
-            "reason": "signature_mismatch",
+            "reason": "record_mac_mismatch",
         },
     )
     assert_error(
         replay(api, emitted),
         422,
         "unreplayable.invalid_snapshot",
-        "the policy snapshot is on a receipt whose signature does not verify (signature_mismatch)",
+        "the policy snapshot is on a receipt whose signature does not verify (record_mac_mismatch)",
     )
     text = assert_error(api.get(f"/v1/receipts/{emitted}"), 500, "INTEGRITY_FAILURE")
     assert text.endswith(f"receipt {emitted}: MAC mismatch")

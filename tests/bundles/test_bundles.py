@@ -328,7 +328,7 @@ def _drop_middle_record(data: dict[str, Any], job: Any) -> str:
 def _drop_seal(data: dict[str, Any], job: Any) -> str:
     last = max(r["version"] for r in data["records"] if r["originator_id"] == str(job))
     del data["records"][record_index(data, job, last)]
-    return f"stream {job} version {last}: holds {last - 1} of the {last} records listed"
+    return f"stream {job} version {last}: seal missing: the job's completion is not followed by"
 
 
 def _reorder_streams(data: dict[str, Any], job: Any) -> str:

@@ -310,22 +310,29 @@ def test_a_key_the_job_never_touched_gives_no_entry() -> None:
 
 
 @pytest.mark.parametrize("kind", ["read", "write"])
-def test_a_stamp_no_version_carries_gives_no_entry(kind: str) -> None:
+def test_a_stamp_no_version_carries_is_an_integrity_failure(kind: str) -> None:
+    # The version the job met was deleted from the ledger (a stream stays contiguous when its
+    # newest versions go): never a divergence.
     entry, stamps = written(["red", "blue"])
     foreign = DeterministicClock("another-seed").iso(2)
     assert foreign not in stamps
     event: RunEvent = (
         read_event(COLOR, "blue", foreign) if kind == "read" else write_event(COLOR, "x", foreign)
     )
-    assert MemoryAsRecorded(FakeSemHistory(entry), DEFAULT_TENANT, [event]).entry(COLOR) is None
+    memory = MemoryAsRecorded(FakeSemHistory(entry), DEFAULT_TENANT, [event])
+    with pytest.raises(MaceError, match=f"the version stamped {foreign} that the job read") as e:
+        memory.entry(COLOR)
+    assert e.value.code is ErrorCode.INTEGRITY_FAILURE
 
 
-def test_a_recorded_stamp_of_a_key_with_no_history_gives_no_entry() -> None:
+def test_a_recorded_stamp_of_a_key_with_no_history_is_an_integrity_failure() -> None:
     _, stamps = written(["red"])
     memory = MemoryAsRecorded(
         FakeSemHistory(), DEFAULT_TENANT, [read_event(COLOR, "red", stamps[0])]
     )
-    assert memory.entry(COLOR) is None
+    with pytest.raises(MaceError) as failure:
+        memory.entry(COLOR)
+    assert failure.value.code is ErrorCode.INTEGRITY_FAILURE
 
 
 def test_the_first_meeting_with_a_key_decides() -> None:
@@ -564,12 +571,12 @@ def test_a_sem_write_replays_over_the_history_that_followed() -> None:
     assert step_names(outcome) == SUCCESS_STEPS
 
 
-def test_a_sem_read_against_a_different_history_diverges() -> None:
+def test_a_sem_read_whose_history_is_gone_is_an_integrity_failure() -> None:
     entry, _ = written(["red", "blue"])
     job, _ = recorded_job("what is my favorite color", sem=InMemorySem(entry))
-    outcome = audit(FakeSource(job))  # the key's history is gone: the replay reads a miss
-    assert outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
-    assert outcome.divergences[0].field in EQUALITY_FIELDS
+    with pytest.raises(MaceError) as failure:  # the service records it as a stopped replay
+        audit(FakeSource(job))
+    assert failure.value.code is ErrorCode.INTEGRITY_FAILURE
 
 
 def test_missing_snapshots_stop_the_replay() -> None:

@@ -98,6 +98,9 @@ def test_bad_job_input_is_refused_and_nothing_written(ledger: Ledger, raw_table:
     ledger.jobs.start("job-3", "s1", "x", {})
     with pytest.raises(ValueError, match=r"\$\.x"):
         ledger.jobs.record_events("job-3", [("OK", {"a": 1}), ("BAD", {"x": float("nan")})])
+    # A completion is the ledger's own, stored with the seal: one without is tampering.
+    with pytest.raises(ValueError, match="JobCompleted is recorded by the ledger"):
+        ledger.jobs.record_events("job-3", [("OK", {}), ("JobCompleted", {})])
     # job-3's start and its registration (the registry's opening and job number 0), and the
     # check record of the key that signed them, no more.
     assert raw_table.execute("SELECT COUNT(*) FROM {table}") == [(4,)]

@@ -149,3 +149,11 @@ def test_deleting_a_whole_job_is_caught_by_the_job_registry(
     with pytest.raises(IntegrityFailure, match="registered job job-1 has no events") as failure:
         ledger.store.verify_all()
     assert (failure.value.stream, failure.value.version) == (str(JOB), 1)
+
+
+def test_a_snapshot_never_stored_is_no_tampering(ledger: Ledger) -> None:
+    # Only a snapshot a completed job found in the ledger must still be there; a job recorded
+    # piece by piece records no completion, so what it declares is not claimed present.
+    ledger.jobs.start("job-1", "s1", "2 + 2", {"router": "0" * 64})
+    ledger.jobs.seal("job-1")
+    assert ledger.store.verify_all().sealed_jobs == 1
