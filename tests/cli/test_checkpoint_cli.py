@@ -7,26 +7,15 @@ line ``mace: INVALID_INPUT: ...``, exit 2, and nothing is written.
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from support.ledger_fixtures import run
+from support.ledger_fixtures import development_env, mace_process, run
 
 from infrastructure.storage.settings import Settings
-
-MACE = "import sys; from infrastructure.cli import main; sys.exit(main())"
-
-
-def mace(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", MACE, *argv], env=env, capture_output=True, text=True, check=False
-    )
 
 
 def new_key_file(directory: Path) -> Path:
@@ -130,11 +119,10 @@ def test_production_refuses_without_a_checkpoint_key(
 def test_the_development_key_is_made_once_and_announced_by_the_command_that_made_it(
     tmp_path: Path,
 ) -> None:
-    unset = {name: value for name, value in os.environ.items() if not name.startswith("MACE_")}
-    env = unset | {"MACE_STORE": f"sqlite:///{tmp_path}/mace.db"}
+    env = development_env(f"sqlite:///{tmp_path}/mace.db")
     key_file = tmp_path / "mace.db.checkpoint-key.pem"
 
-    first = mace(env, "checkpoint", "public-key")
+    first = mace_process(env, "checkpoint", "public-key")
     assert first.returncode == 0, first.stderr
     assert first.stderr == (
         f"mace: warning: created development checkpoint key {key_file};"
@@ -142,6 +130,6 @@ def test_the_development_key_is_made_once_and_announced_by_the_command_that_made
     )
     assert key_file.stat().st_mode & 0o777 == 0o600
 
-    again = mace(env, "checkpoint", "public-key")
+    again = mace_process(env, "checkpoint", "public-key")
     assert (again.returncode, again.stderr, again.stdout) == (0, "", first.stdout)
     raw_public(again.stdout)

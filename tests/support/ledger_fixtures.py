@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,26 @@ def subprocess_env(store_url: str, **extra: str) -> dict[str, str]:
         "MACE_ACTIVE_KEY_ID": "k1",
         **extra,
     }
+
+
+def development_env(store_url: str) -> dict[str, str]:
+    """The environment of a first-time user: no ``MACE_*`` variable but the store."""
+    plain = {name: value for name, value in os.environ.items() if not name.startswith("MACE_")}
+    return plain | {"MACE_STORE": store_url}
+
+
+MACE_MAIN = "import sys; from infrastructure.cli import main; sys.exit(main())"
+
+
+def mace_process(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    """``mace *argv`` in a fresh interpreter (what a shell user sees: warnings, exit code)."""
+    return subprocess.run(
+        [sys.executable, "-c", MACE_MAIN, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
