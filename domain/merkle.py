@@ -5,21 +5,35 @@ ledger can be checked with any RFC 9162 verifier. Leaves and nodes are hashed un
 prefixes (0x00, 0x01) so that no node can pass for a leaf. Every function here takes leaf hashes,
 not leaf data: what a leaf binds is the caller's choice, the tree's shape is not.
 
-Proof generation follows the recursive definitions (MTH, PATH, SUBPROOF) literally, which costs
-O(n) hashes for a tree of n leaves; verification follows the RFC's iterative algorithms, which
-cost O(log n) and need no leaves. `MerkleBuilder` computes the same roots over a stream of leaves
-in O(log n) memory.
+Proof generation follows the recursive definitions (MTH, PATH, SUBPROOF); verification follows
+the RFC's iterative algorithms, which cost O(log n) and need no leaves. `MerkleBuilder` computes
+the same roots over a stream of leaves in O(log n) memory, and reports every complete subtree
+("node") as it completes, so that a writer can store them.
+
+Roots and proofs come in two forms with one algorithm behind them: from the leaf hashes, which
+costs O(n) hashes for a tree of n leaves, or from stored nodes (`NodeLookup`), which costs
+O(log n) lookups.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 _LEAF_PREFIX = b"\x00"
 _NODE_PREFIX = b"\x01"
+
+NodeLookup = Callable[[int, int], bytes]
+"""(level, index) -> the root of the complete subtree over leaves [index * 2**level,
+(index + 1) * 2**level); level 0 is the leaf hashes. A lookup raises KeyError for a node it does
+not hold; the functions here let that KeyError through unchanged, so the caller sees which node
+was missing. After n leaves every complete subtree inside [0, n) exists, and that is all the
+roots and proofs of the first n leaves ask for."""
+
+MerkleNode = tuple[int, int, bytes]
+"""(level, index, hash) of a complete subtree: what a `NodeLookup` is asked and answers."""
 
 
 def leaf_hash(data: bytes) -> bytes:
@@ -33,24 +47,55 @@ def node_hash(left: bytes, right: bytes) -> bytes:
 def root(leaf_hashes: Sequence[bytes]) -> bytes:
     """MTH (section 2.1.1): the root of the tree over these leaf hashes, in order."""
     _check_hashes(leaf_hashes, "leaf hash")
-    if not leaf_hashes:
+    return root_from_nodes(len(leaf_hashes), _nodes_hashed_from(leaf_hashes))
+
+
+def root_from_nodes(size: int, node: NodeLookup) -> bytes:
+    """MTH of the first `size` leaves, from the stored nodes."""
+    if size < 0:
+        raise ValueError(f"tree size {size} is negative")
+    if size == 0:
         return EMPTY_ROOT
-    return _subtree_root(leaf_hashes, 0, len(leaf_hashes))
+    return range_root(0, size, node)
+
+
+def range_root(start: int, end: int, node: NodeLookup) -> bytes:
+    """MTH of leaves [start, end), from the complete nodes inside that range.
+
+    A range that is a complete node is one lookup; any other splits as MTH does, so its ragged
+    right edge folds like a builder's peaks. A range whose start is a multiple of a power of two
+    at least its length (every range a proof uses) costs at most one lookup per bit of its length.
+    """
+    if not 0 <= start < end:
+        raise ValueError(f"leaf range [{start}, {end}) holds no leaves (expected 0 <= start < end)")
+    width = end - start
+    if width & (width - 1) == 0 and start % width == 0:
+        level = width.bit_length() - 1
+        stored = node(level, start >> level)
+        _check_hashes((stored,), "node hash")
+        return stored
+    middle = start + _split(width)
+    return node_hash(range_root(start, middle, node), range_root(middle, end, node))
 
 
 def inclusion_proof(leaf_hashes: Sequence[bytes], index: int) -> list[bytes]:
     """PATH (section 2.1.3.1): the sibling hashes from leaf `index` up to the root."""
-    _check_index(index, len(leaf_hashes))
     _check_hashes(leaf_hashes, "leaf hash")
+    return inclusion_proof_from_nodes(index, len(leaf_hashes), _nodes_hashed_from(leaf_hashes))
+
+
+def inclusion_proof_from_nodes(index: int, size: int, node: NodeLookup) -> list[bytes]:
+    """PATH for leaf `index` of the tree of the first `size` leaves, from the stored nodes."""
+    _check_index(index, size)
     siblings: list[bytes] = []
-    start, end = 0, len(leaf_hashes)
+    start, end = 0, size
     while end - start > 1:
         middle = start + _split(end - start)
         if index < middle:
-            siblings.append(_subtree_root(leaf_hashes, middle, end))
+            siblings.append(range_root(middle, end, node))
             end = middle
         else:
-            siblings.append(_subtree_root(leaf_hashes, start, middle))
+            siblings.append(range_root(start, middle, node))
             start = middle
     # Collected from the root down; the proof lists them from the leaf up.
     return siblings[::-1]
@@ -78,9 +123,13 @@ def verify_inclusion(
 
 def consistency_proof(leaf_hashes: Sequence[bytes], old_size: int) -> list[bytes]:
     """PROOF (section 2.1.4.1): the hashes that show these leaves extend their first `old_size`."""
-    new_size = len(leaf_hashes)
-    _check_sizes(old_size, new_size)
     _check_hashes(leaf_hashes, "leaf hash")
+    return consistency_proof_from_nodes(old_size, len(leaf_hashes), _nodes_hashed_from(leaf_hashes))
+
+
+def consistency_proof_from_nodes(old_size: int, new_size: int, node: NodeLookup) -> list[bytes]:
+    """PROOF that the first `new_size` leaves extend the first `old_size`, from stored nodes."""
+    _check_sizes(old_size, new_size)
     if old_size in (0, new_size):
         # PROOF is defined for 0 < m < n: nothing is needed to extend the empty tree or oneself.
         return []
@@ -92,14 +141,14 @@ def consistency_proof(leaf_hashes: Sequence[bytes], old_size: int) -> list[bytes
     while old_end != end:
         middle = start + _split(end - start)
         if old_end <= middle:
-            hashes.append(_subtree_root(leaf_hashes, middle, end))
+            hashes.append(range_root(middle, end, node))
             end = middle
         else:
-            hashes.append(_subtree_root(leaf_hashes, start, middle))
+            hashes.append(range_root(start, middle, node))
             start = middle
             whole_old_tree = False
     if not whole_old_tree:
-        hashes.append(_subtree_root(leaf_hashes, start, end))
+        hashes.append(range_root(start, end, node))
     # Collected from the root down; the proof lists them from the bottom up.
     return hashes[::-1]
 
@@ -171,16 +220,19 @@ class MerkleBuilder:
     def peaks(self) -> tuple[bytes, ...]:
         return tuple(self._peaks)
 
-    def append(self, leaf_hash: bytes) -> None:
+    def append(self, leaf_hash: bytes) -> list[MerkleNode]:
+        """Add a leaf; returns the nodes it completed, the leaf itself first, then upwards."""
         _check_hashes((leaf_hash,), "leaf hash")
-        node, size = leaf_hash, self._size
-        # Each trailing 1 bit of the old size is a complete subtree of the new leaf's height that
-        # the new leaf completes into one twice as large.
-        while size & 1:
-            node = node_hash(self._peaks.pop(), node)
-            size >>= 1
+        completed: list[MerkleNode] = [(0, self._size, leaf_hash)]
+        level, index, node = completed[0]
+        # A node at an odd index is a right child: the newest peak, a complete subtree of its
+        # height, is its left sibling, and together they complete their parent.
+        while index & 1:
+            level, index, node = level + 1, index >> 1, node_hash(self._peaks.pop(), node)
+            completed.append((level, index, node))
         self._peaks.append(node)
         self._size += 1
+        return completed
 
     def root(self) -> bytes:
         if not self._peaks:
@@ -197,14 +249,16 @@ def _split(size: int) -> int:
     return 1 << ((size - 1).bit_length() - 1)
 
 
-def _subtree_root(leaf_hashes: Sequence[bytes], start: int, end: int) -> bytes:
-    """MTH of leaf_hashes[start:end] (not empty), by index so that no level copies the list."""
-    if end - start == 1:
-        return leaf_hashes[start]
-    middle = start + _split(end - start)
-    return node_hash(
-        _subtree_root(leaf_hashes, start, middle), _subtree_root(leaf_hashes, middle, end)
-    )
+def _nodes_hashed_from(leaf_hashes: Sequence[bytes]) -> NodeLookup:
+    """The nodes of these leaves, each hashed when asked for (2**level - 1 hashes): the leaf
+    list's stand-in for stored nodes, so that both forms of every proof run the same code."""
+
+    def node(level: int, index: int) -> bytes:
+        if level == 0:
+            return leaf_hashes[index]
+        return node_hash(node(level - 1, 2 * index), node(level - 1, 2 * index + 1))
+
+    return node
 
 
 def _skip_levels_without_right_sibling(fn: int, sn: int) -> tuple[int, int]:

@@ -23,11 +23,16 @@ from hypothesis import strategies as st
 from domain.merkle import (
     EMPTY_ROOT,
     MerkleBuilder,
+    NodeLookup,
     consistency_proof,
+    consistency_proof_from_nodes,
     inclusion_proof,
+    inclusion_proof_from_nodes,
     leaf_hash,
     node_hash,
+    range_root,
     root,
+    root_from_nodes,
     verify_consistency,
     verify_inclusion,
 )
@@ -180,6 +185,29 @@ def _nodes(names: list[tuple[int, int] | str]) -> list[bytes]:
     ]
 
 
+def _reference_node(level: int, index: int) -> bytes:
+    return NODE_HASHES[level][index]
+
+
+def _lookup(stored: dict[tuple[int, int], bytes]) -> NodeLookup:
+    """A node store as the checkpoint writer keeps one, keyed by (level, index)."""
+
+    def node(level: int, index: int) -> bytes:
+        return stored[level, index]
+
+    return node
+
+
+def _stored_nodes(leaf_hashes: list[bytes]) -> dict[tuple[int, int], bytes]:
+    """What a writer stores: every node that MerkleBuilder.append reported."""
+    builder = MerkleBuilder()
+    return {
+        (level, index): hash_
+        for leaf in leaf_hashes
+        for level, index, hash_ in builder.append(leaf)
+    }
+
+
 def _accepts(verify: Callable[..., bool], *claim: object) -> bool:
     """A claim with sizes that cannot be (ValueError) is as refused as one that does not verify."""
     try:
@@ -219,6 +247,7 @@ def test_the_empty_tree_hashes_the_empty_string() -> None:
 @pytest.mark.parametrize("size", range(9))
 def test_root_at_every_size(size: int) -> None:
     assert root(LEAF_HASHES[:size]) == ROOTS[size]
+    assert root_from_nodes(size, _reference_node) == ROOTS[size]
 
 
 def test_builder_gives_the_reference_root_at_every_size() -> None:
@@ -231,10 +260,27 @@ def test_builder_gives_the_reference_root_at_every_size() -> None:
     assert builder.size == 8
 
 
+def test_builder_reports_the_reference_nodes_leaf_first() -> None:
+    builder = MerkleBuilder()
+    reported = [builder.append(leaf) for leaf in LEAF_HASHES]
+    assert {(level, index): hash_ for nodes in reported for level, index, hash_ in nodes} == {
+        (level, index): hash_
+        for level, row in enumerate(NODE_HASHES)
+        for index, hash_ in enumerate(row)
+    }
+    assert reported[7] == [
+        (0, 7, NODE_HASHES[0][7]),
+        (1, 3, NODE_HASHES[1][3]),
+        (2, 1, NODE_HASHES[2][1]),
+        (3, 0, NODE_HASHES[3][0]),
+    ]
+
+
 @pytest.mark.parametrize(("index", "size"), sorted(HEX_INCLUSION_PROOFS))
 def test_inclusion_proofs_match_the_hex_vectors(index: int, size: int) -> None:
     proof = [bytes.fromhex(text) for text in HEX_INCLUSION_PROOFS[index, size]]
     assert inclusion_proof(LEAF_HASHES[:size], index) == proof
+    assert inclusion_proof_from_nodes(index, size, _reference_node) == proof
     assert verify_inclusion(LEAF_HASHES[index], index, size, proof, ROOTS[size])
 
 
@@ -242,6 +288,7 @@ def test_inclusion_proofs_match_the_hex_vectors(index: int, size: int) -> None:
 def test_inclusion_proofs_name_the_reference_nodes(index: int, size: int) -> None:
     proof = _nodes(INCLUSION_NODES[index, size])
     assert inclusion_proof(LEAF_HASHES[:size], index) == proof
+    assert inclusion_proof_from_nodes(index, size, _reference_node) == proof
     assert verify_inclusion(LEAF_HASHES[index], index, size, proof, ROOTS[size])
 
 
@@ -249,6 +296,7 @@ def test_inclusion_proofs_name_the_reference_nodes(index: int, size: int) -> Non
 def test_consistency_proofs_match_the_hex_vectors(old_size: int, new_size: int) -> None:
     proof = [bytes.fromhex(text) for text in HEX_CONSISTENCY_PROOFS[old_size, new_size]]
     assert consistency_proof(LEAF_HASHES[:new_size], old_size) == proof
+    assert consistency_proof_from_nodes(old_size, new_size, _reference_node) == proof
     assert verify_consistency(old_size, new_size, ROOTS[old_size], ROOTS[new_size], proof)
 
 
@@ -256,6 +304,7 @@ def test_consistency_proofs_match_the_hex_vectors(old_size: int, new_size: int) 
 def test_consistency_proofs_name_the_reference_nodes(old_size: int, new_size: int) -> None:
     proof = _nodes(CONSISTENCY_NODES[old_size, new_size])
     assert consistency_proof(LEAF_HASHES[:new_size], old_size) == proof
+    assert consistency_proof_from_nodes(old_size, new_size, _reference_node) == proof
     assert verify_consistency(old_size, new_size, ROOTS[old_size], ROOTS[new_size], proof)
 
 
@@ -348,6 +397,8 @@ def test_an_index_outside_the_tree_is_refused(index: int) -> None:
     with pytest.raises(ValueError, match=message):
         inclusion_proof(LEAF_HASHES, index)
     with pytest.raises(ValueError, match=message):
+        inclusion_proof_from_nodes(index, 8, _reference_node)
+    with pytest.raises(ValueError, match=message):
         verify_inclusion(LEAF_HASHES[0], index, 8, [], ROOTS[8])
 
 
@@ -361,6 +412,8 @@ def test_an_old_size_outside_the_new_tree_is_refused(old_size: int, new_size: in
     message = f"old tree size {old_size} is outside 0..{new_size}"
     with pytest.raises(ValueError, match=message):
         consistency_proof(LEAF_HASHES[:new_size], old_size)
+    with pytest.raises(ValueError, match=message):
+        consistency_proof_from_nodes(old_size, new_size, _reference_node)
     with pytest.raises(ValueError, match=message):
         verify_consistency(old_size, new_size, ROOTS[1], ROOTS[8], [])
 
@@ -378,6 +431,114 @@ def test_hashes_of_another_length_are_refused(value: bytes) -> None:
         consistency_proof([*LEAF_HASHES, value], 1)
 
 
+@pytest.mark.parametrize(("start", "end"), [(3, 3), (5, 4), (-1, 2)])
+def test_a_range_without_leaves_is_refused(start: int, end: int) -> None:
+    with pytest.raises(ValueError, match=rf"leaf range \[{start}, {end}\) holds no leaves"):
+        range_root(start, end, _reference_node)
+
+
+def test_a_negative_tree_size_is_refused() -> None:
+    with pytest.raises(ValueError, match="tree size -1 is negative"):
+        root_from_nodes(-1, _reference_node)
+
+
+@pytest.mark.parametrize("value", [b"", b"\x00" * 31, NODE_HASHES[0][0].hex().encode()])
+def test_a_stored_node_of_another_length_is_refused(value: bytes) -> None:
+    with pytest.raises(ValueError, match=f"node hash must be 32 bytes, got {len(value)}"):
+        root_from_nodes(5, lambda level, index: value)
+
+
+# --- Proofs from stored nodes ---------------------------------------------------------------------
+
+
+def test_a_missing_node_is_a_key_error_naming_it() -> None:
+    stored = _stored_nodes(LEAF_HASHES)
+    del stored[1, 1]
+    node = _lookup(stored)
+    with pytest.raises(KeyError, match=r"^\(1, 1\)$"):
+        inclusion_proof_from_nodes(0, 8, node)
+    with pytest.raises(KeyError, match=r"^\(1, 1\)$"):
+        consistency_proof_from_nodes(2, 8, node)
+    with pytest.raises(KeyError, match=r"^\(1, 1\)$"):
+        range_root(2, 4, node)
+    # Nodes that the proof does not need may be missing.
+    assert inclusion_proof_from_nodes(7, 8, node) == _nodes([(0, 6), (1, 2), (2, 0)])
+
+
+def test_a_tree_larger_than_the_stored_one_is_a_missing_node() -> None:
+    with pytest.raises(KeyError, match=r"^\(0, 8\)$"):
+        root_from_nodes(9, _lookup(_stored_nodes(LEAF_HASHES)))
+
+
+def test_append_reports_exactly_the_subtrees_each_leaf_completes() -> None:
+    hashes = [leaf_hash(b"%d" % number) for number in range(70)]
+    builder = MerkleBuilder()
+    stored: dict[tuple[int, int], bytes] = {}
+    for size, leaf in enumerate(hashes, start=1):
+        completed = builder.append(leaf)
+        assert completed[0] == (0, size - 1, leaf)
+        assert [level for level, _, _ in completed] == list(range(len(completed)))
+        assert not stored.keys() & {(level, index) for level, index, _ in completed}
+        stored.update({(level, index): hash_ for level, index, hash_ in completed})
+        assert stored == {
+            (level, index): root(hashes[index << level : (index + 1) << level])
+            for level in range(size.bit_length())
+            for index in range(size >> level)
+        }
+
+
+def test_every_range_root_from_nodes_is_the_root_of_that_range() -> None:
+    hashes = [leaf_hash(b"%d" % number) for number in range(40)]
+    node = _lookup(_stored_nodes(hashes))
+    for start in range(40):
+        for end in range(start + 1, 41):
+            assert range_root(start, end, node) == root(hashes[start:end]), (start, end)
+
+
+def test_node_proofs_equal_leaf_proofs_at_every_size_up_to_70() -> None:
+    """Each size asks only the nodes stored by then, as a writer that stores what append reports
+    has them: every proof of the first n leaves is available after the n-th append."""
+    hashes = [leaf_hash(b"%d" % number) for number in range(70)]
+    builder = MerkleBuilder()
+    stored: dict[tuple[int, int], bytes] = {}
+    node = _lookup(stored)
+    roots: list[bytes] = []
+    for size in range(71):
+        leaves = hashes[:size]
+        roots.append(root(leaves))
+        assert root_from_nodes(size, node) == roots[size]
+        for index in range(size):
+            proof = inclusion_proof_from_nodes(index, size, node)
+            assert proof == inclusion_proof(leaves, index), (index, size)
+            assert verify_inclusion(hashes[index], index, size, proof, roots[size])
+        for old_size in range(size + 1):
+            proof = consistency_proof_from_nodes(old_size, size, node)
+            assert proof == consistency_proof(leaves, old_size), (old_size, size)
+            assert verify_consistency(old_size, size, roots[old_size], roots[size], proof)
+        if size < len(hashes):
+            stored.update({(level, index): h for level, index, h in builder.append(hashes[size])})
+
+
+def test_a_proof_from_nodes_costs_a_logarithmic_number_of_lookups() -> None:
+    stored = _stored_nodes([leaf_hash(b"%d" % number) for number in range(100)])
+    asked: list[tuple[int, int]] = []
+
+    def node(level: int, index: int) -> bytes:
+        asked.append((level, index))
+        return stored[level, index]
+
+    for size in range(1, 101):
+        bound = 2 * size.bit_length()
+        for index in range(size):
+            asked.clear()
+            inclusion_proof_from_nodes(index, size, node)
+            assert len(asked) <= bound, (index, size, asked)
+        for old_size in range(size + 1):
+            asked.clear()
+            consistency_proof_from_nodes(old_size, size, node)
+            assert len(asked) <= bound, (old_size, size, asked)
+
+
 # --- Resuming a builder from a checkpoint's peaks -------------------------------------------------
 
 
@@ -389,6 +550,22 @@ def test_a_resumed_builder_continues_the_same_tree() -> None:
     for leaf in LEAF_HASHES[5:]:
         resumed.append(leaf)
     assert (resumed.size, resumed.root()) == (8, ROOTS[8])
+
+
+@given(st.lists(st.binary(max_size=12), max_size=70), st.data())
+def test_a_resumed_builder_reports_the_nodes_a_fresh_one_would(
+    inputs: list[bytes], data: st.DataObject
+) -> None:
+    """A writer resuming from a checkpoint's peaks stores what one that never stopped would."""
+    hashes = [leaf_hash(value) for value in inputs]
+    cut = data.draw(st.integers(0, len(hashes)), label="resumed at")
+    fresh = MerkleBuilder()
+    reported = [fresh.append(leaf) for leaf in hashes]
+    first = MerkleBuilder()
+    for leaf in hashes[:cut]:
+        first.append(leaf)
+    resumed = MerkleBuilder.resumed(first.size, first.peaks)
+    assert [resumed.append(leaf) for leaf in hashes[cut:]] == reported[cut:]
 
 
 @pytest.mark.parametrize(
