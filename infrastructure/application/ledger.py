@@ -2,11 +2,14 @@
 
 `Ledger.open` opens the store (`LedgerStore`: the eventsourcing Application, plumbing only) and
 hands it, and the peers each needs, to every use case; callers reach them as ``ledger.jobs``,
-``ledger.replays``, ... The ledger itself does nothing else.
+``ledger.replays``, ... The ledger itself does one more thing: a ledger that saved anything
+writes a checkpoint when it is closed (`checkpoint_on_close`), so a command leaves the store
+fully checkpointed; the HTTP service turns that off and runs a notary instead.
 """
 
 from __future__ import annotations
 
+import logging
 from types import TracebackType
 
 from infrastructure.application.governance import GovernanceService
@@ -26,10 +29,13 @@ from infrastructure.application.snapshots import SnapshotService
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.store import LedgerStore
 
+logger = logging.getLogger("mace.checkpoints")
+
 
 class Ledger:
-    def __init__(self, store: LedgerStore) -> None:
+    def __init__(self, store: LedgerStore, *, checkpoint_on_close: bool = True) -> None:
         self.store = store
+        self.checkpoint_on_close = checkpoint_on_close
         self.snapshots = SnapshotService(store)
         self.sem = SemService(store, self.snapshots)
         self.jobs = JobService(store, self.snapshots, self.sem)
@@ -46,15 +52,38 @@ class Ledger:
         self.read_models = ReadModels(store)
 
     @classmethod
-    def open(cls, settings: Settings | None = None, *, create: bool = True) -> Ledger:
+    def open(
+        cls,
+        settings: Settings | None = None,
+        *,
+        create: bool = True,
+        checkpoint_on_close: bool = True,
+    ) -> Ledger:
         """Open the ledger the settings name; a writer sets up a new store's tables.
 
         ``create=False`` (readers) neither makes a store nor its tables: one not set up is refused.
         """
-        return cls(LedgerStore.open(settings, create=create))
+        store = LedgerStore.open(settings, create=create)
+        return cls(store, checkpoint_on_close=checkpoint_on_close)
 
     def close(self) -> None:
-        self.store.close()
+        """Checkpoint what this ledger saved (if it is to), then close the store."""
+        try:
+            self._checkpoint_saves()
+        finally:
+            self.store.close()
+
+    def _checkpoint_saves(self) -> None:
+        checkpoints = self.store.checkpoints
+        if not (self.checkpoint_on_close and self.store.wrote and checkpoints is not None):
+            return
+        try:
+            checkpoints.write()
+        except Exception as failure:  # noqa: BLE001
+            # What was saved stays saved and the command's own outcome stands; the failure
+            # (a store gone, an event tampered with since it was saved) is said, and the next
+            # writer or `mace verify --all` meets it again.
+            logger.warning("no checkpoint written: %s", failure)
 
     def __enter__(self) -> Ledger:
         return self

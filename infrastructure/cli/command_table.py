@@ -184,7 +184,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "checkpoint",
         Group.SERVICE,
-        "the key that signs the ledger's checkpoints: print its public half",
+        "write a signed checkpoint of the whole ledger now; print the key that checks them",
         _cli("checkpoint", "add_checkpoint_arguments"),
     ),
     Command(

@@ -22,6 +22,7 @@ from eventsourcing.postgres import PostgresAggregateRecorder
 from eventsourcing.utils import retry
 
 from infrastructure.storage.checked_recorder import CheckedPostgresRecorder
+from infrastructure.storage.checkpoint_tables import AlsoWrite
 
 CHUNK_ROWS: Final = 1000
 CHUNK_BYTES: Final = 1 << 20
@@ -46,8 +47,16 @@ def insert_chunks(
 class ChunkedPostgresRecorder(CheckedPostgresRecorder):
     """Reads as `CheckedPostgresRecorder` does (a NULL state is an integrity failure)."""
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **_: Any) -> Sequence[int] | None:
+        ids: Sequence[int] = self.insert_events_with(stored_events, None)
+        return ids
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events_with(
+        self, stored_events: Sequence[StoredEvent], also: AlsoWrite | None
+    ) -> Sequence[int]:
+        """Insert the events, and make ``also``'s writes in the same transaction (a checkpoint's
+        index rows): all are committed or none."""
         # The database-function path gives up commit-ordered notification ids: never taken.
         assert not self.datastore.enable_db_functions
         notification_ids: list[int] = []
@@ -65,4 +74,6 @@ class ChunkedPostgresRecorder(CheckedPostgresRecorder):
                 PostgresAggregateRecorder._insert_stored_events(self, curs, chunk)
                 ids = self._fetch_ids_after_insert_events(curs, chunk)
                 notification_ids.extend(ids or ())
+            if also is not None:
+                also(curs)
         return notification_ids

@@ -17,6 +17,8 @@ from eventsourcing.persistence import ApplicationRecorder, IntegrityError
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
+from infrastructure.storage.checkpoint_tables import TABLES as CHECKPOINT_TABLES
+from infrastructure.storage.checkpoint_tables import CheckpointTables
 from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.read_model_tables import ReadModelView
 
@@ -39,7 +41,7 @@ class StoreSchema:
         self.recorder = recorder
         self.view = view
         self.where = where
-        self.tables = (recorder.events_table_name, *self.view.table_names())
+        self.tables = (recorder.events_table_name, *CHECKPOINT_TABLES, *self.view.table_names())
 
     def missing(self) -> list[str]:
         """The tables not in the store, in set-up order."""
@@ -78,6 +80,7 @@ class StoreSchema:
             try:
                 # The events table first: a set-up killed midway leaves the views missing, not it.
                 self.recorder.create_table()
+                CheckpointTables(self.recorder).create()
                 self.view.create_table()
             except IntegrityError:
                 # SQLite has no advisory lock: a writer setting up at the same moment recorded

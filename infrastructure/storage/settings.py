@@ -4,8 +4,9 @@
 ``postgresql://user:password@host:port/dbname[?schema=name]``. It is translated into the
 environment eventsourcing reads (``PERSISTENCE_MODULE``, ``SQLITE_DBNAME``, ``POSTGRES_*``), with
 ``POSTGRES_ENABLE_DB_FUNCTIONS`` pinned off: the database-function insert path gives up the
-guarantee that notification order equals commit order. On PostgreSQL the ledger stores through
-`ChunkedPostgresRecorder`, eventsourcing's recorder with large saves written in chunks.
+guarantee that notification order equals commit order. The ledger stores through its own
+recorders (`ChunkedPostgresRecorder`, `LedgerSQLiteRecorder`): eventsourcing's, with large saves
+written in chunks on PostgreSQL and a checkpoint's index rows written in its save's transaction.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ class SQLiteStore:
     path: Path
 
     def eventsourcing_env(self) -> dict[str, str]:
-        return {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(self.path)}
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": str(self.path),
+            "APPLICATION_RECORDER_TOPIC": (
+                "infrastructure.storage.sqlite_recorder:LedgerSQLiteRecorder"
+            ),
+        }
 
     def describe(self) -> str:
         return f"sqlite:///{self.path}"

@@ -18,6 +18,9 @@ from eventsourcing.persistence import IntegrityError, RecordConflictError, Recor
 
 from domain.aggregate import MaceAggregate
 from domain.key_check import KeyCheck
+from infrastructure.storage.checkpoint_key import CheckpointKey
+from infrastructure.storage.checkpoint_tables import AlsoWrite, SavesWithIndex
+from infrastructure.storage.checkpoints import Checkpoints
 from infrastructure.storage.connection import check_reachable
 from infrastructure.storage.errors import ConflictError, LostRace, NotFoundError, StoreBusyError
 from infrastructure.storage.event_store import VerifyingEventStore
@@ -49,9 +52,14 @@ class LedgerStore(Application[UUID]):
     log_section_size = 1000
     env: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, location: Store, keyring: Keyring) -> None:
+    def __init__(
+        self, location: Store, keyring: Keyring, checkpoint_key: CheckpointKey | None = None
+    ) -> None:
         self.location = location
         self.keyring = keyring
+        self.checkpoint_key = checkpoint_key
+        # Whether this process saved anything: a command that wrote ends with a checkpoint.
+        self.wrote = False
         # Tables are set up by `open` (writers, `mace init`), never on construction: StoreSchema.
         super().__init__(env=location.eventsourcing_env() | {"CREATE_TABLE": "n"})
         self.key_checks = KeyChecks(self.recorder, keyring)
@@ -70,8 +78,9 @@ class LedgerStore(Application[UUID]):
             msg = f"no ledger at {location.describe()} (set MACE_STORE)"
             raise NotFoundError(msg)
         keyring = load_keyring(settings, create=create)
+        checkpoint_key = settings.load_checkpoint_key()
         check_reachable(location, settings.connect_timeout)
-        store = cls(location, keyring)
+        store = cls(location, keyring, checkpoint_key)
         try:
             schema = store.schema
             if create:
@@ -110,6 +119,12 @@ class LedgerStore(Application[UUID]):
         )
         return cast(ReadModelView, self.factory.tracking_recorder(view_class))
 
+    @cached_property
+    def checkpoints(self) -> Checkpoints | None:
+        """The checkpoint writer and reader; None for a store opened without a checkpoint key
+        (a bundle's records in memory)."""
+        return None if self.checkpoint_key is None else Checkpoints(self, self.checkpoint_key)
+
     @property
     def schema(self) -> StoreSchema:
         return StoreSchema(self.recorder, self.read_model_view, self.location.describe())
@@ -124,15 +139,21 @@ class LedgerStore(Application[UUID]):
             processing_event.events[:] = [*checks, *events]
             return super(LedgerStore, self)._record(processing_event)
 
-        return self._with_key_checks(write)
+        recordings = self._with_key_checks(write)
+        self.wrote = True
+        return recordings
 
-    def insert_records(self, records: Sequence[StoredEvent]) -> None:
-        """Store records signed elsewhere (an imported bundle) as they are, keys proven first."""
+    def insert_records(self, records: Sequence[StoredEvent], also: AlsoWrite | None = None) -> None:
+        """Store records signed elsewhere (an imported bundle) or made by hand (a checkpoint) as
+        they are, keys proven first, with ``also``'s writes in the same transaction."""
+        recorder = cast(SavesWithIndex, self.recorder)
 
         def write(checks: list[KeyCheck.Recorded]) -> None:
-            self.recorder.insert_events([*map(self.mapper.to_stored_event, checks), *records])
+            stored = [*map(self.mapper.to_stored_event, checks), *records]
+            recorder.insert_events_with(stored, also)
 
         self._with_key_checks(write)
+        self.wrote = True
 
     def _with_key_checks(self, write: Callable[[list[KeyCheck.Recorded]], T]) -> T:
         """Run ``write`` with the key checks it must carry; a check another writer stored first

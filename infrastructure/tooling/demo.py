@@ -93,7 +93,8 @@ def _scratch_copy(ledger: Ledger, directory: Path) -> Ledger:
     finally:
         destination.close()
         source.close()
-    return Ledger(LedgerStore(SQLiteStore(target), ledger.store.keyring))
+    store = ledger.store
+    return Ledger(LedgerStore(SQLiteStore(target), store.keyring, store.checkpoint_key))
 
 
 def _show_divergence(ledger: Ledger, job_id: str, say: Say) -> bool:

@@ -22,6 +22,8 @@ from infrastructure.storage.connection import connect_postgres
 from infrastructure.storage.settings import PostgresStore, Settings, SQLiteStore
 
 TEST_SECRETS = {"k1": b"\x11" * 32, "k2": b"\x22" * 32}
+TEST_CHECKPOINT_KEY = Path(__file__).with_name("test-checkpoint-key.pem")
+"""The Ed25519 key that signs every test store's checkpoints (a test key, nothing else)."""
 
 
 def signing_keys(*key_ids: str) -> SecretStr:
@@ -31,7 +33,10 @@ def signing_keys(*key_ids: str) -> SecretStr:
 
 def settings_for(store_url: str, *key_ids: str, active: str = "k1") -> Settings:
     return Settings(
-        store=store_url, signing_keys=signing_keys(*(key_ids or ("k1",))), active_key_id=active
+        store=store_url,
+        signing_keys=signing_keys(*(key_ids or ("k1",))),
+        active_key_id=active,
+        checkpoint_key=TEST_CHECKPOINT_KEY,
     )
 
 
@@ -41,6 +46,7 @@ def subprocess_env(store_url: str, **extra: str) -> dict[str, str]:
         "MACE_STORE": store_url,
         "MACE_SIGNING_KEYS": signing_keys("k1").get_secret_value(),
         "MACE_ACTIVE_KEY_ID": "k1",
+        "MACE_CHECKPOINT_KEY": str(TEST_CHECKPOINT_KEY),
         **extra,
     }
 
@@ -155,6 +161,7 @@ def cli_env(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
     assert settings.signing_keys is not None
     monkeypatch.setenv("MACE_SIGNING_KEYS", settings.signing_keys.get_secret_value())
     monkeypatch.setenv("MACE_ACTIVE_KEY_ID", "k1")
+    monkeypatch.setenv("MACE_CHECKPOINT_KEY", str(TEST_CHECKPOINT_KEY))
     return settings
 
 

@@ -1,0 +1,95 @@
+"""Checkpoints: signed commitments to the whole ledger, chained, in a stream of their own.
+
+A checkpoint commits to every stored event of every other stream up to a notification id, in
+notification (commit) order, as the leaves of an RFC 9162 Merkle tree (`domain.merkle`), and to
+each of those streams' length at that point (`heads_root`, `domain.stream_heads`). Each names the
+previous checkpoint's digest, so they form one chain, and the writer signs the canonical JSON of
+the body with an Ed25519 key whose public half anyone may hold.
+
+The checkpoint stream's own events are no leaves: a checkpoint cannot commit to itself, and
+leaving them out lets a checkpoint cover the whole ledger once it is written. The chain protects
+them instead (a checkpoint gone from the middle breaks the next one's ``previous``), and an
+exported checkpoint kept elsewhere protects the newest ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import ClassVar, Final
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from domain.aggregate import MaceAggregate
+from domain.canonical import canonical_json
+
+ALGORITHM: Final = "ed25519"
+HEX_HASH: Final = r"^[0-9a-f]{64}$"
+
+
+def leaf_data(originator_id: UUID, version: int, topic: str, state: bytes) -> bytes:
+    """What a stored event's Merkle leaf binds: its stream, version, topic and stored bytes.
+
+    Fixed-width id and version and a length-prefixed topic make the encoding unambiguous, and
+    simple enough that a database can compute the same bytes (PostgreSQL: ``uuid_send``,
+    ``int8send``, ``int4send``).
+    """
+    topic_bytes = topic.encode("utf-8")
+    return b"".join(
+        (
+            originator_id.bytes,
+            version.to_bytes(8, "big", signed=True),
+            len(topic_bytes).to_bytes(4, "big"),
+            topic_bytes,
+            state,
+        )
+    )
+
+
+class Checkpoint(BaseModel):
+    """The signed body of checkpoint ``number``: what an exported checkpoint carries.
+
+    ``peaks`` are the roots of the complete subtrees at ``tree_size`` (`MerkleBuilder.peaks`),
+    so that the next checkpoint extends this one's tree without reading the events it covers.
+    ``written_at`` is when it was written, by the wall clock: operations metadata for whoever
+    keeps exported checkpoints, never compared by a replay.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    number: int = Field(ge=1)
+    tree_size: int = Field(ge=0)
+    root: str = Field(pattern=HEX_HASH)
+    last_notification_id: int = Field(ge=0)
+    previous: str | None = Field(pattern=HEX_HASH)
+    heads_root: str = Field(pattern=HEX_HASH)
+    peaks: tuple[str, ...]
+    written_at: str
+
+    def signed_bytes(self) -> bytes:
+        """The bytes the signature is over: the body's canonical JSON."""
+        return canonical_json(self.model_dump(mode="json"))
+
+    def digest(self) -> str:
+        """What the next checkpoint names as its ``previous``."""
+        return hashlib.sha256(self.signed_bytes()).hexdigest()
+
+
+class LedgerCheckpoints(MaceAggregate):
+    """The ledger's one checkpoint stream: version n holds checkpoint n.
+
+    Written by appending (`MaceAggregate.appended`), never loaded whole: two writers racing for
+    the next number collide on the version, so the chain cannot fork.
+    """
+
+    NAME_PREFIX = "checkpoints"
+    NAME_FIELD = "ledger"
+    LEDGER: ClassVar[str] = "ledger"
+
+    class Signed(MaceAggregate.Event):
+        checkpoint: Checkpoint
+        key_id: str
+        signature: str  # base64 of the Ed25519 signature over `Checkpoint.signed_bytes`
+
+
+CHECKPOINT_STREAM: Final = LedgerCheckpoints.id_for(LedgerCheckpoints.LEDGER)

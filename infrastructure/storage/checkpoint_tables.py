@@ -1,0 +1,185 @@
+"""The tables a checkpoint keeps beside the events: the log's Merkle nodes and the stream heads.
+
+``mace_log_nodes`` holds every complete subtree of the tree over the events (level 0: the leaves),
+so inclusion and consistency proofs take O(log n) look-ups; the rows are a pure function of the
+log, written as they complete, and checked against a signed root before any proof is trusted.
+``mace_head_buckets`` and ``mace_head_nodes`` are the head index (`domain.stream_heads`) as of
+the newest checkpoint; they change with it, in the checkpoint's own transaction
+(`insert_events_with`), so the index never runs ahead of or behind the checkpoint it is bound to.
+Rows anyone with database access can edit are never trusted: every use recomputes a root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, Protocol
+
+from eventsourcing.persistence import ApplicationRecorder, StoredEvent
+from eventsourcing.postgres import PostgresDatastore
+from psycopg.sql import SQL, Composable, Identifier
+
+AlsoWrite = Callable[[Any], None]
+"""Writes made with a save's cursor, inside its transaction."""
+
+LOG_NODES: Final = "mace_log_nodes"
+HEAD_BUCKETS: Final = "mace_head_buckets"
+HEAD_NODES: Final = "mace_head_nodes"
+TABLES: Final = (LOG_NODES, HEAD_BUCKETS, HEAD_NODES)
+
+Position = tuple[int, int]  # (level, index) of a tree node
+
+
+class SavesWithIndex(Protocol):
+    """The ledger's recorders: a save can carry more writes in its transaction."""
+
+    def insert_events_with(
+        self, stored_events: Sequence[StoredEvent], also: AlsoWrite | None
+    ) -> Sequence[int]: ...
+
+
+class CheckpointTables:
+    """Reads and writes of the checkpoint tables, in the store's own SQL dialect."""
+
+    def __init__(self, recorder: ApplicationRecorder) -> None:
+        self.recorder = recorder
+        datastore = getattr(recorder, "datastore", None)
+        self.postgres = isinstance(datastore, PostgresDatastore)
+        self._datastore: Any = datastore
+        self._mark = "%s" if self.postgres else "?"
+        self._blob = "bytea" if self.postgres else "BLOB"
+
+    def _name(self, table: str) -> Composable:
+        if self.postgres:
+            return SQL("{}.{}").format(Identifier(self._datastore.schema), Identifier(table))
+        return Identifier(table)
+
+    def _sql(self, text: str, **tables: str) -> Any:
+        """``text`` with ``{table}`` names quoted and ``?`` as the dialect's parameter mark."""
+        statement = SQL(text.replace("?", self._mark)).format(
+            **{key: self._name(name) for key, name in tables.items()}
+        )
+        # SQLite takes plain strings; psycopg's own composition renders the identifiers.
+        return statement if self.postgres else statement.as_string(None)
+
+    # Set-up
+
+    def create(self) -> None:
+        statements = [
+            f"CREATE TABLE IF NOT EXISTS {{t}} (level INTEGER NOT NULL, idx BIGINT NOT NULL,"
+            f" hash {self._blob} NOT NULL, PRIMARY KEY (level, idx))",
+            f"CREATE TABLE IF NOT EXISTS {{b}} (bucket INTEGER PRIMARY KEY,"
+            f" entries {self._blob} NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {{h}} (level INTEGER NOT NULL, idx BIGINT NOT NULL,"
+            f" hash {self._blob} NOT NULL, PRIMARY KEY (level, idx))",
+        ]
+        with self._datastore.transaction(commit=True) as cursor:
+            for text in statements:
+                cursor.execute(self._sql(text, t=LOG_NODES, b=HEAD_BUCKETS, h=HEAD_NODES))
+
+    # The log's nodes
+
+    def add_log_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None:
+        """Store complete subtrees; one already stored (by a racing writer) is left as it is."""
+        if not nodes:
+            return
+        statement = self._sql(
+            "INSERT INTO {t} (level, idx, hash) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            t=LOG_NODES,
+        )
+        with self._datastore.transaction(commit=True) as cursor:
+            cursor.executemany(statement, [(level, idx, h) for level, idx, h in nodes])
+
+    def log_nodes(self, positions: Iterable[Position]) -> dict[Position, bytes]:
+        return self._nodes(LOG_NODES, positions)
+
+    # The head index
+
+    def head_nodes(self, positions: Iterable[Position]) -> dict[Position, bytes]:
+        return self._nodes(HEAD_NODES, positions)
+
+    def buckets(self, buckets: Iterable[int]) -> dict[int, bytes]:
+        """The stored entries (canonical JSON) of the buckets that have a row."""
+        wanted = sorted(set(buckets))
+        found: dict[int, bytes] = {}
+        for chunk in _chunks(wanted, 500):
+            marks = ", ".join("?" * len(chunk))
+            statement = self._sql(
+                # Only parameter marks are formatted in: the values are bound.
+                f"SELECT bucket, entries FROM {{b}} WHERE bucket IN ({marks})",  # noqa: S608
+                b=HEAD_BUCKETS,
+            )
+            with self._datastore.transaction(commit=False) as cursor:
+                cursor.execute(statement, chunk)
+                found.update((row["bucket"], bytes(row["entries"])) for row in cursor.fetchall())
+        return found
+
+    def head_path(
+        self, bucket: int, positions: Sequence[Position]
+    ) -> tuple[bytes | None, dict[Position, bytes]]:
+        """One bucket's entries and the head nodes at ``positions``, read in one transaction."""
+        with self._datastore.transaction(commit=False) as cursor:
+            cursor.execute(
+                self._sql("SELECT entries FROM {b} WHERE bucket = ?", b=HEAD_BUCKETS), (bucket,)
+            )
+            row = cursor.fetchone()
+            nodes = self._select_nodes(cursor, HEAD_NODES, positions)
+        return (None if row is None else bytes(row["entries"])), nodes
+
+    def heads_writer(
+        self,
+        buckets: Mapping[int, bytes],
+        nodes: Mapping[Position, bytes],
+        cleared: Iterable[Position] = (),
+    ) -> AlsoWrite:
+        """The writes that move the head index to a new checkpoint, for its save's transaction."""
+        upsert_bucket = self._sql(
+            "INSERT INTO {b} (bucket, entries) VALUES (?, ?)"
+            " ON CONFLICT (bucket) DO UPDATE SET entries = excluded.entries",
+            b=HEAD_BUCKETS,
+        )
+        upsert_node = self._sql(
+            "INSERT INTO {h} (level, idx, hash) VALUES (?, ?, ?)"
+            " ON CONFLICT (level, idx) DO UPDATE SET hash = excluded.hash",
+            h=HEAD_NODES,
+        )
+        delete_node = self._sql("DELETE FROM {h} WHERE level = ? AND idx = ?", h=HEAD_NODES)
+        removed = sorted(cleared)
+
+        def write(cursor: Any) -> None:
+            if buckets:
+                cursor.executemany(upsert_bucket, sorted(buckets.items()))
+            if nodes:
+                cursor.executemany(
+                    upsert_node, [(lv, ix, h) for (lv, ix), h in sorted(nodes.items())]
+                )
+            if removed:
+                cursor.executemany(delete_node, removed)
+
+        return write
+
+    # Shared
+
+    def _nodes(self, table: str, positions: Iterable[Position]) -> dict[Position, bytes]:
+        with self._datastore.transaction(commit=False) as cursor:
+            return self._select_nodes(cursor, table, sorted(set(positions)))
+
+    def _select_nodes(
+        self, cursor: Any, table: str, positions: Sequence[Position]
+    ) -> dict[Position, bytes]:
+        found: dict[Position, bytes] = {}
+        for chunk in _chunks(list(positions), 400):
+            pairs = ", ".join(["(?, ?)"] * len(chunk))
+            statement = self._sql(
+                f"SELECT level, idx, hash FROM {{t}} WHERE (level, idx) IN ({pairs})",  # noqa: S608
+                t=table,
+            )
+            cursor.execute(statement, [value for pair in chunk for value in pair])
+            found.update(
+                ((row["level"], row["idx"]), bytes(row["hash"])) for row in cursor.fetchall()
+            )
+        return found
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

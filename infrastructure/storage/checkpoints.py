@@ -1,0 +1,304 @@
+"""Writing and reading the ledger's signed checkpoints (`domain.checkpoint`).
+
+A checkpoint is written after the events it covers are committed, never in their transaction:
+recording never waits for one, and there is no row every writer must update. The writer reads
+the events after the newest checkpoint in notification order, checks each one's MAC and that
+every stream goes on from where the newest checkpoint left it, extends the Merkle tree from the
+newest checkpoint's peaks, moves the head index on, and saves the next checkpoint with the head
+index rows in one transaction. Two writers racing for the same number collide on the checkpoint
+stream's version: one wins, the other starts again from the winner's, so the chain never forks.
+A writer covers at most `WINDOW` events per checkpoint (its memory is bounded) and writes as
+many as it takes to catch up.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+from uuid import UUID
+
+import orjson
+from eventsourcing.persistence import IntegrityError, Notification, RecordConflictError
+
+from domain.canonical import canonical_json
+from domain.checkpoint import (
+    ALGORITHM,
+    CHECKPOINT_STREAM,
+    Checkpoint,
+    LedgerCheckpoints,
+    leaf_data,
+)
+from domain.merkle import MerkleBuilder, leaf_hash
+from domain.stream_heads import (
+    HeadEntry,
+    HeadsTree,
+    HeadsTreeUpdate,
+    bucket_leaf,
+    bucket_of,
+    default_node,
+    head_in,
+    merge_heads,
+    path_positions,
+    root_from_path,
+)
+from infrastructure.storage.checkpoint_key import CheckpointKey
+from infrastructure.storage.checkpoint_tables import AlsoWrite, CheckpointTables, Position
+from infrastructure.storage.errors import StoreBusyError
+from infrastructure.storage.ops_clock import recorded_at
+from infrastructure.storage.signed_record import IntegrityFailure, verify_record
+
+if TYPE_CHECKING:
+    from infrastructure.storage.store import LedgerStore
+
+PAGE: Final = 1000
+WINDOW: Final = 50_000
+"""At most this many events per checkpoint: a writer catching up holds one window's heads."""
+NODE_BATCH: Final = 5000
+RACES: Final = 100
+"""A writer that lost this many races in a row for the next number gives up (StoreBusyError)."""
+
+Entries = list[HeadEntry]
+
+
+@dataclass(frozen=True)
+class SignedCheckpoint:
+    """A checkpoint with its signature, as stored and as exported."""
+
+    checkpoint: Checkpoint
+    key_id: str
+    signature: bytes
+
+    def exported(self) -> dict[str, Any]:
+        """The export format: ``{"algorithm", "key_id", "checkpoint", "signature"}``."""
+        return {
+            "algorithm": ALGORITHM,
+            "key_id": self.key_id,
+            "checkpoint": self.checkpoint.model_dump(mode="json"),
+            "signature": base64.b64encode(self.signature).decode("ascii"),
+        }
+
+
+@dataclass
+class _Window:
+    """What a writer read after the newest checkpoint: the tree extended, the heads moved on."""
+
+    builder: MerkleBuilder
+    last_notification_id: int
+    events: int = 0
+    complete: bool = False  # every committed event read (else the window filled up)
+    heads: dict[UUID, int] = field(default_factory=dict)
+    firsts: dict[UUID, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What `Checkpoints.write` did: the newest checkpoint now, and how many it wrote."""
+
+    newest: SignedCheckpoint
+    written: int
+
+
+class Checkpoints:
+    def __init__(self, store: LedgerStore, key: CheckpointKey) -> None:
+        self.store = store
+        self.key = key
+        self.tables = CheckpointTables(store.recorder)
+
+    # Reading
+
+    def newest(self) -> SignedCheckpoint | None:
+        """The newest checkpoint, its MAC and signature checked; None before the first."""
+        last = next(self.store.verifying_store.get(CHECKPOINT_STREAM, desc=True, limit=1), None)
+        if last is None:
+            return None
+        assert isinstance(last, LedgerCheckpoints.Signed)
+        return self.checked(last)
+
+    def checked(self, event: LedgerCheckpoints.Signed) -> SignedCheckpoint:
+        """The checkpoint a verified checkpoint event holds, once its number and signature hold."""
+        number = event.originator_version
+        try:
+            signature = base64.b64decode(event.signature, validate=True)
+        except (binascii.Error, ValueError):
+            signature = b""
+        signed = SignedCheckpoint(event.checkpoint, event.key_id, signature)
+        if event.checkpoint.number != number:
+            reason = f"holds checkpoint number {event.checkpoint.number}, not {number}"
+            raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+        if event.key_id != self.key.key_id:
+            reason = (
+                f"checkpoint {number} is signed by key {event.key_id}, not by this ledger's"
+                f" checkpoint key {self.key.key_id}"
+            )
+            raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+        if not self.key.public.verify(event.checkpoint.signed_bytes(), signature):
+            reason = f"checkpoint {number}: the Ed25519 signature does not verify"
+            raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+        return signed
+
+    # Writing
+
+    def write(self) -> Written:
+        """Checkpoint every event committed so far (none yet: an empty first checkpoint)."""
+        written = 0
+        for _ in range(RACES):
+            newest = self.newest()
+            window = self._read_window(newest)
+            if newest is not None and window.events == 0:
+                return Written(newest, written)
+            rows, update = self._moved_heads(newest, window)
+            signed = self._sign(newest, window, update.root)
+            try:
+                self._save(signed, self.tables.heads_writer(rows, update.stored, update.cleared))
+            except (IntegrityError, RecordConflictError):
+                continue  # another writer took the number: go on from its checkpoint
+            written += 1
+            if window.complete:
+                return Written(signed, written)
+        raise StoreBusyError("checkpoint: other writers kept taking the next number; try again")
+
+    def _read_window(self, newest: SignedCheckpoint | None) -> _Window:
+        if newest is None:
+            window = _Window(MerkleBuilder(), 0)
+        else:
+            body = newest.checkpoint
+            peaks = [bytes.fromhex(peak) for peak in body.peaks]
+            builder = MerkleBuilder.resumed(body.tree_size, peaks)
+            if builder.root().hex() != body.root:
+                reason = f"checkpoint {body.number}: its peaks do not make its root"
+                raise IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
+            window = _Window(builder, body.last_notification_id)
+        nodes: list[tuple[int, int, bytes]] = []
+        recorder = self.store.recorder
+        while window.events < WINDOW:
+            page = recorder.select_notifications(
+                window.last_notification_id, PAGE, inclusive_of_start=False
+            )
+            if not page:
+                window.complete = True
+                break
+            for notification in page:
+                window.last_notification_id = notification.id
+                stream = _uuid(notification.originator_id)
+                if stream == CHECKPOINT_STREAM:
+                    continue
+                nodes.extend(window.builder.append(self._leaf(stream, notification)))
+                window.heads[stream] = self._next_version(window, stream, notification)
+                window.events += 1
+                if window.events == WINDOW:
+                    break
+            if len(nodes) >= NODE_BATCH:
+                self.tables.add_log_nodes(nodes)
+                nodes = []
+        # Nodes are a function of the log alone: stored ahead of the checkpoint, they stay true.
+        self.tables.add_log_nodes(nodes)
+        return window
+
+    def _leaf(self, stream: UUID, notification: Notification) -> bytes:
+        """The event's leaf hash, once its MAC holds: a checkpoint vouches for no forged event."""
+        record = verify_record(self.store.keyring, notification)
+        assert isinstance(record.stored.topic, str)
+        assert isinstance(record.stored.state, bytes)
+        return leaf_hash(
+            leaf_data(
+                stream, notification.originator_version, record.stored.topic, record.stored.state
+            )
+        )
+
+    @staticmethod
+    def _next_version(window: _Window, stream: UUID, notification: Notification) -> int:
+        version = notification.originator_version
+        last = window.heads.get(stream)
+        if last is None:
+            window.firsts[stream] = version
+        elif version != last + 1:
+            reason = f"version {last + 1} is missing (next committed is {version})"
+            raise IntegrityFailure(stream, last + 1, reason)
+        return version
+
+    def _sign(
+        self, newest: SignedCheckpoint | None, window: _Window, heads_root: bytes
+    ) -> SignedCheckpoint:
+        body = Checkpoint(
+            number=1 if newest is None else newest.checkpoint.number + 1,
+            tree_size=window.builder.size,
+            root=window.builder.root().hex(),
+            last_notification_id=window.last_notification_id,
+            previous=None if newest is None else newest.checkpoint.digest(),
+            heads_root=heads_root.hex(),
+            peaks=tuple(peak.hex() for peak in window.builder.peaks),
+            written_at=recorded_at(),
+        )
+        return SignedCheckpoint(body, self.key.key_id, self.key.sign(body.signed_bytes()))
+
+    def _moved_heads(
+        self, newest: SignedCheckpoint | None, window: _Window
+    ) -> tuple[dict[int, bytes], HeadsTreeUpdate]:
+        """The head index after the window: the changed bucket rows and nodes, the new root.
+
+        Every stored row it builds on is first checked against the newest checkpoint's
+        ``heads_root``, so an index edited in the database is never carried into a new one.
+        """
+        by_bucket: dict[int, dict[str, int]] = {}
+        for stream, version in window.heads.items():
+            by_bucket.setdefault(bucket_of(stream), {})[str(stream)] = version
+        stored = self.tables.buckets(by_bucket)
+        positions = {p for bucket in by_bucket for p in path_positions(bucket)}
+        nodes = self.tables.head_nodes(positions)
+        changes: dict[int, Entries] = {}
+        for bucket, advances in sorted(by_bucket.items()):
+            entries = _entries(stored.get(bucket))
+            if newest is not None:
+                self._check_path(newest, bucket, entries, nodes)
+            for stream_text in advances:
+                stream = UUID(stream_text)
+                head, first = head_in(entries, stream), window.firsts[stream]
+                if first != head + 1:
+                    reason = f"version {head + 1} is missing (next committed is {first})"
+                    raise IntegrityFailure(stream, head + 1, reason)
+            changes[bucket] = merge_heads(entries, advances)
+        update = HeadsTree(lambda level, index: nodes.get((level, index))).update(changes)
+        return {bucket: canonical_json(entries) for bucket, entries in changes.items()}, update
+
+    def _check_path(
+        self,
+        newest: SignedCheckpoint,
+        bucket: int,
+        entries: Entries,
+        nodes: Mapping[Position, bytes],
+    ) -> None:
+        siblings = [nodes.get(p, default_node(p[0])) for p in path_positions(bucket)]
+        if root_from_path(bucket, bucket_leaf(entries), siblings).hex() != (
+            newest.checkpoint.heads_root
+        ):
+            reason = f"the head index disagrees with checkpoint {newest.checkpoint.number}"
+            raise IntegrityFailure(CHECKPOINT_STREAM, newest.checkpoint.number, reason)
+
+    def _save(self, signed: SignedCheckpoint, heads: AlsoWrite) -> None:
+        number = signed.checkpoint.number
+        event = LedgerCheckpoints.appended(
+            LedgerCheckpoints.LEDGER,
+            number - 1,
+            LedgerCheckpoints.Signed,
+            checkpoint=signed.checkpoint,
+            key_id=signed.key_id,
+            signature=base64.b64encode(signed.signature).decode("ascii"),
+        )
+        self.store.insert_records([self.store.mapper.to_stored_event(event)], heads)
+
+
+def _uuid(value: object) -> UUID:
+    return value if isinstance(value, UUID) else UUID(str(value))
+
+
+def _entries(stored: bytes | None) -> Entries:
+    """A stored bucket row's entries (its leaf is recomputed from them, so nothing is trusted)."""
+    if stored is None:
+        return []
+    try:
+        return [(str(stream), int(version)) for stream, version in orjson.loads(stored)]
+    except (orjson.JSONDecodeError, TypeError, ValueError):
+        raise IntegrityFailure(CHECKPOINT_STREAM, 0, "a head index row is not a bucket") from None
