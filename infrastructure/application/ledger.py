@@ -79,7 +79,7 @@ class Ledger:
             return
         try:
             checkpoints.write()
-        except Exception as failure:  # noqa: BLE001
+        except Exception as failure:
             # What was saved stays saved and the command's own outcome stands; the failure
             # (a store gone, an event tampered with since it was saved) is said, and the next
             # writer or `mace verify --all` meets it again.
