@@ -23,8 +23,8 @@ NUMERIC_PRECISION: Final = 9
 NUMERIC_EPSILON: Final = 1e-9
 """One unit of the last written decimal: the tolerance for comparing decision numbers."""
 
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
 
 _QUANTUM: Final = Decimal(1).scaleb(-NUMERIC_PRECISION)
 # Every field quantize depends on is pinned, so a caller mutating decimal.DefaultContext cannot
@@ -149,7 +149,7 @@ def _scalar_text(obj: object) -> str:
     if obj is False:
         return "false"
     if isinstance(obj, int):
-        if not _INT64_MIN <= obj <= _INT64_MAX:
+        if not INT64_MIN <= obj <= INT64_MAX:
             raise _Refusal("integer outside signed 64-bit range")
         return int.__repr__(obj)
     if isinstance(obj, float):

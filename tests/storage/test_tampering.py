@@ -8,17 +8,19 @@ version, and that no value decoded from tampered bytes reaches the caller.
 from __future__ import annotations
 
 from collections.abc import Callable
+from uuid import UUID
 
 import pytest
 from eventsourcing.utils import get_topic
 from support.ledger_fixtures import RawTable
 from support.sample_job import record_sample_job
 
+from domain.canonical import CanonicalJSONError, canonical_json
 from domain.errors import ErrorCode
 from domain.job import Job, JobSealWitness
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.signed_record import IntegrityFailure, mac_message
 
 JOB = Job.id_for("job-1")
 
@@ -157,3 +159,29 @@ def test_a_snapshot_never_stored_is_no_tampering(ledger: Ledger) -> None:
     ledger.jobs.start("job-1", "s1", "2 + 2", {"router": "0" * 64})
     ledger.jobs.seal("job-1")
     assert ledger.store.verify_all().sealed_jobs == 1
+
+
+@pytest.mark.parametrize(
+    ("originator_id", "version", "topic"),
+    [
+        (UUID("12345678-1234-5678-1234-567812345678"), 1, "domain.job:Job.Started"),
+        (UUID(int=0), 2**63 - 1, "t"),
+        ('job:a"b\\c\u2028é', 7, 'quote"d\ttopic\x01'),
+        (UUID(int=1), -(2**63), ""),
+        (UUID(int=1), True, "t"),
+        (UUID(int=1), 1.0, "t"),
+    ],
+)
+def test_the_mac_message_is_the_canonical_json_of_its_header_then_the_body(
+    originator_id: UUID | str, version: int, topic: str
+) -> None:
+    expected = canonical_json([str(originator_id), version, topic]) + b"{}"
+    assert mac_message(originator_id, version, topic, b"{}") == expected
+
+
+@pytest.mark.parametrize("version", [2**63, -(2**63) - 1])
+def test_a_header_the_canonical_form_refuses_is_refused_by_the_mac_message_too(
+    version: object,
+) -> None:
+    with pytest.raises(CanonicalJSONError):
+        mac_message(UUID(int=1), version, "t", b"")  # type: ignore[arg-type]
