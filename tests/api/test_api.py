@@ -38,7 +38,7 @@ from support.api_support import (
     stage_event,
     token_book,
 )
-from support.ledger_fixtures import RawTable, run, signing_keys
+from support.ledger_fixtures import TEST_CHECKPOINT_KEY, RawTable, run, signing_keys
 
 from domain.canonical import canonical_json
 from domain.events import hash_of
@@ -717,7 +717,10 @@ def test_a_run_over_http_is_byte_identical_to_mace_ingest(
         stored = api.post("/v1/snapshots", {"kind": kind.value, "payload": snapshot.payload})
         assert stored.json()["snapshot_id"] == DEFAULT_IDS[kind.value]
     other_settings = Settings(
-        store=second_store_url, signing_keys=signing_keys("k1"), active_key_id="k1"
+        store=second_store_url,
+        signing_keys=signing_keys("k1"),
+        active_key_id="k1",
+        checkpoint_key=TEST_CHECKPOINT_KEY,
     )
     with Ledger.open(other_settings) as other:
         other.snapshots.default_ids()
@@ -736,6 +739,7 @@ def test_a_run_over_http_is_byte_identical_to_mace_ingest(
     monkeypatch.setenv("MACE_STORE", second_store_url)
     monkeypatch.setenv("MACE_SIGNING_KEYS", signing_keys("k1").get_secret_value())
     monkeypatch.setenv("MACE_ACTIVE_KEY_ID", "k1")
+    monkeypatch.setenv("MACE_CHECKPOINT_KEY", str(TEST_CHECKPOINT_KEY))
     code, out, err = run(capsys, "ingest", str(run_file), "--json")
     assert (code, err) == (0, "")
     ingested = orjson.loads(out)

@@ -58,8 +58,12 @@ def test_public_key_prints_the_configured_keys_public_half_on_both_stores(
 
 
 def test_without_a_checkpoint_key_sqlite_makes_one_and_postgres_refuses_in_one_line(
-    cli_env: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    cli_env: Settings,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv("MACE_CHECKPOINT_KEY")
     store = cli_env.parsed_store()
     code, out, err = run(capsys, "checkpoint", "public-key")
     if store.development_file(".checkpoint-key.pem") is not None:

@@ -51,10 +51,11 @@ def test_snapshot_put_show_verify(
     )
 
     code, out, _ = run(capsys, "verify", "--all")
-    # The snapshot, and the check record of the key that signed it.
+    # The snapshot, the check record of the key that signed it, and the checkpoint `snapshot put`
+    # ended with (the second put stored nothing, so it wrote none).
     assert (code, out) == (
         0,
-        "ok: 2 events in 2 streams verified (0 jobs, 0 sealed)\n"
+        "ok: 3 events in 3 streams verified (0 jobs, 0 sealed)\n"
         "replay requests without a result: 0 abandoned, 0 running\n",
     )
 
@@ -124,8 +125,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("mace: INVALID_INPUT: ")
     assert message in err
-    # The snapshot and its signing key's check record.
-    assert RawTable(cli_env).execute("SELECT COUNT(*) FROM {table}") == [(2,)]
+    # The snapshot, its signing key's check record, and the checkpoint `snapshot put` ended with.
+    assert RawTable(cli_env).execute("SELECT COUNT(*) FROM {table}") == [(3,)]
 
 
 def test_bad_input_creates_no_store(

@@ -13,7 +13,13 @@ import orjson
 import pytest
 from support.api_support import Api, assert_error
 from support.cli_output import canonical_line, json_error
-from support.ledger_fixtures import RawTable, run, settings_for, subprocess_env
+from support.ledger_fixtures import (
+    TEST_CHECKPOINT_KEY,
+    RawTable,
+    run,
+    settings_for,
+    subprocess_env,
+)
 
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
@@ -83,6 +89,7 @@ def test_http_and_cli_give_an_unknown_job_the_same_code(
     assert settings.signing_keys is not None
     monkeypatch.setenv("MACE_SIGNING_KEYS", settings.signing_keys.get_secret_value())
     monkeypatch.setenv("MACE_ACTIVE_KEY_ID", "k1")
+    monkeypatch.setenv("MACE_CHECKPOINT_KEY", str(TEST_CHECKPOINT_KEY))
     code, out, err = run(capsys, "events", "no-such-job", "--tenant", "acme", "--json")
     assert (code, out) == (2, "")
     assert json_error(err) == {"code": "NOT_FOUND", "message": message}

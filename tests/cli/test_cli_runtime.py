@@ -64,10 +64,10 @@ def test_run_json_report(cli_env: Settings, capsys: pytest.CaptureFixture[str]) 
     again = run_json(capsys, "run", "2 + 3", "--seed", "s1")
     assert again["job_id"] == derive_id("s1", "job", "2 + 3", 1)
     code, out, _ = run(capsys, "verify", "--all")
-    # With the signing key's check record.
+    # With the signing key's check record, and the checkpoint stream: one checkpoint per `run`.
     assert (code, out) == (
         0,
-        "ok: 25 events in 11 streams verified (2 jobs, 2 sealed)\n"
+        "ok: 27 events in 12 streams verified (2 jobs, 2 sealed)\n"
         "replay requests without a result: 0 abandoned, 0 running\n",
     )
 

@@ -1,4 +1,5 @@
-"""The development keyring is announced once per store: by the command that creates it."""
+"""The development keyring and checkpoint key are announced once per store: by the command
+that creates them."""
 
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ def test_the_first_command_on_a_store_warns_of_its_development_keyring_and_the_n
 ) -> None:
     env = development_env(f"sqlite:///{tmp_path}/mace.db")
     keyring = tmp_path / "mace.db.keys.json"
+    checkpoint_key = tmp_path / "mace.db.checkpoint-key.pem"
 
     first = mace_process(env, "init")
     assert first.returncode == 0, first.stderr
     assert first.stderr == (
         f"mace: warning: created development keyring {keyring}; set MACE_SIGNING_KEYS and"
         " MACE_ACTIVE_KEY_ID for real use\n"
+        f"mace: warning: created development checkpoint key {checkpoint_key};"
+        " set MACE_CHECKPOINT_KEY for real use\n"
     )
-    assert keyring.exists()
+    assert keyring.exists() and checkpoint_key.exists()
 
     for argv in (("jobs",), ("verify", "--all")):
         again = mace_process(env, *argv)

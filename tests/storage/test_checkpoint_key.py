@@ -214,7 +214,7 @@ def test_production_refuses_to_start_without_a_checkpoint_key(kind: str, tmp_pat
 def test_postgres_without_a_checkpoint_key_is_refused_naming_the_variable(
     store_url: str, tmp_path: Path
 ) -> None:
-    settings = settings_for(store_url)
+    settings = settings_for(store_url).model_copy(update={"checkpoint_key": None})
     if store_url.startswith("sqlite"):
         assert settings.load_checkpoint_key().source.endswith(".checkpoint-key.pem")
         return

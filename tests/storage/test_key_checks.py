@@ -15,7 +15,7 @@ import orjson
 import pytest
 from pydantic import SecretStr
 from support.api_support import Api, assert_error, checked_client
-from support.ledger_fixtures import TEST_SECRETS, RawTable, run, settings_for
+from support.ledger_fixtures import TEST_CHECKPOINT_KEY, TEST_SECRETS, RawTable, run, settings_for
 
 from domain.key_check import KeyCheck
 from infrastructure.application.ledger import Ledger
@@ -45,7 +45,11 @@ def use_keys(monkeypatch: pytest.MonkeyPatch, active: str = "k1", **keys: bytes)
 
 
 def wrong_settings(store_url: str) -> Settings:
-    return Settings(store=store_url, signing_keys=SecretStr(keys_json({"k1": WRONG})))
+    return Settings(
+        store=store_url,
+        signing_keys=SecretStr(keys_json({"k1": WRONG})),
+        checkpoint_key=TEST_CHECKPOINT_KEY,
+    )
 
 
 def stored_rows(raw: RawTable) -> int:
@@ -86,8 +90,8 @@ def test_a_wrong_secret_under_the_store_key_id_is_refused_and_writes_nothing(
     assert stored_rows(raw) == rows
 
     use_keys(monkeypatch, k1=TEST_SECRETS["k1"])
-    verified = (
-        "ok: 3 events in 2 streams verified (0 jobs, 0 sealed)\n"
+    verified = (  # the checkpoint `memories add` ended with is one event and stream of these
+        "ok: 4 events in 3 streams verified (0 jobs, 0 sealed)\n"
         "replay requests without a result: 0 abandoned, 0 running\n"
     )
     assert run(capsys, "verify", "--all") == (0, verified, "")

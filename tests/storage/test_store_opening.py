@@ -19,7 +19,13 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from support.ledger_fixtures import RawTable, run, settings_for, subprocess_env
+from support.ledger_fixtures import (
+    TEST_CHECKPOINT_KEY,
+    RawTable,
+    run,
+    settings_for,
+    subprocess_env,
+)
 from support.postgres_server import PostgresServer
 
 from infrastructure.application.ledger import Ledger
@@ -233,6 +239,7 @@ def test_a_wrong_postgres_url_fails_with_the_servers_reason_and_no_password(
     keys = settings_for(url).signing_keys
     assert keys is not None
     monkeypatch.setenv("MACE_SIGNING_KEYS", keys.get_secret_value())
+    monkeypatch.setenv("MACE_CHECKPOINT_KEY", str(TEST_CHECKPOINT_KEY))
     code, out, err = run(capsys, *argv)
     assert (code, out) == (1, "")
     assert err.count("\n") == 1
