@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from infrastructure.api import (
     access_log,
+    checkpoints,
     dashboard,
     governance,
     health,
@@ -74,6 +75,7 @@ def create_app(settings: Settings, tokens: Tokens, ledger: Ledger | None = None)
         memories,
         policy,
         receipts,
+        checkpoints,
         metrics,
         dashboard,
     ):
