@@ -13,7 +13,6 @@ import uvicorn
 
 from infrastructure.api.app import create_app
 from infrastructure.application.ledger import Ledger
-from infrastructure.application.notary import Notary
 from infrastructure.storage.errors import EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.tokens import TokensFileError, WatchedTokensFile, configured_tokens_file
@@ -26,12 +25,9 @@ def serve_http(args: argparse.Namespace, settings: Settings) -> int:
         tokens = WatchedTokensFile(configured_tokens_file(settings), settings.tokens_reload_seconds)
     except TokensFileError as exc:
         raise UsageError(str(exc)) from None
-    # Requests are not held up by checkpoints: the notary writes them, at most
-    # MACE_CHECKPOINT_INTERVAL seconds after a commit, and a last one on the way out.
-    with (
-        Ledger.open(settings, checkpoint_on_close=False) as ledger,
-        Notary(ledger.store, settings.checkpoint_interval).running(),
-    ):
-        app = create_app(settings, tokens, ledger)
+    # Requests are not held up by checkpoints: the app's notary writes them, at most
+    # MACE_CHECKPOINT_INTERVAL seconds after a commit, and a last one as the service stops.
+    with Ledger.open(settings, checkpoint_on_close=False) as ledger:
+        app = create_app(settings, tokens, ledger, notary=True)
         uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
     return EXIT_OK
