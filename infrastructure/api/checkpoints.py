@@ -54,7 +54,8 @@ def _checkpoints(ctx: Service) -> Checkpoints:
 @router.get(
     "/newest",
     summary="the newest checkpoint, signature and chain position checked, in the export format",
-    description="The same JSON as `mace checkpoint export`: keep it elsewhere as a witness. "
+    description="The export format `{algorithm, key_id, checkpoint, signature}`: keep it"
+    " elsewhere as a witness. "
     "Roles: admin, auditor.",
     responses={
         200: {"content": {"application/json": {"schema": EXPORTED}}},
