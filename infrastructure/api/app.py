@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from importlib.metadata import version
 
 from fastapi import FastAPI, Request
@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from infrastructure.api import (
     access_log,
+    checkpoints,
     dashboard,
     governance,
     health,
@@ -30,21 +31,35 @@ from infrastructure.api.errors import ERROR_ANSWERS, ApiError, invalid
 from infrastructure.api.limits import BodyLimit
 from infrastructure.api.responses import CanonicalJSONResponse
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.notary import Notary
 from infrastructure.storage.error_table import ERRORS, Code, failure_of
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.tokens import Tokens
 
 
-def create_app(settings: Settings, tokens: Tokens, ledger: Ledger | None = None) -> FastAPI:
-    """The service over ``ledger`` (default: the one the settings name, opened at start-up)."""
+def create_app(
+    settings: Settings, tokens: Tokens, ledger: Ledger | None = None, *, notary: bool = False
+) -> FastAPI:
+    """The service over ``ledger`` (default: the one the settings name, opened at start-up).
+
+    With ``notary``, a `Notary` checkpoints the store while the service is up and once more as
+    it shuts down: in the lifespan, because uvicorn ends the process with the signal that
+    stopped it as soon as the app has shut down, so nothing after ``uvicorn.run`` would run.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own = ledger is None
         opened = Ledger.open(settings) if ledger is None else ledger
         app.state.service = Service(settings, opened, tokens)
+        notarised = (
+            Notary(opened.store, settings.checkpoint_interval).running()
+            if notary
+            else nullcontext()
+        )
         try:
-            yield
+            with notarised:
+                yield
         finally:
             if own:
                 opened.close()
@@ -74,6 +89,7 @@ def create_app(settings: Settings, tokens: Tokens, ledger: Ledger | None = None)
         memories,
         policy,
         receipts,
+        checkpoints,
         metrics,
         dashboard,
     ):

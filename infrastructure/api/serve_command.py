@@ -25,7 +25,9 @@ def serve_http(args: argparse.Namespace, settings: Settings) -> int:
         tokens = WatchedTokensFile(configured_tokens_file(settings), settings.tokens_reload_seconds)
     except TokensFileError as exc:
         raise UsageError(str(exc)) from None
-    with Ledger.open(settings) as ledger:
-        app = create_app(settings, tokens, ledger)
+    # Requests are not held up by checkpoints: the app's notary writes them, at most
+    # MACE_CHECKPOINT_INTERVAL seconds after a commit, and a last one as the service stops.
+    with Ledger.open(settings, checkpoint_on_close=False) as ledger:
+        app = create_app(settings, tokens, ledger, notary=True)
         uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
     return EXIT_OK

@@ -271,6 +271,8 @@ environment:
   MACE_KEYRING_FILE           development keyring file (default: <store>.keys.json beside SQLite)
   MACE_CHECKPOINT_KEY         Ed25519 private key (PEM) that signs checkpoints (development
                               default: <store>.checkpoint-key.pem beside SQLite)
+  MACE_CHECKPOINT_INTERVAL    at most how many seconds mace serve leaves a commit without a
+                              checkpoint (1)
   MACE_ACTOR, MACE_ROLES      who acts on the command line, in which comma-separated roles
   MACE_TOKENS_FILE            the HTTP service's bearer tokens (hashed; mace token new writes it)
   MACE_TOKENS_RELOAD_SECONDS  how often mace serve looks whether the tokens file changed (3)

@@ -138,6 +138,8 @@ class Settings(BaseSettings):
     keyring_file: Path | None = None
     # The Ed25519 private key (PEM) that signs checkpoints; `load_checkpoint_key` reads it.
     checkpoint_key: Path | None = None
+    # How long, at most, `mace serve`'s notary leaves a commit without a checkpoint (seconds).
+    checkpoint_interval: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     # Who is acting on the command line (a local operator holding the store and keys is trusted
     # to say so, as a git author is); the HTTP service takes identity from its tokens instead.
     actor: str | None = None

@@ -90,6 +90,9 @@ class ServiceProcess:
             env["MACE_ACTIVE_KEY_ID"] = self.settings.active_key_id
         if self.settings.keyring_file is not None:
             env["MACE_KEYRING_FILE"] = str(self.settings.keyring_file)
+        if self.settings.checkpoint_key is not None:
+            env["MACE_CHECKPOINT_KEY"] = str(self.settings.checkpoint_key)
+        env["MACE_CHECKPOINT_INTERVAL"] = str(self.settings.checkpoint_interval)
         argv = [sys.executable, "-c", _MAIN, "serve", "--host", "127.0.0.1"]
         with self.log_file.open("ab") as log:
             return subprocess.Popen(

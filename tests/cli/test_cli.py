@@ -151,6 +151,8 @@ def test_bad_input_creates_no_store(
         ("MACE_STORE", "postgresql://db", "needs a user, a host and a database name"),
         ("MACE_ENV", "staging", "invalid MACE_ENV"),
         ("MACE_CONNECT_TIMEOUT", "0", "invalid MACE_CONNECT_TIMEOUT"),
+        ("MACE_CHECKPOINT_INTERVAL", "0", "invalid MACE_CHECKPOINT_INTERVAL"),
+        ("MACE_CHECKPOINT_INTERVAL", "nan", "invalid MACE_CHECKPOINT_INTERVAL"),
         ("MACE_SIGNING_KEYS", "{}", "MACE_SIGNING_KEYS must be a non-empty JSON object"),
     ],
 )

@@ -120,6 +120,11 @@ def test_mace_is_configured_for_production_from_the_environment(
     assert env["MACE_TOKENS_FILE"] == "/run/secrets/mace_tokens"
     assert "mace_tokens" in mace["secrets"]
     assert compose["secrets"]["mace_tokens"]["file"] == "./mace-tokens.json"
+    # Production refuses to start without a checkpoint key: it is a secret file like the tokens.
+    assert env["MACE_CHECKPOINT_KEY"] == "/run/secrets/mace_checkpoint_key"
+    assert "mace_checkpoint_key" in mace["secrets"]
+    assert compose["secrets"]["mace_checkpoint_key"]["file"] == "./mace-checkpoint-key.pem"
+    assert env["MACE_CHECKPOINT_INTERVAL"] == "${MACE_CHECKPOINT_INTERVAL:-1}"
 
 
 def test_mace_health_check_asks_readyz(mace: dict[str, Any]) -> None:

@@ -1,0 +1,104 @@
+"""The notary: keeps the ledger checkpointed while a long-lived process (`mace serve`) writes.
+
+A `mace` command checkpoints what it saved when it closes its ledger; the HTTP service never
+closes its ledger between requests, so the notary does it instead, in a thread of its own. A
+request commits and answers without waiting for it; the checkpoint that covers the commit
+follows at most ``interval`` seconds later (plus the time to write it).
+
+Commits are noticed by polling the log's head (the highest notification id, one indexed
+``max()``) once per interval, not by the store's ``wrote`` flag: that flag sees this process's
+saves only, while other service processes and ``mace`` commands write to the same store. The
+poll works alike on SQLite, which has no LISTEN, and on PostgreSQL, where LISTEN/NOTIFY would
+save one small query per second at the price of a connection held open and a poll all the same
+for notifications missed while it reconnects.
+
+Two notaries on one store (two service processes) both write: they race for the next checkpoint
+number, and `Checkpoints.write` makes the loser go on from the winner's checkpoint, so the chain
+never forks.
+
+A round that fails (the store unreachable, a stored event that no longer verifies) logs one
+warning line and the next round tries again: an integrity failure is said again every interval
+until someone repairs it, and the service goes on serving.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from threading import Event, Thread
+from typing import Self
+
+from infrastructure.storage.checkpoints import Checkpoints
+from infrastructure.storage.error_table import failure_of
+from infrastructure.storage.store import LedgerStore
+
+logger = logging.getLogger("mace.checkpoints")
+
+
+class Notary:
+    def __init__(self, store: LedgerStore, interval: float) -> None:
+        checkpoints = store.checkpoints
+        assert checkpoints is not None  # a store opened from settings has its checkpoint key
+        self.checkpoints: Checkpoints = checkpoints
+        self.store = store
+        self.interval = interval
+        # The log's head when a round last found every event checkpointed: until the head
+        # moves past it, a round reads nothing else.
+        self._covered = 0
+        self._stopping = Event()
+        self._thread: Thread | None = None
+
+    def tick(self) -> int:
+        """One round: checkpoint whatever was committed since the last; the checkpoints written.
+
+        Never raises: a failure is logged, and the next round starts over.
+        """
+        try:
+            head = self.store.recorder.max_notification_id() or 0
+            if head == self._covered:
+                return 0
+            written = self.checkpoints.write().written
+        except Exception as problem:
+            logger.warning("notary: no checkpoint written: %s", _one_line(problem))
+            return 0
+        # Only the head read before writing is known to be covered: a commit after that read,
+        # and this round's own checkpoint, move the head, and the next round looks again.
+        self._covered = head
+        return written
+
+    @contextmanager
+    def running(self) -> Iterator[Self]:
+        """The notary at work in its thread while the block runs; on the way out it writes a
+        last checkpoint, so what was committed before shutdown does not wait for a restart."""
+        self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+
+    def start(self) -> None:
+        self._stopping.clear()
+        self._thread = Thread(target=self._rounds, name="mace-notary", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the last round (waits for it)."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _rounds(self) -> None:
+        while not self._stopping.wait(self.interval):
+            self.tick()
+        self.tick()
+
+
+def _one_line(problem: Exception) -> str:
+    """The failure as the product names it (``CODE: message``), else its type and first line."""
+    failure = failure_of(problem)
+    if failure is not None:
+        return f"{failure.code}: {failure.message}"
+    text = str(problem).splitlines()
+    return f"{type(problem).__name__}: {text[0]}" if text else type(problem).__name__
