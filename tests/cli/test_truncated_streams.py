@@ -12,7 +12,12 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
-from support.cli_output import assert_failure_line, canonical_line, json_error_as_line
+from support.cli_output import (
+    assert_failure_line,
+    canonical_line,
+    json_error_as_line,
+    json_lines,
+)
 from support.ledger_fixtures import RawTable, run
 from support.receipt_examples import BUNDLE
 from support.replay_cli import ROUTER_ID, act, new_job, replay_json
@@ -108,6 +113,13 @@ def test_replay_of_a_job_whose_snapshot_was_deleted_is_an_integrity_failure(
     # Not MISSING_SNAPSHOT: the checkpoint proves the snapshot was recorded.
     assert (code, report["error_code"]) == (1, "INTEGRITY_FAILURE"), err
     assert f"stream {stream} version 1: truncated below checkpoint " in err
+
+    # Listing gaps is what the read models are for: the job is listed, the snapshot named.
+    code, out, err = run(capsys, "jobs", "--non-replayable", "--json")
+    assert (code, err) == (0, "")
+    (listed,) = json_lines(out)
+    assert (listed["job_id"], listed["replayable"]) == (job_id, False)
+    assert ROUTER_ID in listed["missing_artifacts"][-1]["reason"]
 
 
 # --- governance ---------------------------------------------------------------------------------
