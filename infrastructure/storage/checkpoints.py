@@ -289,6 +289,7 @@ class Checkpoints:
             signature=base64.b64encode(signed.signature).decode("ascii"),
         )
         self.store.insert_records([self.store.mapper.to_stored_event(event)], heads)
+        self.store.checkpoint_saved()
 
 
 def _number(signed: SignedCheckpoint | None) -> int:

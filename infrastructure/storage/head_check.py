@@ -9,16 +9,16 @@ Events after the newest checkpoint are not covered yet and never block a read.
 The head is proven, not trusted: the stream's bucket row and its path of `BUCKET_BITS` sibling
 nodes are read (one transaction), and the root they make must be the newest checkpoint's
 ``heads_root`` (`domain.stream_heads`), so an edited, deleted or rolled-back index row fails
-closed too. That is one checkpoint (cached, see `CACHE_SECONDS`), one indexed read and
-`BUCKET_BITS` + 1 hashes per read, whatever the ledger's size. A read that cannot show the end
-(an ascending read that filled its ``limit``) needs no head and costs nothing more.
+closed too. That is one checkpoint, one indexed read and `BUCKET_BITS` + 1 hashes per bucket,
+whatever the ledger's size, both reused for a second (`CACHE_SECONDS`). A read that cannot show
+the end (an ascending read that filled its ``limit``) needs no head and costs nothing more.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 from uuid import UUID
 
@@ -41,13 +41,17 @@ from infrastructure.storage.checkpoint_tables import CheckpointTables
 from infrastructure.storage.signed_record import IntegrityFailure
 
 CACHE_SECONDS: Final = 1.0
-"""How long a process reuses the newest checkpoint it read (its MAC and signature checked).
+"""How long a process reuses the newest checkpoint it read (its MAC and signature checked), and
+the buckets it proved against it: a replay reads some twenty streams, each would otherwise
+cost an index read.
 
-Sound because a stale checkpoint can only make the check weaker for that long, never wrong: its
-heads are lower bounds of the newest one's, and the index rows always belong to the newest
-checkpoint (they move in its transaction), so once another checkpoint is written the index no
-longer matches the cached one and the newest is read again at once. Only an index rolled back
-to the cached checkpoint's rows would go unnoticed, and only until the cache expires."""
+Sound because a proven bucket is a fact about a signed checkpoint, whatever happens to the rows
+afterwards, and a stale checkpoint only makes the check weaker for that long, never wrong: its
+heads are lower bounds of the newest one's, and reads started after it was committed see every
+event it counts. A bucket not yet proven is read from the index, which always belongs to the
+newest checkpoint (it moves in its transaction): a newer checkpoint no longer matches the cached
+one, and the newest is read again at once. So a process may miss, for at most this long, a
+truncation of events that only a checkpoint newer than its own covers."""
 
 ATTEMPTS: Final = 4
 """Reads of the index before it is declared edited: a checkpoint committed between reading the
@@ -106,6 +110,15 @@ class ProvenHead:
         return IntegrityFailure(read.stream, read.reached + 1, reason)
 
 
+@dataclass(frozen=True)
+class _Newest:
+    """The newest checkpoint as read at ``at``, and the buckets proven against it since."""
+
+    at: float
+    checkpoint: Checkpoint | None
+    proven: dict[int, list[HeadEntry]] = field(default_factory=dict)
+
+
 class HeadCheck:
     """Proves a stream's checkpointed head from the index, and holds reads against it."""
 
@@ -118,34 +131,48 @@ class HeadCheck:
         self._read_newest = newest
         self._tables = tables
         self._clock = clock
-        self._cached: tuple[float, Checkpoint | None] | None = None
+        self._newest: _Newest | None = None
 
-    def newest(self, *, fresh: bool = False) -> Checkpoint | None:
+    def forget(self) -> None:
+        """Read the newest checkpoint again at the next read (this process just wrote one)."""
+        self._newest = None
+
+    def _current(self, *, fresh: bool = False) -> _Newest:
         now = self._clock()
-        cached = self._cached
-        if fresh or cached is None or now - cached[0] > CACHE_SECONDS:
-            cached = (now, self._read_newest())
-            self._cached = cached
-        return cached[1]
+        newest = self._newest
+        if fresh or newest is None or now - newest.at > CACHE_SECONDS:
+            newest = _Newest(now, self._read_newest())
+            self._newest = newest
+        return newest
 
     def head(self, stream: UUID) -> ProvenHead:
         bucket = bucket_of(stream)
+        newest = self._current()
+        entries = newest.proven.get(bucket)
+        if entries is None:
+            newest, entries = self._prove(newest, bucket)
+            newest.proven[bucket] = entries
+        return ProvenHead(head_in(entries, stream), newest.checkpoint)
+
+    def _prove(self, newest: _Newest, bucket: int) -> tuple[_Newest, list[HeadEntry]]:
+        """The bucket's entries, once its path makes the newest checkpoint's ``heads_root``."""
         positions = path_positions(bucket)
-        checkpoint, fresh = self.newest(), False
+        fresh = False
         for _ in range(ATTEMPTS):
             stored, nodes = self._tables.head_path(bucket, positions)
             entries = bucket_entries(stored)
+            checkpoint = newest.checkpoint
             expected = EMPTY_ROOT.hex() if checkpoint is None else checkpoint.heads_root
             if path_root(bucket, entries, nodes).hex() == expected:
-                return ProvenHead(head_in(entries, stream), checkpoint)
-            again = self.newest(fresh=True)
-            if fresh and _number(again) == _number(checkpoint):
+                return newest, entries
+            again = self._current(fresh=True)
+            if fresh and _number(again.checkpoint) == _number(checkpoint):
                 break
-            checkpoint, fresh = again, True
-        if checkpoint is None:
+            newest, fresh = again, True
+        if newest.checkpoint is None:
             reason = "the head index holds streams, but no checkpoint is stored"
             raise IntegrityFailure(CHECKPOINT_STREAM, 0, reason)
-        raise disagrees(checkpoint)
+        raise disagrees(newest.checkpoint)
 
     def proven_for(self, read: StreamRead) -> ProvenHead | None:
         """The head to hold ``read`` against; None when the read does not show the end."""

@@ -112,6 +112,12 @@ class LedgerStore(Application[UUID]):
             recorder.head_check = HeadCheck(self._newest_checkpoint, CheckpointTables(recorder))
         return recorder
 
+    def checkpoint_saved(self) -> None:
+        """This process saved a checkpoint: its reads are held to it from now on, not to the
+        older one the head check may still hold for a second."""
+        if isinstance(self.recorder, HeadCheckedReads) and self.recorder.head_check is not None:
+            self.recorder.head_check.forget()
+
     def _newest_checkpoint(self) -> Checkpoint | None:
         checkpoints = self.checkpoints
         assert checkpoints is not None  # a head check is made only with a checkpoint key

@@ -135,13 +135,16 @@ def test_a_checkpoint_written_elsewhere_is_read_again_not_taken_for_an_edit(
 ) -> None:
     put(ledger, "silver")
     checkpointed(ledger)
-    assert fresh.sem.get(KEY)[1].value == "silver"  # fresh now holds checkpoint 1
+    assert fresh.sem.get(KEY)[1].value == "silver"  # fresh holds checkpoint 1, KEY's bucket proven
 
     put(ledger, "gold")
     number = checkpointed(ledger)  # the index moves on: checkpoint 1 no longer matches it
-    assert fresh.sem.get(KEY)[1].value == "gold"
-
     table.delete(STREAM, 2)
+    # Another bucket is proven against the index: it disagrees with checkpoint 1, so fresh reads
+    # the newest checkpoint again instead of failing, and proves KEY's bucket anew against it.
+    other = "user/customer/bob/plan"
+    assert bucket_of(SemEntry.id_for(other)) != bucket_of(STREAM)
+    assert not fresh.sem.get(other)[1].exists
     with pytest.raises(IntegrityFailure) as caught:
         fresh.sem.get(KEY)
     short = truncation(STREAM, 2, number, 2, "ends at version 1")
