@@ -168,9 +168,10 @@ class CheckpointTables:
     ) -> dict[Position, bytes]:
         found: dict[Position, bytes] = {}
         for chunk in _chunks(list(positions), 400):
-            pairs = ", ".join(["(?, ?)"] * len(chunk))
+            # One index look-up per node: SQLite scans the whole table for a row-value IN list.
+            pairs = " OR ".join(["(level = ? AND idx = ?)"] * len(chunk))
             statement = self._sql(
-                f"SELECT level, idx, hash FROM {{t}} WHERE (level, idx) IN ({pairs})",  # noqa: S608
+                f"SELECT level, idx, hash FROM {{t}} WHERE {pairs}",  # noqa: S608
                 t=table,
             )
             cursor.execute(statement, [value for pair in chunk for value in pair])

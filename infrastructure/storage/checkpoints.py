@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 from uuid import UUID
 
-import orjson
 from eventsourcing.persistence import IntegrityError, Notification, RecordConflictError
 
 from domain.canonical import canonical_json
@@ -36,17 +35,15 @@ from domain.stream_heads import (
     HeadEntry,
     HeadsTree,
     HeadsTreeUpdate,
-    bucket_leaf,
     bucket_of,
-    default_node,
     head_in,
     merge_heads,
     path_positions,
-    root_from_path,
 )
 from infrastructure.storage.checkpoint_key import CheckpointKey
 from infrastructure.storage.checkpoint_tables import AlsoWrite, CheckpointTables, Position
 from infrastructure.storage.errors import StoreBusyError
+from infrastructure.storage.head_check import bucket_entries, disagrees, path_root
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.signed_record import IntegrityFailure, verify_record
 
@@ -258,7 +255,7 @@ class Checkpoints:
         nodes = self.tables.head_nodes(positions)
         changes: dict[int, Entries] = {}
         for bucket, advances in sorted(by_bucket.items()):
-            entries = _entries(stored.get(bucket))
+            entries = bucket_entries(stored.get(bucket))
             if newest is not None:
                 self._check_path(newest, bucket, entries, nodes)
             for stream_text in advances:
@@ -278,12 +275,8 @@ class Checkpoints:
         entries: Entries,
         nodes: Mapping[Position, bytes],
     ) -> None:
-        siblings = [nodes.get(p, default_node(p[0])) for p in path_positions(bucket)]
-        if root_from_path(bucket, bucket_leaf(entries), siblings).hex() != (
-            newest.checkpoint.heads_root
-        ):
-            reason = f"the head index disagrees with checkpoint {newest.checkpoint.number}"
-            raise IntegrityFailure(CHECKPOINT_STREAM, newest.checkpoint.number, reason)
+        if path_root(bucket, entries, nodes).hex() != newest.checkpoint.heads_root:
+            raise disagrees(newest.checkpoint)
 
     def _save(self, signed: SignedCheckpoint, heads: AlsoWrite) -> None:
         number = signed.checkpoint.number
@@ -296,6 +289,7 @@ class Checkpoints:
             signature=base64.b64encode(signed.signature).decode("ascii"),
         )
         self.store.insert_records([self.store.mapper.to_stored_event(event)], heads)
+        self.store.checkpoint_saved()
 
 
 def _number(signed: SignedCheckpoint | None) -> int:
@@ -304,13 +298,3 @@ def _number(signed: SignedCheckpoint | None) -> int:
 
 def _uuid(value: object) -> UUID:
     return value if isinstance(value, UUID) else UUID(str(value))
-
-
-def _entries(stored: bytes | None) -> Entries:
-    """A stored bucket row's entries (its leaf is recomputed from them, so nothing is trusted)."""
-    if stored is None:
-        return []
-    try:
-        return [(str(stream), int(version)) for stream, version in orjson.loads(stored)]
-    except (orjson.JSONDecodeError, TypeError, ValueError):
-        raise IntegrityFailure(CHECKPOINT_STREAM, 0, "a head index row is not a bucket") from None

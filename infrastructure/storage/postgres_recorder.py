@@ -23,6 +23,7 @@ from eventsourcing.utils import retry
 
 from infrastructure.storage.checked_recorder import CheckedPostgresRecorder
 from infrastructure.storage.checkpoint_tables import AlsoWrite
+from infrastructure.storage.head_check import HeadCheckedReads
 
 CHUNK_ROWS: Final = 1000
 CHUNK_BYTES: Final = 1 << 20
@@ -44,8 +45,9 @@ def insert_chunks(
         yield stored_events[start:]
 
 
-class ChunkedPostgresRecorder(CheckedPostgresRecorder):
-    """Reads as `CheckedPostgresRecorder` does (a NULL state is an integrity failure)."""
+class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
+    """Reads as `CheckedPostgresRecorder` does (a NULL state is an integrity failure), each read
+    of a stream held against its checkpointed head (`head_check`)."""
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **_: Any) -> Sequence[int] | None:
         ids: Sequence[int] = self.insert_events_with(stored_events, None)

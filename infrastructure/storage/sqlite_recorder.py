@@ -1,4 +1,5 @@
-"""The SQLite recorder the ledger stores through: eventsourcing's, with writes beside a save.
+"""The SQLite recorder the ledger stores through: eventsourcing's, with writes beside a save,
+and every read of a stream held against its checkpointed head (`head_check`).
 
 A checkpoint's index rows (`checkpoint_tables`) must be committed with the checkpoint event or
 not at all; `insert_events_with` makes them in the save's own transaction.
@@ -12,9 +13,10 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from infrastructure.storage.checkpoint_tables import AlsoWrite
+from infrastructure.storage.head_check import HeadCheckedReads
 
 
-class LedgerSQLiteRecorder(SQLiteApplicationRecorder):
+class LedgerSQLiteRecorder(HeadCheckedReads, SQLiteApplicationRecorder):
     def insert_events_with(
         self, stored_events: Sequence[StoredEvent], also: AlsoWrite | None
     ) -> Sequence[int]:

@@ -14,16 +14,24 @@ from typing import ClassVar, Final, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
-from eventsourcing.persistence import IntegrityError, RecordConflictError, Recording, StoredEvent
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    IntegrityError,
+    RecordConflictError,
+    Recording,
+    StoredEvent,
+)
 
 from domain.aggregate import MaceAggregate
+from domain.checkpoint import Checkpoint
 from domain.key_check import KeyCheck
 from infrastructure.storage.checkpoint_key import CheckpointKey
-from infrastructure.storage.checkpoint_tables import AlsoWrite, SavesWithIndex
+from infrastructure.storage.checkpoint_tables import AlsoWrite, CheckpointTables, SavesWithIndex
 from infrastructure.storage.checkpoints import Checkpoints
 from infrastructure.storage.connection import check_reachable
 from infrastructure.storage.errors import ConflictError, LostRace, NotFoundError, StoreBusyError
 from infrastructure.storage.event_store import VerifyingEventStore
+from infrastructure.storage.head_check import HeadCheck, HeadCheckedReads
 from infrastructure.storage.key_checks import KeyChecks
 from infrastructure.storage.keyring import Keyring, load_keyring
 from infrastructure.storage.mapper import SignedMapper
@@ -95,6 +103,26 @@ class LedgerStore(Application[UUID]):
         return store
 
     # eventsourcing's wiring
+
+    def construct_recorder(self) -> ApplicationRecorder:
+        """The ledger's recorder; with a checkpoint key, every stream it reads is held against
+        the head the newest checkpoint records (`HeadCheck`)."""
+        recorder = super().construct_recorder()
+        if isinstance(recorder, HeadCheckedReads) and self.checkpoint_key is not None:
+            recorder.head_check = HeadCheck(self._newest_checkpoint, CheckpointTables(recorder))
+        return recorder
+
+    def checkpoint_saved(self) -> None:
+        """This process saved a checkpoint: its reads are held to it from now on, not to the
+        older one the head check may still hold for a second."""
+        if isinstance(self.recorder, HeadCheckedReads) and self.recorder.head_check is not None:
+            self.recorder.head_check.forget()
+
+    def _newest_checkpoint(self) -> Checkpoint | None:
+        checkpoints = self.checkpoints
+        assert checkpoints is not None  # a head check is made only with a checkpoint key
+        newest = checkpoints.newest()
+        return None if newest is None else newest.checkpoint
 
     def construct_mapper(self) -> SignedMapper:
         return SignedMapper(self.keyring)
@@ -214,7 +242,8 @@ class LedgerStore(Application[UUID]):
         return aggregate
 
     def stream_exists(self, stream: UUID) -> bool:
-        """Whether any event of the stream is stored (nothing is read or verified)."""
+        """Whether any event of the stream is stored (nothing is verified; a stream the newest
+        checkpoint counts is not absent: `HeadCheck`)."""
         return next(iter(self.recorder.select_events(stream, limit=1)), None) is not None
 
     def stream_version(self, stream: UUID) -> int:

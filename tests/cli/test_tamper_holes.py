@@ -1,5 +1,6 @@
 """The specific holes of issue 15 closed, each attacked by editing the store directly, on SQLite
-and PostgreSQL: what no checkpoint is needed to catch."""
+and PostgreSQL: what no checkpoint is needed to catch (so each attack also removes the
+checkpoints, which would catch it first: tests/cli/test_truncated_streams.py)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ def test_a_completed_job_without_its_seal_is_an_integrity_failure(
     cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job_id = new_job(capsys)
-    seal_version = delete_seal_and_witness(RawTable(cli_env), job_id)
+    table = RawTable(cli_env)
+    seal_version = delete_seal_and_witness(table, job_id)
+    table.forget_checkpoints()
     failure = (
         f"stream {Job.id_for(job_id)} version {seal_version}: seal missing: the job's"
         " completion is not followed by its seal"
@@ -73,7 +76,9 @@ def test_a_deleted_sem_version_a_job_read_fails_its_verify_and_its_replay(
 ) -> None:
     job_id = job_reading_the_newest_sem_version(capsys)
     stream = SemEntry.id_for(SEM_KEY)
-    RawTable(cli_env).delete(stream, 2)  # the stream stays contiguous: only the job can tell
+    table = RawTable(cli_env)
+    table.delete(stream, 2)  # the stream stays contiguous: only the job can tell
+    table.forget_checkpoints()
 
     code, out, err = run(capsys, "verify", job_id)
     assert (code, out) == (1, "")
@@ -107,9 +112,9 @@ def test_a_job_whose_declared_snapshot_is_gone_fails_verify_and_is_listed_as_a_g
 ) -> None:
     job_id = new_job(capsys)
     stream = Snapshot.id_for(ROUTER_ID)
-    RawTable(cli_env).execute(
-        "DELETE FROM {table} WHERE originator_id = %s", (RawTable(cli_env).key(stream),)
-    )
+    table = RawTable(cli_env)
+    table.execute("DELETE FROM {table} WHERE originator_id = %s", (table.key(stream),))
+    table.forget_checkpoints()
 
     code, out, err = run(capsys, "verify", "--all")
     assert (code, out) == (1, "")

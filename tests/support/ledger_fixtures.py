@@ -16,8 +16,10 @@ import orjson
 import pytest
 from pydantic import SecretStr
 
+from domain.checkpoint import CHECKPOINT_STREAM
 from infrastructure.application.ledger import Ledger
 from infrastructure.cli import main
+from infrastructure.storage.checkpoint_tables import TABLES as CHECKPOINT_TABLES
 from infrastructure.storage.connection import connect_postgres
 from infrastructure.storage.settings import PostgresStore, Settings, SQLiteStore
 
@@ -138,6 +140,12 @@ class RawTable:
             "DELETE FROM {table} WHERE originator_id = %s AND originator_version = %s",
             (self.key(stream), version),
         )
+
+    def forget_checkpoints(self) -> None:
+        """Make the store one never checkpointed: no checkpoint, no head index, no log nodes."""
+        self.execute("DELETE FROM {table} WHERE originator_id = %s", (self.key(CHECKPOINT_STREAM),))
+        for name in CHECKPOINT_TABLES:
+            self.execute(f"DELETE FROM {name}")
 
     def rows(self, stream: UUID) -> list[tuple[int, str, bytes]]:
         rows = self.execute(

@@ -1,0 +1,249 @@
+"""No read of a stream shows it shorter than the newest checkpoint says it was (issue 15 point 4).
+
+Every read of a stream's events goes through the ledger's recorders (`HeadCheckedReads`), so every
+use case is covered by this one check: a read that shows a stream's end (a whole read, a read from
+a version on, the newest version) must reach the head the newest checkpoint records for it, or
+`min(head, lte)` for a read up to a version. A stream deleted whole shows nothing and fails too.
+Events after the newest checkpoint are not covered yet and never block a read.
+
+The head is proven, not trusted: the stream's bucket row and its path of `BUCKET_BITS` sibling
+nodes are read (one transaction), and the root they make must be the newest checkpoint's
+``heads_root`` (`domain.stream_heads`), so an edited, deleted or rolled-back index row fails
+closed too. That is one checkpoint, one indexed read and `BUCKET_BITS` + 1 hashes per bucket,
+whatever the ledger's size, both reused for a second (`CACHE_SECONDS`). A read that cannot show
+the end (an ascending read that filled its ``limit``) needs no head and costs nothing more.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+from uuid import UUID
+
+import orjson
+from eventsourcing.persistence import StoredEvent
+
+from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint
+from domain.stream_heads import (
+    BUCKET_BITS,
+    HeadEntry,
+    Position,
+    bucket_leaf,
+    bucket_of,
+    default_node,
+    head_in,
+    path_positions,
+    root_from_path,
+)
+from infrastructure.storage.checkpoint_tables import CheckpointTables
+from infrastructure.storage.signed_record import IntegrityFailure
+
+CACHE_SECONDS: Final = 1.0
+"""How long a process reuses the newest checkpoint it read (its MAC and signature checked), and
+the buckets it proved against it: a replay reads some twenty streams, each would otherwise
+cost an index read.
+
+Sound because a proven bucket is a fact about a signed checkpoint, whatever happens to the rows
+afterwards, and a stale checkpoint only makes the check weaker for that long, never wrong: its
+heads are lower bounds of the newest one's, and reads started after it was committed see every
+event it counts. A bucket not yet proven is read from the index, which always belongs to the
+newest checkpoint (it moves in its transaction): a newer checkpoint no longer matches the cached
+one, and the newest is read again at once. So a process may miss, for at most this long, a
+truncation of events that only a checkpoint newer than its own covers."""
+
+ATTEMPTS: Final = 4
+"""Reads of the index before it is declared edited: a checkpoint committed between reading the
+checkpoint and its index (or between the index's two statements, under PostgreSQL's read
+committed) makes one read disagree; the check re-reads while the newest checkpoint moves on."""
+
+EMPTY_ROOT: Final = default_node(BUCKET_BITS)
+"""The head index before the first checkpoint: every bucket empty."""
+
+
+def bucket_entries(stored: bytes | None) -> list[HeadEntry]:
+    """A stored bucket row's entries (its leaf is recomputed from them, so nothing is trusted)."""
+    if stored is None:
+        return []
+    try:
+        return [(str(stream), int(version)) for stream, version in orjson.loads(stored)]
+    except (orjson.JSONDecodeError, TypeError, ValueError):
+        raise IntegrityFailure(CHECKPOINT_STREAM, 0, "a head index row is not a bucket") from None
+
+
+def path_root(bucket: int, entries: Sequence[HeadEntry], nodes: Mapping[Position, bytes]) -> bytes:
+    """The head index root that `bucket`'s entries and the stored nodes on its path make; an
+    entry list or node no writer would store fails closed."""
+    try:
+        siblings = [nodes.get(p, default_node(p[0])) for p in path_positions(bucket)]
+        return root_from_path(bucket, bucket_leaf(entries), siblings)
+    except ValueError as bad:
+        reason = f"a head index row is malformed: {bad}"
+        raise IntegrityFailure(CHECKPOINT_STREAM, 0, reason) from None
+
+
+def disagrees(checkpoint: Checkpoint) -> IntegrityFailure:
+    """The failure of an index whose rows do not make the checkpoint's ``heads_root``."""
+    reason = f"the head index disagrees with checkpoint {checkpoint.number}"
+    return IntegrityFailure(CHECKPOINT_STREAM, checkpoint.number, reason)
+
+
+@dataclass(frozen=True)
+class ProvenHead:
+    """A stream's head as the newest checkpoint records it (0: no event of it checkpointed)."""
+
+    version: int
+    checkpoint: Checkpoint | None
+
+    def shortfall(self, read: StreamRead) -> IntegrityFailure | None:
+        """Why ``read`` shows the stream shorter than this head; None if it does not."""
+        required = self.version if read.lte is None else min(self.version, read.lte)
+        if read.reached >= required:
+            return None
+        assert self.checkpoint is not None  # a head above 0 was proven by one
+        held = f"ends at version {read.reached}" if read.reached else "holds none of it"
+        reason = (
+            f"truncated below checkpoint {self.checkpoint.number}, which records the stream's"
+            f" head at version {self.version}; the store {held}"
+        )
+        return IntegrityFailure(read.stream, read.reached + 1, reason)
+
+
+@dataclass(frozen=True)
+class _Newest:
+    """The newest checkpoint as read at ``at``, and the buckets proven against it since."""
+
+    at: float
+    checkpoint: Checkpoint | None
+    proven: dict[int, list[HeadEntry]] = field(default_factory=dict)
+
+
+class HeadCheck:
+    """Proves a stream's checkpointed head from the index, and holds reads against it."""
+
+    def __init__(
+        self,
+        newest: Callable[[], Checkpoint | None],
+        tables: CheckpointTables,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read_newest = newest
+        self._tables = tables
+        self._clock = clock
+        self._newest: _Newest | None = None
+
+    def forget(self) -> None:
+        """Read the newest checkpoint again at the next read (this process just wrote one)."""
+        self._newest = None
+
+    def _current(self, *, fresh: bool = False) -> _Newest:
+        now = self._clock()
+        newest = self._newest
+        if fresh or newest is None or now - newest.at > CACHE_SECONDS:
+            newest = _Newest(now, self._read_newest())
+            self._newest = newest
+        return newest
+
+    def head(self, stream: UUID) -> ProvenHead:
+        bucket = bucket_of(stream)
+        newest = self._current()
+        entries = newest.proven.get(bucket)
+        if entries is None:
+            newest, entries = self._prove(newest, bucket)
+            newest.proven[bucket] = entries
+        return ProvenHead(head_in(entries, stream), newest.checkpoint)
+
+    def _prove(self, newest: _Newest, bucket: int) -> tuple[_Newest, list[HeadEntry]]:
+        """The bucket's entries, once its path makes the newest checkpoint's ``heads_root``."""
+        positions = path_positions(bucket)
+        fresh = False
+        for _ in range(ATTEMPTS):
+            stored, nodes = self._tables.head_path(bucket, positions)
+            entries = bucket_entries(stored)
+            checkpoint = newest.checkpoint
+            expected = EMPTY_ROOT.hex() if checkpoint is None else checkpoint.heads_root
+            if path_root(bucket, entries, nodes).hex() == expected:
+                return newest, entries
+            again = self._current(fresh=True)
+            if fresh and _number(again.checkpoint) == _number(checkpoint):
+                break
+            newest, fresh = again, True
+        if newest.checkpoint is None:
+            reason = "the head index holds streams, but no checkpoint is stored"
+            raise IntegrityFailure(CHECKPOINT_STREAM, 0, reason)
+        raise disagrees(newest.checkpoint)
+
+    def proven_for(self, read: StreamRead) -> ProvenHead | None:
+        """The head to hold ``read`` against; None when the read does not show the end."""
+        return self.head(read.stream) if read.shows_end else None
+
+
+@dataclass(frozen=True)
+class StreamRead:
+    """A read of one stream's events (eventsourcing's ``select_events``) and what it returned."""
+
+    stream: UUID
+    gt: int | None
+    lte: int | None
+    desc: bool
+    limit: int | None
+    events: Sequence[StoredEvent]
+
+    @property
+    def shows_end(self) -> bool:
+        """Whether the read shows where the stream ends (below ``lte``): an ascending read that
+        filled its ``limit`` shows only a beginning."""
+        return self.desc or self.limit is None or len(self.events) < self.limit
+
+    @property
+    def reached(self) -> int:
+        """The highest version the read shows the stream to hold (``gt`` when it found none)."""
+        if not self.events:
+            return self.gt or 0
+        return self.events[0 if self.desc else -1].originator_version
+
+
+class HeadCheckedReads:
+    """A recorder mixin: every ``select_events`` of a stream other than the checkpoints' is held
+    against its proven head (`HeadCheck`). None (no checkpoint key, a bundle in memory): no check.
+
+    A read that falls short is made once more before it fails: a checkpoint committed after the
+    read began may cover events the read could not see yet (PostgreSQL's read committed), and
+    the second read starts after the head was proven, so it sees everything the head counts.
+    """
+
+    head_check: HeadCheck | None = None
+
+    def select_events(self, originator_id: UUID | str, **kwargs: Any) -> Sequence[StoredEvent]:
+        events: Sequence[StoredEvent] = super().select_events(  # type: ignore[misc]
+            originator_id, **kwargs
+        )
+        check = self.head_check
+        stream = originator_id if isinstance(originator_id, UUID) else UUID(originator_id)
+        if check is None or stream == CHECKPOINT_STREAM:
+            return events
+        read = _read(stream, kwargs, events)
+        proven = check.proven_for(read)
+        if proven is None or proven.shortfall(read) is None:
+            return events
+        events = super().select_events(originator_id, **kwargs)  # type: ignore[misc]
+        failure = proven.shortfall(_read(stream, kwargs, events))
+        if failure is not None:
+            raise failure
+        return events
+
+
+def _read(stream: UUID, kwargs: Mapping[str, Any], events: Sequence[StoredEvent]) -> StreamRead:
+    return StreamRead(
+        stream,
+        kwargs.get("gt"),
+        kwargs.get("lte"),
+        kwargs.get("desc", False),
+        kwargs.get("limit"),
+        events,
+    )
+
+
+def _number(checkpoint: Checkpoint | None) -> int:
+    return 0 if checkpoint is None else checkpoint.number
