@@ -39,7 +39,9 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
     elif args.all:
         print(
             f"ok: {counts['events']} events in {counts['streams']} streams verified "
-            f"({counts['jobs']} jobs, {counts['sealed_jobs']} sealed)"
+            f"({counts['jobs']} jobs, {counts['sealed_jobs']} sealed), {counts['checkpoints']}"
+            f" checkpoints verified (the newest covers {counts['checkpointed']} events),"
+            f" not yet checkpointed: {counts['not_yet_checkpointed']}"
         )
         _print_unanswered(counts["abandoned_replays"], counts["running_replays"])
     else:
@@ -53,19 +55,25 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _verify_all(ledger: Ledger) -> dict[str, Any]:
-    """Integrity of every stream, then the replay requests left without a result.
+    """Integrity of every checkpoint and every stream, then the replay requests left without a
+    result. Events after the newest checkpoint are counted: nothing has signed them yet.
 
     An abandoned request is not a verification failure: the ledger holds exactly what happened
     (a replay was asked for and its process stopped before recording a verdict). It is listed,
     so that the interrupted audit is seen and run again.
     """
     summary = ledger.store.verify_all()
+    assert summary.tree is not None  # verify_all checks the checkpoints unless told not to
+    newest = summary.tree.newest
     unanswered = ledger.governance.unanswered_replays()
     return {
         "events": summary.events,
         "streams": summary.streams,
         "jobs": summary.jobs,
         "sealed_jobs": summary.sealed_jobs,
+        "checkpoints": summary.tree.checkpoints,
+        "checkpointed": 0 if newest is None else newest.checkpoint.tree_size,
+        "not_yet_checkpointed": summary.tree.not_yet_checkpointed,
         "abandoned_replays": [u.as_json() for u in unanswered if u.status == ABANDONED],
         "running_replays": [u.as_json() for u in unanswered if u.status == RUNNING],
     }
