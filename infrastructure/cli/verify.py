@@ -39,9 +39,9 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
     elif args.all:
         print(
             f"ok: {counts['events']} events in {counts['streams']} streams verified "
-            f"({counts['jobs']} jobs, {counts['sealed_jobs']} sealed), {counts['checkpoints']}"
-            f" checkpoints verified (the newest covers {counts['checkpointed']} events),"
-            f" not yet checkpointed: {counts['not_yet_checkpointed']}"
+            f"({counts['jobs']} jobs, {counts['sealed_jobs']} sealed); checkpoints:"
+            f" {counts['checkpoints']} verified, the newest covers {counts['checkpointed']}"
+            f" events; not yet checkpointed: {counts['not_yet_checkpointed']}"
         )
         _print_unanswered(counts["abandoned_replays"], counts["running_replays"])
     else:
