@@ -7,7 +7,11 @@ each round does the same work on fresh names, so every round writes as much as t
 
 - ``write``: Stage-0 jobs recorded whole, one transaction each; every event stored counts (the
   job's, its seal's witness, its registry entry, its SEM writes).
-- ``read``: every stored event read back in pages, its MAC verified (`mace verify --all`).
+- ``checkpoint``: a checkpoint written over the round's events (`mace checkpoint`).
+- ``read``: every stored event read back in pages, its MAC verified (`mace verify --all` as it
+  was before checkpoints: the baseline of the next figure).
+- ``verify``: `mace verify --all` whole: that read, after every checkpoint is checked and the
+  Merkle tree recomputed over the log. `tree_cost` is its time over the read's (at most 1.25).
 - ``replay``: audit replays of the recorded jobs (load, verify, fold, re-decide, compare, record).
 - ``memory``: memory writes to one tenant's log, which grows by ``memories`` each round.
 - ``context`` and ``receipt replay``: receipts emitted over that log under a policy bundle, and
@@ -67,6 +71,12 @@ def _timed(work: Callable[[], int]) -> tuple[int, float]:
     return count, time.perf_counter() - started
 
 
+def tree_cost(figures: list[Figure]) -> float:
+    """How much longer `mace verify --all` takes with the checkpoint pass than without it."""
+    rates = {f.name: f.per_second for f in figures}
+    return rates["read"] / rates["verify"]
+
+
 def _median(name: str, unit: str, rounds: list[tuple[int, float]]) -> Figure:
     rates = [count / seconds for count, seconds in rounds if seconds > 0]
     count, seconds = rounds[len(rounds) // 2]
@@ -96,7 +106,9 @@ class Bench:
                 samples.setdefault(name, []).append(_timed(work))
         units = {
             "write": "events",
+            "checkpoint": "events",
             "read": "events",
+            "verify": "events",
             "replay": "replays",
             "memory": "writes",
             "context": "receipts",
@@ -118,7 +130,17 @@ class Bench:
                 job_ids.append(log.job_id)
             return self._head() - before  # every event stored with the jobs, witnesses included
 
+        def checkpoint() -> int:
+            checkpoints = self.ledger.store.checkpoints
+            assert checkpoints is not None  # a store opened from settings has its key
+            before = checkpoints.newest()
+            covered = checkpoints.write().newest.checkpoint.tree_size
+            return covered - (0 if before is None else before.checkpoint.tree_size)
+
         def read() -> int:
+            return self.ledger.store.verify_all(tree=False).events
+
+        def verify() -> int:
             return self.ledger.store.verify_all().events
 
         def replay() -> int:
@@ -150,7 +172,9 @@ class Bench:
 
         return [
             ("write", write),
+            ("checkpoint", checkpoint),
             ("read", read),
+            ("verify", verify),
             ("replay", replay),
             ("memory", memory),
             ("context", context),

@@ -13,7 +13,7 @@ from domain.canonical import canonical_json
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.errors import EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings
-from infrastructure.tooling.bench import Bench, BenchError
+from infrastructure.tooling.bench import Bench, BenchError, tree_cost
 
 
 def run_bench(args: argparse.Namespace, settings: Settings) -> int:
@@ -25,10 +25,16 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
         store = ledger.store.location.describe()
     if args.json:
         figures_json = [f.as_json() for f in figures]
-        report = {"store": store, "rounds": args.rounds, "figures": figures_json}
+        report = {
+            "store": store,
+            "rounds": args.rounds,
+            "figures": figures_json,
+            "tree_cost": round(tree_cost(figures), 3),
+        }
         sys.stdout.buffer.write(canonical_json(report) + b"\n")
         return EXIT_OK
     print(f"mace bench on {store}, median of {args.rounds} round(s)")
     for f in figures:
         print(f"  {f.name:<15} {f.per_second:>10.1f} {f.unit}/s  ({f.count} in {f.seconds:.3f} s)")
+    print(f"  verify with the checkpoint pass / without: {tree_cost(figures):.2f}x")
     return EXIT_OK
