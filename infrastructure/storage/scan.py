@@ -23,12 +23,13 @@ import psycopg
 from eventsourcing.persistence import StoredEvent
 from psycopg import sql
 
-from domain.checkpoint import leaf_data
+from domain.checkpoint import stream_leaf_data
 from domain.merkle import leaf_hash
 from infrastructure.storage.connection import connect_postgres
 from infrastructure.storage.settings import PostgresStore, SQLiteStore, Store
 
 SCAN_PAGE = 2000
+UUID_BYTES: Final = 16
 
 # `domain.checkpoint.leaf_data` in SQL, hashed as `domain.merkle.leaf_hash`: 0x00 || stream uuid
 # (16 bytes) || version (int8, big-endian) || topic length (int4) || topic (UTF-8) || state.
@@ -53,6 +54,7 @@ class Leaf(NamedTuple):
 def _sqlite_leaf(
     originator_id: object, version: object, topic: object, state: object
 ) -> bytes | None:
+    """The leaf of a row as SQLite stores it (the stream id as 32 hex digits)."""
     if not (
         isinstance(originator_id, str)
         and isinstance(version, int)
@@ -61,10 +63,12 @@ def _sqlite_leaf(
     ):
         return None
     try:
-        stream = UUID(originator_id)
+        stream = bytes.fromhex(originator_id)
     except ValueError:
         return None
-    return leaf_hash(leaf_data(stream, version, topic, state))
+    if len(stream) != UUID_BYTES:
+        return None
+    return leaf_hash(stream_leaf_data(stream, version, topic, state))
 
 
 def _bytes_or_none(value: object) -> bytes | None:
@@ -173,8 +177,8 @@ class StoreReader:
                 (after, upper, skip.hex),
             )
             while rows := cursor.fetchmany(SCAN_PAGE):
-                for notification_id, *row in rows:
-                    yield Leaf(notification_id, _sqlite_leaf(*row))
+                for notification_id, stream, version, topic, state in rows:
+                    yield Leaf(notification_id, _sqlite_leaf(stream, version, topic, state))
             return
         query = sql.SQL(
             "SELECT notification_id, {} FROM {} WHERE notification_id > %s"
