@@ -62,7 +62,9 @@ def verify_checkpoints(checkpoints: Checkpoints, reader: StoreReader) -> TreeVer
         return TreeVerification(0, None, reader.count_after(0, CHECKPOINT_STREAM))
     last = newest.checkpoint
     held: _Held | None = None
-    with closing(reader.leaves(0, last.last_notification_id, CHECKPOINT_STREAM)) as leaves:
+    # Unbounded: a checkpoint is not trusted to say where the log it covers ends. Read lazily,
+    # the log after the newest checkpoint costs at most a page.
+    with closing(reader.leaves(0, CHECKPOINT_STREAM)) as leaves:
         builder = MerkleBuilder()
         pending = next(leaves, None)
         for event in _chain(checkpoints.store, last.number):
@@ -149,7 +151,7 @@ def _broken(
         return IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
     after = 0 if held is None else held.signed.checkpoint.last_notification_id
     position, leaf = _first_difference(
-        reader.leaves(after, None, CHECKPOINT_STREAM),
+        reader.leaves(after, CHECKPOINT_STREAM),
         signed_leaves,
         start,
         body.last_notification_id,

@@ -164,17 +164,16 @@ class StoreReader:
             row = conn.execute(query, (originator_id, version)).fetchone()
         return None if row is None else _row(originator_id, version, row[0], row[1])
 
-    def leaves(self, after: int, through: int | None, skip: UUID) -> Generator[Leaf]:
-        """The leaves of the events with notification id in (after, through], in notification
-        order, leaving out the stream ``skip`` (the checkpoints, which are no leaves)."""
+    def leaves(self, after: int, skip: UUID) -> Generator[Leaf]:
+        """The leaves of the events after notification id ``after``, in notification order,
+        leaving out the stream ``skip`` (the checkpoints, which are no leaves)."""
         conn = self._scan_conn = self._scan_conn or self._connect()
-        upper = (1 << 63) - 1 if through is None else through
         if isinstance(conn, sqlite3.Connection):
             cursor = conn.execute(
                 "SELECT rowid, originator_id, originator_version, topic, state"  # noqa: S608
-                f" FROM {self._sqlite_table()} WHERE rowid > ? AND rowid <= ?"
-                " AND originator_id <> ? ORDER BY rowid",
-                (after, upper, skip.hex),
+                f" FROM {self._sqlite_table()} WHERE rowid > ? AND originator_id <> ?"
+                " ORDER BY rowid",
+                (after, skip.hex),
             )
             while rows := cursor.fetchmany(SCAN_PAGE):
                 for notification_id, stream, version, topic, state in rows:
@@ -182,11 +181,11 @@ class StoreReader:
             return
         query = sql.SQL(
             "SELECT notification_id, {} FROM {} WHERE notification_id > %s"
-            " AND notification_id <= %s AND originator_id <> %s ORDER BY notification_id"
+            " AND originator_id <> %s ORDER BY notification_id"
         ).format(sql.SQL(LEAF_SQL), self._table())
         with conn.transaction(), conn.cursor(name="mace_leaves") as cur:
             cur.itersize = SCAN_PAGE
-            cur.execute(query, (after, upper, skip))
+            cur.execute(query, (after, skip))
             for notification_id, hashed in cur:
                 assert isinstance(notification_id, int)
                 yield Leaf(notification_id, _bytes_or_none(hashed))

@@ -9,13 +9,14 @@ checkpoint are only counted.
 
 from __future__ import annotations
 
+import base64
 from uuid import UUID
 
 import pytest
 from support.ledger_fixtures import RawTable
 from support.sample_job import record_sample_job
 
-from domain.checkpoint import CHECKPOINT_STREAM, leaf_data
+from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints, leaf_data
 from domain.job import Job
 from domain.merkle import leaf_hash
 from infrastructure.application.ledger import Ledger
@@ -221,15 +222,61 @@ def test_the_databases_leaf_is_the_domains_and_a_row_without_state_has_none(
     table = getattr(ledger.store.recorder, "events_table_name", None)
     assert isinstance(table, str)
     with StoreReader(ledger.store.location, table) as reader:
-        assert [leaf.hash for leaf in reader.leaves(0, None, CHECKPOINT_STREAM)] == expected
+        assert [leaf.hash for leaf in reader.leaves(0, CHECKPOINT_STREAM)] == expected
 
     position = log(raw_table).index((JOB, 3))
     raw_table.set_column(JOB, 3, "state", None)
     with StoreReader(ledger.store.location, table) as reader:
-        leaves = list(reader.leaves(0, None, CHECKPOINT_STREAM))
+        leaves = list(reader.leaves(0, CHECKPOINT_STREAM))
     assert leaves[position].hash is None
     caught = failure(ledger)
     assert caught.reason == (
         f"checkpoint 1 no longer holds: the log differs from it first at position {position}"
         f" (the log now has stream {JOB} version 3 there)"
     )
+
+
+def forge_next(ledger: Ledger, **changes: object) -> None:
+    """Append a checkpoint after the newest, signed and MAC'd with the ledger's own keys (what
+    only a holder of both could do), its body the newest's with ``changes``."""
+    checkpoints = ledger.store.checkpoints
+    assert checkpoints is not None
+    newest = checkpoints.newest()
+    assert newest is not None
+    number = newest.checkpoint.number
+    update = {"number": number + 1, "previous": newest.checkpoint.digest(), **changes}
+    body = newest.checkpoint.model_copy(update=update)
+    event = LedgerCheckpoints.appended(
+        LedgerCheckpoints.LEDGER,
+        number,
+        LedgerCheckpoints.Signed,
+        checkpoint=body,
+        key_id=checkpoints.key.key_id,
+        signature=base64.b64encode(checkpoints.key.sign(body.signed_bytes())).decode(),
+    )
+    ledger.store.insert_records([ledger.store.mapper.to_stored_event(event)])
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"previous": "0" * 64}, "checkpoint 3 does not name checkpoint 2 as its previous"),
+        ({"tree_size": 1}, "checkpoint 3 covers less of the log than checkpoint 2"),
+        ({"last_notification_id": 1}, "checkpoint 3 covers less of the log than checkpoint 2"),
+    ],
+    ids=["previous", "tree-size", "notification-id"],
+)
+def test_a_signed_checkpoint_that_breaks_the_chain_is_named(
+    ledger: Ledger, changes: dict[str, object], reason: str
+) -> None:
+    two_checkpoints(ledger)
+    forge_next(ledger, **changes)
+    caught = failure(ledger)
+    assert (caught.stream, caught.version, caught.reason) == (str(CHECKPOINT_STREAM), 3, reason)
+
+
+def test_a_signed_checkpoint_over_a_log_it_does_not_match_is_named(ledger: Ledger) -> None:
+    two_checkpoints(ledger)
+    forge_next(ledger, root="ab" * 32)
+    caught = failure(ledger)
+    assert caught.reason.startswith("checkpoint 3 no longer holds: ")
