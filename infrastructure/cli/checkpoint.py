@@ -56,6 +56,9 @@ def print_public_key(args: argparse.Namespace, settings: Settings) -> int:
 
 def export_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
     """Checkpoint every event first, so that the file covers everything the store holds now."""
+    if not args.output.parent.is_dir():
+        msg = f"cannot write checkpoint file {args.output}: its directory does not exist"
+        raise UsageError(msg)
     with Ledger.open(settings, create=False, checkpoint_on_close=False) as ledger:
         written = _checkpoints(ledger).write()
     write_exported(written.newest, args.output)

@@ -38,15 +38,23 @@ EXPECTED: Final = (
 def write_exported(signed: SignedCheckpoint, path: Path) -> None:
     """Write ``signed`` to ``path`` as canonical JSON, whole or not at all (a witness that reads
     the file while it is written sees the old one)."""
-    directory = path.parent
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as exc:
+        raise UsageError(_cannot_write(path, exc)) from None
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(canonical_json(signed.exported()))
         Path(temporary).replace(path)
-    except BaseException:
+    except BaseException as exc:
         Path(temporary).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise UsageError(_cannot_write(path, exc)) from None
         raise
+
+
+def _cannot_write(path: Path, exc: OSError) -> str:
+    return f"cannot write checkpoint file {path}: {exc.strerror or type(exc).__name__}"
 
 
 def read_exported(path: Path) -> tuple[str, SignedCheckpoint]:

@@ -285,3 +285,18 @@ def test_prove_fails_when_the_newer_checkpoint_does_not_extend_the_older(
         f"checkpoint 3 of {new_path} does not extend checkpoint 2 of {old_path}:"
         " the consistency proof does not hold"
     )
+
+
+def test_export_to_a_directory_that_does_not_exist_is_one_line_exit_2_and_writes_nothing(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    new_job(capsys)
+    rows = RawTable(cli_env).execute("SELECT COUNT(*) FROM {table}")
+    target = tmp_path / "nowhere" / "witness.json"
+    code, out, err = run(capsys, "checkpoint", "export", "-o", str(target))
+    assert (code, out) == (2, "")
+    assert err == (
+        f"mace: INVALID_INPUT: cannot write checkpoint file {target}: its directory does not"
+        " exist\n"
+    )
+    assert RawTable(cli_env).execute("SELECT COUNT(*) FROM {table}") == rows
