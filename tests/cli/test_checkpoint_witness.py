@@ -21,6 +21,7 @@ from support.replay_cli import new_job
 from domain.canonical import canonical_json
 from domain.checkpoint import CHECKPOINT_STREAM
 from domain.merkle import verify_consistency
+from infrastructure.application.ledger import Ledger
 from infrastructure.storage.checkpoint_key import read_checkpoint_key
 from infrastructure.storage.checkpoint_tables import HEAD_BUCKETS, HEAD_NODES, TABLES
 from infrastructure.storage.settings import Settings, SQLiteStore
@@ -291,6 +292,8 @@ def test_export_to_a_directory_that_does_not_exist_is_one_line_exit_2_and_writes
     cli_env: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     new_job(capsys)
+    with Ledger.open(cli_env, checkpoint_on_close=False) as ledger:
+        ledger.jobs.start("uncovered", "s9", "1 + 1", {})  # export would checkpoint it first
     rows = RawTable(cli_env).execute("SELECT COUNT(*) FROM {table}")
     target = tmp_path / "nowhere" / "witness.json"
     code, out, err = run(capsys, "checkpoint", "export", "-o", str(target))
