@@ -34,10 +34,16 @@ def leaf_data(originator_id: UUID, version: int, topic: str, state: bytes) -> by
     simple enough that a database can compute the same bytes (PostgreSQL: ``uuid_send``,
     ``int8send``, ``int4send``).
     """
+    return stream_leaf_data(originator_id.bytes, version, topic, state)
+
+
+def stream_leaf_data(stream: bytes, version: int, topic: str, state: bytes) -> bytes:
+    """`leaf_data` of a stream given as its 16 UUID bytes: a whole-log scan that reads ids as
+    text saves parsing each into a UUID."""
     topic_bytes = topic.encode("utf-8")
     return b"".join(
         (
-            originator_id.bytes,
+            stream,
             version.to_bytes(8, "big", signed=True),
             len(topic_bytes).to_bytes(4, "big"),
             topic_bytes,

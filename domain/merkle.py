@@ -222,7 +222,8 @@ class MerkleBuilder:
 
     def append(self, leaf_hash: bytes) -> list[MerkleNode]:
         """Add a leaf; returns the nodes it completed, the leaf itself first, then upwards."""
-        _check_hashes((leaf_hash,), "leaf hash")
+        if len(leaf_hash) != HASH_SIZE:  # `_check_hashes`, inline: this runs once per event
+            raise ValueError(f"leaf hash must be {HASH_SIZE} bytes, got {len(leaf_hash)}")
         completed: list[MerkleNode] = [(0, self._size, leaf_hash)]
         level, index, node = completed[0]
         # A node at an odd index is a right child: the newest peak, a complete subtree of its

@@ -1,13 +1,25 @@
-"""``mace checkpoint``: write a checkpoint now; ``public-key``: the key that checks them."""
+"""``mace checkpoint``: write a checkpoint now; ``public-key``: the key that checks them;
+``export``: the newest for an outside witness; ``verify``: check an exported one with a public
+key alone (no store is opened); ``prove``: the consistency proof between two exported ones."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
+from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint
 from infrastructure.application.ledger import Ledger
-from infrastructure.cli.common import EXIT_OK, emit_json
+from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
+from infrastructure.storage.checkpoint_proofs import consistency
+from infrastructure.storage.checkpoints import Checkpoints
+from infrastructure.storage.exported_checkpoints import (
+    read_public_key,
+    verified_exported,
+    write_exported,
+)
 from infrastructure.storage.settings import Settings
+from infrastructure.storage.signed_record import IntegrityFailure
 
 
 def write_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
@@ -40,3 +52,91 @@ def print_public_key(args: argparse.Namespace, settings: Settings) -> int:
     else:
         sys.stdout.write(key.public_pem())
     return EXIT_OK
+
+
+def export_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
+    """Checkpoint every event first, so that the file covers everything the store holds now."""
+    if not args.output.parent.is_dir():
+        msg = f"cannot write checkpoint file {args.output}: its directory does not exist"
+        raise UsageError(msg)
+    with Ledger.open(settings, create=False, checkpoint_on_close=False) as ledger:
+        written = _checkpoints(ledger).write()
+    write_exported(written.newest, args.output)
+    body = written.newest.checkpoint
+    if args.json:
+        emit_json(_summary(body) | {"file": str(args.output), "written": written.written})
+    else:
+        print(
+            f"checkpoint {body.number} ({body.tree_size} events, root {body.root})"
+            f" exported to {args.output}"
+        )
+    return EXIT_OK
+
+
+def verify_exported_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
+    # Only the files named: no store, keyring or checkpoint key is read.
+    signed = verified_exported(args.file, read_public_key(args.public_key))
+    body = signed.checkpoint
+    if args.json:
+        emit_json({"ok": True, "key_id": signed.key_id} | _summary(body))
+    else:
+        print(
+            f"ok: checkpoint {body.number} signed by key {signed.key_id}: {body.tree_size}"
+            f" events, root {body.root}"
+        )
+    return EXIT_OK
+
+
+def prove_consistency(args: argparse.Namespace, settings: Settings) -> int:
+    """Both files must be this ledger's (its checkpoint key); the proof comes from its store."""
+    with Ledger.open(settings, create=False, checkpoint_on_close=False) as ledger:
+        checkpoints = _checkpoints(ledger)
+        key = checkpoints.key.public
+        old = verified_exported(args.old, key).checkpoint
+        new = verified_exported(args.new, key).checkpoint
+        if old.tree_size > new.tree_size or old.number > new.number:
+            msg = (
+                f"OLD ({args.old}: checkpoint {old.number}) is newer than NEW ({args.new}:"
+                f" checkpoint {new.number}): name the older one first"
+            )
+            raise UsageError(msg)
+        proved = consistency(checkpoints.tables, old, new)
+    proof = [node.hex() for node in proved.proof]
+    if args.json:
+        emit_json(
+            {
+                "ok": proved.holds,
+                "old": _summary(old),
+                "new": _summary(new),
+                "proof": proof,
+            }
+        )
+    else:
+        print(
+            f"consistency proof from checkpoint {old.number} ({old.tree_size} events) to"
+            f" checkpoint {new.number} ({new.tree_size} events): {len(proof)} hashes"
+        )
+        for node in proof:
+            print(node)
+    if not proved.holds:
+        reason = (
+            f"checkpoint {new.number} of {args.new} does not extend checkpoint {old.number} of"
+            f" {args.old}: the consistency proof does not hold"
+        )
+        raise IntegrityFailure(CHECKPOINT_STREAM, new.number, reason)
+    return EXIT_OK
+
+
+def _checkpoints(ledger: Ledger) -> Checkpoints:
+    checkpoints = ledger.store.checkpoints
+    assert checkpoints is not None  # a store opened from settings has its checkpoint key
+    return checkpoints
+
+
+def _summary(body: Checkpoint) -> dict[str, Any]:
+    return {
+        "number": body.number,
+        "tree_size": body.tree_size,
+        "root": body.root,
+        "last_notification_id": body.last_notification_id,
+    }

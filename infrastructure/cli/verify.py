@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
+from domain.checkpoint import Checkpoint
 from domain.errors import MaceError
 from domain.job import DEFAULT_TENANT
 from infrastructure.application.governance import ABANDONED, RUNNING
@@ -16,6 +18,8 @@ from infrastructure.cli.common import (
     UsageError,
     emit_json,
 )
+from infrastructure.storage.checkpoint_proofs import check_extends
+from infrastructure.storage.exported_checkpoints import verified_exported
 from infrastructure.storage.settings import Settings
 
 
@@ -26,9 +30,11 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("--check-sequence applies to one job: name a JOB_ID")
     if args.all and args.tenant is not None:
         raise UsageError("--tenant names the tenant of one job: --all verifies every tenant's")
+    if args.checkpoint is not None and not args.all:
+        raise UsageError("--checkpoint applies to --all: the whole store must extend it")
     with Ledger.open(settings, create=False) as ledger:
         try:
-            counts = _verify_all(ledger) if args.all else _verify_job(ledger, args)
+            counts = _verify_all(ledger, args.checkpoint) if args.all else _verify_job(ledger, args)
         except MaceError as exc:
             if args.json:
                 emit_json({"ok": False, "error_code": exc.code.value, **exc.details})
@@ -39,8 +45,17 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
     elif args.all:
         print(
             f"ok: {counts['events']} events in {counts['streams']} streams verified "
-            f"({counts['jobs']} jobs, {counts['sealed_jobs']} sealed)"
+            f"({counts['jobs']} jobs, {counts['sealed_jobs']} sealed); checkpoints:"
+            f" {counts['checkpoints']} verified, the newest covers {counts['checkpointed']}"
+            f" events; not yet checkpointed: {counts['not_yet_checkpointed']}"
         )
+        if args.checkpoint is not None:
+            extended = counts["extends"]
+            print(
+                f"the store extends checkpoint {extended['number']} of {args.checkpoint}"
+                f" (consistency proof from {extended['tree_size']} to {counts['checkpointed']}"
+                " events holds)"
+            )
         _print_unanswered(counts["abandoned_replays"], counts["running_replays"])
     else:
         sequence = ", sequence and event ids checked" if args.check_sequence else ""
@@ -52,23 +67,42 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def _verify_all(ledger: Ledger) -> dict[str, Any]:
-    """Integrity of every stream, then the replay requests left without a result.
+def _verify_all(ledger: Ledger, witness: Path | None) -> dict[str, Any]:
+    """Integrity of every checkpoint and every stream, then that the store extends the exported
+    checkpoint ``witness`` (if given), then the replay requests left without a result. Events
+    after the newest checkpoint are counted: nothing has signed them yet.
+
+    Without a witness a store restored from an older copy verifies: its shorter chain is intact.
 
     An abandoned request is not a verification failure: the ledger holds exactly what happened
     (a replay was asked for and its process stopped before recording a verdict). It is listed,
     so that the interrupted audit is seen and run again.
     """
+    checkpoints = ledger.store.checkpoints
+    assert checkpoints is not None  # a store opened from settings has its checkpoint key
+    # The file is read and its signature checked before the store is: bad input writes nothing.
+    kept = None if witness is None else verified_exported(witness, checkpoints.key.public)
     summary = ledger.store.verify_all()
+    assert summary.tree is not None  # verify_all checks the checkpoints unless told not to
+    newest = summary.tree.newest
+    extends = None if kept is None else check_extends(checkpoints, kept, str(witness))
     unanswered = ledger.governance.unanswered_replays()
     return {
         "events": summary.events,
         "streams": summary.streams,
         "jobs": summary.jobs,
         "sealed_jobs": summary.sealed_jobs,
+        "checkpoints": summary.tree.checkpoints,
+        "checkpointed": 0 if newest is None else newest.checkpoint.tree_size,
+        "not_yet_checkpointed": summary.tree.not_yet_checkpointed,
+        **({} if extends is None else {"extends": _checkpoint_json(extends.old)}),
         "abandoned_replays": [u.as_json() for u in unanswered if u.status == ABANDONED],
         "running_replays": [u.as_json() for u in unanswered if u.status == RUNNING],
     }
+
+
+def _checkpoint_json(body: Checkpoint) -> dict[str, Any]:
+    return {"number": body.number, "tree_size": body.tree_size, "root": body.root}
 
 
 def _print_unanswered(abandoned: list[dict[str, Any]], running: list[dict[str, Any]]) -> None:

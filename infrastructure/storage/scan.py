@@ -1,25 +1,78 @@
 """Raw, streaming reads of the stored events table for whole-ledger verification.
 
 eventsourcing reads one stream or one notification page at a time; verifying everything wants one
-pass ordered by (stream, version) with flat memory. This opens its own read-only connection: a
-server-side cursor on PostgreSQL, lazy cursor iteration on SQLite.
+pass ordered by (stream, version) with flat memory, and one pass over the Merkle leaves in
+notification order. This opens its own read-only connection: a server-side cursor on PostgreSQL,
+lazy cursor iteration on SQLite.
+
+PostgreSQL computes each event's leaf hash itself (`LEAF_SQL`), so that the tree pass moves 40
+bytes a row over the network instead of the whole row a second time; SQLite is read in process.
+Both make exactly `domain.merkle.leaf_hash(domain.checkpoint.leaf_data(...))`, and a row missing
+its topic or state has no leaf (None), which no signed root can match.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import ExitStack
+from typing import Final, NamedTuple
 from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import StoredEvent
 from psycopg import sql
 
+from domain.checkpoint import stream_leaf_data
+from domain.merkle import leaf_hash
 from infrastructure.storage.connection import connect_postgres
 from infrastructure.storage.settings import PostgresStore, SQLiteStore, Store
 
 SCAN_PAGE = 2000
+UUID_BYTES: Final = 16
+
+# `domain.checkpoint.leaf_data` in SQL, hashed as `domain.merkle.leaf_hash`: 0x00 || stream uuid
+# (16 bytes) || version (int8, big-endian) || topic length (int4) || topic (UTF-8) || state.
+# Any NULL part makes the whole leaf NULL. Functions are schema-qualified so that no function of
+# the same name elsewhere on the search path can stand in for them.
+LEAF_SQL: Final = (
+    "pg_catalog.sha256('\\x00'::bytea || pg_catalog.uuid_send(originator_id)"
+    " || pg_catalog.int8send(originator_version::bigint)"
+    " || pg_catalog.int4send(pg_catalog.octet_length(pg_catalog.convert_to(topic, 'UTF8')))"
+    " || pg_catalog.convert_to(topic, 'UTF8') || state)"
+)
+
+
+class Leaf(NamedTuple):
+    """One event's place in the log: its notification id and its Merkle leaf hash (None for a
+    row without topic or state)."""
+
+    notification_id: int
+    hash: bytes | None
+
+
+def _sqlite_leaf(
+    originator_id: object, version: object, topic: object, state: object
+) -> bytes | None:
+    """The leaf of a row as SQLite stores it (the stream id as 32 hex digits)."""
+    if not (
+        isinstance(originator_id, str)
+        and isinstance(version, int)
+        and isinstance(topic, str)
+        and isinstance(state, bytes)
+    ):
+        return None
+    try:
+        stream = bytes.fromhex(originator_id)
+    except ValueError:
+        return None
+    if len(stream) != UUID_BYTES:
+        return None
+    return leaf_hash(stream_leaf_data(stream, version, topic, state))
+
+
+def _bytes_or_none(value: object) -> bytes | None:
+    return bytes(value) if isinstance(value, bytes | memoryview) else None
 
 
 def _row(originator_id: UUID, version: int, topic: object, state: object) -> StoredEvent:
@@ -110,3 +163,65 @@ class StoreReader:
             ).format(self._table())
             row = conn.execute(query, (originator_id, version)).fetchone()
         return None if row is None else _row(originator_id, version, row[0], row[1])
+
+    def leaves(self, after: int, skip: UUID) -> Generator[Leaf]:
+        """The leaves of the events after notification id ``after``, in notification order,
+        leaving out the stream ``skip`` (the checkpoints, which are no leaves)."""
+        conn = self._scan_conn = self._scan_conn or self._connect()
+        if isinstance(conn, sqlite3.Connection):
+            cursor = conn.execute(
+                "SELECT rowid, originator_id, originator_version, topic, state"  # noqa: S608
+                f" FROM {self._sqlite_table()} WHERE rowid > ? AND originator_id <> ?"
+                " ORDER BY rowid",
+                (after, skip.hex),
+            )
+            while rows := cursor.fetchmany(SCAN_PAGE):
+                for notification_id, stream, version, topic, state in rows:
+                    yield Leaf(notification_id, _sqlite_leaf(stream, version, topic, state))
+            return
+        query = sql.SQL(
+            "SELECT notification_id, {} FROM {} WHERE notification_id > %s"
+            " AND originator_id <> %s ORDER BY notification_id"
+        ).format(sql.SQL(LEAF_SQL), self._table())
+        with conn.transaction(), conn.cursor(name="mace_leaves") as cur:
+            cur.itersize = SCAN_PAGE
+            cur.execute(query, (after, skip))
+            for notification_id, hashed in cur:
+                assert isinstance(notification_id, int)
+                yield Leaf(notification_id, _bytes_or_none(hashed))
+
+    def count_after(self, after: int, skip: UUID) -> int:
+        """How many events of streams other than ``skip`` have a notification id after ``after``."""
+        conn = self._lookup_conn = self._lookup_conn or self._connect()
+        if isinstance(conn, sqlite3.Connection):
+            row = conn.execute(
+                f"SELECT count(*) FROM {self._sqlite_table()}"  # noqa: S608
+                " WHERE rowid > ? AND originator_id <> ?",
+                (after, skip.hex),
+            ).fetchone()
+        else:
+            query = sql.SQL(
+                "SELECT count(*) FROM {} WHERE notification_id > %s AND originator_id <> %s"
+            ).format(self._table())
+            row = conn.execute(query, (after, skip)).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def located(self, notification_id: int) -> tuple[UUID, int] | None:
+        """The stream and version of the event with this notification id, if there is one."""
+        conn = self._lookup_conn = self._lookup_conn or self._connect()
+        if isinstance(conn, sqlite3.Connection):
+            row = conn.execute(
+                "SELECT originator_id, originator_version"  # noqa: S608
+                f" FROM {self._sqlite_table()} WHERE rowid = ?",
+                (notification_id,),
+            ).fetchone()
+        else:
+            query = sql.SQL(
+                "SELECT originator_id, originator_version FROM {} WHERE notification_id = %s"
+            ).format(self._table())
+            row = conn.execute(query, (notification_id,)).fetchone()
+        if row is None:
+            return None
+        stream, version = row
+        return (stream if isinstance(stream, UUID) else UUID(str(stream))), int(version)

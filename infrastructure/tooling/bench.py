@@ -7,7 +7,11 @@ each round does the same work on fresh names, so every round writes as much as t
 
 - ``write``: Stage-0 jobs recorded whole, one transaction each; every event stored counts (the
   job's, its seal's witness, its registry entry, its SEM writes).
-- ``read``: every stored event read back in pages, its MAC verified (`mace verify --all`).
+- ``checkpoint``: a checkpoint written over the round's events (`mace checkpoint`).
+- ``read``: every stored event read back in pages, its MAC verified (`mace verify --all` as it
+  was before checkpoints: the baseline of the next figure).
+- ``verify``: `mace verify --all` whole: that read, after every checkpoint is checked and the
+  Merkle tree recomputed over the log. `tree_cost` is its time over the read's (at most 1.25).
 - ``replay``: audit replays of the recorded jobs (load, verify, fold, re-decide, compare, record).
 - ``memory``: memory writes to one tenant's log, which grows by ``memories`` each round.
 - ``context`` and ``receipt replay``: receipts emitted over that log under a policy bundle, and
@@ -86,7 +90,10 @@ class Bench:
         self.memories = memories
         self.contexts = contexts
 
-    def run(self, rounds: int) -> list[Figure]:
+    def run(self, rounds: int) -> tuple[list[Figure], float]:
+        """The figures, and `tree_cost`: the median over rounds of how much longer
+        `mace verify --all` took with the checkpoint pass than without it, both timed over the
+        same store within the round (so the store's growth between rounds does not enter)."""
         if rounds < 1:
             raise BenchError(f"--rounds must be at least 1, got {rounds}")
         self.ledger.policy.set_bundle(TENANT, BUNDLE, ACTOR)
@@ -96,13 +103,20 @@ class Bench:
                 samples.setdefault(name, []).append(_timed(work))
         units = {
             "write": "events",
+            "checkpoint": "events",
             "read": "events",
+            "verify": "events",
             "replay": "replays",
             "memory": "writes",
             "context": "receipts",
             "receipt replay": "replays",
         }
-        return [_median(name, units[name], rounds_) for name, rounds_ in samples.items()]
+        figures = [_median(name, units[name], rounds_) for name, rounds_ in samples.items()]
+        costs = [
+            with_tree / without
+            for (_, with_tree), (_, without) in zip(samples["verify"], samples["read"], strict=True)
+        ]
+        return figures, statistics.median(costs)
 
     def _head(self) -> int:
         return self.ledger.store.recorder.max_notification_id() or 0
@@ -118,7 +132,17 @@ class Bench:
                 job_ids.append(log.job_id)
             return self._head() - before  # every event stored with the jobs, witnesses included
 
+        def checkpoint() -> int:
+            checkpoints = self.ledger.store.checkpoints
+            assert checkpoints is not None  # a store opened from settings has its key
+            before = checkpoints.newest()
+            covered = checkpoints.write().newest.checkpoint.tree_size
+            return covered - (0 if before is None else before.checkpoint.tree_size)
+
         def read() -> int:
+            return self.ledger.store.verify_all(tree=False).events
+
+        def verify() -> int:
             return self.ledger.store.verify_all().events
 
         def replay() -> int:
@@ -150,7 +174,9 @@ class Bench:
 
         return [
             ("write", write),
+            ("checkpoint", checkpoint),
             ("read", read),
+            ("verify", verify),
             ("replay", replay),
             ("memory", memory),
             ("context", context),

@@ -19,16 +19,23 @@ from infrastructure.tooling.bench import Bench, BenchError
 def run_bench(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings) as ledger:
         try:
-            figures = Bench(ledger, args.jobs, args.memories, args.contexts).run(args.rounds)
+            bench = Bench(ledger, args.jobs, args.memories, args.contexts)
+            figures, tree_cost = bench.run(args.rounds)
         except BenchError as exc:
             raise UsageError(str(exc)) from None
         store = ledger.store.location.describe()
     if args.json:
         figures_json = [f.as_json() for f in figures]
-        report = {"store": store, "rounds": args.rounds, "figures": figures_json}
+        report = {
+            "store": store,
+            "rounds": args.rounds,
+            "figures": figures_json,
+            "tree_cost": round(tree_cost, 3),
+        }
         sys.stdout.buffer.write(canonical_json(report) + b"\n")
         return EXIT_OK
     print(f"mace bench on {store}, median of {args.rounds} round(s)")
     for f in figures:
         print(f"  {f.name:<15} {f.per_second:>10.1f} {f.unit}/s  ({f.count} in {f.seconds:.3f} s)")
+    print(f"  verify with the checkpoint pass / without: {tree_cost:.2f}x")
     return EXIT_OK

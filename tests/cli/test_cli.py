@@ -11,6 +11,7 @@ import orjson
 import pytest
 from support.ledger_fixtures import RawTable, run
 
+from domain.checkpoint import CHECKPOINT_STREAM
 from domain.snapshot import Snapshot
 from infrastructure.storage.settings import Settings
 
@@ -55,7 +56,8 @@ def test_snapshot_put_show_verify(
     # ended with (the second put stored nothing, so it wrote none).
     assert (code, out) == (
         0,
-        "ok: 3 events in 3 streams verified (0 jobs, 0 sealed)\n"
+        "ok: 3 events in 3 streams verified (0 jobs, 0 sealed); checkpoints: 1 verified,"
+        " the newest covers 2 events; not yet checkpointed: 0\n"
         "replay requests without a result: 0 abandoned, 0 running\n",
     )
 
@@ -71,16 +73,21 @@ def test_verify_reports_tampering_with_exit_1(
     table = RawTable(cli_env)
     table.set_column(stream, 1, "state", table.state(stream, 1).replace(b"R4", b"R1"))
 
+    # Below a checkpoint (the put wrote one), the checkpoint that no longer holds is named.
+    broken = (
+        "checkpoint 1 no longer holds: the log differs from it first at position 1"
+        f" (the log now has stream {stream} version 1 there)"
+    )
     code, out, err = run(capsys, "verify", "--all", "--json")
     assert code == 1
     assert orjson.loads(out) == {
         "ok": False,
         "error_code": "INTEGRITY_FAILURE",
-        "stream": str(stream),
+        "stream": str(CHECKPOINT_STREAM),
         "version": 1,
-        "reason": "MAC mismatch",
+        "reason": broken,
     }
-    assert err == f"mace: INTEGRITY_FAILURE: stream {stream} version 1: MAC mismatch\n"
+    assert err == f"mace: INTEGRITY_FAILURE: stream {CHECKPOINT_STREAM} version 1: {broken}\n"
 
     code, _, err = run(capsys, "snapshot", "show", snapshot_id)
     assert code == 1

@@ -67,7 +67,8 @@ def test_run_json_report(cli_env: Settings, capsys: pytest.CaptureFixture[str]) 
     # With the signing key's check record, and the checkpoint stream: one checkpoint per `run`.
     assert (code, out) == (
         0,
-        "ok: 27 events in 12 streams verified (2 jobs, 2 sealed)\n"
+        "ok: 27 events in 12 streams verified (2 jobs, 2 sealed); checkpoints: 2 verified,"
+        " the newest covers 25 events; not yet checkpointed: 0\n"
         "replay requests without a result: 0 abandoned, 0 running\n",
     )
 

@@ -17,8 +17,10 @@ from pydantic import SecretStr
 from support.api_support import Api, assert_error, checked_client
 from support.ledger_fixtures import TEST_CHECKPOINT_KEY, TEST_SECRETS, RawTable, run, settings_for
 
+from domain.checkpoint import CHECKPOINT_STREAM
 from domain.key_check import KeyCheck
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.checkpoint_tables import TABLES
 from infrastructure.storage.key_checks import CHECK_TOPIC, KeyMismatch
 from infrastructure.storage.settings import Settings
 
@@ -91,7 +93,8 @@ def test_a_wrong_secret_under_the_store_key_id_is_refused_and_writes_nothing(
 
     use_keys(monkeypatch, k1=TEST_SECRETS["k1"])
     verified = (  # the checkpoint `memories add` ended with is one event and stream of these
-        "ok: 4 events in 3 streams verified (0 jobs, 0 sealed)\n"
+        "ok: 4 events in 3 streams verified (0 jobs, 0 sealed); checkpoints: 1 verified,"
+        " the newest covers 3 events; not yet checkpointed: 0\n"
         "replay requests without a result: 0 abandoned, 0 running\n"
     )
     assert run(capsys, "verify", "--all") == (0, verified, "")
@@ -129,8 +132,12 @@ def test_a_store_written_before_key_checks_is_protected_by_its_events(
 ) -> None:
     remember(capsys)
     raw = RawTable(actor)
-    # What a store written before key checks holds: the same events, no check record.
+    # What a store written before key checks holds: the same events, no check record (and no
+    # checkpoint, which came later still).
     raw.execute("DELETE FROM {table} WHERE topic = %s", (CHECK_TOPIC,))
+    raw.execute("DELETE FROM {table} WHERE originator_id = %s", (raw.key(CHECKPOINT_STREAM),))
+    for checkpoint_table in TABLES:
+        raw.execute(f"DELETE FROM {checkpoint_table}")
     rows = stored_rows(raw)
 
     use_keys(monkeypatch, k1=WRONG)

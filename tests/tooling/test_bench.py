@@ -21,7 +21,20 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
     report = orjson.loads(out)
     assert report["rounds"] == 2
     figures = {f["name"]: f for f in report["figures"]}
-    assert list(figures) == ["write", "read", "replay", "memory", "context", "receipt replay"]
+    assert list(figures) == [
+        "write",
+        "checkpoint",
+        "read",
+        "verify",
+        "replay",
+        "memory",
+        "context",
+        "receipt replay",
+    ]
+    # The round's writes and whatever else the store took since the last checkpoint.
+    assert figures["checkpoint"]["count"] >= figures["write"]["count"]
+    assert figures["verify"]["count"] == figures["read"]["count"]
+    assert report["tree_cost"] > 0
     assert figures["replay"]["count"] == 2
     assert figures["memory"]["count"] == 3
     assert figures["context"]["count"] == figures["receipt replay"]["count"] == 2

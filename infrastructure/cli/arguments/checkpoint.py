@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def add_checkpoint_arguments(checkpoint: argparse.ArgumentParser) -> None:
@@ -20,3 +21,37 @@ def add_checkpoint_arguments(checkpoint: argparse.ArgumentParser) -> None:
         "--json", action="store_true", help="print canonical JSON: key_id, public_key"
     )
     public_key.set_defaults(handler="infrastructure.cli.checkpoint:print_public_key")
+    export = actions.add_parser(
+        "export",
+        help="write the newest checkpoint (after checkpointing every event) to a file for an"
+        " outside witness",
+    )
+    export.add_argument(
+        "-o", "--output", required=True, type=Path, metavar="FILE", help="the file to write"
+    )
+    export.add_argument(
+        "--json", action="store_true", help="print canonical JSON: number, tree_size, root, file"
+    )
+    export.set_defaults(handler="infrastructure.cli.checkpoint:export_checkpoint")
+    verify = actions.add_parser(
+        "verify", help="check an exported checkpoint's signature with a public key (no store)"
+    )
+    verify.add_argument("file", type=Path, metavar="FILE", help="an exported checkpoint")
+    verify.add_argument(
+        "--public-key",
+        required=True,
+        type=Path,
+        metavar="PEM",
+        help="the Ed25519 public key it must be signed by (mace checkpoint public-key)",
+    )
+    verify.add_argument("--json", action="store_true", help="print canonical JSON")
+    verify.set_defaults(handler="infrastructure.cli.checkpoint:verify_exported_checkpoint")
+    prove = actions.add_parser(
+        "prove",
+        help="print and check the consistency proof that NEW's tree extends OLD's (both exported"
+        " checkpoints of this ledger)",
+    )
+    prove.add_argument("old", type=Path, metavar="OLD", help="the older exported checkpoint")
+    prove.add_argument("new", type=Path, metavar="NEW", help="the newer exported checkpoint")
+    prove.add_argument("--json", action="store_true", help="print canonical JSON")
+    prove.set_defaults(handler="infrastructure.cli.checkpoint:prove_consistency")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from infrastructure.cli.common import add_tenant_option
 
@@ -15,6 +16,13 @@ def add_verify_arguments(verify: argparse.ArgumentParser) -> None:
         "--check-sequence",
         action="store_true",
         help="also check event_sequence_index order and seed-derived event ids",
+    )
+    verify.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="FILE",
+        help="with --all: an exported checkpoint kept elsewhere that the store must extend"
+        " (catches a store rolled back, truncated or rewritten)",
     )
     verify.add_argument("--json", action="store_true", help="print canonical JSON")
     verify.set_defaults(handler="infrastructure.cli.verify:verify_command")

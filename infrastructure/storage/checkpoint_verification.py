@@ -1,0 +1,201 @@
+"""Verify the checkpoint chain against the log: `mace verify --all`'s tree pass.
+
+Every checkpoint is checked as a stored event (its MAC and the stream's versions 1..n without a
+gap, on read), as a signed statement (its number, key and Ed25519 signature: `Checkpoints.checked`)
+and against the one before it (``previous`` is that one's digest; tree size and last notification
+id never go back). Then the RFC 9162 tree is recomputed over the stored events in notification
+order (the checkpoint stream's own events are no leaves), one page at a time in a `MerkleBuilder`
+(memory O(log n)), and at each checkpoint the events up to its last notification id must be exactly
+``tree_size`` leaves with exactly its root. The first checkpoint that no longer holds is named with
+the first log position (0-based leaf index) where the log differs from it: found exactly from the
+leaves the checkpoint writer stored, when those still make the signed root; else narrowed to the
+positions between the previous checkpoint and this one.
+
+Events after the newest checkpoint are counted, not judged: nothing has signed them yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints
+from domain.merkle import HASH_SIZE, MerkleBuilder
+from infrastructure.storage.checkpoints import Checkpoints, SignedCheckpoint
+from infrastructure.storage.scan import Leaf, StoreReader
+from infrastructure.storage.signed_record import IntegrityFailure
+
+if TYPE_CHECKING:
+    from infrastructure.storage.store import LedgerStore
+
+PAGE: Final = 500
+"""Checkpoint events read per page: the chain is walked, never held whole."""
+
+
+@dataclass(frozen=True)
+class TreeVerification:
+    """What the tree pass found: how many checkpoints hold, and what they do not cover yet."""
+
+    checkpoints: int
+    newest: SignedCheckpoint | None
+    not_yet_checkpointed: int
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A checkpoint that holds, with the recomputed tree's peaks at its size."""
+
+    signed: SignedCheckpoint
+    peaks: tuple[bytes, ...]
+
+
+def verify_checkpoints(checkpoints: Checkpoints, reader: StoreReader) -> TreeVerification:
+    """Check every checkpoint's chain and signature, and that the log still makes its tree.
+
+    The chain is walked up to the newest checkpoint as read first: one written meanwhile is left
+    for the next verify, like the events it covers.
+    """
+    newest = checkpoints.newest()
+    if newest is None:
+        return TreeVerification(0, None, reader.count_after(0, CHECKPOINT_STREAM))
+    last = newest.checkpoint
+    held: _Held | None = None
+    # Unbounded: a checkpoint is not trusted to say where the log it covers ends. Read lazily,
+    # the log after the newest checkpoint costs at most a page.
+    with closing(reader.leaves(0, CHECKPOINT_STREAM)) as leaves:
+        builder = MerkleBuilder()
+        pending = next(leaves, None)
+        for event in _chain(checkpoints.store, last.number):
+            signed = checkpoints.checked(event)
+            _check_link(held, signed)
+            body = signed.checkpoint
+            through = body.last_notification_id
+            while pending is not None and pending.notification_id <= through and pending.hash:
+                builder.append(pending.hash)
+                pending = next(leaves, None)
+            # A row left below the checkpoint has no leaf (no topic or state): none can hold it.
+            stuck = pending is not None and pending.notification_id <= through
+            if stuck or builder.size != body.tree_size or builder.root().hex() != body.root:
+                leaves.close()  # its cursor ends before the search for the position reads again
+                raise _broken(checkpoints, reader, held, signed)
+            held = _Held(signed, builder.peaks)
+    assert held is not None and held.signed.checkpoint == last
+    after = last.last_notification_id
+    return TreeVerification(last.number, newest, reader.count_after(after, CHECKPOINT_STREAM))
+
+
+def _chain(store: LedgerStore, through: int) -> Iterator[LedgerCheckpoints.Signed]:
+    """Checkpoint events 1..``through`` in order, each MAC verified as it is read, by pages."""
+    last = 0
+    while last < through:
+        page = list(
+            store.verifying_store.get(CHECKPOINT_STREAM, gt=last or None, lte=through, limit=PAGE)
+        )
+        for event in page:
+            assert isinstance(event, LedgerCheckpoints.Signed)
+            yield event
+        if not page:
+            return
+        last = page[-1].originator_version
+
+
+def _check_link(held: _Held | None, signed: SignedCheckpoint) -> None:
+    """``signed`` goes on from the checkpoint before it (None: it must be the first)."""
+    # Numbers need no check here: the stream's versions are contiguous from 1 (checked on
+    # read) and each checkpoint holds its own version's number (`Checkpoints.checked`).
+    body = signed.checkpoint
+    number = body.number
+    if held is None:
+        if body.previous is not None:
+            reason = "checkpoint 1 names a previous checkpoint"
+            raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+        return
+    before = held.signed.checkpoint
+    if body.previous != before.digest():
+        reason = f"checkpoint {number} does not name checkpoint {number - 1} as its previous"
+        raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+    if body.tree_size < before.tree_size or body.last_notification_id < (
+        before.last_notification_id
+    ):
+        reason = f"checkpoint {number} covers less of the log than checkpoint {number - 1}"
+        raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+
+
+def _broken(
+    checkpoints: Checkpoints, reader: StoreReader, held: _Held | None, signed: SignedCheckpoint
+) -> IntegrityFailure:
+    """The failure of the first checkpoint that no longer holds, naming where the log differs.
+
+    Positions before ``start`` (the tree of the checkpoint before, which held) are as signed.
+    The leaves the writer stored for [start, end) are trusted once they, on top of that held
+    tree, make this checkpoint's signed root; the first log leaf that differs from them is the
+    position. Without such leaves the position is only known to lie in [start, end].
+    """
+    body = signed.checkpoint
+    start = 0 if held is None else held.signed.checkpoint.tree_size
+    end = body.tree_size
+    signed_leaves = _signed_leaves(checkpoints, held, start, end, body.root)
+    prefix = f"checkpoint {body.number} no longer holds: "
+    if signed_leaves is None:
+        since = (
+            ""
+            if held is None
+            else f" (checkpoint {held.signed.checkpoint.number} holds those before)"
+        )
+        reason = (
+            f"{prefix}the log differs from it at a position from {start} to {end}{since};"
+            " its stored leaves do not make its root, so the exact position is unknown"
+        )
+        return IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
+    after = 0 if held is None else held.signed.checkpoint.last_notification_id
+    position, leaf = _first_difference(
+        reader.leaves(after, CHECKPOINT_STREAM),
+        signed_leaves,
+        start,
+        body.last_notification_id,
+    )
+    located = None if leaf is None else reader.located(leaf.notification_id)
+    if leaf is None or located is None:
+        now = "the log now ends there"
+    elif leaf.notification_id > body.last_notification_id:
+        now = f"the log now has stream {located[0]} version {located[1]} there, committed after it"
+    else:
+        now = f"the log now has stream {located[0]} version {located[1]} there"
+    reason = f"{prefix}the log differs from it first at position {position} ({now})"
+    return IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
+
+
+def _signed_leaves(
+    checkpoints: Checkpoints, held: _Held | None, start: int, end: int, root: str
+) -> list[bytes] | None:
+    """The stored leaves [start, end), if they are all there and make the signed ``root``."""
+    stored = checkpoints.tables.log_nodes((0, index) for index in range(start, end))
+    if len(stored) != end - start:
+        return None
+    builder = MerkleBuilder() if held is None else MerkleBuilder.resumed(start, held.peaks)
+    leaves = [stored[(0, index)] for index in range(start, end)]
+    for leaf in leaves:
+        if len(leaf) != HASH_SIZE:
+            return None
+        builder.append(leaf)
+    return leaves if builder.root().hex() == root else None
+
+
+def _first_difference(
+    log: Iterator[Leaf], signed: Sequence[bytes], start: int, through: int
+) -> tuple[int, Leaf | None]:
+    """The first position from ``start`` where the log's leaves (read from there on) and the
+    signed ones part: a different leaf, a leaf the checkpoint did not have, or a missing one."""
+    position = start
+    for leaf in log:
+        index = position - start
+        if index == len(signed):
+            # Every signed leaf matched: a further event committed up to the checkpoint is one
+            # inserted below it; one committed after it is no difference.
+            return (position, leaf) if leaf.notification_id <= through else (position, None)
+        if leaf.hash != signed[index] or leaf.notification_id > through:
+            return position, leaf
+        position += 1
+    return position, None

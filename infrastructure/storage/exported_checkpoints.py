@@ -1,0 +1,127 @@
+"""Exported checkpoints: the file an outside witness keeps, and the checks anyone can make of it.
+
+An exported checkpoint is the canonical JSON of `SignedCheckpoint.exported`:
+``{"algorithm": "ed25519", "key_id", "checkpoint": {...}, "signature": <base64>}``. Reading one
+needs no store and no secret: a file that is not an exported checkpoint is bad input (one line,
+naming the file and what was wrong); one whose algorithm, key id or signature does not hold under
+the public key it is checked with is an integrity failure.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import tempfile
+from pathlib import Path
+from typing import Final
+
+import orjson
+from pydantic import ValidationError
+
+from domain.canonical import canonical_json
+from domain.checkpoint import ALGORITHM, CHECKPOINT_STREAM, Checkpoint
+from infrastructure.storage.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
+from infrastructure.storage.checkpoints import SignedCheckpoint
+from infrastructure.storage.errors import UsageError
+from infrastructure.storage.signed_record import IntegrityFailure
+
+MAX_FILE_BYTES: Final = 1 << 20
+"""An exported checkpoint is under 10 KB (its peaks grow with log2 of the tree size)."""
+FIELDS: Final = ("algorithm", "checkpoint", "key_id", "signature")
+EXPECTED: Final = (
+    'expected an exported checkpoint: {"algorithm", "checkpoint", "key_id", "signature"}'
+    " (mace checkpoint export)"
+)
+
+
+def write_exported(signed: SignedCheckpoint, path: Path) -> None:
+    """Write ``signed`` to ``path`` as canonical JSON, whole or not at all (a witness that reads
+    the file while it is written sees the old one)."""
+    try:
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as exc:
+        raise UsageError(_cannot_write(path, exc)) from None
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(canonical_json(signed.exported()))
+        Path(temporary).replace(path)
+    except BaseException as exc:
+        Path(temporary).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise UsageError(_cannot_write(path, exc)) from None
+        raise
+
+
+def _cannot_write(path: Path, exc: OSError) -> str:
+    return f"cannot write checkpoint file {path}: {exc.strerror or type(exc).__name__}"
+
+
+def read_exported(path: Path) -> tuple[str, SignedCheckpoint]:
+    """The algorithm the file names and the checkpoint it holds, nothing checked but its form."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read checkpoint file {path}: {exc.strerror or type(exc).__name__}"
+        ) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise UsageError(
+            f"checkpoint file {path} is larger than {MAX_FILE_BYTES} bytes: {EXPECTED}"
+        )
+    try:
+        fields = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise UsageError(f"checkpoint file {path} is not JSON: {EXPECTED}") from None
+    if not isinstance(fields, dict) or tuple(sorted(fields)) != FIELDS:
+        raise UsageError(f"checkpoint file {path} is not an exported checkpoint: {EXPECTED}")
+    for name in ("algorithm", "key_id", "signature"):
+        if not isinstance(fields[name], str):
+            raise UsageError(f"checkpoint file {path}: {name} is not a string: {EXPECTED}")
+    try:
+        signature = base64.b64decode(fields["signature"], validate=True)
+    except (binascii.Error, ValueError):
+        raise UsageError(f"checkpoint file {path}: signature is not base64: {EXPECTED}") from None
+    try:
+        checkpoint = Checkpoint.model_validate(fields["checkpoint"])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in ("checkpoint", *first["loc"]))
+        raise UsageError(f"checkpoint file {path}: {where}: {first['msg']}") from None
+    return fields["algorithm"], SignedCheckpoint(checkpoint, fields["key_id"], signature)
+
+
+def verified_exported(path: Path, key: PublicCheckpointKey) -> SignedCheckpoint:
+    """The checkpoint in ``path``, once its algorithm, key id and signature hold under ``key``."""
+    algorithm, signed = read_exported(path)
+    number = signed.checkpoint.number
+    if algorithm != ALGORITHM:
+        reason = f"checkpoint file {path} is signed with {algorithm!r}, not {ALGORITHM}"
+        raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+    if signed.key_id != key.key_id:
+        reason = (
+            f"checkpoint file {path} is signed by key {signed.key_id}, not by the key given"
+            f" ({key.key_id})"
+        )
+        raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+    if not key.verify(signed.checkpoint.signed_bytes(), signed.signature):
+        reason = f"checkpoint file {path}: the Ed25519 signature does not verify"
+        raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+    return signed
+
+
+def read_public_key(path: Path) -> PublicCheckpointKey:
+    """The Ed25519 public key (PEM) in ``path``, as ``mace checkpoint public-key`` prints it."""
+    try:
+        with path.open("rb") as handle:
+            pem = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read public key {path}: {exc.strerror or type(exc).__name__}"
+        ) from None
+    try:
+        return PublicCheckpointKey.from_pem(pem.decode("utf-8"))
+    except (UnicodeDecodeError, CheckpointKeyError) as exc:
+        problem = "is not PEM text" if isinstance(exc, UnicodeDecodeError) else str(exc)
+        raise UsageError(f"{path}: {problem}") from None
