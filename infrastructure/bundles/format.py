@@ -269,13 +269,13 @@ def parse_bundle(
         raise BundleError(msg)
     try:
         shape = BundleFile.model_validate(data)
+        if (shape.checkpoint is None) != (form == FIRST_FORMAT):
+            has = "has no checkpoint" if shape.checkpoint is None else "has a checkpoint"
+            raise BundleError(f"{name} is not a valid {form} file: it {has}")
         manifest = Manifest.model_validate(shape.manifest)
         entries = [RecordEntry.model_validate(r) for r in shape.records]
     except ValidationError as exc:
         raise BundleError(f"{name} is not a valid {form} file: {first_problem(exc)}") from None
-    if (shape.checkpoint is None) != (form == FIRST_FORMAT):
-        has = "has no checkpoint" if shape.checkpoint is None else "has a checkpoint"
-        raise BundleError(f"{name} is not a valid {form} file: it {has}")
     _check_signature(name, shape, keyring)
     lacking = sorted(set(manifest.key_ids) - set(keyring.key_ids))
     if lacking:
