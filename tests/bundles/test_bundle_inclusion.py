@@ -21,7 +21,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from support.bundle_files import bundle_json, bundle_replay, export, rewrite, use_store
-from support.cli_output import canonical_line, event_count
+from support.cli_output import assert_usage_error, canonical_line, event_count
 from support.ledger_fixtures import RawTable, run
 from support.replay_cli import ROUTER_ID, act, new_job
 
@@ -407,3 +407,26 @@ def test_an_edited_leaf_index_in_the_store_fails_the_export(
     code, out, err = run(capsys, "export", job_id, "-o", str(tmp_path / "job.json"))
     assert_integrity_failure(code, out, err, f"stream {job} version 1: not included in checkpoint")
     assert not (tmp_path / "job.json").exists()
+
+
+def test_a_public_key_that_is_not_one_is_bad_input(
+    cli_env: Settings,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    act(monkeypatch, "ana", "auditor")
+    job_id = new_job(capsys)
+    bundle = export(capsys, job_id, tmp_path / "job.json")
+    not_a_key = tmp_path / "not-a-key.pem"
+    not_a_key.write_text("hello\n")
+    rows = event_count(cli_env)
+    for pin, message in (
+        (tmp_path / "absent.pem", f"--public-key {tmp_path / 'absent.pem'}: cannot read it"),
+        (not_a_key, f"--public-key {not_a_key}: public key is not PEM"),
+    ):
+        for argv in (("replay", "--bundle", str(bundle)), ("import", str(bundle))):
+            assert_usage_error(*run(capsys, *argv, "--public-key", str(pin)), message)
+    code, out, err = run(capsys, "replay", job_id, "--public-key", str(not_a_key))
+    assert_usage_error(code, out, err, "--public-key pins a bundle's checkpoint key: it needs")
+    assert event_count(cli_env) == rows
