@@ -1,7 +1,8 @@
 """``mace export``: one sealed job and every stream its replay reads, as a signed bundle.
 
 The streams are read as the ledger reads them (every one verified), and the records copied
-verbatim. A ``--redact`` export rewrites what seed 003's safe export leaves out
+verbatim, each with its inclusion proof in the newest checkpoint (written first if it does not
+cover them all). A ``--redact`` export rewrites what seed 003's safe export leaves out
 (infrastructure/bundle_redaction.py says what) and says so in the manifest.
 """
 
@@ -33,6 +34,7 @@ from infrastructure.bundles.format import (
     BundleStream,
     Role,
 )
+from infrastructure.bundles.inclusion import Record, checkpoint_member
 from infrastructure.storage.signed_record import SEPARATOR
 from projections.redaction import PrivacyNeedles, leak, redact_job_body, redact_sem_body
 
@@ -268,8 +270,11 @@ def export_bundle(
     redaction = redact(ledger, job, streams) if redacted else None
     entries: list[dict[str, Any]] = []
     listed: list[dict[str, Any]] = []
+    records: list[Record] = []
     for stream in streams:
-        own = [_record_entry(r, r.originator_version in stream.redactions) for r in stream.records]
+        flagged = [(r, r.originator_version in stream.redactions) for r in stream.records]
+        own = [_record_entry(record, changed) for record, changed in flagged]
+        records += flagged
         entries += own
         listed.append(
             {
@@ -304,5 +309,6 @@ def export_bundle(
         "manifest": manifest,
         "records": entries,
         "signature": {"key_id": key_id, "mac": mac.hex()},
+        "checkpoint": checkpoint_member(ledger.store, records),
     }
     return canonical_json(bundle) + b"\n"

@@ -1,6 +1,6 @@
 """Run bundles: one job and everything its replay reads, in one self-contained, signed file.
 
-A bundle is canonical JSON: ``format`` (``mace-bundle/1``) and three members.
+A bundle is canonical JSON: ``format`` (``mace-bundle/2``) and four members.
 
 - ``records``: the stored records, verbatim (``originator_id``, ``version``, ``topic`` and the
   signed ``state`` envelope as text), stream after stream: the job, its seal witness, each
@@ -11,9 +11,13 @@ A bundle is canonical JSON: ``format`` (``mace-bundle/1``) and three members.
   whether (and what) was redacted.
 - ``signature``: HMAC-SHA256 of the manifest by the exporting store's active key (key id inside),
   so changing the manifest, or any record the manifest digests, fails verification.
+- ``checkpoint``: the ledger's signed checkpoint, its public key and an inclusion proof for every
+  record (`infrastructure.bundles.inclusion`), which hold without any HMAC secret. A
+  ``mace-bundle/1`` file has none; it still reads, with nothing reported as included.
 
 Reading a bundle verifies all of it before anything is used: the manifest signature, every
-record's MAC, every stream's versions and seal, the job's witness, the digests. The verified
+record's MAC, every stream's versions and seal, the job's witness, the digests, the checkpoint's
+signature (under the pinned key, if one is given) and every record's inclusion proof. The verified
 records are then loaded into an in-memory ledger (eventsourcing's POPO recorder: no database, no
 file), so a bundle replay reads them through the very code the ledger uses. Secrets never enter a
 bundle; a reader needs the keys, as any replay does.
@@ -36,11 +40,17 @@ from eventsourcing.persistence import StoredEvent
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from domain.canonical import CanonicalJSONError, canonical_json, digest
-from domain.errors import ErrorCode, MaceError
 from domain.job import DEFAULT_TENANT, Job
 from domain.naming import tenant_scoped
 from domain.validation_messages import first_problem
 from infrastructure.application.ledger import Ledger
+from infrastructure.bundles.inclusion import (
+    CheckpointMember,
+    Inclusion,
+    checked_inclusion,
+    integrity_failure,
+)
+from infrastructure.storage.checkpoint_key import PublicCheckpointKey
 from infrastructure.storage.integrity import verify_stream
 from infrastructure.storage.keyring import Keyring
 from infrastructure.storage.settings import Store
@@ -48,9 +58,12 @@ from infrastructure.storage.signed_record import SEPARATOR, IntegrityFailure, ma
 from infrastructure.storage.store import LedgerStore
 from projections.redaction import Redaction
 
-FORMAT: Final = "mace-bundle/1"
+FORMAT: Final = "mace-bundle/2"
+FIRST_FORMAT: Final = "mace-bundle/1"
+"""Before checkpoints: read still, nothing in it provable."""
 SIGNING_CONTEXT: Final = b"mace-bundle/1 manifest\n"
-"""Prefixed to the manifest before it is MACed: no record's MAC message starts like this."""
+"""Prefixed to the manifest before it is MACed: no record's MAC message starts like this.
+Unchanged since the first format: the manifest's form did not change."""
 
 Role = Literal["job", "seal_witness", "snapshot", "sem", "governance"]
 
@@ -128,6 +141,7 @@ class BundleFile(_Shape):
     manifest: dict[str, Any]
     records: list[dict[str, Any]]
     signature: Signature
+    checkpoint: CheckpointMember | None = None
 
 
 ROLES: Final[tuple[Role, ...]] = ("job", "seal_witness", "snapshot", "sem", "governance")
@@ -157,6 +171,7 @@ class Bundle:
     streams: list[BundleStream]
     keyring: Keyring
     """The reader's keys, plus the redacted records this manifest vouches for (if any)."""
+    inclusion: Inclusion
 
     @property
     def job_id(self) -> str:
@@ -225,35 +240,42 @@ class VouchedKeyring(Keyring):
         return f"VouchedKeyring({self._inner!r}, vouched={len(self._vouched)})"
 
 
-def _integrity(name: str, reason: str) -> MaceError:
-    return MaceError(ErrorCode.INTEGRITY_FAILURE, f"bundle {name}: {reason}", bundle=name)
-
-
-def read_bundle(path: Path, keyring: Keyring) -> Bundle:
+def read_bundle(path: Path, keyring: Keyring, pinned: PublicCheckpointKey | None = None) -> Bundle:
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise BundleError(f"cannot read bundle {path}: {exc.strerror}") from None
-    return parse_bundle(raw, str(path), keyring)
+    return parse_bundle(raw, str(path), keyring, pinned)
 
 
-def parse_bundle(raw: bytes, name: str, keyring: Keyring) -> Bundle:
-    """Verify everything in a bundle file; BundleError for a bad file, MaceError if tampered."""
+def parse_bundle(
+    raw: bytes, name: str, keyring: Keyring, pinned: PublicCheckpointKey | None = None
+) -> Bundle:
+    """Verify everything in a bundle file; BundleError for a bad file, MaceError if tampered.
+
+    ``pinned``: the checkpoint public key the reader trusts; without it, the bundle's own.
+    """
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise BundleError(f"{name} is not a MACE bundle: not JSON ({exc})") from None
     if not isinstance(data, dict) or "format" not in data:
         raise BundleError(f"{name} is not a MACE bundle: expected a JSON object with 'format'")
-    if data["format"] != FORMAT:
-        msg = f"{name}: unsupported bundle format {data['format']!r}: expected {FORMAT!r}"
+    form = data["format"]
+    if form not in (FORMAT, FIRST_FORMAT):
+        msg = (
+            f"{name}: unsupported bundle format {form!r}: expected {FORMAT!r} (or {FIRST_FORMAT!r})"
+        )
         raise BundleError(msg)
     try:
         shape = BundleFile.model_validate(data)
+        if (shape.checkpoint is None) != (form == FIRST_FORMAT):
+            has = "has no checkpoint" if shape.checkpoint is None else "has a checkpoint"
+            raise BundleError(f"{name} is not a valid {form} file: it {has}")
         manifest = Manifest.model_validate(shape.manifest)
         entries = [RecordEntry.model_validate(r) for r in shape.records]
     except ValidationError as exc:
-        raise BundleError(f"{name} is not a valid {FORMAT} file: {first_problem(exc)}") from None
+        raise BundleError(f"{name} is not a valid {form} file: {first_problem(exc)}") from None
     _check_signature(name, shape, keyring)
     lacking = sorted(set(manifest.key_ids) - set(keyring.key_ids))
     if lacking:
@@ -269,8 +291,13 @@ def parse_bundle(raw: bytes, name: str, keyring: Keyring) -> Bundle:
             reason = "records differ from their digest in the manifest"
             raise IntegrityFailure(listing.originator_id, 1, reason)
     if digest(shape.records) != manifest.records_sha256:
-        raise _integrity(name, "records are not those its manifest lists, in that order")
-    return Bundle(name, manifest, streams, view_keys)
+        raise integrity_failure(name, "records are not those its manifest lists, in that order")
+    in_order = [
+        (StoredEvent(e.originator_id, e.version, e.topic, _state(name, e)), e.redacted)
+        for e in entries
+    ]
+    inclusion = checked_inclusion(name, shape.checkpoint, in_order, pinned)
+    return Bundle(name, manifest, streams, view_keys, inclusion)
 
 
 def _lacking_keys(name: str, key_ids: list[str]) -> str:
@@ -287,9 +314,9 @@ def _check_signature(name: str, shape: BundleFile, keyring: Keyring) -> None:
     try:
         message = SIGNING_CONTEXT + canonical_json(shape.manifest)
     except CanonicalJSONError:
-        raise _integrity(name, "its manifest has no canonical form") from None
+        raise integrity_failure(name, "its manifest has no canonical form") from None
     if not keyring.verify(key_id, message, bytes.fromhex(shape.signature.mac)):
-        raise _integrity(name, "the manifest's signature does not verify (manifest changed)")
+        raise integrity_failure(name, "the manifest's signature does not verify (manifest changed)")
 
 
 def _state(name: str, entry: RecordEntry) -> bytes:
@@ -312,10 +339,10 @@ def _streams(
     the redacted records the (verified) manifest vouches for."""
     listed = {s.originator_id: s for s in manifest.streams}
     if len(listed) != len(manifest.streams):
-        raise _integrity(name, "its manifest lists a stream twice")
+        raise integrity_failure(name, "its manifest lists a stream twice")
     job_stream = Job.id_in(manifest.tenant or DEFAULT_TENANT, manifest.job_id)
     if [s.originator_id for s in manifest.streams if s.role == "job"] != [job_stream]:
-        raise _integrity(name, f"its manifest does not list job {manifest.job_id}'s stream")
+        raise integrity_failure(name, f"its manifest does not list job {manifest.job_id}'s stream")
     grouped: dict[UUID, list[StoredEvent]] = {s.originator_id: [] for s in manifest.streams}
     raw_grouped: dict[UUID, list[dict[str, Any]]] = {s.originator_id: [] for s in manifest.streams}
     vouching = {
@@ -354,7 +381,7 @@ def _streams(
         vouched.add((parts[1].decode("ascii", errors="replace"), message, mac))
     if vouching:
         (stream_name, version), _ = next(iter(vouching.items()))
-        raise _integrity(name, f"{stream_name} version {version} is redacted but missing")
+        raise integrity_failure(name, f"{stream_name} version {version} is redacted but missing")
     streams = [
         BundleStream(s.role, s.name, s.originator_id, grouped[s.originator_id])
         for s in manifest.streams

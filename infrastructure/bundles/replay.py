@@ -75,9 +75,11 @@ def replay_bundle(
         "recorded": False,
         "redacted": bundle.redacted,
         "records": bundle.manifest.counts.get("records", 0),
+        "checkpoint": bundle.inclusion.facts(),
     }
     markdown = render_markdown(report) + (
-        f"\n_Replayed from bundle `{bundle.name}`: nothing was recorded (no store)._\n"
+        f"\n_Replayed from bundle `{bundle.name}`: nothing was recorded (no store). Its"
+        f" records: {bundle.inclusion.summary()}._\n"
     )
     return ReplayResult(NOT_RECORDED, outcome, report, markdown)
 

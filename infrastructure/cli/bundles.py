@@ -3,7 +3,8 @@
 A bundle is one signed file holding a job and everything its replay reads (infrastructure/bundle.py
 says what). Bad input (a file that is not a bundle, a job that cannot be exported, an existing
 output without ``--force``, a conflicting import) exits 2 and writes nothing; a bundle that fails
-verification exits 1 with ``INTEGRITY_FAILURE``.
+verification exits 1 with ``INTEGRITY_FAILURE``, as does one whose checkpoint is not signed by
+the key ``--public-key`` pins.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from infrastructure.bundles.regression import (
 )
 from infrastructure.bundles.replay import REGRESSION_ACTOR, check_replay_options, replay_bundle
 from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
+from infrastructure.storage.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
 from infrastructure.storage.keyring import load_keyring
 from infrastructure.storage.settings import Settings
 
@@ -71,6 +73,21 @@ def _write(path: Path, data: bytes) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
+def pinned_key(path: Path | None) -> PublicCheckpointKey | None:
+    """The checkpoint public key ``--public-key`` names, if it names one."""
+    if path is None:
+        return None
+    try:
+        pem = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not text"
+        raise UsageError(f"--public-key {path}: cannot read it: {reason}") from None
+    try:
+        return PublicCheckpointKey.from_pem(pem)
+    except CheckpointKeyError as exc:
+        raise UsageError(f"--public-key {path}: {exc}") from None
+
+
 def _prepare_directory(directory: Path) -> None:
     if directory.exists() and not directory.is_dir():
         raise UsageError(f"{directory} is not a directory")
@@ -89,7 +106,10 @@ def export_job(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"cannot write {output}: {output.parent} is not a directory")
     with Ledger.open(settings, create=False) as ledger, _bad_input():
         data = export_bundle(ledger, job_id, tenant=args.tenant, redacted=args.redact)
-        bundle = parse_bundle(data, str(output), ledger.store.keyring)  # what we write reads back
+        checkpoints = ledger.store.checkpoints
+        assert checkpoints is not None  # a store opened from settings has its checkpoint key
+        # What we write reads back, its checkpoint signed by this ledger's own key.
+        bundle = parse_bundle(data, str(output), ledger.store.keyring, checkpoints.key.public)
     _write(output, data)
     summary = _export_summary(bundle, output, data)
     if args.json:
@@ -101,6 +121,7 @@ def export_job(args: argparse.Namespace, settings: Settings) -> int:
         f" {counts['streams']} streams ({counts['snapshot']} snapshots, {counts['sem']} SEM"
         f" entries, {counts['governance']} governance records), key ids {summary['key_ids']}"
     )
+    print(f"  {bundle.inclusion.summary()}")
     for snapshot_id in bundle.manifest.missing_snapshots:
         print(f"  snapshot {snapshot_id} is not in the ledger: not in the bundle either")
     redaction = bundle.manifest.redaction
@@ -127,6 +148,7 @@ def _export_summary(bundle: Bundle, output: Path, data: bytes) -> dict[str, Any]
         "missing_snapshots": manifest.missing_snapshots,
         "redacted": manifest.redacted,
         "redacted_records": 0 if manifest.redaction is None else len(manifest.redaction.records),
+        "checkpoint": bundle.inclusion.facts(),
     }
 
 
@@ -135,8 +157,9 @@ def _export_summary(bundle: Bundle, output: Path, data: bytes) -> dict[str, Any]
 
 def import_job(args: argparse.Namespace, settings: Settings) -> int:
     keyring = load_keyring(settings, create=False)
+    pinned = pinned_key(args.public_key)
     with _bad_input():
-        bundle = read_bundle(args.file, keyring)
+        bundle = read_bundle(args.file, keyring, pinned)
         with Ledger.open(settings) as ledger:
             summary = import_bundle(ledger, bundle)
     if args.json:
@@ -148,6 +171,7 @@ def import_job(args: argparse.Namespace, settings: Settings) -> int:
                 "streams_written": summary.streams_written,
                 "streams_present": summary.streams_present,
                 "governance_not_imported": summary.governance_left,
+                "checkpoint": bundle.inclusion.facts(),
             }
         )
         return EXIT_OK
@@ -156,6 +180,7 @@ def import_job(args: argparse.Namespace, settings: Settings) -> int:
         f" ({len(summary.streams_written)} streams), {len(summary.streams_present)} streams"
         " already here with the same bytes"
     )
+    print(f"  {bundle.inclusion.summary()}")
     if summary.governance_left:
         print(
             f"  {len(summary.governance_left)} governance record(s) not imported: approvals, halts"
@@ -168,13 +193,20 @@ def import_job(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def open_bundle(
-    path: Path, job_id: str | None, tenant: str | None, force_continue: bool, settings: Settings
+    path: Path,
+    job_id: str | None,
+    tenant: str | None,
+    force_continue: bool,
+    public_key: Path | None,
+    settings: Settings,
 ) -> Bundle:
-    """The bundle ``mace replay --bundle`` reads, verified with the keyring the settings name,
-    checked against the options before anything (a report directory) is written."""
+    """The bundle ``mace replay --bundle`` reads, verified with the keyring the settings name
+    (and the pinned checkpoint key, if any), checked against the options before anything (a
+    report directory) is written."""
     keyring = load_keyring(settings, create=False)
+    pinned = pinned_key(public_key)
     with _bad_input():
-        bundle = read_bundle(path, keyring)
+        bundle = read_bundle(path, keyring, pinned)
         check_replay_options(bundle, force_continue)
     if job_id is not None and job_id != bundle.job_id:
         raise UsageError(f"bundle {path} holds job {bundle.job_id}, not {job_id}")

@@ -13,6 +13,7 @@ from domain.replay_access import ReplayMode
 from domain.stage0.agents import AGENTS, AgentReply
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.replays import ReplayResult
+from infrastructure.bundles.format import Bundle
 from infrastructure.cli.bundles import open_bundle, replay_from_bundle
 from infrastructure.cli.common import (
     EXIT_FAILED,
@@ -36,13 +37,7 @@ def replay_job(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("--mock is for --mode reexecute only")
     if len(mocks) != len(args.mock):
         raise UsageError("--mock names the same agent twice")
-    if args.bundle is None and args.job_id is None:
-        raise UsageError("mace replay needs JOB_ID, or --bundle FILE")
-    bundle = (
-        None
-        if args.bundle is None
-        else open_bundle(args.bundle, args.job_id, args.tenant, args.force_continue, settings)
-    )
+    bundle = _bundle(args, settings)
     if args.report_dir is not None:
         _prepare(args.report_dir)
     if bundle is not None:
@@ -68,11 +63,25 @@ def replay_job(args: argparse.Namespace, settings: Settings) -> int:
     else:
         _print(result, args.report_dir)
         if bundle is not None:
+            print(f"bundle {args.bundle}: {bundle.inclusion.summary()}")
             print(f"replayed from bundle {args.bundle}: nothing was recorded (no store)")
     if result.outcome.ok:
         return EXIT_OK
     print(f"mace: {result.report['error_code']}: {result.report['error_message']}", file=sys.stderr)
     return EXIT_FAILED
+
+
+def _bundle(args: argparse.Namespace, settings: Settings) -> Bundle | None:
+    """The verified bundle ``--bundle`` names; None when a stored job is replayed."""
+    if args.bundle is not None:
+        return open_bundle(
+            args.bundle, args.job_id, args.tenant, args.force_continue, args.public_key, settings
+        )
+    if args.job_id is None:
+        raise UsageError("mace replay needs JOB_ID, or --bundle FILE")
+    if args.public_key is not None:
+        raise UsageError("--public-key pins a bundle's checkpoint key: it needs --bundle FILE")
+    return None
 
 
 def _mock(option: str) -> tuple[str, AgentReply]:

@@ -3,6 +3,8 @@
 ``mace_log_nodes`` holds every complete subtree of the tree over the events (level 0: the leaves),
 so inclusion and consistency proofs take O(log n) look-ups; the rows are a pure function of the
 log, written as they complete, and checked against a signed root before any proof is trusted.
+``mace_log_leaves`` maps each leaf position to the event it hashes (stream, version), so that the
+proof of one event starts with one indexed look-up, not a count of the events before it.
 ``mace_head_buckets`` and ``mace_head_nodes`` are the head index (`domain.stream_heads`) as of
 the newest checkpoint; they change with it, in the checkpoint's own transaction
 (`insert_events_with`), so the index never runs ahead of or behind the checkpoint it is bound to.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
+from uuid import UUID
 
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 from eventsourcing.postgres import PostgresDatastore
@@ -22,11 +25,13 @@ AlsoWrite = Callable[[Any], None]
 """Writes made with a save's cursor, inside its transaction."""
 
 LOG_NODES: Final = "mace_log_nodes"
+LOG_LEAVES: Final = "mace_log_leaves"
 HEAD_BUCKETS: Final = "mace_head_buckets"
 HEAD_NODES: Final = "mace_head_nodes"
-TABLES: Final = (LOG_NODES, HEAD_BUCKETS, HEAD_NODES)
+TABLES: Final = (LOG_NODES, LOG_LEAVES, HEAD_BUCKETS, HEAD_NODES)
 
 Position = tuple[int, int]  # (level, index) of a tree node
+EventKey = tuple[UUID, int]  # (originator id, version) of a stored event
 
 
 class SavesWithIndex(Protocol):
@@ -67,6 +72,9 @@ class CheckpointTables:
         statements = [
             f"CREATE TABLE IF NOT EXISTS {{t}} (level INTEGER NOT NULL, idx BIGINT NOT NULL,"
             f" hash {self._blob} NOT NULL, PRIMARY KEY (level, idx))",
+            "CREATE TABLE IF NOT EXISTS {leaves} (position BIGINT PRIMARY KEY, originator_id TEXT"
+            " NOT NULL, originator_version BIGINT NOT NULL,"
+            " UNIQUE (originator_id, originator_version))",
             f"CREATE TABLE IF NOT EXISTS {{b}} (bucket INTEGER PRIMARY KEY,"
             f" entries {self._blob} NOT NULL)",
             f"CREATE TABLE IF NOT EXISTS {{h}} (level INTEGER NOT NULL, idx BIGINT NOT NULL,"
@@ -74,7 +82,9 @@ class CheckpointTables:
         ]
         with self._datastore.transaction(commit=True) as cursor:
             for text in statements:
-                cursor.execute(self._sql(text, t=LOG_NODES, b=HEAD_BUCKETS, h=HEAD_NODES))
+                cursor.execute(
+                    self._sql(text, t=LOG_NODES, leaves=LOG_LEAVES, b=HEAD_BUCKETS, h=HEAD_NODES)
+                )
 
     # The log's nodes
 
@@ -91,6 +101,41 @@ class CheckpointTables:
 
     def log_nodes(self, positions: Iterable[Position]) -> dict[Position, bytes]:
         return self._nodes(LOG_NODES, positions)
+
+    # The log's leaves
+
+    def add_log_leaves(self, leaves: Sequence[tuple[int, EventKey]]) -> None:
+        """Store which event each leaf position hashes; like nodes, a pure function of the log."""
+        if not leaves:
+            return
+        statement = self._sql(
+            "INSERT INTO {leaves} (position, originator_id, originator_version) VALUES (?, ?, ?)"
+            " ON CONFLICT DO NOTHING",
+            leaves=LOG_LEAVES,
+        )
+        rows = [(position, str(stream), version) for position, (stream, version) in leaves]
+        with self._datastore.transaction(commit=True) as cursor:
+            cursor.executemany(statement, rows)
+
+    def leaf_positions(self, events: Iterable[EventKey]) -> dict[EventKey, int]:
+        """The leaf positions of those of ``events`` that a checkpoint writer has reached."""
+        wanted = sorted(set(events))
+        found: dict[EventKey, int] = {}
+        for chunk in _chunks(wanted, 400):
+            pairs = ", ".join(["(?, ?)"] * len(chunk))
+            statement = self._sql(
+                # Only parameter marks are formatted in: the values are bound.
+                "SELECT position, originator_id, originator_version FROM {leaves} WHERE"  # noqa: S608
+                f" (originator_id, originator_version) IN ({pairs})",
+                leaves=LOG_LEAVES,
+            )
+            with self._datastore.transaction(commit=False) as cursor:
+                cursor.execute(statement, [v for s, n in chunk for v in (str(s), n)])
+                found.update(
+                    ((UUID(row["originator_id"]), row["originator_version"]), row["position"])
+                    for row in cursor.fetchall()
+                )
+        return found
 
     # The head index
 

@@ -41,7 +41,12 @@ from domain.stream_heads import (
     path_positions,
 )
 from infrastructure.storage.checkpoint_key import CheckpointKey
-from infrastructure.storage.checkpoint_tables import AlsoWrite, CheckpointTables, Position
+from infrastructure.storage.checkpoint_tables import (
+    AlsoWrite,
+    CheckpointTables,
+    EventKey,
+    Position,
+)
 from infrastructure.storage.errors import StoreBusyError
 from infrastructure.storage.head_check import bucket_entries, disagrees, path_root
 from infrastructure.storage.ops_clock import recorded_at
@@ -177,6 +182,7 @@ class Checkpoints:
                 raise IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
             window = _Window(builder, body.last_notification_id)
         nodes: list[tuple[int, int, bytes]] = []
+        leaves: list[tuple[int, EventKey]] = []
         recorder = self.store.recorder
         while window.events < WINDOW:
             page = recorder.select_notifications(
@@ -190,6 +196,7 @@ class Checkpoints:
                 stream = _uuid(notification.originator_id)
                 if stream == CHECKPOINT_STREAM:
                     continue
+                leaves.append((window.builder.size, (stream, notification.originator_version)))
                 nodes.extend(window.builder.append(self._leaf(stream, notification)))
                 window.heads[stream] = self._next_version(window, stream, notification)
                 window.events += 1
@@ -197,9 +204,12 @@ class Checkpoints:
                     break
             if len(nodes) >= NODE_BATCH:
                 self.tables.add_log_nodes(nodes)
-                nodes = []
-        # Nodes are a function of the log alone: stored ahead of the checkpoint, they stay true.
+                self.tables.add_log_leaves(leaves)
+                nodes, leaves = [], []
+        # Nodes and leaf positions are a function of the log alone: stored ahead of the
+        # checkpoint, they stay true.
         self.tables.add_log_nodes(nodes)
+        self.tables.add_log_leaves(leaves)
         return window
 
     def _leaf(self, stream: UUID, notification: Notification) -> bytes:

@@ -16,13 +16,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
+from support.bundle_files import (
+    assert_integrity_failure,
+    bundle_json,
+    bundle_replay,
+    export,
+    record_index,
+    rewrite,
+    use_store,
+)
 from support.cli_output import assert_usage_error, canonical_line, event_count
-from support.ledger_fixtures import RawTable, run, settings_for, signing_keys
+from support.ledger_fixtures import RawTable, run, signing_keys
 from support.replay_cli import ROUTER_ID, act, diverging_run, new_job, replay_json, write_run_file
 
-from domain.canonical import canonical_json
 from domain.job import Job, JobSealWitness
 from domain.sem import SemEntry
 from domain.stage0.refusals import MARK
@@ -37,63 +44,6 @@ ZERO_HASH = "0" * 64
 
 
 # --- helpers ------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def other_store(store_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    """A second, empty store of the same kind as ``store_url``."""
-    if store_url.startswith("sqlite"):
-        return f"sqlite:///{tmp_path}/other.db"
-    make = request.getfixturevalue("make_postgres_database")
-    url = make()
-    assert isinstance(url, str)
-    return url
-
-
-def use_store(monkeypatch: pytest.MonkeyPatch, url: str) -> Settings:
-    monkeypatch.setenv("MACE_STORE", url)
-    return settings_for(url)
-
-
-def export(capsys: pytest.CaptureFixture[str], job_id: str, path: Path, *extra: str) -> Path:
-    code, out, err = run(capsys, "export", job_id, "-o", str(path), *extra)
-    assert (code, err) == (0, ""), err
-    assert out.startswith(f"exported job {job_id} to {path}: ")
-    return path
-
-
-def bundle_json(path: Path) -> dict[str, Any]:
-    data = orjson.loads(path.read_bytes())
-    assert isinstance(data, dict)
-    return data
-
-
-def rewrite(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    """Change a bundle's content and write it back as valid canonical JSON."""
-    data = bundle_json(path)
-    change(data)
-    path.write_bytes(canonical_json(data) + b"\n")
-
-
-def record_index(data: dict[str, Any], stream: Any, version: int) -> int:
-    return next(
-        i
-        for i, r in enumerate(data["records"])
-        if r["originator_id"] == str(stream) and r["version"] == version
-    )
-
-
-def bundle_replay(
-    capsys: pytest.CaptureFixture[str], path: Path, *extra: str
-) -> tuple[int, dict[str, Any], str]:
-    code, out, err = run(capsys, "replay", "--bundle", str(path), *extra, "--json")
-    return code, canonical_line(out), err
-
-
-def assert_integrity_failure(err: str, fragment: str) -> None:
-    assert err.startswith("mace: INTEGRITY_FAILURE: ")
-    assert err.count("\n") == 1
-    assert fragment in err
 
 
 def memory_jobs(capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
@@ -119,7 +69,7 @@ def test_bundle_replay_needs_no_store_and_records_nothing(
     act(monkeypatch, "ana", "auditor")
     _, reader = memory_jobs(capsys)
     bundle = export(capsys, reader, tmp_path / "reader.bundle.json")
-    manifest = bundle_json(bundle)["manifest"]
+    manifest, records = bundle_json(bundle)["manifest"], bundle_json(bundle)["records"]
     assert manifest["job_id"] == reader
     assert manifest["counts"] == {
         "records": manifest["counts"]["records"],
@@ -140,18 +90,23 @@ def test_bundle_replay_needs_no_store_and_records_nothing(
     monkeypatch.setenv("MACE_STORE", f"sqlite:///{absent}/never.db")
     code, report, err = bundle_replay(capsys, bundle)
     assert (code, err) == (0, "")
+    checkpoint = report["bundle"].pop("checkpoint")
     assert report["bundle"] == {
         "file": str(bundle),
         "recorded": False,
         "redacted": False,
         "records": manifest["counts"]["records"],
     }
+    assert (checkpoint["included"], checkpoint["records_included"]) == (True, len(records))
     assert report["attempt"] == 0
     # The same algorithm over the same records: the same report as the ledger's replay.
     assert without_attempt(report) == without_attempt(ledger_report)
     code, out, err = run(capsys, "replay", "--bundle", str(bundle))
     assert (code, err) == (0, "")
-    assert out.splitlines()[-1] == f"replayed from bundle {bundle}: nothing was recorded (no store)"
+    assert out.splitlines()[-2:] == [
+        f"bundle {bundle}: {checkpoint['summary']}",
+        f"replayed from bundle {bundle}: nothing was recorded (no store)",
+    ]
     assert not absent.exists()
 
     monkeypatch.setenv("MACE_STORE", cli_env.store)
@@ -540,8 +495,13 @@ BAD_FILES: dict[str, tuple[bytes | None, str]] = {
     "not json": (b"hello", "is not a MACE bundle: not JSON"),
     "truncated": (b'{"format":"mace-bundle/1","manifest":{"job_id"', "not JSON"),
     "a list": (b"[]", "is not a MACE bundle: expected a JSON object with 'format'"),
-    "other format": (b'{"format":"mace-bundle/2"}', "unsupported bundle format 'mace-bundle/2'"),
+    "other format": (b'{"format":"mace-bundle/3"}', "unsupported bundle format 'mace-bundle/3'"),
     "no manifest": (b'{"format":"mace-bundle/1"}', "is not a valid mace-bundle/1 file"),
+    "no checkpoint": (
+        b'{"format":"mace-bundle/2","manifest":{},"records":[],'
+        b'"signature":{"key_id":"k1","mac":"' + b"0" * 64 + b'"}}',
+        "is not a valid mace-bundle/2 file: it has no checkpoint",
+    ),
     "missing file": (None, "cannot read bundle"),
 }
 

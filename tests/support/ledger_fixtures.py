@@ -84,6 +84,17 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def other_store(store_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A second, empty store of the same kind as ``store_url``."""
+    if store_url.startswith("sqlite"):
+        return f"sqlite:///{tmp_path}/other.db"
+    make = request.getfixturevalue("make_postgres_database")
+    url = make()
+    assert isinstance(url, str)
+    return url
+
+
+@pytest.fixture
 def settings(store_url: str) -> Settings:
     return settings_for(store_url)
 

@@ -10,6 +10,15 @@ from pathlib import Path
 
 from infrastructure.cli.common import add_tenant_option
 
+PUBLIC_KEY_HELP = (
+    "pin the ledger's checkpoint public key (PEM, from mace checkpoint public-key): the"
+    " bundle's checkpoint must be signed by it (default: the key in the bundle, unpinned)"
+)
+
+
+def add_public_key_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--public-key", type=Path, metavar="PEM", help=PUBLIC_KEY_HELP)
+
 
 def add_export_arguments(export: argparse.ArgumentParser) -> None:
     export.add_argument("job_id", help="the job to export")
@@ -29,6 +38,7 @@ def add_export_arguments(export: argparse.ArgumentParser) -> None:
 
 def add_import_arguments(load: argparse.ArgumentParser) -> None:
     load.add_argument("file", type=Path, help="the run bundle (mace export writes one)")
+    add_public_key_option(load)
     load.add_argument("--json", action="store_true", help="print canonical JSON")
     load.set_defaults(handler="infrastructure.cli.bundles:import_job")
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from domain.replay_access import ReplayMode
+from infrastructure.cli.arguments.bundles import add_public_key_option
 from infrastructure.cli.common import add_tenant_option
 
 
@@ -17,6 +18,7 @@ def add_replay_arguments(replay: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="replay from a run bundle (mace export): no store is opened and nothing is recorded",
     )
+    add_public_key_option(replay)
     replay.add_argument(
         "--mode",
         choices=[m.value for m in ReplayMode],

@@ -4,9 +4,10 @@
 The incident: a job whose record says ``2 + 3`` went to the generic agent (rule R4), where the
 router snapshot it declares sends it to the math agent (R1). Its audit replay failed with
 REPLAY_DIVERGENCE on ``router_decision``. The script records that job in a throwaway store signed
-with the TEST-ONLY key beside it, replays it (the REPLAY_RESULT on record), and lets
-``mace export-test`` write the test and its bundle into this folder. Run it again only to remake
-the example (``--force`` overwrites it).
+with the TEST-ONLY key beside it (its checkpoints by the suite's TEST-ONLY checkpoint key),
+replays it (the REPLAY_RESULT on record), and lets ``mace export-test`` write the test and its
+bundle (``mace-bundle/2``: provable against that checkpoint) into this folder. Run it again
+only to remake the example (``--force`` overwrites it).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def build(force: bool) -> None:
             "MACE_STORE": f"sqlite:///{scratch}/incident.db",
             "MACE_SIGNING_KEYS": orjson.dumps(keyring["keys"]).decode(),
             "MACE_ACTIVE_KEY_ID": keyring["active_key_id"],
+            # The suite's TEST-ONLY checkpoint key: the bundle's checkpoint is signed by it.
+            "MACE_CHECKPOINT_KEY": str(HERE.parents[1] / "support" / "test-checkpoint-key.pem"),
             "MACE_ACTOR": "incident-auditor",
             "MACE_ROLES": "auditor",
         }

@@ -3,7 +3,7 @@
 It replays the job from test_replay_incident_r1_misrouted.bundle.json beside this file (no
 database, nothing recorded) and asserts the outcome of the job's most recent REPLAY_RESULT on
 record: attempt 1, an audit replay by incident-auditor [auditor], recorded at
-2026-11-22T04:57:12Z.
+2026-11-23T02:16:51Z.
 
 The keyring comes from MACE_SIGNING_KEYS or MACE_KEYRING_FILE, as for any replay. A tampered
 bundle fails with INTEGRITY_FAILURE. Regenerate rather than edit.
