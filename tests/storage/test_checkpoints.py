@@ -271,6 +271,9 @@ def test_a_command_whose_checkpoint_fails_warns_in_one_line_and_keeps_its_exit_c
         f"mace: warning: no checkpoint written: INTEGRITY_FAILURE: stream {spain} version 1:"
         " MAC mismatch\n"
     )
+    asked = mace_process(env, "checkpoint")
+    assert (asked.returncode, asked.stdout) == (1, "")
+    assert asked.stderr == f"mace: INTEGRITY_FAILURE: stream {spain} version 1: MAC mismatch\n"
     assert len(chain(settings)) == 1
 
 
