@@ -1,11 +1,14 @@
-"""``mace checkpoint public-key``: the public half of the checkpoint key, on SQLite and PostgreSQL.
+"""``mace checkpoint`` and ``mace checkpoint public-key``, on SQLite and PostgreSQL.
 
-It prints the PEM alone (or ``--json``: key_id and public_key); a key that cannot be used is one
-line ``mace: INVALID_INPUT: ...``, exit 2, and nothing is written.
+``mace checkpoint [--json]`` writes a checkpoint of every event saved so far (none when the newest
+already covers them) and prints its number, size and root. ``public-key`` prints the PEM alone
+(or ``--json``: key_id and public_key), and every checkpoint's signature verifies under it; a key
+that cannot be used is one line ``mace: INVALID_INPUT: ...``, exit 2, and nothing is written.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from pathlib import Path
 
@@ -13,8 +16,10 @@ import orjson
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from support.checkpoint_chain import assert_covers_every_event, chain
 from support.ledger_fixtures import development_env, mace_process, run
 
+from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
 
 
@@ -137,3 +142,40 @@ def test_the_development_key_is_made_once_and_announced_by_the_command_that_made
     again = mace_process(env, "checkpoint", "public-key")
     assert (again.returncode, again.stderr, again.stdout) == (0, "", first.stdout)
     raw_public(again.stdout)
+
+
+# --- `mace checkpoint` ----------------------------------------------------------------------------
+
+
+def test_mace_checkpoint_json_and_a_signature_the_public_key_verifies(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Ledger.open(cli_env, checkpoint_on_close=False) as ledger:
+        ledger.sem.put("world/country/fr/capital", "Paris")  # saved, not yet checkpointed
+    code, out, err = run(capsys, "checkpoint", "--json")
+    assert (code, err) == (0, "")
+    answer = orjson.loads(out)
+    newest = assert_covers_every_event(cli_env)
+    assert answer == {
+        "number": 1,
+        "tree_size": newest.tree_size,
+        "root": newest.root,
+        "last_notification_id": newest.last_notification_id,
+        "written": 1,
+    }
+    code, out, err = run(capsys, "checkpoint")
+    assert (code, err) == (0, "")
+    assert out == (
+        f"checkpoint 1 (already covers every event): {newest.tree_size} events,"
+        f" root {newest.root}\n"
+    )
+    assert len(chain(cli_env)) == 1
+
+    code, pem, err = run(capsys, "checkpoint", "public-key")
+    assert (code, err) == (0, "")
+    public = serialization.load_pem_public_key(pem.encode())
+    assert isinstance(public, Ed25519PublicKey)
+    for signed in chain(cli_env):
+        exported = signed.exported()
+        signature = base64.b64decode(exported["signature"])
+        public.verify(signature, signed.checkpoint.signed_bytes())  # raises if it does not hold
