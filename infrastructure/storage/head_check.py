@@ -126,8 +126,10 @@ class HeadCheck:
         self,
         newest: Callable[[], Checkpoint | None],
         tables: CheckpointTables,
+        exempt: frozenset[UUID] = frozenset(),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.exempt = exempt | {CHECKPOINT_STREAM}
         self._read_newest = newest
         self._tables = tables
         self._clock = clock
@@ -205,8 +207,9 @@ class StreamRead:
 
 
 class HeadCheckedReads:
-    """A recorder mixin: every ``select_events`` of a stream other than the checkpoints' is held
-    against its proven head (`HeadCheck`). None (no checkpoint key, a bundle in memory): no check.
+    """A recorder mixin: every ``select_events`` of a stream is held against its proven head
+    (`HeadCheck`), but for the checkpoints' own and the ``exempt`` ones. None (no checkpoint key,
+    a bundle in memory): no check.
 
     A read that falls short is made once more before it fails: a checkpoint committed after the
     read began may cover events the read could not see yet (PostgreSQL's read committed), and
@@ -221,7 +224,7 @@ class HeadCheckedReads:
         )
         check = self.head_check
         stream = originator_id if isinstance(originator_id, UUID) else UUID(originator_id)
-        if check is None or stream == CHECKPOINT_STREAM:
+        if check is None or stream in check.exempt:
             return events
         read = _read(stream, kwargs, events)
         proven = check.proven_for(read)

@@ -109,7 +109,11 @@ class LedgerStore(Application[UUID]):
         the head the newest checkpoint records (`HeadCheck`)."""
         recorder = super().construct_recorder()
         if isinstance(recorder, HeadCheckedReads) and self.checkpoint_key is not None:
-            recorder.head_check = HeadCheck(self._newest_checkpoint, CheckpointTables(recorder))
+            # The key checks are read to prove the keys that the checkpoint is then read with.
+            key_checks = frozenset(KeyCheck.id_for(key_id) for key_id in self.keyring.key_ids)
+            recorder.head_check = HeadCheck(
+                self._newest_checkpoint, CheckpointTables(recorder), key_checks
+            )
         return recorder
 
     def checkpoint_saved(self) -> None:
@@ -121,6 +125,8 @@ class LedgerStore(Application[UUID]):
     def _newest_checkpoint(self) -> Checkpoint | None:
         checkpoints = self.checkpoints
         assert checkpoints is not None  # a head check is made only with a checkpoint key
+        # A key the store contradicts is that (KEY_MISMATCH), not a checkpoint failing its MAC.
+        self.key_checks.prove()
         newest = checkpoints.newest()
         return None if newest is None else newest.checkpoint
 

@@ -20,12 +20,13 @@ from typing import Any
 
 import orjson
 import pytest
-from support.cli_output import json_error_as_line
+from support.cli_output import json_error, json_error_as_line
 from support.ledger_fixtures import RawTable, run, signing_keys
 from support.receipt_examples import ALIAS_BOMB, BUNDLE
 from support.receipt_tampering import edit_receipt, refuse_new_receipts
 
 from domain.canonical import canonical_json
+from domain.checkpoint import CHECKPOINT_STREAM
 from domain.policy import MAX_BUNDLE_BYTES, parse_bundle
 from domain.receipt import BODY_KEYS, Receipt
 from infrastructure.storage.settings import Settings
@@ -452,21 +453,16 @@ def test_verify_exits_0_only_for_a_valid_signature_and_survives_rotation(
     monkeypatch.setenv("MACE_ACTIVE_KEY_ID", "k2")
     assert ok_json(capsys, "receipts", "verify", receipt_id, *ACME)["reason"] == "ok"
 
-    # Retired: k1 is gone, so the receipt cannot be checked here.
+    # Retired: k1 is gone. It also signed the newest checkpoint, which every read of a stream is
+    # held to (`head_check`): nothing can be vouched for here, so the command fails closed.
     monkeypatch.setenv("MACE_SIGNING_KEYS", signing_keys("k2").get_secret_value())
+    unknown = f"stream {CHECKPOINT_STREAM} version "
     code, out, err = run(capsys, "receipts", "verify", receipt_id, *ACME, "--json")
-    assert (code, err) == (1, "")
-    assert orjson.loads(out) == {
-        "valid": None,
-        "key_id": "k1",
-        "algorithm": "HMAC-SHA256",
-        "reason": "key_unavailable",
-    }
-    code, out, _ = run(capsys, "receipts", "verify", receipt_id, *ACME)
-    assert (code, out) == (
-        1,
-        f"receipt {receipt_id}: cannot be checked (key_unavailable), key k1, HMAC-SHA256\n",
-    )
+    assert (code, out) == (1, "")
+    error = json_error(err)
+    assert error["code"] == "INTEGRITY_FAILURE"
+    assert error["message"].startswith(unknown), error
+    assert error["message"].endswith(": signed with unknown key id 'k1'"), error
 
 
 def test_an_edited_row_fails_verify_show_and_replay_with_exit_1(
@@ -551,14 +547,15 @@ def test_a_receipt_deleted_from_the_store_fails_the_listing(
 ) -> None:
     receipt_id = emit(capsys, "alice")["receipt"]["receipt_id"]
     RawTable(cli_env).delete(Receipt.id_for(receipt_id), 1)
-    err = refused(capsys, cli_env, "receipts", "list", *ACME, code=1)
-    assert err == (
-        f"mace: INTEGRITY_FAILURE: stream {Receipt.id_for(receipt_id)} version 1:"
-        " receipt is missing\n"
+    # The newest checkpoint counts the receipt's stream: its absence is a truncation, not a miss.
+    gone = (
+        f"mace: INTEGRITY_FAILURE: stream {Receipt.id_for(receipt_id)} version 1: truncated below"
+        " checkpoint "
     )
-    assert refused(capsys, cli_env, "receipts", "show", receipt_id, *ACME) == (
-        f"mace: NOT_FOUND: no receipt {receipt_id}\n"
-    )
+    for argv in (["list"], ["show", receipt_id]):
+        err = refused(capsys, cli_env, "receipts", *argv, *ACME, code=1)
+        assert err.startswith(gone), err
+        assert err.endswith("; the store holds none of it\n"), err
 
 
 # --- mace receipts replay -----------------------------------------------------------------------
