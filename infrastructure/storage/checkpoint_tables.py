@@ -122,11 +122,11 @@ class CheckpointTables:
         wanted = sorted(set(events))
         found: dict[EventKey, int] = {}
         for chunk in _chunks(wanted, 400):
-            pairs = ", ".join(["(?, ?)"] * len(chunk))
+            pairs = _any_pair("originator_id", "originator_version", len(chunk))
             statement = self._sql(
                 # Only parameter marks are formatted in: the values are bound.
                 "SELECT position, originator_id, originator_version FROM {leaves} WHERE"  # noqa: S608
-                f" (originator_id, originator_version) IN ({pairs})",
+                f" {pairs}",
                 leaves=LOG_LEAVES,
             )
             with self._datastore.transaction(commit=False) as cursor:
@@ -213,8 +213,7 @@ class CheckpointTables:
     ) -> dict[Position, bytes]:
         found: dict[Position, bytes] = {}
         for chunk in _chunks(list(positions), 400):
-            # One index look-up per node: SQLite scans the whole table for a row-value IN list.
-            pairs = " OR ".join(["(level = ? AND idx = ?)"] * len(chunk))
+            pairs = _any_pair("level", "idx", len(chunk))
             statement = self._sql(
                 f"SELECT level, idx, hash FROM {{t}} WHERE {pairs}",  # noqa: S608
                 t=table,
@@ -224,6 +223,12 @@ class CheckpointTables:
                 ((row["level"], row["idx"]), bytes(row["hash"])) for row in cursor.fetchall()
             )
         return found
+
+
+def _any_pair(first: str, second: str, count: int) -> str:
+    """A condition matching any of ``count`` bound (first, second) pairs, one index look-up
+    each: SQLite scans the whole table for a row-value IN list instead."""
+    return " OR ".join([f"({first} = ? AND {second} = ?)"] * count)
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
