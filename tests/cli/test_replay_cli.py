@@ -36,6 +36,7 @@ from support.replay_cli import (
 )
 
 from domain.canonical import canonical_json
+from domain.checkpoint import CHECKPOINT_STREAM
 from domain.job import Job
 from domain.snapshot import Snapshot
 from infrastructure.storage.settings import Settings
@@ -1136,8 +1137,13 @@ def test_verify_and_replay_a_tampered_job(
     }
     code, out, err = run(capsys, "verify", "--all", "--json")
     assert code == 1
-    assert_failure_line(err, "INTEGRITY_FAILURE", failure)
-    assert canonical_line(out)["error_code"] == "INTEGRITY_FAILURE"
+    # Below a checkpoint, the checkpoint that no longer holds is named, and where.
+    verdict = canonical_line(out)
+    assert (verdict["error_code"], verdict["stream"]) == (
+        "INTEGRITY_FAILURE",
+        str(CHECKPOINT_STREAM),
+    )
+    assert verdict["reason"].endswith(f" (the log now has stream {stream} version 2 there)")
 
     # A replay of the tampered job fails closed, and the attempt is still recorded.
     act(monkeypatch, "ana", "admin,auditor")

@@ -43,10 +43,11 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
     with Ledger.open(cli_env) as ledger:
         assert ledger.store.verify_all().jobs == 4
         assert len(ledger.receipts.listing("bench", limit=500)) == 2 * 2 * 2  # emitted, replayed
-        # One checkpoint, written as the bench's ledger closed: none inside a timed figure.
+        # One checkpoint per round (the `checkpoint` figure, which `verify` then checks) and one
+        # written as the bench's ledger closed: none inside another timed figure.
         assert ledger.store.checkpoints is not None
         newest = ledger.store.checkpoints.newest()
-        assert newest is not None and newest.checkpoint.number == 1
+        assert newest is not None and newest.checkpoint.number == 2 + 1
 
 
 def test_a_store_holding_data_is_refused_and_left_alone(
