@@ -158,6 +158,15 @@ class CheckpointTables:
                 found.update((row["bucket"], bytes(row["entries"])) for row in cursor.fetchall())
         return found
 
+    def head_index(self) -> tuple[dict[int, bytes], dict[Position, bytes]]:
+        """The whole head index, read in one transaction: every bucket row and every node."""
+        with self._datastore.transaction(commit=False) as cursor:
+            cursor.execute(self._sql("SELECT bucket, entries FROM {b}", b=HEAD_BUCKETS))
+            buckets = {row["bucket"]: bytes(row["entries"]) for row in cursor.fetchall()}
+            cursor.execute(self._sql("SELECT level, idx, hash FROM {h}", h=HEAD_NODES))
+            nodes = {(row["level"], row["idx"]): bytes(row["hash"]) for row in cursor.fetchall()}
+        return buckets, nodes
+
     def head_path(
         self, bucket: int, positions: Sequence[Position]
     ) -> tuple[bytes | None, dict[Position, bytes]]:

@@ -23,7 +23,10 @@ from typing import TYPE_CHECKING, Final
 
 from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints
 from domain.merkle import HASH_SIZE, MerkleBuilder
+from domain.stream_heads import HeadsTree
+from infrastructure.storage.checkpoint_tables import CheckpointTables
 from infrastructure.storage.checkpoints import Checkpoints, SignedCheckpoint
+from infrastructure.storage.head_check import bucket_entries, disagrees
 from infrastructure.storage.scan import Leaf, StoreReader
 from infrastructure.storage.signed_record import IntegrityFailure
 
@@ -58,6 +61,7 @@ def verify_checkpoints(checkpoints: Checkpoints, reader: StoreReader) -> TreeVer
     for the next verify, like the events it covers.
     """
     newest = checkpoints.newest()
+    _check_head_index(checkpoints.tables, newest)
     if newest is None:
         return TreeVerification(0, None, reader.count_after(0, CHECKPOINT_STREAM))
     last = newest.checkpoint
@@ -67,6 +71,8 @@ def verify_checkpoints(checkpoints: Checkpoints, reader: StoreReader) -> TreeVer
     with closing(reader.leaves(0, CHECKPOINT_STREAM)) as leaves:
         builder = MerkleBuilder()
         pending = next(leaves, None)
+        committed = _committed_at(reader)
+        committed_before = 0
         for event in _chain(checkpoints.store, last.number):
             signed = checkpoints.checked(event)
             _check_link(held, signed)
@@ -80,6 +86,7 @@ def verify_checkpoints(checkpoints: Checkpoints, reader: StoreReader) -> TreeVer
             if stuck or builder.size != body.tree_size or builder.root().hex() != body.root:
                 leaves.close()  # its cursor ends before the search for the position reads again
                 raise _broken(checkpoints, reader, held, signed)
+            committed_before = _check_commit_order(signed, next(committed, 0), committed_before)
             held = _Held(signed, builder.peaks)
     assert held is not None and held.signed.checkpoint == last
     after = last.last_notification_id
@@ -99,6 +106,47 @@ def _chain(store: LedgerStore, through: int) -> Iterator[LedgerCheckpoints.Signe
         if not page:
             return
         last = page[-1].originator_version
+
+
+def _committed_at(reader: StoreReader) -> Iterator[int]:
+    """The notification ids of checkpoints 1, 2, ... in that order, by pages."""
+    after = 0
+    while page := reader.notification_ids(CHECKPOINT_STREAM, after, PAGE):
+        yield from page
+        after += len(page)
+
+
+def _check_commit_order(signed: SignedCheckpoint, at: int, before: int) -> int:
+    """A checkpoint is committed after the events it covers and after the checkpoint before
+    it: rows moved in commit order say otherwise. Returns ``at``, its notification id."""
+    body = signed.checkpoint
+    if at <= body.last_notification_id or at <= before:
+        reason = (
+            f"checkpoint {body.number} sits at notification {at}, before what it covers"
+            f" (up to {body.last_notification_id}) or the checkpoint before it ({before})"
+        )
+        raise IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
+    return at
+
+
+def _check_head_index(tables: CheckpointTables, newest: SignedCheckpoint | None) -> None:
+    """The whole head index is the newest checkpoint's: its buckets make ``heads_root`` and its
+    nodes are exactly those the buckets make. Checkpoints deleted from the chain's end leave an
+    index that belongs to none of those left (unless it was rolled back with them: only an
+    exported checkpoint catches that)."""
+    buckets, nodes = tables.head_index()
+    if newest is None:
+        if buckets or nodes:
+            reason = "the head index holds streams, but no checkpoint is stored"
+            raise IntegrityFailure(CHECKPOINT_STREAM, 1, reason)
+        return
+    entries = {bucket: bucket_entries(stored) for bucket, stored in buckets.items()}
+    try:
+        rebuilt = HeadsTree(lambda level, index: None).update(entries)
+    except ValueError:
+        raise disagrees(newest.checkpoint) from None
+    if rebuilt.root.hex() != newest.checkpoint.heads_root or rebuilt.stored != nodes:
+        raise disagrees(newest.checkpoint)
 
 
 def _check_link(held: _Held | None, signed: SignedCheckpoint) -> None:

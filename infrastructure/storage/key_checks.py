@@ -20,12 +20,13 @@ never a secret.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from enum import StrEnum
 from threading import Lock
 from typing import Final
+from uuid import UUID
 
-from eventsourcing.persistence import ApplicationRecorder, StoredEvent
+from eventsourcing.persistence import ApplicationRecorder, Notification, StoredEvent
 from eventsourcing.utils import get_topic
 
 from domain.key_check import KeyCheck
@@ -106,8 +107,7 @@ class KeyChecks:
         if check is not None:
             if self._verifies(key_id, check):
                 return KeyStatus.VERIFIED
-            evidence = self._first_signed_by(key_id, whole_log=True)
-            if evidence is not None and self._verifies(key_id, evidence):
+            if self._verified_elsewhere(key_id, check.originator_id):
                 reason = f"key check of {key_id} does not verify, though events signed by it do"
                 raise IntegrityFailure(check.originator_id, check.originator_version, reason)
             return KeyStatus.MISMATCH
@@ -119,7 +119,7 @@ class KeyChecks:
         return KeyStatus.UNRECORDED
 
     def _verifies(self, key_id: str, stored: StoredEvent) -> bool:
-        if not stored.state.startswith(signer_prefix(key_id)):
+        if not _signed_by(stored, key_id):
             reason = f"key check of {key_id} is not signed by {key_id}"
             raise IntegrityFailure(stored.originator_id, stored.originator_version, reason)
         try:
@@ -128,26 +128,44 @@ class KeyChecks:
             return False
         return True
 
-    def _first_signed_by(self, key_id: str, *, whole_log: bool = False) -> StoredEvent | None:
-        """The oldest event (not a key check) signed under ``key_id``.
+    def _first_signed_by(self, key_id: str) -> StoredEvent | None:
+        """The oldest event signed under ``key_id``, searched up to the store's first check
+        record."""
+        for notification in self._log():
+            if notification.topic == CHECK_TOPIC:
+                return None
+            if _signed_by(notification, key_id):
+                return notification
+        return None
 
-        Searched up to the store's first check record, unless ``whole_log`` (only when a check
-        record failed, to tell an altered record from a wrong key).
+    def _verified_elsewhere(self, key_id: str, check_stream: UUID | str) -> bool:
+        """Whether any event outside the key's check record verifies under ``key_id``: then
+        the key is right and the record was altered (only on that failure path: the whole log).
+
+        Rows that claim to be check records, or sit in the check record's stream, are no
+        evidence: an attacker can move a record's topic, or another record into that stream.
         """
-        prefix = signer_prefix(key_id)
+        for notification in self._log():
+            if notification.topic == CHECK_TOPIC or notification.originator_id == check_stream:
+                continue
+            if _signed_by(notification, key_id) and self._verifies(key_id, notification):
+                return True
+        return False
+
+    def _log(self) -> Iterator[Notification]:
         start = 1
         while True:
             page = self._recorder.select_notifications(start, SEARCH_PAGE)
-            for notification in page:
-                if notification.topic == CHECK_TOPIC:
-                    if whole_log:
-                        continue
-                    return None
-                if notification.state.startswith(prefix):
-                    return notification
+            yield from page
             if len(page) < SEARCH_PAGE:
-                return None
+                return
             start = page[-1].id + 1
+
+
+def _signed_by(stored: StoredEvent, key_id: str) -> bool:
+    """Whether the row claims ``key_id`` as its signer (a row edited into text claims none)."""
+    state: object = stored.state
+    return isinstance(state, bytes) and state.startswith(signer_prefix(key_id))
 
 
 def _recorded(key_id: str) -> KeyCheck.Recorded:

@@ -207,6 +207,25 @@ class StoreReader:
         assert row is not None
         return int(row[0])
 
+    def notification_ids(self, stream: UUID, after_version: int, limit: int) -> list[int]:
+        """The notification ids of the stream's events after ``after_version``, in version
+        order, at most ``limit``."""
+        conn = self._lookup_conn = self._lookup_conn or self._connect()
+        if isinstance(conn, sqlite3.Connection):
+            rows = conn.execute(
+                f"SELECT rowid FROM {self._sqlite_table()}"  # noqa: S608
+                " WHERE originator_id = ? AND originator_version > ?"
+                " ORDER BY originator_version LIMIT ?",
+                (stream.hex, after_version, limit),
+            ).fetchall()
+        else:
+            query = sql.SQL(
+                "SELECT notification_id FROM {} WHERE originator_id = %s"
+                " AND originator_version > %s ORDER BY originator_version LIMIT %s"
+            ).format(self._table())
+            rows = conn.execute(query, (stream, after_version, limit)).fetchall()
+        return [int(row[0]) for row in rows]
+
     def located(self, notification_id: int) -> tuple[UUID, int] | None:
         """The stream and version of the event with this notification id, if there is one."""
         conn = self._lookup_conn = self._lookup_conn or self._connect()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from uuid import UUID
 
 import orjson
 import pytest
@@ -227,6 +228,38 @@ def test_an_altered_check_record_is_an_integrity_failure_not_a_wrong_key(
         f"mace: INTEGRITY_FAILURE: stream {stream} version 1: key check of k1 does not verify,"
         " though events signed by it do\n"
     )
+
+
+@pytest.mark.parametrize("edit", ["topic", "text state"])
+def test_a_check_record_moved_out_of_its_kind_is_an_integrity_failure_not_a_wrong_key(
+    actor: Settings, capsys: pytest.CaptureFixture[str], edit: str
+) -> None:
+    """The record given another event's topic, or its state turned into text (what SQL's
+    ``replace()`` does to a blob): the key still verifies other events, so it is the record."""
+    remember(capsys)
+    raw = RawTable(actor)
+    stream = KeyCheck.id_for("k1")
+    raw.forget_checkpoints()  # what is tested here needs none (they would name it first)
+    if edit == "topic":
+        raw.set_column(stream, 1, "topic", raw.rows(raw_first_other(raw, stream))[0][1])
+        reason = "key check of k1 does not verify, though events signed by it do"
+    elif raw.table == "stored_events":
+        raw.set_column(stream, 1, "state", raw.state(stream, 1).decode())
+        reason = "key check of k1 is not signed by k1"
+    else:
+        pytest.skip("a PostgreSQL bytea column turns the text back into the same bytes")
+    code, out, err = run(capsys, "verify", "--all")
+    assert (code, out) == (1, "")
+    assert err == f"mace: INTEGRITY_FAILURE: stream {stream} version 1: {reason}\n"
+
+
+def raw_first_other(raw: RawTable, stream: UUID) -> UUID:
+    """A stream other than ``stream``, with at least one event."""
+    for (other,) in raw.execute("SELECT DISTINCT originator_id FROM {table}"):
+        candidate = other if isinstance(other, UUID) else UUID(other)
+        if candidate != stream:
+            return candidate
+    raise AssertionError("the store holds one stream only")
 
 
 def test_a_service_the_store_contradicts_is_not_ready_and_writes_nothing(store_url: str) -> None:

@@ -446,6 +446,18 @@ def fresh_database(server: PostgresServer, name: str) -> str:
     return _with_dbname(server, name).url
 
 
+def copy_database(server: PostgresServer, source: str, name: str) -> str:
+    """Create ``name`` as a copy of the database ``source`` (no one may be connected to it)."""
+    _drop_database(server, name)
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(source)
+            )
+        )
+    return _with_dbname(server, name).url
+
+
 def drop_database(server: PostgresServer, name: str) -> None:
     """Drop ``name`` even while connections to it are still open."""
     _drop_database(server, name)
