@@ -23,8 +23,7 @@ import psycopg
 from eventsourcing.persistence import StoredEvent
 from psycopg import sql
 
-from domain.checkpoint import stream_leaf_data
-from domain.merkle import leaf_hash
+from domain.checkpoint import stream_leaf_hash
 from infrastructure.storage.connection import connect_postgres
 from infrastructure.storage.settings import PostgresStore, SQLiteStore, Store
 
@@ -68,7 +67,7 @@ def _sqlite_leaf(
         return None
     if len(stream) != UUID_BYTES:
         return None
-    return leaf_hash(stream_leaf_data(stream, version, topic, state))
+    return stream_leaf_hash(stream, version, topic, state)
 
 
 def _bytes_or_none(value: object) -> bytes | None:
