@@ -57,15 +57,20 @@ def _cannot_write(path: Path, exc: OSError) -> str:
     return f"cannot write checkpoint file {path}: {exc.strerror or type(exc).__name__}"
 
 
-def read_exported(path: Path) -> tuple[str, SignedCheckpoint]:
-    """The algorithm the file names and the checkpoint it holds, nothing checked but its form."""
+def _read_bounded(path: Path, what: str) -> bytes:
+    """At most one byte more than `MAX_FILE_BYTES` of ``path``; one line if it cannot be read."""
     try:
         with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+            return handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise UsageError(
-            f"cannot read checkpoint file {path}: {exc.strerror or type(exc).__name__}"
+            f"cannot read {what} {path}: {exc.strerror or type(exc).__name__}"
         ) from None
+
+
+def read_exported(path: Path) -> tuple[str, SignedCheckpoint]:
+    """The algorithm the file names and the checkpoint it holds, nothing checked but its form."""
+    data = _read_bounded(path, "checkpoint file")
     if len(data) > MAX_FILE_BYTES:
         raise UsageError(
             f"checkpoint file {path} is larger than {MAX_FILE_BYTES} bytes: {EXPECTED}"
@@ -113,13 +118,7 @@ def verified_exported(path: Path, key: PublicCheckpointKey) -> SignedCheckpoint:
 
 def read_public_key(path: Path) -> PublicCheckpointKey:
     """The Ed25519 public key (PEM) in ``path``, as ``mace checkpoint public-key`` prints it."""
-    try:
-        with path.open("rb") as handle:
-            pem = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot read public key {path}: {exc.strerror or type(exc).__name__}"
-        ) from None
+    pem = _read_bounded(path, "public key")
     try:
         return PublicCheckpointKey.from_pem(pem.decode("utf-8"))
     except (UnicodeDecodeError, CheckpointKeyError) as exc:
