@@ -120,11 +120,23 @@ class HeadsTree:
         changed paths is looked up once. With nothing changed the root is read from storage.
         """
         _check_bits(self.bits)
-        level_nodes: dict[int, bytes] = {}
+        leaves: dict[int, bytes] = {}
         for bucket, entries in changed.items():
             _check_bucket(bucket, self.bits)
-            level_nodes[bucket] = bucket_leaf(entries)
+            leaves[bucket] = bucket_leaf(entries)
             _check_membership(bucket, entries, self.bits)
+        return self.update_leaves(leaves)
+
+    def update_leaves(self, leaves: Mapping[int, bytes]) -> HeadsTreeUpdate:
+        """`update` given the changed buckets' leaf hashes (bucket -> leaf) instead of entries.
+
+        Over an empty store (`node` always None) and every bucket's leaf, this is the whole
+        tree: what a stored index must be, node for node.
+        """
+        _check_bits(self.bits)
+        level_nodes = dict(leaves)
+        for bucket in level_nodes:
+            _check_bucket(bucket, self.bits)
         if not level_nodes:
             top = self.bits - 1
             root = node_hash(self._stored_or_default(top, 0), self._stored_or_default(top, 1))

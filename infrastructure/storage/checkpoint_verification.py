@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints
-from domain.merkle import HASH_SIZE, MerkleBuilder
+from domain.merkle import HASH_SIZE, MerkleBuilder, leaf_hash
 from domain.stream_heads import HeadsTree
 from infrastructure.storage.checkpoint_tables import CheckpointTables
 from infrastructure.storage.checkpoints import Checkpoints, SignedCheckpoint
-from infrastructure.storage.head_check import bucket_entries, disagrees
+from infrastructure.storage.head_check import disagrees
 from infrastructure.storage.scan import Leaf, StoreReader
 from infrastructure.storage.signed_record import IntegrityFailure
 
@@ -140,9 +140,11 @@ def _check_head_index(tables: CheckpointTables, newest: SignedCheckpoint | None)
             reason = "the head index holds streams, but no checkpoint is stored"
             raise IntegrityFailure(CHECKPOINT_STREAM, 1, reason)
         return
-    entries = {bucket: bucket_entries(stored) for bucket, stored in buckets.items()}
+    # A writer stores each bucket as the canonical JSON its leaf hashes, so the stored bytes
+    # are hashed as they are: a row stored any other way makes another tree, and fails.
+    leaves = {bucket: leaf_hash(stored) for bucket, stored in buckets.items()}
     try:
-        rebuilt = HeadsTree(lambda level, index: None).update(entries)
+        rebuilt = HeadsTree(lambda level, index: None).update_leaves(leaves)
     except ValueError:
         raise disagrees(newest.checkpoint) from None
     if rebuilt.root.hex() != newest.checkpoint.heads_root or rebuilt.stored != nodes:
