@@ -19,8 +19,6 @@ included.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -31,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint
 from domain.errors import ErrorCode, MaceError
 from infrastructure.storage.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
+from infrastructure.storage.checkpoints import SignedCheckpoint, decoded, signature_problem
 from infrastructure.storage.inclusion_proofs import (
     InclusionProof,
     check_inclusion,
@@ -170,18 +169,11 @@ def checked_inclusion(
     if pinned is not None and key.pem != pinned.pem:
         reason = f"its checkpoint key {key.key_id} is not the pinned key {pinned.key_id}"
         raise integrity_failure(name, reason)
-    signed = member.signed
-    body = signed.checkpoint
-    if signed.key_id != key.key_id:
-        reason = f"checkpoint {body.number} names key {signed.key_id}, not its key {key.key_id}"
-        raise integrity_failure(name, reason)
-    try:
-        signature = base64.b64decode(signed.signature, validate=True)
-    except (binascii.Error, ValueError):
-        signature = b""
-    if not key.verify(body.signed_bytes(), signature):
-        reason = f"checkpoint {body.number}: the Ed25519 signature does not verify"
-        raise integrity_failure(name, reason)
+    body = member.signed.checkpoint
+    signed = SignedCheckpoint(body, member.signed.key_id, decoded(member.signed.signature))
+    problem = signature_problem(signed, key)
+    if problem is not None:
+        raise integrity_failure(name, problem)
     if len(member.proofs) != len(records):
         reason = f"holds {len(member.proofs)} inclusion proofs for {len(records)} records"
         raise integrity_failure(name, reason)

@@ -40,7 +40,7 @@ from domain.stream_heads import (
     merge_heads,
     path_positions,
 )
-from infrastructure.storage.checkpoint_key import CheckpointKey
+from infrastructure.storage.checkpoint_key import CheckpointKey, PublicCheckpointKey
 from infrastructure.storage.checkpoint_tables import (
     AlsoWrite,
     CheckpointTables,
@@ -83,6 +83,26 @@ class SignedCheckpoint:
         }
 
 
+def decoded(signature: str) -> bytes:
+    """A stored or bundled signature's bytes; one that is not base64 is empty, which no key
+    verifies."""
+    try:
+        return base64.b64decode(signature, validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def signature_problem(signed: SignedCheckpoint, key: PublicCheckpointKey) -> str | None:
+    """Why ``signed`` is not a checkpoint signed by ``key`` (None: it is). The one check for the
+    ledger's own checkpoints, exported files and bundles."""
+    body = signed.checkpoint
+    if signed.key_id != key.key_id:
+        return f"checkpoint {body.number} is signed by key {signed.key_id}, not by key {key.key_id}"
+    if not key.verify(body.signed_bytes(), signed.signature):
+        return f"checkpoint {body.number}: the Ed25519 signature does not verify"
+    return None
+
+
 @dataclass
 class _Window:
     """What a writer read after the newest checkpoint: the tree extended, the heads moved on."""
@@ -122,23 +142,13 @@ class Checkpoints:
     def checked(self, event: LedgerCheckpoints.Signed) -> SignedCheckpoint:
         """The checkpoint a verified checkpoint event holds, once its number and signature hold."""
         number = event.originator_version
-        try:
-            signature = base64.b64decode(event.signature, validate=True)
-        except (binascii.Error, ValueError):
-            signature = b""
-        signed = SignedCheckpoint(event.checkpoint, event.key_id, signature)
+        signed = SignedCheckpoint(event.checkpoint, event.key_id, decoded(event.signature))
         if event.checkpoint.number != number:
             reason = f"holds checkpoint number {event.checkpoint.number}, not {number}"
             raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
-        if event.key_id != self.key.key_id:
-            reason = (
-                f"checkpoint {number} is signed by key {event.key_id}, not by this ledger's"
-                f" checkpoint key {self.key.key_id}"
-            )
-            raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
-        if not self.key.public.verify(event.checkpoint.signed_bytes(), signature):
-            reason = f"checkpoint {number}: the Ed25519 signature does not verify"
-            raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+        problem = signature_problem(signed, self.key.public)
+        if problem is not None:
+            raise IntegrityFailure(CHECKPOINT_STREAM, number, problem)
         return signed
 
     # Writing

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from domain.canonical import canonical_json
 from domain.checkpoint import ALGORITHM, CHECKPOINT_STREAM, Checkpoint
 from infrastructure.storage.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
-from infrastructure.storage.checkpoints import SignedCheckpoint
+from infrastructure.storage.checkpoints import SignedCheckpoint, signature_problem
 from infrastructure.storage.errors import UsageError
 from infrastructure.storage.signed_record import IntegrityFailure
 
@@ -104,15 +104,9 @@ def verified_exported(path: Path, key: PublicCheckpointKey) -> SignedCheckpoint:
     if algorithm != ALGORITHM:
         reason = f"checkpoint file {path} is signed with {algorithm!r}, not {ALGORITHM}"
         raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
-    if signed.key_id != key.key_id:
-        reason = (
-            f"checkpoint file {path} is signed by key {signed.key_id}, not by the key given"
-            f" ({key.key_id})"
-        )
-        raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
-    if not key.verify(signed.checkpoint.signed_bytes(), signed.signature):
-        reason = f"checkpoint file {path}: the Ed25519 signature does not verify"
-        raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+    problem = signature_problem(signed, key)
+    if problem is not None:
+        raise IntegrityFailure(CHECKPOINT_STREAM, number, f"checkpoint file {path}: {problem}")
     return signed
 
 

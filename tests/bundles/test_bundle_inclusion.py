@@ -319,7 +319,7 @@ def _signature(settings: Settings, data: dict[str, Any]) -> str:
 
 def _public_key(settings: Settings, data: dict[str, Any]) -> str:
     data["checkpoint"]["public_key"] = attacker_pem()
-    return "names key"  # the checkpoint names the ledger's key, not the swapped one
+    return "is signed by key"  # the checkpoint names the ledger's key, not the swapped one
 
 
 def _record_rewritten_with_the_hmac_keys(settings: Settings, data: dict[str, Any]) -> str:
