@@ -44,6 +44,7 @@ from infrastructure.storage.repository import LedgerRepository
 from infrastructure.storage.schema import StoreSchema
 from infrastructure.storage.settings import Settings, SQLiteStore, Store
 from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.sqlite_file import refuse_other_files, use_write_ahead_log
 from infrastructure.storage.verification import LedgerVerification, verify_ledger
 
 A = TypeVar("A", bound=MaceAggregate)
@@ -82,12 +83,16 @@ class LedgerStore(Application[UUID]):
         """
         settings = settings or Settings()
         location = settings.parsed_store()
-        if isinstance(location, SQLiteStore) and not create and not location.path.exists():
-            msg = f"no ledger at {location.describe()} (set MACE_STORE)"
-            raise NotFoundError(msg)
+        if isinstance(location, SQLiteStore):
+            if not create and not location.path.exists():
+                msg = f"no ledger at {location.describe()} (set MACE_STORE)"
+                raise NotFoundError(msg)
+            refuse_other_files(location)
         keyring = load_keyring(settings, create=create)
         checkpoint_key = settings.load_checkpoint_key()
         check_reachable(location, settings.connect_timeout)
+        if isinstance(location, SQLiteStore):
+            use_write_ahead_log(location)
         store = cls(location, keyring, checkpoint_key)
         try:
             schema = store.schema
