@@ -144,8 +144,9 @@ class HeadsTree:
         stored: dict[Position, bytes] = {}
         cleared: set[Position] = set()
         for level in range(self.bits):
+            default = default_node(level)
             for index, value in level_nodes.items():
-                if value == default_node(level):
+                if value == default:
                     cleared.add((level, index))
                 else:
                     stored[(level, index)] = value
@@ -153,16 +154,17 @@ class HeadsTree:
         return HeadsTreeUpdate(stored, frozenset(cleared), level_nodes[0])
 
     def _parents(self, level: int, nodes: Mapping[int, bytes]) -> dict[int, bytes]:
+        # One pass per level of the whole index when a verifier rebuilds it: kept to a dict
+        # look-up and a hash a node.
         parents: dict[int, bytes] = {}
-        for index in nodes:
+        for index, value in nodes.items():
             parent = index >> 1
             if parent in parents:
                 continue
-            left, right = (
-                nodes[child] if child in nodes else self._stored_or_default(level, child)
-                for child in (parent << 1, parent << 1 | 1)
-            )
-            parents[parent] = node_hash(left, right)
+            sibling = nodes.get(index ^ 1)
+            if sibling is None:
+                sibling = self._stored_or_default(level, index ^ 1)
+            parents[parent] = node_hash(sibling, value) if index & 1 else node_hash(value, sibling)
         return parents
 
     def _stored_or_default(self, level: int, index: int) -> bytes:

@@ -16,6 +16,7 @@ Events after the newest checkpoint are counted, not judged: nothing has signed t
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from domain.stream_heads import HeadsTree
 from infrastructure.storage.checkpoint_tables import CheckpointTables
 from infrastructure.storage.checkpoints import Checkpoints, SignedCheckpoint
 from infrastructure.storage.head_check import disagrees
-from infrastructure.storage.scan import Leaf, StoreReader
+from infrastructure.storage.scan import Leaf, LeafPage, StoreReader
 from infrastructure.storage.signed_record import IntegrityFailure
 
 if TYPE_CHECKING:
@@ -68,29 +69,57 @@ def verify_checkpoints(checkpoints: Checkpoints, reader: StoreReader) -> TreeVer
     held: _Held | None = None
     # Unbounded: a checkpoint is not trusted to say where the log it covers ends. Read lazily,
     # the log after the newest checkpoint costs at most a page.
-    with closing(reader.leaves(0, CHECKPOINT_STREAM)) as leaves:
+    with closing(reader.leaf_pages(0, CHECKPOINT_STREAM)) as pages:
         builder = MerkleBuilder()
-        pending = next(leaves, None)
+        log = _LeafFeed(pages)
         committed = _committed_at(reader)
         committed_before = 0
         for event in _chain(checkpoints.store, last.number):
             signed = checkpoints.checked(event)
             _check_link(held, signed)
             body = signed.checkpoint
-            through = body.last_notification_id
-            while pending is not None and pending.notification_id <= through and pending.hash:
-                builder.append(pending.hash)
-                pending = next(leaves, None)
             # A row left below the checkpoint has no leaf (no topic or state): none can hold it.
-            stuck = pending is not None and pending.notification_id <= through
-            if stuck or builder.size != body.tree_size or builder.root().hex() != body.root:
-                leaves.close()  # its cursor ends before the search for the position reads again
+            whole = log.feed(builder, body.last_notification_id)
+            if not whole or builder.size != body.tree_size or builder.root().hex() != body.root:
+                pages.close()  # its cursor ends before the search for the position reads again
                 raise _broken(checkpoints, reader, held, signed)
             committed_before = _check_commit_order(signed, next(committed, 0), committed_before)
             held = _Held(signed, builder.peaks)
     assert held is not None and held.signed.checkpoint == last
     after = last.last_notification_id
     return TreeVerification(last.number, newest, reader.count_after(after, CHECKPOINT_STREAM))
+
+
+class _LeafFeed:
+    """The log's leaves, by pages, fed to a tree up to one checkpoint after another."""
+
+    def __init__(self, pages: Iterator[LeafPage]) -> None:
+        self._pages = pages
+        self._page = LeafPage([], [])
+        self._at = 0  # the next leaf of the page to feed
+
+    def feed(self, builder: MerkleBuilder, through: int) -> bool:
+        """Add every leaf up to notification id ``through``; False if one of them has none
+        (a row without topic or state), where feeding stops."""
+        while True:
+            ids, hashes = self._page
+            if self._at == len(ids):
+                page = next(self._pages, None)
+                if page is None:
+                    return True
+                self._page, self._at = page, 0
+                continue
+            end = bisect_right(ids, through, lo=self._at)
+            chunk = hashes[self._at : end]
+            if None in chunk:
+                good = chunk.index(None)
+                builder.extend(chunk[:good])  # type: ignore[arg-type]  # None is past `good`
+                self._at += good
+                return False
+            builder.extend(chunk)  # type: ignore[arg-type]  # no None in it
+            self._at = end
+            if end < len(ids):
+                return True
 
 
 def _chain(store: LedgerStore, through: int) -> Iterator[LedgerCheckpoints.Signed]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Generator, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from typing import Final, NamedTuple
 from uuid import UUID
 
@@ -50,24 +50,44 @@ class Leaf(NamedTuple):
     hash: bytes | None
 
 
+StreamRange = tuple[UUID | None, UUID | None]
+"""Streams by id: from the first (inclusive) to the second (exclusive); None is open-ended."""
+
+
+def _sqlite_range(lower: UUID | None, upper: UUID | None) -> tuple[str, list[str]]:
+    """``streams`` as a WHERE clause over SQLite's ids (32 lowercase hex digits, so text order
+    is id order). A row whose id is not such text still falls in exactly one range, and the
+    open-ended first range keeps a NULL id, as a scan of everything would."""
+    conditions, params = [], []
+    if lower is not None:
+        conditions.append("originator_id >= ?")
+        params.append(lower.hex)
+    if upper is not None:
+        conditions.append("(originator_id < ? OR originator_id IS NULL)")
+        params.append(upper.hex)
+    return (f" WHERE {' AND '.join(conditions)}" if conditions else ""), params
+
+
+class LeafPage(NamedTuple):
+    """Consecutive leaves: their notification ids (ascending) and hashes, position for position."""
+
+    notification_ids: list[int]
+    hashes: list[bytes | None]
+
+
 def _sqlite_leaf(
     originator_id: object, version: object, topic: object, state: object
 ) -> bytes | None:
     """The leaf of a row as SQLite stores it (the stream id as 32 hex digits)."""
-    if not (
-        isinstance(originator_id, str)
-        and isinstance(version, int)
-        and isinstance(topic, str)
-        and isinstance(state, bytes)
-    ):
+    # The id's length is checked as text: ``bytes.fromhex`` skips whitespace, and an id written
+    # with spaces in it would otherwise make the same leaf as the id without them.
+    if not isinstance(originator_id, str) or len(originator_id) != 2 * UUID_BYTES:
         return None
     try:
-        stream = bytes.fromhex(originator_id)
-    except ValueError:
+        # A version, topic or state of another type fails here, as it fails the MAC check.
+        return stream_leaf_hash(bytes.fromhex(originator_id), version, topic, state)  # type: ignore[arg-type]
+    except (TypeError, ValueError, AttributeError):
         return None
-    if len(stream) != UUID_BYTES:
-        return None
-    return stream_leaf_hash(stream, version, topic, state)
 
 
 def _bytes_or_none(value: object) -> bytes | None:
@@ -122,26 +142,34 @@ class StoreReader:
         # eventsourcing chose the name; quote it as an identifier all the same.
         return '"' + self.table.replace('"', '""') + '"'
 
-    def scan(self) -> Iterator[StoredEvent]:
-        """Every stored event, ordered by stream then version."""
+    def scan(self, streams: StreamRange = (None, None)) -> Iterator[StoredEvent]:
+        """Every stored event of the streams in ``streams``, ordered by stream then version."""
         conn = self._scan_conn = self._scan_conn or self._connect()
+        lower, upper = streams
         if isinstance(conn, sqlite3.Connection):
-            table = self._sqlite_table()
+            where, params = _sqlite_range(lower, upper)
             cursor = conn.execute(
-                f"SELECT originator_id, originator_version, topic, state FROM {table} "  # noqa: S608
-                "ORDER BY originator_id, originator_version"
+                "SELECT originator_id, originator_version, topic, state"  # noqa: S608
+                f" FROM {self._sqlite_table()}{where} ORDER BY originator_id, originator_version",
+                params,
             )
             while rows := cursor.fetchmany(SCAN_PAGE):
                 for originator_id, version, topic, state in rows:
                     yield _row(UUID(originator_id), version, topic, state)
             return
+        bounds = [
+            sql.SQL(condition)
+            for condition, bound in (("originator_id >= %s", lower), ("originator_id < %s", upper))
+            if bound is not None
+        ]
+        within = sql.SQL(" WHERE ") + sql.SQL(" AND ").join(bounds) if bounds else sql.SQL("")
         query = sql.SQL(
-            "SELECT originator_id, originator_version, topic, state FROM {} "
+            "SELECT originator_id, originator_version, topic, state FROM {}{} "
             "ORDER BY originator_id, originator_version"
-        ).format(self._table())
+        ).format(self._table(), within)
         with conn.transaction(), conn.cursor(name="mace_scan") as cur:
             cur.itersize = SCAN_PAGE
-            cur.execute(query)
+            cur.execute(query, [bound for bound in streams if bound is not None])
             for originator_id, version, topic, state in cur:
                 assert isinstance(originator_id, UUID)
                 assert isinstance(version, int)
@@ -166,6 +194,13 @@ class StoreReader:
     def leaves(self, after: int, skip: UUID) -> Generator[Leaf]:
         """The leaves of the events after notification id ``after``, in notification order,
         leaving out the stream ``skip`` (the checkpoints, which are no leaves)."""
+        with closing(self.leaf_pages(after, skip)) as pages:
+            for page in pages:
+                yield from map(Leaf, *page)
+
+    def leaf_pages(self, after: int, skip: UUID) -> Generator[LeafPage]:
+        """`leaves` a page at a time, as notification ids and leaf hashes: a verifier feeds
+        whole pages to its tree without a call per event."""
         conn = self._scan_conn = self._scan_conn or self._connect()
         if isinstance(conn, sqlite3.Connection):
             cursor = conn.execute(
@@ -175,19 +210,25 @@ class StoreReader:
                 (after, skip.hex),
             )
             while rows := cursor.fetchmany(SCAN_PAGE):
-                for notification_id, stream, version, topic, state in rows:
-                    yield Leaf(notification_id, _sqlite_leaf(stream, version, topic, state))
+                yield LeafPage(
+                    [row[0] for row in rows],
+                    [_sqlite_leaf(stream, v, topic, state) for _, stream, v, topic, state in rows],
+                )
             return
         query = sql.SQL(
             "SELECT notification_id, {} FROM {} WHERE notification_id > %s"
             " AND originator_id <> %s ORDER BY notification_id"
         ).format(sql.SQL(LEAF_SQL), self._table())
         with conn.transaction(), conn.cursor(name="mace_leaves") as cur:
-            cur.itersize = SCAN_PAGE
             cur.execute(query, (after, skip))
-            for notification_id, hashed in cur:
-                assert isinstance(notification_id, int)
-                yield Leaf(notification_id, _bytes_or_none(hashed))
+            while rows := cur.fetchmany(SCAN_PAGE):
+                ids: list[int] = []
+                hashes: list[bytes | None] = []
+                for notification_id, hashed in rows:
+                    assert isinstance(notification_id, int)
+                    ids.append(notification_id)
+                    hashes.append(_bytes_or_none(hashed))
+                yield LeafPage(ids, hashes)
 
     def count_after(self, after: int, skip: UUID) -> int:
         """How many events of streams other than ``skip`` have a notification id after ``after``."""

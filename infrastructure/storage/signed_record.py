@@ -44,6 +44,10 @@ class IntegrityFailure(MaceError):
         self.version = version
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[IntegrityFailure], tuple[str, int, str]]:
+        # Made again from its parts, as it was raised: `side_pass` sends it between processes.
+        return type(self), (self.stream, self.version, self.reason)
+
 
 class UnknownSigningKey(IntegrityFailure):
     """A record signed under a key id the keyring does not hold: not checked, so not known to

@@ -9,9 +9,14 @@ each round does the same work on fresh names, so every round writes as much as t
   job's, its seal's witness, its registry entry, its SEM writes).
 - ``checkpoint``: a checkpoint written over the round's events (`mace checkpoint`).
 - ``read``: every stored event read back in pages, its MAC verified (`mace verify --all` as it
-  was before checkpoints: the baseline of the next figure).
+  was before checkpoints: the baseline of the next figure). Over a few thousand events a verify
+  is mostly fixed costs (opening, the checkpoints' signatures, the head index, a fork), so before
+  the rounds the store is filled to ``verify_events`` with recorded runs of `BULK_RUN` events.
 - ``verify``: `mace verify --all` whole: that read, after every checkpoint is checked and the
-  Merkle tree recomputed over the log. `tree_cost` is its time over the read's (at most 1.25).
+  Merkle tree recomputed over the log. `tree_cost` is its time over the read's (at most 1.25),
+  fastest run against fastest run within a round, median over rounds; `tree_cpu_cost` the same
+  for the processor time of all its processes (the stream pass runs in a child or a thread
+  beside the tree: `infrastructure.storage.side_pass`).
 - ``replay``: audit replays of the recorded jobs (load, verify, fold, re-decide, compare, record).
 - ``memory``: memory writes to one tenant's log, which grows by ``memories`` each round.
 - ``context`` and ``receipt replay``: receipts emitted over that log under a policy bundle, and
@@ -20,16 +25,20 @@ each round does the same work on fresh names, so every round writes as much as t
 
 from __future__ import annotations
 
+import resource
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
 from domain.context_assembly import ContextCaller, ContextRequest
 from domain.governance import Actor
 from domain.receipt import MemoryView, ReceiptKind
 from domain.replay_access import ReplayMode
+from domain.run_file import parse_run
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
 
@@ -41,6 +50,12 @@ BUNDLE: Final = (
     "- {id: mask-pii, when: {memory_label: pii}, action: redact}\n"
 )
 WORDS: Final = ("alice", "bob", "plan", "invoice", "renewal", "refund", "trains", "email")
+
+
+VERIFIES: Final = 3
+"""Whole verifies in ``read`` and in ``verify``, each timed on its own too (`_tree_cost`)."""
+BULK_RUN: Final = 100
+"""Events of each run recorded to fill the store: started, 98 in between, completed."""
 
 
 class BenchError(ValueError):
@@ -65,23 +80,63 @@ class Figure:
         }
 
 
-def _timed(work: Callable[[], int]) -> tuple[int, float]:
-    started = time.perf_counter()
+@dataclass(frozen=True, slots=True)
+class Sample:
+    count: int
+    seconds: float
+    cpu_seconds: float  # this process's and its finished children's, user and system
+
+
+def _cpu_seconds() -> float:
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _timed(work: Callable[[], int]) -> Sample:
+    cpu_started, started = _cpu_seconds(), time.perf_counter()
     count = work()
-    return count, time.perf_counter() - started
+    return Sample(count, time.perf_counter() - started, _cpu_seconds() - cpu_started)
 
 
-def _median(name: str, unit: str, rounds: list[tuple[int, float]]) -> Figure:
-    rates = [count / seconds for count, seconds in rounds if seconds > 0]
-    count, seconds = rounds[len(rounds) // 2]
-    return Figure(name, unit, statistics.median(rates), count, seconds)
+def _median(name: str, unit: str, rounds: list[Sample]) -> Figure:
+    rates = [sample.count / sample.seconds for sample in rounds if sample.seconds > 0]
+    middle = rounds[len(rounds) // 2]
+    return Figure(name, unit, statistics.median(rates), middle.count, middle.seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeCost:
+    """How much longer `mace verify --all` took with its checkpoint pass than without, by the
+    clock and in processor time (medians over rounds)."""
+
+    wall: float
+    cpu: float
+
+
+def _tree_cost(with_tree: list[Sample], without: list[Sample]) -> TreeCost:
+    """The fastest verify with the checkpoint pass over the fastest without, of one round.
+
+    This machine ran the same verify a third faster or slower from one run to the next; the
+    fastest run of each is the one least slowed by anything else, so their ratio varies least.
+    """
+    return TreeCost(
+        min(run.seconds for run in with_tree) / min(run.seconds for run in without),
+        min(run.cpu_seconds for run in with_tree) / min(run.cpu_seconds for run in without),
+    )
 
 
 class Bench:
-    def __init__(self, ledger: Ledger, jobs: int, memories: int, contexts: int) -> None:
+    def __init__(
+        self, ledger: Ledger, jobs: int, memories: int, contexts: int, verify_events: int = 0
+    ) -> None:
         for name, value in (("jobs", jobs), ("memories", memories), ("contexts", contexts)):
             if value < 1:
                 raise BenchError(f"--{name} must be at least 1, got {value}")
+        if verify_events < 0:
+            raise BenchError(f"--verify-events must be at least 0, got {verify_events}")
         if ledger.store.recorder.max_notification_id():
             msg = "mace bench writes to the store: point MACE_STORE at an empty one"
             raise BenchError(msg)
@@ -89,18 +144,22 @@ class Bench:
         self.jobs = jobs
         self.memories = memories
         self.contexts = contexts
+        self.verify_events = verify_events
 
-    def run(self, rounds: int) -> tuple[list[Figure], float]:
-        """The figures, and `tree_cost`: the median over rounds of how much longer
-        `mace verify --all` took with the checkpoint pass than without it, both timed over the
-        same store within the round (so the store's growth between rounds does not enter)."""
+    def run(self, rounds: int) -> tuple[list[Figure], TreeCost]:
+        """The figures, and the tree's cost: verify with and without the checkpoint pass, both
+        timed over the same store within a round (so the store's growth does not enter)."""
         if rounds < 1:
             raise BenchError(f"--rounds must be at least 1, got {rounds}")
         self.ledger.policy.set_bundle(TENANT, BUNDLE, ACTOR)
-        samples: dict[str, list[tuple[int, float]]] = {}
+        self._fill()
+        samples: dict[str, list[Sample]] = {}
+        costs: list[TreeCost] = []
         for round_number in range(rounds):
-            for name, work in self._round(round_number):
+            runs: dict[str, list[Sample]] = {"read": [], "verify": []}
+            for name, work in self._round(round_number, runs):
                 samples.setdefault(name, []).append(_timed(work))
+            costs.append(_tree_cost(runs["verify"], runs["read"]))
         units = {
             "write": "events",
             "checkpoint": "events",
@@ -112,16 +171,29 @@ class Bench:
             "receipt replay": "replays",
         }
         figures = [_median(name, units[name], rounds_) for name, rounds_ in samples.items()]
-        costs = [
-            with_tree / without
-            for (_, with_tree), (_, without) in zip(samples["verify"], samples["read"], strict=True)
-        ]
-        return figures, statistics.median(costs)
+        wall = statistics.median(cost.wall for cost in costs)
+        return figures, TreeCost(wall, statistics.median(cost.cpu for cost in costs))
+
+    def _fill(self) -> None:
+        """Record runs until the store holds ``verify_events`` events."""
+        number = 0
+        while self._head() < self.verify_events:
+            lines = [{"type": "RunStarted", "seed": number, "input": f"bulk run {number}"}]
+            lines += [
+                {"type": "ErrorEvent", "code": "E_BENCH", "message": f"step {step} of {number}"}
+                for step in range(BULK_RUN - 2)
+            ]
+            lines.append({"type": "RunCompleted", "final_output": f"bulk run {number} done"})
+            self.ledger.run_ingest.record_once(parse_run(map(orjson.dumps, lines)), TENANT)
+            number += 1
 
     def _head(self) -> int:
         return self.ledger.store.recorder.max_notification_id() or 0
 
-    def _round(self, number: int) -> list[tuple[str, Callable[[], int]]]:
+    def _round(
+        self, number: int, runs: dict[str, list[Sample]]
+    ) -> list[tuple[str, Callable[[], int]]]:
+        """The round's steps; ``read`` and ``verify`` keep each of their verifies in ``runs``."""
         job_ids: list[str] = []
         receipt_ids: list[str] = []
 
@@ -139,11 +211,15 @@ class Bench:
             covered = checkpoints.write().newest.checkpoint.tree_size
             return covered - (0 if before is None else before.checkpoint.tree_size)
 
-        def read() -> int:
-            return self.ledger.store.verify_all(tree=False).events
+        def verifies(name: str, tree: bool) -> Callable[[], int]:
+            def work() -> int:
+                for _ in range(VERIFIES):
+                    runs[name].append(
+                        _timed(lambda: self.ledger.store.verify_all(tree=tree).events)
+                    )
+                return sum(run.count for run in runs[name])
 
-        def verify() -> int:
-            return self.ledger.store.verify_all().events
+            return work
 
         def replay() -> int:
             for job_id in job_ids:
@@ -175,8 +251,8 @@ class Bench:
         return [
             ("write", write),
             ("checkpoint", checkpoint),
-            ("read", read),
-            ("verify", verify),
+            ("read", verifies("read", tree=False)),
+            ("verify", verifies("verify", tree=True)),
             ("replay", replay),
             ("memory", memory),
             ("context", context),

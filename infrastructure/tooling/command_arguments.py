@@ -45,6 +45,13 @@ def add_bench_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--memories", type=int, default=200, help="memory writes per round (200)")
     bench.add_argument("--contexts", type=int, default=50, help="receipts per round (50)")
     bench.add_argument("--rounds", type=int, default=3, help="rounds; figures are medians (3)")
+    bench.add_argument(
+        "--verify-events",
+        type=int,
+        default=20_000,
+        help="events recorded (as runs of 100) before the rounds, so that read and verify"
+        " measure a ledger of some size, not their fixed costs (20000; 0: none)",
+    )
     bench.add_argument("--json", action="store_true", help="print canonical JSON")
     bench.set_defaults(handler="infrastructure.tooling.bench_command:run_bench")
 

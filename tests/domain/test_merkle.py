@@ -260,6 +260,27 @@ def test_builder_gives_the_reference_root_at_every_size() -> None:
     assert builder.size == 8
 
 
+@pytest.mark.parametrize("split", range(9))
+def test_extend_gives_the_roots_append_gives_from_any_size(split: int) -> None:
+    extended = MerkleBuilder()
+    extended.extend(LEAF_HASHES[:split])
+    assert (extended.size, extended.root()) == (split, ROOTS[split])
+    extended.extend(iter(LEAF_HASHES[split:]))
+    appended = MerkleBuilder()
+    for leaf in LEAF_HASHES:
+        appended.append(leaf)
+    assert (extended.size, extended.root(), extended.peaks) == (8, ROOTS[8], appended.peaks)
+
+
+def test_extend_keeps_the_leaves_before_a_refused_one() -> None:
+    builder = MerkleBuilder()
+    with pytest.raises(ValueError, match="leaf hash must be 32 bytes, got 31"):
+        builder.extend([*LEAF_HASHES[:5], b"\x00" * 31, LEAF_HASHES[5]])
+    assert (builder.size, builder.root()) == (5, ROOTS[5])
+    builder.extend(LEAF_HASHES[5:])
+    assert builder.root() == ROOTS[8]
+
+
 def test_builder_reports_the_reference_nodes_leaf_first() -> None:
     builder = MerkleBuilder()
     reported = [builder.append(leaf) for leaf in LEAF_HASHES]

@@ -12,7 +12,10 @@ from support.ledger_fixtures import run
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
 
-SMALL = ("--jobs", "2", "--memories", "3", "--contexts", "2", "--rounds", "2")
+SMALL = (
+    *("--jobs", "2", "--memories", "3", "--contexts", "2", "--rounds", "2"),
+    *("--verify-events", "150"),
+)
 
 
 def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,14 +37,19 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
     # The round's writes and whatever else the store took since the last checkpoint.
     assert figures["checkpoint"]["count"] >= figures["write"]["count"]
     assert figures["verify"]["count"] == figures["read"]["count"]
+    # Three whole verifies a figure, of a store first filled with two runs of 100 events.
+    assert figures["read"]["count"] % 3 == 0
+    assert figures["read"]["count"] >= 3 * 200
     assert report["tree_cost"] > 0
+    assert report["tree_cpu_cost"] > 0
     assert figures["replay"]["count"] == 2
     assert figures["memory"]["count"] == 3
     assert figures["context"]["count"] == figures["receipt replay"]["count"] == 2
     assert figures["write"]["count"] > 2 * 2  # more than one event per job
     assert all(f["per_second"] > 0 and f["unit"] for f in figures.values())
     with Ledger.open(cli_env) as ledger:
-        assert ledger.store.verify_all().jobs == 4
+        filled, each_round = 2, 2
+        assert ledger.store.verify_all().jobs == filled + 2 * each_round
         assert len(ledger.receipts.listing("bench", limit=500)) == 2 * 2 * 2  # emitted, replayed
         # One checkpoint per round (the `checkpoint` figure, which `verify` then checks) and one
         # written as the bench's ledger closed: none inside another timed figure.
@@ -73,3 +81,9 @@ def test_sizes_below_one_are_refused(
     code, _, err = run(capsys, "bench", option, "0")
     assert code == 2
     assert err == f"mace: INVALID_INPUT: {option} must be at least 1, got 0\n"
+
+
+def test_a_negative_fill_is_refused(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "bench", "--verify-events", "-1")
+    assert code == 2
+    assert err == "mace: INVALID_INPUT: --verify-events must be at least 0, got -1\n"
