@@ -20,9 +20,8 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from typing import Any, Final
-from uuid import UUID
 
-from eventsourcing.domain import DomainEventProtocol, event
+from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_copy
@@ -57,7 +56,7 @@ BODY_KEYS: Final = frozenset(
 
 
 RECEIPT_REPLAYERS: Final = (Role.AUDITOR, Role.ADMIN, Role.COUNCIL)
-"""Who may replay a receipt, on every interface: a replay records a receipt in the tenant's book."""
+"""Who may replay a receipt, on every interface: a replay records a receipt of the tenant."""
 
 
 class ReceiptKind(StrEnum):
@@ -77,8 +76,11 @@ class MemoryView(StrEnum):
     AS_EMITTED = "as_emitted"
 
 
-def receipt_id_for(tenant: str, number: int) -> str:
-    return "rct-" + derive_id(tenant, "receipt", "", number)[:32]
+def receipt_id_for(tenant: str, content: str, count: int) -> str:
+    """Seed 004 D3 for a receipt: ``content`` is the digest of its body before it has an id,
+    ``count`` how many receipts of the tenant with that digest came before (one per second at
+    most, unless the same request is answered twice in one second)."""
+    return "rct-" + derive_id(tenant, "receipt", content, count)[:32]
 
 
 def policy_snapshot(
@@ -164,10 +166,11 @@ class Receipt(MaceAggregate):
 
 
 class ReceiptBook(MaceAggregate):
-    """A tenant's receipts in the order they were emitted, each with its parent.
+    """A tenant's receipts in emission order, as stores written before the receipt index was a
+    read model keep them: every receipt entered, numbered, in the receipt's own transaction.
 
-    Like the job registry, each entry carries its number, so the next receipt follows from the
-    last event alone; two emissions racing for one number conflict and the loser takes the next.
+    Never written now (every receipt of a tenant raced for the book's next version); its events
+    stay readable, and are verified with every other event, in the stores that have them.
     """
 
     class Opened(MaceAggregate.Created):
@@ -184,31 +187,6 @@ class ReceiptBook(MaceAggregate):
     @event(Opened)
     def __init__(self, tenant: str) -> None:
         self.tenant = tenant
-
-    @classmethod
-    def entry(
-        cls, tenant: str, last_version: int, receipt_id: str, parent_receipt_id: str | None
-    ) -> list[DomainEventProtocol[UUID]]:
-        """The events entering a receipt after the book's event at ``last_version`` (0: none)."""
-        number = cls.next_number(last_version)
-        opened: list[DomainEventProtocol[UUID]] = []
-        if last_version == 0:
-            opened = list(cls(tenant=tenant).collect_events())
-            last_version = 1
-        entered = cls.appended(
-            tenant,
-            last_version,
-            cls.Entered,
-            receipt_id=receipt_id,
-            parent_receipt_id=parent_receipt_id,
-            number=number,
-        )
-        return [*opened, entered]
-
-    @staticmethod
-    def next_number(last_version: int) -> int:
-        """Version 1 opens the book, so the entry at version ``v`` is number ``v - 2``."""
-        return max(0, last_version - 1)
 
 
 class UnreplayableCode(StrEnum):

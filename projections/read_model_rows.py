@@ -1,14 +1,17 @@
 """The read models: what operators list and dashboards show, derived from the ordered event log.
 
-Four views, each a set of JSON rows by key:
+Five views, each a set of JSON rows by key:
 
-- ``job_index``: every job, by its stream id: job id, number in the store, status, capture mode,
+- ``job_index``: every job, by its stream id: job id, tenant, position (its start's notification
+  id: the jobs in that order are the order the store recorded them), status, capture mode,
   replayability and missing artifacts;
 - ``non_replayable``: the jobs production replay cannot redo, and what each lacks;
 - ``replay_outcomes``: every replay attempt (``<job_id>#<attempt>``, the job's id scoped by its
   tenant): who, which mode, outcome;
 - ``halted_snapshots``: snapshots under FORCE_HALT_REPLAY, whose halt (a tenant's, or store-wide:
-  ``tenant`` null) and why, by the tenant's governance scope (store-wide: ``<snapshot_id>``).
+  ``tenant`` null) and why, by the tenant's governance scope (store-wide: ``<snapshot_id>``);
+- ``receipt_index``: each tenant's receipts numbered from 0 in emission (commit) order, under
+  `receipt_key` (receipt id, parent, position), and under the tenant's name how many it has.
 
 A deleted snapshot produces no event, so no event can tell the views that a job lost one: the
 job index keeps each job's declared snapshots, and `with_gone_snapshots` lays over the rows, when
@@ -35,14 +38,16 @@ from domain.capture import snapshots_found_at_completion
 from domain.errors import ErrorCode
 from domain.events import JobCompleted
 from domain.governance import Governance, governance_scope_of_snapshot
-from domain.job import Job, JobRegistry
+from domain.job import Job
 from domain.naming import tenant_and_key
+from domain.receipt import Receipt
 
 JOB_INDEX: Final = "job_index"
 NON_REPLAYABLE: Final = "non_replayable"
 REPLAY_OUTCOMES: Final = "replay_outcomes"
 HALTED_SNAPSHOTS: Final = "halted_snapshots"
-VIEWS: Final = (JOB_INDEX, NON_REPLAYABLE, REPLAY_OUTCOMES, HALTED_SNAPSHOTS)
+RECEIPT_INDEX: Final = "receipt_index"
+VIEWS: Final = (JOB_INDEX, NON_REPLAYABLE, REPLAY_OUTCOMES, HALTED_SNAPSHOTS, RECEIPT_INDEX)
 
 
 Row = dict[str, Any]
@@ -62,23 +67,24 @@ Merge = Callable[..., ViewChange]
 """``merge(view, key, **update)``: the row's current value with ``update`` laid over it."""
 
 
-def view_changes(event: object, current: RowReader) -> list[ViewChange]:
-    """How one stored event changes the read models."""
+def view_changes(event: object, current: RowReader, position: int) -> list[ViewChange]:
+    """How one stored event, at ``position`` in the notification log, changes the read models."""
 
     def merge(view: str, key: str, **update: Any) -> ViewChange:
         return ViewChange(view, key, {**(current(view, key) or {}), **update})
 
     handler = _HANDLERS.get(type(event))
-    return [] if handler is None else handler(event, merge)
+    return [] if handler is None else handler(event, merge, position)
 
 
-def _job_started(event: Job.Started, merge: Merge) -> list[ViewChange]:
+def _job_started(event: Job.Started, merge: Merge, position: int) -> list[ViewChange]:
     return [
         merge(
             JOB_INDEX,
             str(event.originator_id),
             job_id=event.job_id,
             tenant=event.tenant,
+            position=position,
             status="open",
             capture_mode=event.capture_mode,
             snapshot_ids=event.snapshot_ids,
@@ -88,14 +94,7 @@ def _job_started(event: Job.Started, merge: Merge) -> list[ViewChange]:
     ]
 
 
-def _job_registered(event: JobRegistry.Registered, merge: Merge) -> list[ViewChange]:
-    # Registered by its scoped id, which names its stream; JobStarted says whose it is.
-    key = str(Job.id_for(event.job_id))
-    job_id = tenant_and_key(event.job_id)[1]
-    return [merge(JOB_INDEX, key, job_id=job_id, job_number=event.job_number)]
-
-
-def _job_recorded(event: Job.Recorded, merge: Merge) -> list[ViewChange]:
+def _job_recorded(event: Job.Recorded, merge: Merge, position: int) -> list[ViewChange]:
     if event.event_type != JobCompleted.EVENT_TYPE:
         return []
     replayable = bool(event.payload["replayable"])
@@ -150,11 +149,13 @@ def _gone_snapshot(kind: str, snapshot_id: str) -> Row:
     }
 
 
-def _job_sealed(event: Job.Sealed, merge: Merge) -> list[ViewChange]:
+def _job_sealed(event: Job.Sealed, merge: Merge, position: int) -> list[ViewChange]:
     return [merge(JOB_INDEX, str(event.originator_id), status="sealed")]
 
 
-def _replay_requested(event: Governance.ReplayRequested, merge: Merge) -> list[ViewChange]:
+def _replay_requested(
+    event: Governance.ReplayRequested, merge: Merge, position: int
+) -> list[ViewChange]:
     # A replay event names the job by its scoped id, which names its stream. The job is indexed
     # before anyone can ask to replay it: its row says whose job it is.
     job = merge(JOB_INDEX, str(Job.id_for(event.job_id))).row or {}
@@ -177,7 +178,9 @@ def _replay_requested(event: Governance.ReplayRequested, merge: Merge) -> list[V
     return [ViewChange(REPLAY_OUTCOMES, f"{event.job_id}#{event.attempt}", row)]
 
 
-def _replay_resulted(event: Governance.ReplayResulted, merge: Merge) -> list[ViewChange]:
+def _replay_resulted(
+    event: Governance.ReplayResulted, merge: Merge, position: int
+) -> list[ViewChange]:
     return [
         merge(
             REPLAY_OUTCOMES,
@@ -199,7 +202,7 @@ def _outcome(event: Governance.ReplayResulted) -> str:
     return "refused" if event.error_code == ErrorCode.ACCESS_DENIED.value else "failed"
 
 
-def _halt_set(event: Governance.HaltSet, merge: Merge) -> list[ViewChange]:
+def _halt_set(event: Governance.HaltSet, merge: Merge, position: int) -> list[ViewChange]:
     halt = {
         "snapshot_id": event.snapshot_id,
         "tenant": event.tenant,
@@ -211,8 +214,29 @@ def _halt_set(event: Governance.HaltSet, merge: Merge) -> list[ViewChange]:
     return [ViewChange(HALTED_SNAPSHOTS, _halt_key(event.snapshot_id, event.tenant), halt)]
 
 
-def _halt_cleared(event: Governance.HaltCleared, merge: Merge) -> list[ViewChange]:
+def _halt_cleared(event: Governance.HaltCleared, merge: Merge, position: int) -> list[ViewChange]:
     return [ViewChange(HALTED_SNAPSHOTS, _halt_key(event.snapshot_id, event.tenant), None)]
+
+
+def _receipt_emitted(event: Receipt.Emitted, merge: Merge, position: int) -> list[ViewChange]:
+    tenant = str(event.body["tenant"])
+    counted = merge(RECEIPT_INDEX, tenant)
+    number = int((counted.row or {}).get("count", 0))
+    entry = {
+        "number": number,
+        "receipt_id": event.receipt_id,
+        "parent_receipt_id": event.body["parent_receipt_id"],
+        "position": position,
+    }
+    return [
+        merge(RECEIPT_INDEX, tenant, count=number + 1),
+        ViewChange(RECEIPT_INDEX, receipt_key(tenant, number), entry),
+    ]
+
+
+def receipt_key(tenant: str, number: int) -> str:
+    """Where the receipt index keeps the tenant's receipt ``number`` (``|`` is in no tenant)."""
+    return f"{tenant}|{number}"
 
 
 def _halt_key(snapshot_id: str, tenant: str | None) -> str:
@@ -220,15 +244,15 @@ def _halt_key(snapshot_id: str, tenant: str | None) -> str:
     return snapshot_id if tenant is None else governance_scope_of_snapshot(snapshot_id, tenant)
 
 
-_HANDLERS: Final[dict[type, Callable[[Any, Merge], list[ViewChange]]]] = {
+_HANDLERS: Final[dict[type, Callable[[Any, Merge, int], list[ViewChange]]]] = {
     Job.Started: _job_started,
-    JobRegistry.Registered: _job_registered,
     Job.Recorded: _job_recorded,
     Job.Sealed: _job_sealed,
     Governance.ReplayRequested: _replay_requested,
     Governance.ReplayResulted: _replay_resulted,
     Governance.HaltSet: _halt_set,
     Governance.HaltCleared: _halt_cleared,
+    Receipt.Emitted: _receipt_emitted,
 }
 PROJECTED_EVENTS: Final = tuple(_HANDLERS)
 TOPICS: Final = tuple(get_topic(cls) for cls in PROJECTED_EVENTS)

@@ -1,13 +1,16 @@
 """Job use cases: run a Stage-0 job, record one piece by piece, seal, verify and read jobs back.
 
-A job is numbered in the store's job registry in its own transaction, and a completed job is
-closed, sealed, witnessed and numbered in one (`JobService.commit`, shared with runs recorded
-from outside). Every read verifies the job's stream in full: versions, MACs, seal and witness.
+A completed job is closed, sealed and witnessed in one transaction (`JobService.commit`, shared
+with runs recorded from outside), which writes only the job's own streams and what is stored
+with it: jobs of different ids never touch the same stream, so writers never race each other
+for a store-wide number. The jobs in the order the store recorded them are the job index, a read
+model built from the notification log after commit. Every read verifies the job's stream in
+full: versions, MACs, seal and witness.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from uuid import UUID
@@ -23,13 +26,12 @@ from domain.job import (
     DEFAULT_TENANT,
     CaptureMode,
     Job,
-    JobRegistry,
     JobSealWitness,
     sequence_problem,
     validate_job_id,
     validate_tenant,
 )
-from domain.naming import tenant_and_key, tenant_scoped
+from domain.naming import tenant_scoped
 from domain.sem import SemEntry
 from domain.snapshot import Snapshot
 from domain.stage0.config import BrainStateConfig, SelfRepConfig
@@ -45,15 +47,13 @@ from infrastructure.storage.signed_record import (
     mac_digest,
     record_mac,
 )
-from infrastructure.storage.store import LedgerStore
+from infrastructure.storage.store import ID_RACES, LedgerStore
 from projections.reflective_log import ReflectiveLog, complete_job
 from projections.refused_input import recorded_input
 from projections.replay_sem import missing_version, version_stamped, versions_met
 from projections.stage0_runtime import run_stage0
 
 T = TypeVar("T")
-
-REGISTRY = JobRegistry.id_for(JobRegistry.STORE)
 
 
 @dataclass(frozen=True)
@@ -82,16 +82,12 @@ class JobService:
         capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY,
         tenant: str = DEFAULT_TENANT,
     ) -> Job:
-        """Start a job to be recorded piece by piece; it is numbered in the store's registry."""
+        """Start a job to be recorded piece by piece."""
         job = Job.start(job_id, job_seed, job_input, snapshot_ids, capture_mode, tenant)
-
-        def attempt(registry_version: int) -> Job:
-            if self.exists(job_id, tenant=tenant):
-                raise ConflictError(f"job {job_id} already exists")
-            self.store.save(job, *self.registration(registry_version, job.scoped_id))
-            return job
-
-        return self.numbered(attempt, f"start of job {job_id}")
+        if self.exists(job_id, tenant=tenant):
+            raise ConflictError(f"job {job_id} already exists")
+        self.store.save_new(job, what=f"job {job_id}")
+        return job
 
     def record_events(
         self,
@@ -142,8 +138,8 @@ class JobService:
         # A value the privacy policy refuses is recorded only as its mark: the job runs over that.
         text = recorded_input(text, seed, user, snapshots, memory, capture_mode, self.refusal_mark)
 
-        def attempt(registry_version: int) -> ReflectiveLog:
-            this_id = self.id_for(job_id, seed, text, registry_version)
+        def attempt() -> ReflectiveLog:
+            this_id = self.id_for(job_id, seed, text, tenant)
             job = Job.start(this_id, seed, text, ids, capture_mode, tenant)
             run = run_stage0(this_id, seed, text, user, snapshots, memory, capture_mode)
             for event in run.events:
@@ -156,7 +152,6 @@ class JobService:
             with_job: list[SemEntry | Snapshot] = [*run.sem_writes, *new_defaults]
             return self.commit(
                 job,
-                registry_version,
                 run.final_output,
                 configs,
                 with_job,
@@ -164,39 +159,31 @@ class JobService:
                 derived=job_id is None,
             )
 
-        return self.numbered(attempt, "run")
+        return self.store.retrying(attempt, "run", ID_RACES)
 
     def refusal_mark(self, refused: RefusedValue) -> str:
         """A refused value's mark: its attribute and a digest keyed by the active signing key."""
         key_id, mac = self.store.keyring.sign(refused.digest_message())
         return refusal_mark(refused.attribute, key_id, mac.hex())
 
-    def numbered(self, attempt: Callable[[int], T], what: str) -> T:
-        """Run a write that takes the store's next job number, given the registry's version
-        (0 before the first job, then one more per job), again if another writer took it."""
-        return self.store.numbered(REGISTRY, attempt, what)
+    def id_for(self, job_id: str | None, seed: str, job_input: str, tenant: str) -> str:
+        """The given id, or seed 004 D3's ``HMAC(seed, "job:" + input + ":" + n)``.
 
-    @staticmethod
-    def registration(registry_version: int, scoped_id: str) -> list[DomainEventProtocol[UUID]]:
-        """The registry events numbering a job (by its `Job.scoped_id`)."""
-        if registry_version == 0:
-            return JobRegistry.first_registration(scoped_id)
-        return [JobRegistry.registration(registry_version, scoped_id)]
-
-    @staticmethod
-    def id_for(job_id: str | None, seed: str, job_input: str, registry_version: int) -> str:
-        """The given id, or seed 004 D3's ``HMAC(seed, "job:" + input + ":" + job number)``.
-
-        The job number is how many jobs the store recorded before this one.
+        ``n`` counts the tenant's jobs of the same seed and input before this one: the first
+        ``n`` whose id the tenant does not hold. The same jobs in the same order get the same ids
+        in any store, whatever else it records meanwhile; two writers deriving the same id at
+        once race for its stream, and the loser counts on (`commit`, ``derived``).
         """
         if job_id is not None:
             return job_id
-        return derive_id(seed, "job", job_input, max(0, registry_version - 1))
+        count = 0
+        while self.exists(derived := derive_id(seed, "job", job_input, count), tenant=tenant):
+            count += 1
+        return derived
 
     def commit(
         self,
         job: Job,
-        registry_version: int,
         final_output: Any,
         configs: tuple[SelfRepConfig | None, BrainStateConfig | None],
         with_job: Sequence[MaceAggregate] = (),
@@ -204,13 +191,13 @@ class JobService:
         *,
         derived: bool = False,
     ) -> ReflectiveLog:
-        """Close, seal, number and store a job built in memory, all in one transaction.
+        """Close, seal and store a job built in memory, all in one transaction.
 
         ``with_job``: what is stored with the job (its SEM writes, the snapshots first stored for
         it, a completed run draft). ``stored``: the
         declared snapshot ids the caller already knows are in the ledger (else each is looked up).
-        ``derived``: the id was derived from the job number read for this attempt, not named by
-        the caller; if such a job exists, another writer took that number first (`LostRace`).
+        ``derived``: the id was derived (`id_for`), not named by the caller; if such a job exists,
+        another writer recorded the same seed and input first (`LostRace`: count on and retry).
         """
         if self.exists(job.job_id, tenant=job.tenant):
             if derived:
@@ -225,8 +212,7 @@ class JobService:
         witness = _sealed(
             job, [record_mac(self.store.mapper.to_stored_event(e).state) for e in events]
         )
-        registration = self.registration(registry_version, job.scoped_id)
-        self.store.save(*events, job, witness, *registration, *with_job)
+        self.store.save(*events, job, witness, *with_job)
         return ReflectiveLog.of(job)
 
     # Reading jobs back
@@ -314,18 +300,6 @@ class JobService:
         if not isinstance(started, Job.Started):
             raise IntegrityFailure(first.originator_id, 1, "stream is not a Job")
         return started.tenant, job_id
-
-    def ids(self, tenant: str = DEFAULT_TENANT) -> Iterator[str]:
-        """The tenant's jobs in the order this store recorded them."""
-        for event in self.store.verifying_store.get(REGISTRY):
-            if not isinstance(event, JobRegistry.Registered):
-                continue
-            owner, job_id = tenant_and_key(event.job_id)
-            if owner != DEFAULT_TENANT:
-                if owner == tenant:
-                    yield job_id
-            elif self.name(job_id, tenant) == event.job_id:  # its JobStarted says whose
-                yield job_id
 
     def stream(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> list[dict[str, Any]]:
         """A job's events in stream order, as ``mace events`` prints them."""

@@ -48,8 +48,8 @@ class Ledger:
         self.replays = ReplayService(store, self.jobs, self.snapshots, self.governance)
         self.memories = MemoryService(store)
         self.policy = PolicyService(store)
-        self.receipts = ReceiptService(store, self.memories, self.policy)
         self.read_models = ReadModels(store)
+        self.receipts = ReceiptService(store, self.memories, self.policy, self.read_models)
 
     @classmethod
     def open(

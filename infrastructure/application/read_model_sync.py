@@ -34,8 +34,10 @@ from infrastructure.storage.store import LedgerStore
 from projections.read_model_rows import (
     JOB_INDEX,
     NON_REPLAYABLE,
+    RECEIPT_INDEX,
     TOPICS,
     VIEWS,
+    receipt_key,
     view_changes,
     view_digest,
     with_gone_snapshots,
@@ -62,8 +64,9 @@ class ReadModelProjection(Projection[Any]):
             return self._pending[(view, key)]
         return self.view.row(view, key)  # type: ignore[no-any-return]
 
-    def add(self, domain_event: object) -> None:
-        for change in view_changes(domain_event, self._current):
+    def add(self, domain_event: object, position: int) -> None:
+        """Gather how the event at notification id ``position`` changes the views."""
+        for change in view_changes(domain_event, self._current, position):
             self._pending[(change.view, change.key)] = change.row
 
     def commit(self, tracking: Tracking) -> None:
@@ -73,7 +76,7 @@ class ReadModelProjection(Projection[Any]):
             self._pending = {}
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
-        self.add(domain_event)
+        self.add(domain_event, tracking.notification_id)
         self.commit(tracking)
 
 
@@ -127,7 +130,8 @@ class ReadModels:
             if not page:
                 break
             for notification in page:
-                self.projection.add(self.store.mapper.to_domain_event(notification))
+                event = self.store.mapper.to_domain_event(notification)
+                self.projection.add(event, notification.id)
             self.projection.commit(Tracking(self.store.name, page[-1].id))
             applied += len(page)
             start = page[-1].id + 1
@@ -170,6 +174,19 @@ class ReadModels:
             return [row for _, row in jobs]
         recorded = dict(self.view.rows(NON_REPLAYABLE))
         return [row for _, row in sorted((recorded | dict(gaps)).items())]
+
+    def receipt_entries(self, tenant: str, after: int, limit: int) -> list[Row]:
+        """The tenant's receipts numbered ``after + 1`` on, at most ``limit``, current."""
+        self.catch_up()
+        counted = self.view.row(RECEIPT_INDEX, tenant)
+        count = 0 if counted is None else int(counted["count"])
+        keys = [receipt_key(tenant, n) for n in range(after + 1, min(count, after + 1 + limit))]
+        found = self.view.rows_at(RECEIPT_INDEX, keys)
+        missing = [key for key in keys if key not in found]
+        if missing:  # the index counts them: a row lost from the view, never a receipt to skip
+            msg = f"read models: receipt index row {missing[0]} is missing; run 'mace rebuild'"
+            raise IntegrityError(msg)
+        return [found[key] for key in keys]
 
     def _snapshot_present(self, snapshot_id: str) -> bool:
         # A snapshot a checkpoint counts that is gone fails closed wherever it is used (its

@@ -20,6 +20,7 @@ from typing import Any, Final
 import orjson
 from eventsourcing.persistence import PersistenceError
 
+from domain.canonical import digest
 from domain.context_assembly import (
     AssembledContext,
     ContextCaller,
@@ -35,7 +36,6 @@ from domain.receipt import (
     RECEIPT_REPLAYERS,
     MemoryView,
     Receipt,
-    ReceiptBook,
     ReceiptKind,
     ReceiptMode,
     frozen_bundle,
@@ -45,13 +45,14 @@ from domain.receipt import (
 )
 from infrastructure.application.memories import MemoryService
 from infrastructure.application.policy import PolicyService
+from infrastructure.application.read_model_sync import ReadModels
 from infrastructure.application.tenancy import require_holder
 from infrastructure.storage.errors import StoreBusyError
 from infrastructure.storage.integrity import verify_stream
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.receipt_signing import Verdict, sign_receipt, verify_receipt
 from infrastructure.storage.signed_record import SEPARATOR, IntegrityFailure, UnknownSigningKey
-from infrastructure.storage.store import LedgerStore
+from infrastructure.storage.store import ID_RACES, LedgerStore
 from projections.receipts import receipt_diff
 
 log = logging.getLogger(__name__)
@@ -98,10 +99,17 @@ class Assembly:
 
 
 class ReceiptService:
-    def __init__(self, store: LedgerStore, memories: MemoryService, policy: PolicyService) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        memories: MemoryService,
+        policy: PolicyService,
+        read_models: ReadModels,
+    ) -> None:
         self.store = store
         self.memories = memories
         self.policy = policy
+        self.read_models = read_models
 
     # Emission
 
@@ -136,10 +144,11 @@ class ReceiptService:
         parent: str | None,
         replayed_by: Actor | None,
     ) -> dict[str, Any]:
-        """Number, sign and store one receipt; the tenant's next number is raced for.
+        """Name, sign and store one receipt: its stream is the only one the write touches.
 
-        Within this process emissions take their numbers in turn; between processes the store's
-        version check decides and the loser renumbers, re-signs and tries again.
+        Its id is seed 004 D3 over the body it has before it has one (`receipt_id_for`); only the
+        same answer emitted twice in one second makes the same id, and the second write then
+        counts on, re-signs and tries again.
 
         Fail-open (seed 001: serving is never blocked by the audit write): if the store refuses
         the write, the assembly is answered all the same, logged in one line, as
@@ -165,21 +174,23 @@ class ReceiptService:
             else ContextCaller(replayed_by.actor_id, replayed_by.roles),
         )
 
-        def attempt(book_version: int) -> dict[str, Any]:
-            receipt_id = receipt_id_for(assembly.tenant, ReceiptBook.next_number(book_version))
-            body = body_of(
-                receipt_id=receipt_id,
-                emitted_at=recorded_at(),
-                key_id=self.store.keyring.active_key_id,
+        def attempt() -> dict[str, Any]:
+            signed_by = partial(
+                body_of, emitted_at=recorded_at(), key_id=self.store.keyring.active_key_id
             )
+            content = digest(signed_by(receipt_id=None))
+            count = 0
+            while self.store.stream_exists(
+                Receipt.id_for(receipt_id := receipt_id_for(assembly.tenant, content, count))
+            ):
+                count += 1
+            body = signed_by(receipt_id=receipt_id)
             signature = sign_receipt(self.store.keyring, body)
-            entry = ReceiptBook.entry(assembly.tenant, book_version, receipt_id, parent)
-            self.store.save(Receipt.emit(body, signature), *entry)
+            self.store.save(Receipt.emit(body, signature))
             return {"receipt": body, "signature": signature}
 
-        book = ReceiptBook.id_for(assembly.tenant)
         try:
-            return self.store.numbered(book, attempt, f"receipt for tenant {assembly.tenant}")
+            return self.store.retrying(attempt, f"receipt for tenant {assembly.tenant}", ID_RACES)
         except (PersistenceError, StoreBusyError) as exc:
             what = (
                 f"{assembly.kind.value} for tenant {assembly.tenant}: the receipt"
@@ -234,27 +245,29 @@ class ReceiptService:
         if not 1 <= limit <= LIST_LIMIT:
             msg = f"limit: expected 1 to {LIST_LIMIT}, got {limit}"
             raise ValueError(msg)
-        book_id = ReceiptBook.id_for(validate_tenant(tenant))
         rows: list[dict[str, Any]] = []
-        for event in self.store.verifying_store.get(book_id, gt=max(1, after + 2)):
-            if not isinstance(event, ReceiptBook.Entered):
-                continue
-            if parent is not None and event.parent_receipt_id != parent:
-                continue
-            rows.append(self._row(event))
-            if len(rows) == limit:
+        while len(rows) < limit:
+            page = self.read_models.receipt_entries(validate_tenant(tenant), after, LIST_LIMIT)
+            for entry in page:
+                after = entry["number"]
+                if parent is None or entry["parent_receipt_id"] == parent:
+                    rows.append(self._row(entry))
+                    if len(rows) == limit:
+                        break
+            if len(page) < LIST_LIMIT:
                 break
         return rows
 
-    def _row(self, entry: ReceiptBook.Entered) -> dict[str, Any]:
-        receipt = self._read(entry.receipt_id)
-        if receipt is None:  # the book names it, so the store lost it: not a row to skip quietly
-            raise IntegrityFailure(Receipt.id_for(entry.receipt_id), 1, "receipt is missing")
+    def _row(self, entry: dict[str, Any]) -> dict[str, Any]:
+        receipt_id = entry["receipt_id"]
+        receipt = self._read(receipt_id)
+        if receipt is None:  # the index names it, so the store lost it: not a row to skip quietly
+            raise IntegrityFailure(Receipt.id_for(receipt_id), 1, "receipt is missing")
         body = receipt.body
         return {
-            "number": entry.number,
-            "receipt_id": entry.receipt_id,
-            "parent_receipt_id": entry.parent_receipt_id,
+            "number": entry["number"],
+            "receipt_id": receipt_id,
+            "parent_receipt_id": entry["parent_receipt_id"],
             "kind": body.get("kind"),
             "mode": body.get("mode"),
             "emitted_at": body.get("emitted_at"),

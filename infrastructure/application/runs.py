@@ -16,6 +16,7 @@ from domain.stage0.config import parse_config
 from infrastructure.application.jobs import JobService
 from infrastructure.application.privacy_rules import PrivacyRules
 from infrastructure.application.snapshots import SnapshotService
+from infrastructure.storage.store import ID_RACES
 from projections.reflective_log import ReflectiveLog
 
 
@@ -49,17 +50,14 @@ class RunService:
             _config_if_usable(found.get(SnapshotKind.BRAINSTATE.value), SnapshotKind.BRAINSTATE),
         )
 
-        def attempt(registry_version: int) -> ReflectiveLog:
-            job_id = self.jobs.id_for(
-                started.job_id, started.seed_text, started.input, registry_version
-            )
+        def attempt() -> ReflectiveLog:
+            job_id = self.jobs.id_for(started.job_id, started.seed_text, started.input, tenant)
             job = Job.start(job_id, started.seed_text, started.input, ids, capture, tenant)
             for event in events:
                 captured = apply_capture(event, capture)
                 job.record(captured.EVENT_TYPE, captured.payload())
             return self.jobs.commit(
                 job,
-                registry_version,
                 completed.final_output,
                 configs,
                 alongside(job_id),
@@ -67,7 +65,7 @@ class RunService:
                 derived=started.job_id is None,
             )
 
-        return self.jobs.numbered(attempt, "record run")
+        return self.jobs.store.retrying(attempt, "record run", ID_RACES)
 
 
 def _config_if_usable(snapshot: Snapshot | None, kind: SnapshotKind) -> Any:

@@ -26,11 +26,11 @@ IMPORTED_ROLES: Final = frozenset({"job", "seal_witness", "snapshot", "sem"})
 
 
 def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
-    """Write the bundle's job into ``ledger`` verbatim, numbered in its registry, in one
-    transaction: its stream and witness (which must be new), its snapshots and SEM entries
-    (skipped where the store holds the same bytes, extended where it holds an identical
-    prefix, refused where it differs). Governance records stay behind: approvals, halts and
-    replay results are decisions about the store they were made in."""
+    """Write the bundle's job into ``ledger`` verbatim, in one transaction: its stream and
+    witness (which must be new), its snapshots and SEM entries (skipped where the store holds the
+    same bytes, extended where it holds an identical prefix, refused where it differs).
+    Governance records stay behind: approvals, halts and replay results are decisions about the
+    store they were made in."""
     if bundle.redacted:
         msg = (
             f"bundle {bundle.name} is redacted: its redacted records no longer verify by their"
@@ -39,7 +39,7 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
         raise BundleError(msg)
     job_id, tenant = bundle.job_id, bundle.tenant
 
-    def attempt(registry_version: int) -> ImportSummary:
+    def attempt() -> ImportSummary:
         if ledger.jobs.exists(job_id, tenant=tenant):
             raise ConflictError(f"job {job_id} already exists in this store: nothing imported")
         writes: list[StoredEvent] = []
@@ -63,10 +63,8 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
                 continue
             writes += stream.records[len(stored) :]
             written.append(stream.name)
-        registration = ledger.jobs.registration(registry_version, bundle.job_name)
-        writes += [ledger.store.mapper.to_stored_event(e) for e in registration]
         ledger.store.insert_records(writes)
         left = [s.name for s in bundle.streams if s.role not in IMPORTED_ROLES]
         return ImportSummary(job_id, tenant, len(writes), written, present, left)
 
-    return ledger.jobs.numbered(attempt, f"import of job {job_id}")
+    return ledger.store.retrying(attempt, f"import of job {job_id}")

@@ -9,7 +9,7 @@ and rolls back. Rows are stored as canonical JSON.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -38,6 +38,10 @@ class ReadModelView(Protocol):
 
     def rows(self, view: str) -> list[tuple[str, Row]]:
         """Every row of ``view`` as ``(key, row)``, in key order."""
+
+    def rows_at(self, view: str, keys: Sequence[str]) -> dict[str, Row]:
+        """The rows of ``view`` under those of ``keys`` that have one (exact keys: no collation
+        orders them)."""
 
     def apply(self, changes: Changes, tracking: Tracking) -> None:
         """Write the changes and the tracking record in one transaction."""
@@ -75,6 +79,15 @@ class SQLiteReadModelView(SQLiteTrackingRecorder):
         with self.datastore.transaction(commit=False) as c:
             c.execute(self.SELECT_ROWS, (view,))
             return [(r[0], _loads(r[1])) for r in c.fetchall()]
+
+    def rows_at(self, view: str, keys: Sequence[str]) -> dict[str, Row]:
+        if not keys:
+            return {}
+        marks = ", ".join("?" * len(keys))
+        query = f"SELECT row_key, row_json FROM {TABLE} WHERE view = ? AND row_key IN ({marks})"  # noqa: S608
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(query, (view, *keys))
+            return {r[0]: _loads(r[1]) for r in c.fetchall()}
 
     def apply(self, changes: Changes, tracking: Tracking) -> None:
         with self.datastore.transaction(commit=True) as c:
@@ -119,6 +132,12 @@ class PostgresReadModelView(PostgresTrackingRecorder):
         with self.datastore.transaction(commit=False) as curs:
             curs.execute(query.format(self.view_table), (view,))
             return [(r["row_key"], _loads(r["row_json"])) for r in curs.fetchall()]
+
+    def rows_at(self, view: str, keys: Sequence[str]) -> dict[str, Row]:
+        query = SQL("SELECT row_key, row_json FROM {0} WHERE view = %s AND row_key = ANY(%s)")
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(query.format(self.view_table), (view, list(keys)))
+            return {r["row_key"]: _loads(r["row_json"]) for r in curs.fetchall()}
 
     def apply(self, changes: Changes, tracking: Tracking) -> None:
         delete = SQL("DELETE FROM {0} WHERE view = %s AND row_key = %s").format(self.view_table)

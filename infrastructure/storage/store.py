@@ -52,6 +52,10 @@ T = TypeVar("T")
 
 ATTEMPTS: Final = 5
 """How often a write that lost a race (a number, a SEM entry) is recomputed and retried."""
+ID_RACES: Final = 32
+"""How often a write whose derived id (seed 004 D3) another writer took first is retried: each
+loss is another writer's write of the same content committed, so every retry loses only when
+that many record the same content at the same moment."""
 
 
 class LedgerStore(Application[UUID]):
@@ -217,9 +221,9 @@ class LedgerStore(Application[UUID]):
         except (IntegrityError, RecordConflictError):
             raise ConflictError(f"{what} already exists or changed concurrently") from None
 
-    def retrying(self, attempt: Callable[[], T], what: str) -> T:
+    def retrying(self, attempt: Callable[[], T], what: str, attempts: int = ATTEMPTS) -> T:
         """Run ``attempt`` again when it lost a race with another writer; it recomputes all."""
-        for _ in range(ATTEMPTS):
+        for _ in range(attempts):
             try:
                 return attempt()
             except (IntegrityError, RecordConflictError, LostRace):

@@ -3,12 +3,11 @@ its witness.
 
 The checkpoint pass (`checkpoint_verification`) holds the log to every checkpoint; its failure is
 reported first, so that tampering below a checkpoint is named by the first checkpoint that no
-longer holds and the log position. The stream pass reads the events ordered by stream, one
-stream at a time in memory (and the ids of the jobs, scoped by tenant, to check them against the
-store's job registry: a job stream deleted whole, or one written around the registry, is caught
-there; and the snapshots that completed jobs found in the ledger, to check that each is still
-there: a snapshot deleted whole produces no event of its own). The first failure stops it and is
-reported with its stream and version.
+longer holds and the log position (a job stream deleted whole is caught there, and by the head
+index). The stream pass reads the events ordered by stream, one stream at a time in memory (and
+the snapshots that completed jobs found in the ledger, to check that each is still there: a
+snapshot deleted whole produces no event of its own). The first failure stops it and is reported
+with its stream and version.
 
 The stream pass is split by stream id: one part runs beside the rest (`side_pass`), so that the
 checkpoint pass costs little more time than a verify without it.
@@ -28,7 +27,7 @@ from eventsourcing.utils import get_topic
 
 from domain.capture import snapshots_found_at_completion
 from domain.events import JobCompleted
-from domain.job import DEFAULT_TENANT, Job, JobRegistry, JobSealWitness
+from domain.job import DEFAULT_TENANT, Job, JobSealWitness
 from domain.naming import tenant_scoped
 from domain.snapshot import Snapshot
 from infrastructure.storage.checkpoint_verification import TreeVerification, verify_checkpoints
@@ -48,9 +47,7 @@ from infrastructure.storage.signed_record import IntegrityFailure, verify_record
 
 JOB_STARTED_TOPIC = get_topic(Job.Started)
 WITNESS_TOPIC = get_topic(JobSealWitness.Witnessed)
-REGISTERED_TOPIC = get_topic(JobRegistry.Registered)
 SNAPSHOT_TOPIC = get_topic(Snapshot.Declared)  # type: ignore[attr-defined]  # made by @event
-REGISTRY = JobRegistry.id_for(JobRegistry.STORE)
 
 
 @dataclass(frozen=True)
@@ -110,8 +107,6 @@ class _StreamFacts:
     streams: int = 0
     jobs: int = 0
     sealed_jobs: int = 0
-    job_ids: set[str] = field(default_factory=set)
-    registered: dict[str, int] = field(default_factory=dict)  # job id: registry version
     snapshots: set[UUID] = field(default_factory=set)
     found: dict[str, str] = field(default_factory=dict)  # snapshot: first job that found it
 
@@ -125,8 +120,6 @@ class _StreamFacts:
             self.streams + later.streams,
             self.jobs + later.jobs,
             self.sealed_jobs + later.sealed_jobs,
-            self.job_ids | later.job_ids,
-            self.registered | later.registered,
             self.snapshots | later.snapshots,
             found,
         )
@@ -134,7 +127,6 @@ class _StreamFacts:
 
 def _finished(facts: _StreamFacts, tree: TreeVerification | None) -> LedgerVerification:
     """The checks that need every stream seen, then the verdict."""
-    _check_registry(facts.job_ids, facts.registered)
     _check_snapshots(facts.found, facts.snapshots)
     return LedgerVerification(facts.events, facts.streams, facts.jobs, facts.sealed_jobs, tree)
 
@@ -154,19 +146,12 @@ def _verify_streams(
             facts.events += len(verified)
             facts.streams += 1
             first, last = verified[0], verified[-1]
-            if stream_id == REGISTRY:
-                for record in verified:
-                    if record.stored.topic == REGISTERED_TOPIC:
-                        facts.registered[orjson.loads(record.body)["job_id"]] = (
-                            record.stored.originator_version
-                        )
             if first.stored.topic == SNAPSHOT_TOPIC:
                 facts.snapshots.add(stream_id)
             if first.stored.topic == JOB_STARTED_TOPIC:
                 facts.jobs += 1
                 started = orjson.loads(first.body)
                 job_id = _job_name(stream_id, started)
-                facts.job_ids.add(job_id)
                 if last.stored.topic == SEAL_TOPIC:
                     facts.sealed_jobs += 1
                     completion = orjson.loads(verified[-2].body)
@@ -218,18 +203,6 @@ def _job_name(stream: UUID, started: dict[str, Any]) -> str:
     """
     scoped = tenant_scoped(started.get("tenant", DEFAULT_TENANT), started["job_id"])
     return scoped if Job.id_for(scoped) == stream else str(started["job_id"])
-
-
-def _check_registry(job_ids: set[str], registered: dict[str, int]) -> None:
-    """Every job is registered once, and every registered job still has its stream."""
-    vanished = sorted(set(registered) - job_ids, key=registered.__getitem__)
-    if vanished:
-        reason = f"registered job {vanished[0]} has no events"
-        raise IntegrityFailure(Job.id_for(vanished[0]), 1, reason)
-    unregistered = sorted(job_ids - set(registered))
-    if unregistered:
-        reason = f"job {unregistered[0]} is not in the job registry"
-        raise IntegrityFailure(REGISTRY, len(registered) + 1, reason)
 
 
 def _check_snapshots(found: dict[str, str], stored: set[UUID]) -> None:

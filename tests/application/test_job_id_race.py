@@ -1,11 +1,11 @@
 """Jobs recorded without a job id by several writers at once, on SQLite and PostgreSQL.
 
-A derived job id (seed 004 D3) holds the job's number in the store, so two writers that read the
-same number derive the same id. The one that commits second lost a race it could not see: before,
-it answered 409 "already exists" when the first had committed by the time it looked (testers saw
-12 of 80 such answers from two `mace serve` processes). Now it recomputes with the next number
-and retries, and only after every retry lost does it answer STORE_BUSY. No client sees a conflict
-it did not cause, and every job is stored once.
+A derived job id (seed 004 D3) counts the tenant's jobs of the same seed and input before it, so
+writers recording the same job at once derive the same id: the hardest case, every writer racing
+for every id. The one that commits second lost a race it could not see (testers once saw 12 of 80
+409 answers from two `mace serve` processes). It counts on and retries, and only after every
+retry lost does it answer STORE_BUSY. No client sees a conflict it did not cause, and every job
+is stored once.
 
 Each writer is a thread with its own `Ledger` (its own connections and its own in-process job
 lock), as two service processes are: nothing but the store orders them.
@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager, nullco
 
 import pytest
 from support.api_support import auth, checked_client
+from support.sample_job import job_ids
 
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.errors import ConflictError, StoreBusyError
@@ -81,7 +82,7 @@ def _race(
 def _stored_once(ledger: Ledger, recorded: list[str], tenant: str = "default") -> None:
     assert len(recorded) == WRITERS * JOBS_EACH
     assert len(set(recorded)) == len(recorded)
-    assert sorted(ledger.jobs.ids(tenant)) == sorted(recorded)
+    assert sorted(job_ids(ledger, tenant)) == sorted(recorded)
     summary = ledger.store.verify_all()
     assert (summary.jobs, summary.sealed_jobs) == (len(recorded), len(recorded))
 
@@ -89,7 +90,7 @@ def _stored_once(ledger: Ledger, recorded: list[str], tenant: str = "default") -
 def test_stage0_jobs_without_an_id_from_several_writers_never_conflict(
     settings: Settings, ledger: Ledger
 ) -> None:
-    # The same input and seed everywhere: the derived id depends only on the job number.
+    # The same input and seed everywhere: every writer derives the same ids, in the same order.
     recorded = _race(
         settings, lambda writer: nullcontext(lambda _n: writer.jobs.run("2 + 3", "s1").job_id)
     )

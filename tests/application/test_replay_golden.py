@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from support.ledger_fixtures import RawTable
+from support.sample_job import job_ids
 
 from domain.canonical import canonical_json, digest
 from domain.errors import ErrorCode
@@ -1021,7 +1022,7 @@ def test_a_replay_never_changes_the_job(ledger: Ledger, raw_table: RawTable) -> 
     jobs = [job_id, diverging]
     before = {j: canonical_json(ledger.jobs.stream(j)) for j in jobs}
     rows_before = {j: raw_table.rows(ledger.jobs.get(j).id) for j in jobs}
-    registered = list(ledger.jobs.ids())
+    registered = job_ids(ledger)
     key, memory = ledger.sem.get("user/person/default/favorite_color")
 
     assert_reproduced(replay(ledger, job_id, ReplayMode.PRODUCTION))
@@ -1036,7 +1037,7 @@ def test_a_replay_never_changes_the_job(ledger: Ledger, raw_table: RawTable) -> 
 
     assert {j: canonical_json(ledger.jobs.stream(j)) for j in jobs} == before
     assert {j: raw_table.rows(ledger.jobs.get(j).id) for j in jobs} == rows_before
-    assert list(ledger.jobs.ids()) == registered
+    assert job_ids(ledger) == registered
     assert ledger.sem.get(key)[1] == memory
     for j in jobs:
         assert ledger.jobs.verify(j, check_sequence=True).sealed

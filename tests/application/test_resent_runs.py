@@ -86,7 +86,12 @@ def test_the_same_content_in_another_tenant_is_its_own_run(ledger: Ledger) -> No
     assert duplicate is False
     theirs, duplicate = ledger.run_ingest.record_once(parsed, "beta")
     assert duplicate is False
-    assert theirs.job_id != mine.job_id
+    # The same derived id (each tenant's first job of that seed and input), two jobs.
+    assert theirs.job_id == mine.job_id
+    assert (
+        ledger.jobs.get(mine.job_id, tenant="acme").id
+        != ledger.jobs.get(theirs.job_id, tenant="beta").id
+    )
     assert ledger.run_ingest.record_once(parsed, "beta")[0].job_id == theirs.job_id
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from support.ledger_fixtures import RawTable
+from support.sample_job import job_ids
 
 from domain.events import (
     JobCompleted,
@@ -49,7 +50,7 @@ def test_a_run_is_recorded_whole_when_completed(ledger: Ledger, raw_table: RawTa
         "JobCompleted",
         "JobSealed",
     ]
-    assert list(ledger.jobs.ids()) == [log.job_id]
+    assert job_ids(ledger) == [log.job_id]
 
 
 def test_a_completed_run_takes_nothing_more(ledger: Ledger) -> None:

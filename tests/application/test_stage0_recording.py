@@ -16,6 +16,7 @@ from uuid import UUID
 
 import pytest
 from support.ledger_fixtures import RawTable, settings_for
+from support.sample_job import job_ids
 
 from domain.checkpoint import CHECKPOINT_STREAM
 from domain.determinism import derive_id
@@ -435,7 +436,7 @@ def test_same_runs_give_byte_identical_stores_and_ids(
     second_settings = settings_for(other_store())
     with Ledger.open(second_settings) as second:
         second_results = record_sequence(second, "s1")
-        assert list(second.jobs.ids()) == [job_id for job_id, _ in first]
+        assert job_ids(second) == [job_id for job_id, _ in first]
 
     assert second_results == first
     assert [log["final_answer"] for _, log in first][:2] == [
@@ -462,23 +463,28 @@ def test_same_runs_give_byte_identical_stores_and_ids(
 
 
 def test_derived_job_ids_follow_seed_004_d3(ledger: Ledger) -> None:
-    runs = [("2 + 3", "s1"), ("2 + 3", "s1"), ("hello", "s2")]
+    # The counter is how many jobs of the same seed and input the tenant recorded before.
+    runs = [("2 + 3", "s1", 0), ("2 + 3", "s1", 1), ("hello", "s2", 0)]
     ids = []
-    for number, (text, seed) in enumerate(runs):
+    for text, seed, count in runs:
         log = ledger.jobs.run(text, seed)
-        assert log.job_id == derive_id(seed, "job", text, number)
+        assert log.job_id == derive_id(seed, "job", text, count)
         ids.append(log.job_id)
     assert len(set(ids)) == 3
-    # Jobs with explicit ids and recorded runs count as jobs before the next one too.
+    # Other jobs, named or recorded from runs, do not move the count of these.
     ledger.jobs.run("hello", "s3", job_id="explicit-1")
     ids.append("explicit-1")
     emitted = emitted_run(ledger, "full_io", seed="e9")
-    assert emitted.job_id == derive_id("e9", "job", "summarise the report", 4)
+    assert emitted.job_id == derive_id("e9", "job", "summarise the report", 0)
     ids.append(emitted.job_id)
     last = ledger.jobs.run("2 + 3", "s1")
-    assert last.job_id == derive_id("s1", "job", "2 + 3", 5)
+    assert last.job_id == derive_id("s1", "job", "2 + 3", 2)
     ids.append(last.job_id)
-    assert list(ledger.jobs.ids()) == ids
+    # Another tenant's count starts from 0: the same id, its own job.
+    theirs = ledger.jobs.run("2 + 3", "s1", tenant="acme")
+    assert theirs.job_id == derive_id("s1", "job", "2 + 3", 0)
+    assert job_ids(ledger) == ids
+    assert job_ids(ledger, "acme") == [theirs.job_id]
 
 
 # --- capture modes ------------------------------------------------------------------------------
@@ -547,7 +553,7 @@ def test_an_existing_explicit_job_id_conflicts_and_writes_nothing(
     assert ledger.jobs.reflective_log("job-a").job_input == "2 + 3"
     # The conflicting job's SEM write was not stored either.
     assert not ledger.sem.get("user/person/default/favorite_color")[1].exists
-    assert list(ledger.jobs.ids()) == ["job-a"]
+    assert job_ids(ledger) == ["job-a"]
 
 
 # --- runs recorded by an outside emitter --------------------------------------------------------

@@ -29,6 +29,7 @@ from support.bundle_files import (
 from support.cli_output import assert_usage_error, canonical_line, event_count
 from support.ledger_fixtures import RawTable, run, signing_keys
 from support.replay_cli import ROUTER_ID, act, diverging_run, new_job, replay_json, write_run_file
+from support.sample_job import job_ids
 
 from domain.job import Job, JobSealWitness
 from domain.sem import SemEntry
@@ -218,7 +219,7 @@ def test_export_import_into_another_store_then_verify_and_replay(
     key = "user/person/default/favorite_color"
     assert RawTable(target).rows(SemEntry.id_for(key)) == source.rows(SemEntry.id_for(key))
     with Ledger.open(target, create=False) as ledger:
-        assert list(ledger.jobs.ids()) == [writer, reader]
+        assert job_ids(ledger) == [writer, reader]
 
     rows = event_count(target)
     code, out, err = run(capsys, "import", str(bundles[1]))

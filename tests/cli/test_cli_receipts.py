@@ -472,6 +472,7 @@ def test_an_edited_row_fails_verify_show_and_replay_with_exit_1(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     receipt_id = emit(capsys, "alice plan email")["receipt"]["receipt_id"]
+    ok(capsys, "receipts", "list", *ACME)  # indexed while intact
     edit_receipt(cli_env, receipt_id, lambda f: f["body"]["entries"].pop())
     act(monkeypatch, "ada", "auditor")
 
@@ -500,10 +501,24 @@ def test_an_edited_row_fails_verify_show_and_replay_with_exit_1(
         "mace: unreplayable.invalid_snapshot: the policy snapshot is on a receipt whose"
         " signature does not verify (record_mac_mismatch)\n"
     )
+    # Indexed before the edit, it is listed, marked: each listed receipt is read and verified.
     row = ok_json(capsys, "receipts", "list", *ACME)["receipts"][0]
     assert (row["receipt_id"], row["intact"]) == (receipt_id, False)
     assert ok(capsys, "receipts", "list", *ACME).endswith(" ALTERED\n")
     assert stored(cli_env) == before
+
+
+def test_a_row_edited_before_it_was_indexed_fails_the_listing(
+    acme: Acme, cli_env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The receipt index is a read model of verified events: it cannot index an altered record.
+    receipt_id = emit(capsys, "alice plan email")["receipt"]["receipt_id"]
+    edit_receipt(cli_env, receipt_id, lambda f: f["body"]["entries"].pop())
+    err = refused(capsys, cli_env, "receipts", "list", *ACME, code=1)
+    assert (
+        err
+        == f"mace: INTEGRITY_FAILURE: stream {Receipt.id_for(receipt_id)} version 1: MAC mismatch\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -546,6 +561,7 @@ def test_a_receipt_deleted_from_the_store_fails_the_listing(
     acme: Acme, cli_env: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     receipt_id = emit(capsys, "alice")["receipt"]["receipt_id"]
+    ok(capsys, "receipts", "list", *ACME)  # the receipt index names it
     RawTable(cli_env).delete(Receipt.id_for(receipt_id), 1)
     # The newest checkpoint counts the receipt's stream: its absence is a truncation, not a miss.
     gone = (

@@ -60,15 +60,15 @@ def test_run_json_report(cli_env: Settings, capsys: pytest.CaptureFixture[str]) 
     assert report["snapshot_ids"] == {
         f"{kind.value}_snapshot_id": DEFAULT_IDS[kind.value] for kind in SnapshotKind
     }
-    # The next job is number 1 (seed 004 D3).
+    # The same seed and input again: the tenant's second such job, counter 1 (seed 004 D3).
     again = run_json(capsys, "run", "2 + 3", "--seed", "s1")
     assert again["job_id"] == derive_id("s1", "job", "2 + 3", 1)
     code, out, _ = run(capsys, "verify", "--all")
     # With the signing key's check record, and the checkpoint stream: one checkpoint per `run`.
     assert (code, out) == (
         0,
-        "ok: 27 events in 12 streams verified (2 jobs, 2 sealed); checkpoints: 2 verified,"
-        " the newest covers 25 events; not yet checkpointed: 0\n"
+        "ok: 24 events in 11 streams verified (2 jobs, 2 sealed); checkpoints: 2 verified,"
+        " the newest covers 22 events; not yet checkpointed: 0\n"
         "replay requests without a result: 0 abandoned, 0 running\n",
     )
 
@@ -407,7 +407,8 @@ def test_ingest_records_a_sealed_job(
     reduced = run_json(
         capsys, "ingest", write_lines(tmp_path, run_lines("prompts_only"), "b.jsonl")
     )
-    assert reduced["job_id"] == derive_id("ing-1", "job", "say hello", 2)
+    # The first job of that seed and input without a named id: counter 0 (seed 004 D3).
+    assert reduced["job_id"] == derive_id("ing-1", "job", "say hello", 0)
     assert reduced["replayable"] is False
     assert [(m["step"], m["missing"]) for m in reduced["missing_artifacts"]] == [
         ("model call c1 (m 1)", ["response"])

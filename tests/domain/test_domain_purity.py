@@ -52,7 +52,7 @@ def test_aggregate_commands_touch_no_clock_or_randomness() -> None:
         assert context.filters_applied == [
             {"rule_id": "r", "memory_id": memories.latest.memory_id, "action": "redact"}
         ]
-        body = dict.fromkeys(BODY_KEYS) | {"receipt_id": receipt_id_for("acme", 0)}
+        body = dict.fromkeys(BODY_KEYS) | {"receipt_id": receipt_id_for("acme", "0" * 64, 0)}
         receipt = Receipt.emit(body, None)
         book = PolicyBook(scope="global")
         book.set_bundle("version: 1\nrules: []\n", "ada", "t")

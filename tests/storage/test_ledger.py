@@ -101,9 +101,8 @@ def test_bad_job_input_is_refused_and_nothing_written(ledger: Ledger, raw_table:
     # A completion is the ledger's own, stored with the seal: one without is tampering.
     with pytest.raises(ValueError, match="JobCompleted is recorded by the ledger"):
         ledger.jobs.record_events("job-3", [("OK", {}), ("JobCompleted", {})])
-    # job-3's start and its registration (the registry's opening and job number 0), and the
-    # check record of the key that signed them, no more.
-    assert raw_table.execute("SELECT COUNT(*) FROM {table}") == [(4,)]
+    # job-3's start and the check record of the key that signed it, no more.
+    assert raw_table.execute("SELECT COUNT(*) FROM {table}") == [(2,)]
 
 
 def test_key_rotation_keeps_old_events_verifiable(settings: object, store_url: str) -> None:
@@ -130,8 +129,8 @@ def test_verify_all_counts_everything(ledger: Ledger) -> None:
     ledger.jobs.start("open", "s3", "still running", {})
     summary = ledger.store.verify_all()
     # 1 snapshot + 2 sealed jobs (4 events + 1 witness each) + 1 open job
-    # + the job registry (opened, then 3 jobs registered) + the signing key's check record
-    assert (summary.events, summary.streams, summary.jobs, summary.sealed_jobs) == (17, 8, 3, 2)
+    # + the signing key's check record
+    assert (summary.events, summary.streams, summary.jobs, summary.sealed_jobs) == (13, 7, 3, 2)
 
 
 def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger) -> None:

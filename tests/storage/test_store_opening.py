@@ -27,6 +27,7 @@ from support.ledger_fixtures import (
     subprocess_env,
 )
 from support.postgres_server import PostgresServer
+from support.sample_job import job_ids
 
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.schema import StoreNotSetUp
@@ -150,7 +151,7 @@ def test_readers_and_writers_opening_together_all_succeed(settings: Settings) ->
 
     def reader() -> None:
         with Ledger.open(settings, create=False) as ledger:
-            list(ledger.jobs.ids())
+            job_ids(ledger)
             ledger.read_models.rows("job_index")
 
     def writer(n: int) -> Callable[[], None]:
@@ -184,7 +185,7 @@ def test_mace_processes_starting_together_on_a_fresh_database_all_succeed(
                 stream.close()
     assert outcomes == [(0, b"")] * len(commands)
     with Ledger.open(settings_for(postgres_url), create=False) as ledger:
-        assert len(list(ledger.jobs.ids())) == 2
+        assert len(job_ids(ledger)) == 2
 
 
 # --- PostgreSQL: a wrong URL fails at once, in the server's words --------------------------------

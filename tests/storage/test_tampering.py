@@ -139,18 +139,25 @@ def test_snapshot_whose_id_no_longer_matches_its_content_is_refused(ledger: Ledg
         ledger.snapshots.get(declared.snapshot_id)
 
 
-def test_deleting_a_whole_job_is_caught_by_the_job_registry(
+def test_deleting_a_whole_job_is_caught_by_the_checkpoint_and_the_head_index(
     ledger: Ledger, raw_table: RawTable
 ) -> None:
+    # No store-wide job registry counts the jobs: what covers a job deleted whole, witness and
+    # all, is the checkpoint written after it (the tree over the log, and the head index).
     record_sample_job(ledger, "job-1")
     record_sample_job(ledger, "job-2", seed="s2")
+    checkpoints = ledger.store.checkpoints
+    assert checkpoints is not None
+    checkpoints.write()
     raw_table.execute(
         "DELETE FROM {table} WHERE originator_id IN (%s, %s)",
         (raw_table.key(JOB), raw_table.key(JobSealWitness.id_for("job-1"))),
     )
-    with pytest.raises(IntegrityFailure, match="registered job job-1 has no events") as failure:
+    with pytest.raises(IntegrityFailure, match="checkpoint 1 no longer holds"):
         ledger.store.verify_all()
-    assert (failure.value.stream, failure.value.version) == (str(JOB), 1)
+    ledger.store.checkpoint_saved()  # forget the head check's cached checkpoint
+    with pytest.raises(IntegrityFailure, match="truncated below checkpoint 1"):
+        ledger.jobs.get("job-1")
 
 
 def test_a_snapshot_never_stored_is_no_tampering(ledger: Ledger) -> None:

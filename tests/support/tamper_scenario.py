@@ -1,8 +1,8 @@
 """A store holding every kind of stream the ledger keeps, recorded through ``mace``, for attacks.
 
-Jobs with their witnesses and the job registry, the declared snapshots, a SEM entry written twice
-and read, a replay's records, a halt set and cleared, a tenant's memory log, policy book, receipt
-book and receipts, and the checkpoints every writing command ends with. `stream_kinds` sorts the
+Jobs with their witnesses, the declared snapshots, a SEM entry written twice and read, a replay's
+records, a halt set and cleared, a tenant's memory log, policy book and receipts, and the
+checkpoints every writing command ends with. `stream_kinds` sorts the
 stored streams into those kinds by the topic of their first event, so an attack can pick the
 stream it edits by what it is, not by an id the test would have to know.
 """
@@ -25,7 +25,6 @@ TENANT = ("--tenant", "acme")
 KINDS: tuple[tuple[str, str], ...] = (
     ("checkpoints", "LedgerCheckpoints"),
     ("witnesses", "JobSealWitness"),
-    ("registry", "JobRegistry"),
     ("jobs", "domain.job:Job."),
     ("snapshots", "domain.snapshot:"),
     ("SEM entries", "domain.sem:"),
@@ -33,7 +32,6 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("replay records", "domain.replay_record:"),
     ("tenant memory logs", "domain.memories:"),
     ("policy books", "domain.policy_book:"),
-    ("receipt books", "ReceiptBook"),
     ("receipts", "domain.receipt:"),
     ("key checks", "domain.key_check:"),
 )

@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 from support.ledger_fixtures import run
+from support.sample_job import job_ids
 
 from domain.canonical import canonical_json
 from domain.events import INGEST_LINE, RunCompleted, RunStarted
@@ -66,7 +67,7 @@ def test_a_tiny_load_is_stored_exactly_and_replays_authoritatively(
     ) in lines
     # Independently of the report: the store holds the 4 jobs, all of the load test's tenant.
     with Ledger.open(cli_env) as ledger:
-        jobs = [job for job in ledger.jobs.ids(TENANT) if job.startswith("load-")]
+        jobs = [job for job in job_ids(ledger, TENANT) if job.startswith("load-")]
         assert len(jobs) == 4
         assert {ledger.jobs.get(job, tenant=TENANT).tenant for job in jobs} == {TENANT}
         assert not any(ledger.jobs.exists(job) for job in jobs)
