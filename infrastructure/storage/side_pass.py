@@ -27,7 +27,6 @@ import sys
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from types import TracebackType
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -101,12 +100,7 @@ class SidePass(Generic[T]):
     def __enter__(self) -> SidePass[T]:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop()
 
     def result(self) -> T:
