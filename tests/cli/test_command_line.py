@@ -11,10 +11,12 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from importlib.metadata import version
 
 import pytest
 
-from infrastructure.cli import build_parser, main
+from infrastructure.cli import main
+from infrastructure.cli.command_line import build_parser
 from infrastructure.cli.command_table import COMMANDS, ENVIRONMENT, Group, load
 from infrastructure.storage.settings import Settings
 
@@ -66,6 +68,18 @@ def test_version_and_help_load_no_web_stack_no_driver_and_no_use_case(
     modules = loaded_after(*argvs)
     assert "infrastructure.cli" in modules  # the probe ran mace
     assert heavy(modules) == []
+
+
+def test_version_alone_is_answered_before_the_command_line_is_built(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    modules = loaded_after("--version")
+    assert {"infrastructure.cli.command_line", "pydantic", "domain"}.isdisjoint(modules)
+    assert main(["--version"]) == 0
+    fast = capsys.readouterr().out
+    with pytest.raises(SystemExit):  # argparse's own action, where --version comes with more
+        main(["--version", "--help"])
+    assert fast == capsys.readouterr().out == f"mace {version('mace-ledger')}\n"
 
 
 def test_a_command_loads_its_handler_only_when_it_runs() -> None:

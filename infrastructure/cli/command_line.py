@@ -1,0 +1,86 @@
+"""The whole ``mace`` command line: parse, load the settings, run one command, answer errors.
+
+`infrastructure.cli.main` imports this only for a command: ``mace --version`` is answered
+without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from importlib.metadata import version
+
+from pydantic import ValidationError
+
+from infrastructure.cli.command_table import ENVIRONMENT, CommandsOnUse, add_commands, overview
+from infrastructure.cli.common import EXIT_OK, Parser, UsageError
+from infrastructure.storage.error_table import failure_of
+from infrastructure.storage.errors import EXIT_INTERRUPTED
+from infrastructure.storage.settings import Settings, SettingsError
+
+
+def build_parser() -> Parser:
+    """The whole command line; a command's own arguments load only when it is used."""
+    parser = Parser(
+        prog="mace",
+        description=overview("MACE Ledger: signed, replayable records of agent runs."),
+        epilog=ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"mace {version('mace-ledger')}")
+    commands = parser.add_subparsers(
+        dest="command",
+        required=True,
+        parser_class=Parser,
+        action=CommandsOnUse,
+        metavar="COMMAND",
+        help="one of the commands above",
+    )
+    add_commands(commands)
+    return parser
+
+
+def load_settings() -> Settings:
+    try:
+        settings = Settings()
+        settings.parsed_store()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = "MACE_" + str(first["loc"][0]).upper() if first["loc"] else "settings"
+        raise UsageError(f"invalid {field}: {first['msg']}") from None
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from None
+    return settings
+
+
+def run(arguments: Sequence[str]) -> int:
+    """``mace`` with these arguments: its exit code."""
+    warnings = logging.StreamHandler()
+    warnings.setFormatter(OneLineFormatter("mace: warning: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[warnings])
+    # Until the command line parses, asking for --json anywhere in it asks for a JSON error.
+    as_json = "--json" in arguments
+    try:
+        args = build_parser().parse_args(arguments)
+        as_json = bool(getattr(args, "json", False))
+        return int(args.handler(args, load_settings()))
+    except KeyboardInterrupt:
+        print("mace: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader (e.g. `head`) has all it wanted
+        return EXIT_OK
+    except Exception as exc:
+        failure = failure_of(exc)
+        if failure is None:
+            raise
+        print(failure.line(as_json), file=sys.stderr)
+        return failure.exit_code
+
+
+class OneLineFormatter(logging.Formatter):
+    """Warnings are one line too, though a store's message may run on (PostgreSQL's CONTEXT)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).splitlines()[0]
