@@ -21,6 +21,8 @@ each round does the same work on fresh names, so every round writes as much as t
 - ``memory``: memory writes to one tenant's log, which grows by ``memories`` each round.
 - ``context`` and ``receipt replay``: receipts emitted over that log under a policy bundle, and
   replayed as emitted.
+- ``concurrency``: 1, 2, 4 and 8 writer processes recording ``jobs`` Stage-0 jobs each at once:
+  jobs/s in all and how many failed (`bench_writers`); measured once, after the rounds.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from domain.replay_access import ReplayMode
 from domain.run_file import parse_run
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
+from infrastructure.tooling.bench_writers import WRITER_COUNTS, WritersRun, writers_at_once
 
 ACTOR: Final = Actor.of("bench", ["operator", "admin", "auditor"])
 TENANT: Final = "bench"
@@ -128,6 +131,13 @@ def _tree_cost(with_tree: list[Sample], without: list[Sample]) -> TreeCost:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class BenchReport:
+    figures: list[Figure]
+    tree_cost: TreeCost
+    concurrency: list[WritersRun]
+
+
 class Bench:
     def __init__(
         self, ledger: Ledger, jobs: int, memories: int, contexts: int, verify_events: int = 0
@@ -146,9 +156,10 @@ class Bench:
         self.contexts = contexts
         self.verify_events = verify_events
 
-    def run(self, rounds: int) -> tuple[list[Figure], TreeCost]:
-        """The figures, and the tree's cost: verify with and without the checkpoint pass, both
-        timed over the same store within a round (so the store's growth does not enter)."""
+    def run(self, rounds: int) -> BenchReport:
+        """The figures; the tree's cost: verify with and without the checkpoint pass, both timed
+        over the same store within a round (so the store's growth does not enter); and writer
+        processes recording ``jobs`` each at once (`bench_writers`), once, after the rounds."""
         if rounds < 1:
             raise BenchError(f"--rounds must be at least 1, got {rounds}")
         self.ledger.policy.set_bundle(TENANT, BUNDLE, ACTOR)
@@ -172,7 +183,12 @@ class Bench:
         }
         figures = [_median(name, units[name], rounds_) for name, rounds_ in samples.items()]
         wall = statistics.median(cost.wall for cost in costs)
-        return figures, TreeCost(wall, statistics.median(cost.cpu for cost in costs))
+        tree_cost = TreeCost(wall, statistics.median(cost.cpu for cost in costs))
+        concurrency = [
+            writers_at_once(writers, self.jobs, f"bench concurrency {writers}")
+            for writers in WRITER_COUNTS
+        ]
+        return BenchReport(figures, tree_cost, concurrency)
 
     def _fill(self) -> None:
         """Record runs until the store holds ``verify_events`` events."""

@@ -5,12 +5,15 @@ Nothing here asserts a speed: figures are printed by the bench, never pass/fail 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 import pytest
 from support.ledger_fixtures import run
 
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
+from infrastructure.tooling.bench_writers import writers_at_once
 
 SMALL = (
     *("--jobs", "2", "--memories", "3", "--contexts", "2", "--rounds", "2"),
@@ -42,14 +45,22 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
     assert figures["read"]["count"] >= 3 * 200
     assert report["tree_cost"] > 0
     assert report["tree_cpu_cost"] > 0
+    # Writer processes at once, two jobs each: every one recorded, none failed.
+    assert [(c["writers"], c["jobs"], c["failures"]) for c in report["concurrency"]] == [
+        (1, 2, 0),
+        (2, 4, 0),
+        (4, 8, 0),
+        (8, 16, 0),
+    ]
+    assert all(c["first_failure"] is None and c["per_second"] > 0 for c in report["concurrency"])
     assert figures["replay"]["count"] == 2
     assert figures["memory"]["count"] == 3
     assert figures["context"]["count"] == figures["receipt replay"]["count"] == 2
     assert figures["write"]["count"] > 2 * 2  # more than one event per job
     assert all(f["per_second"] > 0 and f["unit"] for f in figures.values())
     with Ledger.open(cli_env) as ledger:
-        filled, each_round = 2, 2
-        assert ledger.store.verify_all().jobs == filled + 2 * each_round
+        filled, each_round, writers = 2, 2, (1 + 2 + 4 + 8) * 2
+        assert ledger.store.verify_all().jobs == filled + 2 * each_round + writers
         assert len(ledger.receipts.listing("bench", limit=500)) == 2 * 2 * 2  # emitted, replayed
         # One checkpoint per round (the `checkpoint` figure, which `verify` then checks) and one
         # written as the bench's ledger closed: none inside another timed figure.
@@ -87,3 +98,25 @@ def test_a_negative_fill_is_refused(cli_env: Settings, capsys: pytest.CaptureFix
     code, _, err = run(capsys, "bench", "--verify-events", "-1")
     assert code == 2
     assert err == "mace: INVALID_INPUT: --verify-events must be at least 0, got -1\n"
+
+
+def test_a_writer_whose_jobs_fail_is_counted_and_its_first_error_shown(cli_env: Settings) -> None:
+    Ledger.open(cli_env).close()
+    run = writers_at_once(1, 2, "x" * 100_001)  # an input over the limit: each job refused
+    assert (run.writers, run.jobs, run.failures) == (1, 0, 2)
+    assert run.first_failure is not None
+    assert run.first_failure.startswith("failed: ValueError: ")
+
+
+def test_a_writer_that_cannot_open_the_store_stops_the_figure_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = tmp_path / "notes.db"
+    text.write_text("not a ledger\n" * 20)
+    monkeypatch.setenv("MACE_STORE", f"sqlite:///{text}")
+    with pytest.raises(RuntimeError) as raised:
+        writers_at_once(2, 1, "t")
+    assert str(raised.value) == (
+        "a bench writer could not start: infrastructure.storage.settings.SettingsError:"
+        f" MACE_STORE 'sqlite:///{text}' is not a SQLite database file"
+    )
