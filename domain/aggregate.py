@@ -103,8 +103,9 @@ class MaceAggregate(BaseAggregate[UUID]):
     def appended(cls, name_key: str, last_version: int, event_class: type[E], **fields: Any) -> E:
         """The event after ``last_version`` of the aggregate named ``name_key``, made unloaded.
 
-        For append-only indexes (the job registry, a tenant's receipt book) whose next event
-        follows from the last one alone: a writer need not read the whole stream to append.
+        For append-only streams whose next event follows from the last one alone (the
+        checkpoint chain, a tenant's personal-data access log): a writer need not read the whole
+        stream to append.
         """
         version = last_version + 1
         return event_class(

@@ -177,8 +177,8 @@ class Job(MaceAggregate):
 
     @property
     def scoped_id(self) -> str:
-        """The job's id among every tenant's jobs: what its stream, witness, registry entry,
-        governance record and replay records are named by.
+        """The job's id among every tenant's jobs: what its stream, witness, governance record and
+        replay records are named by.
 
         Its id scoped by its tenant; or the id alone for a job that a tenant other than the
         default recorded before ids were scoped by tenant (its stream says which: it was named so).

@@ -9,10 +9,12 @@ replayable); a captured "no bundle was active" is ``{"bundle_hash": None, "bundl
 "captured_at": ...}``. ``memory.log_position`` is the tenant's memory log version the assembly
 saw, so a replay can load the memories exactly as they stood.
 
-Each tenant's receipts are numbered in its `ReceiptBook`; a receipt id is ``rct-`` and 32 hex
-digits of ``derive_id(tenant, "receipt", "", number)`` (seed 004 D3): the same emissions in the
-same order get the same ids in any store. Like every MACE id it is not a secret; reads are
-tenant-scoped, so knowing another tenant's receipt id shows nothing (404, as for no receipt).
+A receipt id is ``rct-`` and 32 hex digits of ``derive_id(tenant, "receipt", content, count)``
+(seed 004 D3, `receipt_id_for`): ``content`` is the digest of the body before it has an id, so
+emitting one writes no stream but its own. Each tenant's receipts in emission order are a read
+model (the receipt index); stores written before kept them in a `ReceiptBook`. Like every MACE
+id it is not a secret; reads are tenant-scoped, so knowing another tenant's receipt id shows
+nothing (404, as for no receipt).
 """
 
 from __future__ import annotations

@@ -48,6 +48,11 @@ REPLAY_OUTCOMES: Final = "replay_outcomes"
 HALTED_SNAPSHOTS: Final = "halted_snapshots"
 RECEIPT_INDEX: Final = "receipt_index"
 VIEWS: Final = (JOB_INDEX, NON_REPLAYABLE, REPLAY_OUTCOMES, HALTED_SNAPSHOTS, RECEIPT_INDEX)
+PROJECTION: Final = ("read_model", "projection")
+"""Where the views keep which projection made them (view, key): not one of the `VIEWS`."""
+PROJECTION_VERSION: Final = 2
+"""Raised whenever `view_changes` changes what it makes from the same events (2: job positions,
+the receipt index), so that views a store kept from before are made again from position 0."""
 
 
 Row = dict[str, Any]

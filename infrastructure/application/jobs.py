@@ -2,8 +2,8 @@
 
 A completed job is closed, sealed and witnessed in one transaction (`JobService.commit`, shared
 with runs recorded from outside), which writes only the job's own streams and what is stored
-with it: jobs of different ids never touch the same stream, so writers never race each other
-for a store-wide number. The jobs in the order the store recorded them are the job index, a read
+with it (its memory writes, per key): no store-wide stream or number that every writer races
+for. The jobs in the order the store recorded them are the job index, a read
 model built from the notification log after commit. Every read verifies the job's stream in
 full: versions, MACs, seal and witness.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import project_aggregate
@@ -52,8 +52,6 @@ from projections.reflective_log import ReflectiveLog, complete_job
 from projections.refused_input import recorded_input
 from projections.replay_sem import missing_version, version_stamped, versions_met
 from projections.stage0_runtime import run_stage0
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -116,8 +114,8 @@ class JobService:
         self.store.save_new(job, witness, what=f"seal of job {job_id}")
         return job
 
-    # Running and recording whole jobs: one transaction for the job, its seal, its number and
-    # what is stored with it
+    # Running and recording whole jobs: one transaction for the job, its seal and what is
+    # stored with it
 
     def run(
         self,
@@ -177,9 +175,17 @@ class JobService:
         if job_id is not None:
             return job_id
         count = 0
-        while self.exists(derived := derive_id(seed, "job", job_input, count), tenant=tenant):
+        while self._taken(derived := derive_id(seed, "job", job_input, count), tenant):
             count += 1
         return derived
+
+    def _taken(self, job_id: str, tenant: str) -> bool:
+        """Whether a job stream of this id exists for ``tenant``: its own, or (for the default
+        tenant, whose stream names are the ids alone) another tenant's from before ids were
+        scoped, which a new job could not be stored over either."""
+        return self.exists(job_id, tenant=tenant) or self.store.stream_exists(
+            Job.id_for(tenant_scoped(tenant, job_id))
+        )
 
     def commit(
         self,

@@ -34,6 +34,8 @@ from infrastructure.storage.store import LedgerStore
 from projections.read_model_rows import (
     JOB_INDEX,
     NON_REPLAYABLE,
+    PROJECTION,
+    PROJECTION_VERSION,
     RECEIPT_INDEX,
     TOPICS,
     VIEWS,
@@ -68,6 +70,10 @@ class ReadModelProjection(Projection[Any]):
         """Gather how the event at notification id ``position`` changes the views."""
         for change in view_changes(domain_event, self._current, position):
             self._pending[(change.view, change.key)] = change.row
+
+    def stamp(self) -> None:
+        """Mark the views, with the next page, as made by this projection."""
+        self._pending[PROJECTION] = {"version": PROJECTION_VERSION}
 
     def commit(self, tracking: Tracking) -> None:
         try:
@@ -123,6 +129,11 @@ class ReadModels:
     def _catch_up(self, progress: Progress | None) -> int:
         recorder = self.store.recorder
         head = recorder.max_notification_id() or 0
+        made_by = self.view.row(*PROJECTION)
+        if made_by is None or made_by.get("version") != PROJECTION_VERSION:
+            if self.position():  # views an older projection made: made again from position 0
+                self.view.reset(self.store.name)
+            self.projection.stamp()
         start = self.position() + 1
         applied = 0
         while start <= head:

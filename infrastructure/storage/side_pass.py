@@ -16,6 +16,10 @@ they cost about what the longer one costs:
 
 Leaving before asking for the result (the other pass failed) stops the side pass: the child is
 terminated; the thread is asked to stop (`Stopped`), and the pass checks between streams.
+
+SQLite warns against using a connection across a fork. The child opens its own, and the fork
+happens while this process holds no transaction open (`verify_ledger` forks before it reads),
+so no lock state the child inherits describes a lock that is held.
 """
 
 from __future__ import annotations
@@ -123,8 +127,12 @@ class SidePass(Generic[T]):
             kind, value = self._answers.recv()
         except EOFError:  # the child died before answering (killed, out of memory)
             child.join()
-            msg = f"the side pass ended without an answer (exit code {child.exitcode})"
-            return "raised", RuntimeError(msg)
+            msg = (
+                f"the side pass ended without an answer (exit code {child.exitcode}):"
+                " nothing it was to check was judged"
+            )
+            # An OSError: the product answers it in one line (a process the system took away).
+            return "raised", ChildProcessError(msg)
         child.join()
         return kind, value
 

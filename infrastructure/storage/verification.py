@@ -3,11 +3,12 @@ its witness.
 
 The checkpoint pass (`checkpoint_verification`) holds the log to every checkpoint; its failure is
 reported first, so that tampering below a checkpoint is named by the first checkpoint that no
-longer holds and the log position (a job stream deleted whole is caught there, and by the head
-index). The stream pass reads the events ordered by stream, one stream at a time in memory (and
-the snapshots that completed jobs found in the ledger, to check that each is still there: a
-snapshot deleted whole produces no event of its own). The first failure stops it and is reported
-with its stream and version.
+longer holds and the log position (a job stream deleted whole below the newest checkpoint is
+caught there and by the head index; one recorded after it is not yet vouched for by anything).
+The stream pass reads the events ordered by stream, one stream at a time in memory (and the
+snapshots that completed jobs found in the ledger, to check that each is still there: a snapshot
+deleted whole produces no event of its own). The first failure stops it and is reported with its
+stream and version.
 
 The stream pass is split by stream id: one part runs beside the rest (`side_pass`), so that the
 checkpoint pass costs little more time than a verify without it.

@@ -6,7 +6,7 @@ already holding other data would not compare. Each figure is the median of ``rou
 each round does the same work on fresh names, so every round writes as much as the first.
 
 - ``write``: Stage-0 jobs recorded whole, one transaction each; every event stored counts (the
-  job's, its seal's witness, its registry entry, its SEM writes).
+  job's, its seal's witness, its SEM writes).
 - ``checkpoint``: a checkpoint written over the round's events (`mace checkpoint`).
 - ``read``: every stored event read back in pages, its MAC verified (`mace verify --all` as it
   was before checkpoints: the baseline of the next figure). Over a few thousand events a verify

@@ -53,7 +53,8 @@ def writers_at_once(writers: int, jobs_each: int, tag: str) -> WritersRun:
             if process.stdout.readline() != "ready\n":
                 _, err = process.communicate(timeout=HANG_GUARD_SECONDS)
                 lines = err.strip().splitlines() or ["exited before it was ready"]
-                raise RuntimeError(f"a bench writer could not start: {lines[-1]}")
+                # Answered in one line, like a verify's side pass that the system took away.
+                raise ChildProcessError(f"a bench writer could not start: {lines[-1]}")
         go = time.perf_counter()
         for process in started:
             assert process.stdin is not None
@@ -61,11 +62,14 @@ def writers_at_once(writers: int, jobs_each: int, tag: str) -> WritersRun:
             process.stdin.flush()
         outcomes = [_outcome(process) for process in started]
         seconds = time.perf_counter() - go
+    except subprocess.TimeoutExpired:
+        msg = f"a bench writer was not ready after {HANG_GUARD_SECONDS:g} s"
+        raise ChildProcessError(msg) from None
     finally:
         for process in started:
             if process.poll() is None:
                 process.kill()
-                process.wait()
+            process.communicate()  # reaped, and its pipes closed
     lines = [line for out in outcomes for line in out]
     failed = [line for line in lines if line != "ok"]
     recorded = len(lines) - len(failed)

@@ -21,6 +21,9 @@ from projections.read_model_rows import (
     HALTED_SNAPSHOTS,
     JOB_INDEX,
     NON_REPLAYABLE,
+    PROJECTION,
+    PROJECTION_VERSION,
+    RECEIPT_INDEX,
     REPLAY_OUTCOMES,
     TOPICS,
     VIEWS,
@@ -205,3 +208,18 @@ def test_following_applies_events_as_they_are_committed(settings: Settings) -> N
         (row,) = [r for _, r in ledger.read_models.view.rows(JOB_INDEX)]
         assert (row["job_id"], row["status"]) == (job_id, "sealed")
         assert row["position"] == start_position(ledger, job_id)
+
+
+def test_views_an_older_projection_made_are_made_again_from_position_0(
+    ledger: Ledger, settings: Settings
+) -> None:
+    ids = record_some(ledger)
+    ledger.read_models.catch_up()
+    # As a store kept them from before job positions and the receipt index: no stamp, job rows
+    # without positions, no receipt index, and the tracking record at the head.
+    raw = RawTable(settings)
+    raw.execute(f"DELETE FROM {TABLE} WHERE view IN (%s, %s)", (PROJECTION[0], RECEIPT_INDEX))
+    raw.execute(f"UPDATE {TABLE} SET row_json = %s WHERE view = %s", ('{"job_id":"x"}', JOB_INDEX))
+    jobs = sorted(ledger.read_models.rows(JOB_INDEX), key=lambda row: row["position"])
+    assert [row["job_id"] for row in jobs] == ids
+    assert ledger.read_models.view.row(*PROJECTION) == {"version": PROJECTION_VERSION}

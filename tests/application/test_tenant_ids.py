@@ -20,6 +20,7 @@ from support.cli_output import event_count, json_lines
 from support.ledger_fixtures import run
 from support.sample_job import job_ids
 
+from domain.determinism import derive_id
 from domain.events import RunStarted
 from domain.governance import (
     Actor,
@@ -405,3 +406,18 @@ def test_a_tenants_job_recorded_before_ids_were_scoped_stays_its_own(
     assert api.ledger.store.verify_all().sealed_jobs == 1
     with pytest.raises(NotFoundError):
         api.ledger.jobs.get("legacy")
+
+
+def test_a_derived_id_never_lands_on_another_tenants_unscoped_job(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """acme's job from before ids were scoped has the id the default tenant's first such job
+    would derive: the default tenant counts on (its stream names are the ids alone)."""
+    first = derive_id("s1", "job", "2 + 3", 0)
+    with monkeypatch.context() as before_scoping:
+        before_scoping.setattr(Job, "name_of", classmethod(lambda cls, fields: fields["job_id"]))
+        before_scoping.setattr(Job, "scoped_id", property(lambda job: job.job_id))
+        ledger.jobs.run("2 + 3", "s1", job_id=first, tenant="acme")
+    mine = ledger.jobs.run("2 + 3", "s1")
+    assert mine.job_id == derive_id("s1", "job", "2 + 3", 1)
+    assert ledger.jobs.run("2 + 3", "s1", tenant="beta").job_id == first  # scoped: no clash

@@ -67,6 +67,7 @@ EXAMPLES: list[tuple[BaseException, Failure]] = [
     (ConflictError("already there"), Failure("CONFLICT", "already there", 409, 2)),
     (SnapshotError("no snapshot s"), Failure("INVALID_INPUT", "no snapshot s", 422, 2)),
     (StoreBusyError("busy"), Failure("STORE_BUSY", "busy", 503, 1)),
+    (ChildProcessError("ended"), Failure("STORE_UNAVAILABLE", "ended", 503, 1)),
     (
         KeyMismatch(KEYRING, "k1"),
         Failure("KEY_MISMATCH", str(KeyMismatch(KEYRING, "k1")), 503, 2),

@@ -12,10 +12,11 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 from uuid import UUID
 
 import pytest
-from support.ledger_fixtures import RawTable
+from support.ledger_fixtures import RawTable, run
 from support.sample_job import record_sample_job
 
 from domain.job import Job
@@ -81,10 +82,12 @@ def test_an_exception_that_cannot_leave_the_child_comes_back_as_its_text() -> No
 def test_a_child_that_dies_without_answering_is_an_error_not_a_hang() -> None:
     with (
         SidePass(lambda stopped: os._exit(3), fork=True) as side,
-        pytest.raises(RuntimeError) as raised,
+        pytest.raises(ChildProcessError) as raised,
     ):
         side.result()
-    assert str(raised.value) == "the side pass ended without an answer (exit code 3)"
+    assert str(raised.value) == (
+        "the side pass ended without an answer (exit code 3): nothing it was to check was judged"
+    )
 
 
 def test_leaving_without_the_result_stops_the_child() -> None:
@@ -160,15 +163,41 @@ def test_verify_forked_and_threaded_agree(recorded: Ledger) -> None:
 def test_a_stream_failure_found_in_the_child_is_the_same_failure(
     recorded: Ledger, settings: Settings
 ) -> None:
-    # Past the checkpoint, so that only the stream pass (the child's) can see it.
-    RawTable(settings).delete(Job.id_for("job-2"), 2)
+    # A stream below the split, past the checkpoint: only the side pass (the child) can see it.
+    below, _ = _job_on_each_side()
+    record_sample_job(recorded, below, "seed below")
+    RawTable(settings).delete(Job.id_for(below), 2)
     failures = []
     for fork in (True, False):
         with pytest.raises(IntegrityFailure) as raised:
             _verify(recorded, fork=fork)
         failures.append(str(raised.value))
     assert failures[0] == failures[1]
-    assert f"stream {Job.id_for('job-2')} version 2" in failures[0]
+    assert f"stream {Job.id_for(below)} version 2" in failures[0]
+
+
+def test_a_side_pass_that_dies_is_one_line_from_mace_verify(
+    recorded: Ledger,
+    cli_env: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parent = os.getpid()
+    passes = verification._verify_streams
+
+    def killed_in_the_child(*args: Any) -> Any:
+        if os.getpid() != parent:
+            os._exit(9)  # as the kernel's out-of-memory killer would end it
+        return passes(*args)
+
+    monkeypatch.setattr(verification, "_verify_streams", killed_in_the_child)
+    monkeypatch.setattr(verification, "may_fork", lambda: True)
+    code, out, err = run(capsys, "verify", "--all")
+    assert (code, out) == (1, "")
+    assert err == (
+        "mace: STORE_UNAVAILABLE: the side pass ended without an answer (exit code 9):"
+        " nothing it was to check was judged\n"
+    )
 
 
 @MODES

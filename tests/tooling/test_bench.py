@@ -114,7 +114,7 @@ def test_a_writer_that_cannot_open_the_store_stops_the_figure_in_one_line(
     text = tmp_path / "notes.db"
     text.write_text("not a ledger\n" * 20)
     monkeypatch.setenv("MACE_STORE", f"sqlite:///{text}")
-    with pytest.raises(RuntimeError) as raised:
+    with pytest.raises(ChildProcessError) as raised:
         writers_at_once(2, 1, "t")
     assert str(raised.value) == (
         "a bench writer could not start: infrastructure.storage.settings.SettingsError:"
