@@ -255,10 +255,14 @@ class ReplayService:
             now,
             elapsed_ms=round(elapsed * 1000),
         )
-        steps = ReplayRecord.open(job_name, attempt, outcome.mode.value)
-        for step in outcome.steps:
-            steps.log_step(step.step, step.outcome, step.detail)
-        steps.store_report(report, markdown)
+        steps = ReplayRecord.recorded(
+            job_name,
+            attempt,
+            outcome.mode.value,
+            [(step.step, step.outcome, step.detail) for step in outcome.steps],
+            report,
+            markdown,
+        )
         halts: list[Governance] = []
         for snapshot_id in outcome.halt_snapshots:
             # The halt is the job's tenant's: another tenant's replay of the snapshot fails its

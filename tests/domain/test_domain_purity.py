@@ -36,9 +36,9 @@ def test_aggregate_commands_touch_no_clock_or_randomness() -> None:
         halts = Governance.open(f"tenant-snapshot:acme|{snapshot.snapshot_id}")
         halts.halt(snapshot.snapshot_id, HaltCause.INTEGRITY_FAILURE, "MAC", ops, "t")
         halts.clear_halt(snapshot.snapshot_id, ada, "t")
-        record = ReplayRecord.open("job-1", attempt, "audit")
-        record.log_step("1 load reflective log", "ok", "job job-1")
-        record.store_report({"ok": True}, "# ok\n")
+        record = ReplayRecord.recorded(
+            "job-1", attempt, "audit", [("1 load reflective log", "ok", "job")], {"ok": True}, "#"
+        )
         memories = MemoryLog(tenant="acme")
         memories.remember_fact("user/customer/a/plan", "gold", ["pii"], {"actor": "w"})
         memories.remember_episode("a asked about the plan", [], {"actor": "w"})

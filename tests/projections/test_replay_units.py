@@ -145,8 +145,16 @@ def test_parse_mode_refuses_anything_else(mode: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+STEPS = [
+    ("1 load reflective log", "ok", "job job-1"),
+    ("2 required snapshots", "ok", "all 5 declared snapshots present"),
+    ("2b force halts", "failed", "FORCE_HALT_REPLAY: halted"),
+    ("1 load reflective log", "ok", "a repeated name is kept as a new step"),
+]
+
+
 def test_a_replay_record_is_named_after_job_and_attempt() -> None:
-    record = ReplayRecord.open("job-1", 3, "audit")
+    record = ReplayRecord.recorded("job-1", 3, "audit", [], {"ok": True}, "# ok\n")
     assert replay_record_name("job-1", 3) == "job-1#3"
     assert (record.replay_id, record.job_id, record.attempt, record.mode) == (
         "job-1#3",
@@ -155,53 +163,37 @@ def test_a_replay_record_is_named_after_job_and_attempt() -> None:
         "audit",
     )
     assert record.id == ReplayRecord.id_for("job-1#3")
-    assert record.steps == []
-    assert record.report is None
-    assert record.markdown is None
 
 
-def test_steps_append_in_order_and_the_report_closes_the_record() -> None:
-    record = ReplayRecord.open("job-1", 1, "production")
-    steps = [
-        ("1 load reflective log", "ok", "job job-1"),
-        ("2 required snapshots", "ok", "all 5 declared snapshots present"),
-        ("2b force halts", "failed", "FORCE_HALT_REPLAY: halted"),
-        ("1 load reflective log", "ok", "a repeated name is kept as a new step"),
-    ]
-    for step in steps:
-        record.log_step(*step)
-    assert record.steps == [{"step": s, "outcome": o, "detail": d} for s, o, d in steps]
-    record.store_report({"ok": False, "steps": 4}, "# report\n")
-    assert record.report == {"ok": False, "steps": 4}
-    assert record.markdown == "# report\n"
+def test_a_record_is_one_event_with_every_step_in_order_and_the_report() -> None:
+    record = ReplayRecord.recorded("job-1", 1, "production", STEPS, {"ok": False}, "# report\n")
+    assert record.steps == [{"step": s, "outcome": o, "detail": d} for s, o, d in STEPS]
+    assert (record.report, record.markdown) == ({"ok": False}, "# report\n")
 
     events: list[Any] = list(record.collect_events())
-    assert [type(e).__name__ for e in events] == ["Opened"] + ["StepLogged"] * 4 + ["ReportStored"]
-    assert [(e.step, e.outcome, e.detail) for e in events[1:5]] == steps
-    clock = DeterministicClock(record.clock_seed)
+    assert [type(e).__name__ for e in events] == ["Opened"]
     assert record.clock_seed == "replay:job-1#1"
-    assert [e.timestamp for e in events] == [clock.at(v) for v in range(1, 7)]
-
-    loaded: Any = None
-    for e in events:
-        loaded = e.mutate(loaded)
+    assert events[0].timestamp == DeterministicClock(record.clock_seed).at(1)
+    loaded = events[0].mutate(None)
     assert isinstance(loaded, ReplayRecord)
-    assert loaded.steps == record.steps
-    assert loaded.report == record.report
-    assert loaded.markdown == "# report\n"
+    assert (loaded.steps, loaded.report, loaded.markdown) == (
+        record.steps,
+        record.report,
+        record.markdown,
+    )
 
 
-@pytest.mark.parametrize("first", [{"ok": True}, {}])
-def test_the_report_is_stored_once_only(first: dict[str, Any]) -> None:
-    record = ReplayRecord.open("job-1", 2, "audit")
-    record.store_report(first, "# first\n")
-    version = record.version
-    with pytest.raises(ValueError) as caught:
-        record.store_report({"ok": False}, "# second\n")
-    assert str(caught.value) == "replay job-1#2 already has its report"
-    assert record.version == version
-    assert record.report == first
-    assert record.markdown == "# first\n"
+def test_a_record_written_step_by_step_before_still_loads() -> None:
+    """Version 1: an opening event without steps, one event per step, then the report."""
+    opened = ReplayRecord.Opened.upcast_v1_v2  # the upcast a stored version 1 event goes through
+    state: dict[str, Any] = {"replay_id": "job-1#1", "job_id": "job-1", "attempt": 1, "mode": "a"}
+    opened(state)
+    record = ReplayRecord(**state)
+    for step in STEPS:
+        record._step_logged(step=step[0], outcome=step[1], detail=step[2])
+    record._report_stored(report={"ok": True}, markdown="# ok\n")
+    assert record.steps == [{"step": s, "outcome": o, "detail": d} for s, o, d in STEPS]
+    assert (record.report, record.markdown) == ({"ok": True}, "# ok\n")
 
 
 # --------------------------------------------------------------------------------------------
