@@ -8,6 +8,7 @@ from support.upcast_model import Gadget
 
 from domain.canonical import canonical_json
 from domain.determinism import DeterministicClock
+from domain.replay_record import ReplayRecord, replay_record_name
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.signed_record import sign_record
 
@@ -37,3 +38,36 @@ def test_current_version_is_written_and_read_back(ledger: Ledger) -> None:
     assert gadget.colour == "green"
     event = next(iter(ledger.store.events.get(gadget.id)))
     assert getattr(type(event), "class_version", None) == 2
+
+
+def test_a_replay_record_written_step_by_step_still_loads(ledger: Ledger) -> None:
+    """Replay records before version 2: an opening, one event per step, then the report."""
+    name = replay_record_name("job-1", 1)
+    stream = ReplayRecord.id_for(name)
+    clock = DeterministicClock(f"replay:{name}")
+    bodies = [
+        (
+            ReplayRecord.Opened,
+            {
+                "class_version": 1,
+                "replay_id": name,
+                "job_id": "job-1",
+                "attempt": 1,
+                "mode": "audit",
+                "originator_topic": get_topic(ReplayRecord),
+            },
+        ),
+        (ReplayRecord.StepLogged, {"step": "1 load", "outcome": "ok", "detail": "job job-1"}),
+        (ReplayRecord.ReportStored, {"report": {"ok": True}, "markdown": "# ok\n"}),
+    ]
+    stored = []
+    for version, (kind, body) in enumerate(bodies, start=1):
+        topic = get_topic(kind)
+        fields = canonical_json({**body, "timestamp": clock.iso(version)})
+        state = sign_record(ledger.store.keyring, stream, version, topic, fields)
+        stored.append(StoredEvent(stream, version, topic, state))
+    ledger.store.recorder.insert_events(stored)
+
+    record = ledger.store.get_aggregate(ReplayRecord, stream, f"replay {name}")
+    assert (record.mode, record.report, record.markdown) == ("audit", {"ok": True}, "# ok\n")
+    assert record.steps == [{"step": "1 load", "outcome": "ok", "detail": "job job-1"}]
