@@ -45,7 +45,7 @@ def test_a_replay_record_written_step_by_step_still_loads(ledger: Ledger) -> Non
     name = replay_record_name("job-1", 1)
     stream = ReplayRecord.id_for(name)
     clock = DeterministicClock(f"replay:{name}")
-    bodies = [
+    bodies: list[tuple[type, dict[str, object]]] = [
         (
             ReplayRecord.Opened,
             {
