@@ -77,6 +77,18 @@ class UnansweredReplay:
         }
 
 
+def halt_reason_in(
+    snapshot_id: str, own: Governance | None, store_wide: Governance | None
+) -> str | None:
+    """Why replays touching the snapshot are halted by the tenant's own halt record or the
+    store-wide one (`halt_scopes`), or None when neither halts it."""
+    if own is not None and snapshot_id in own.halted:
+        return own.halted[snapshot_id]
+    if store_wide is not None and snapshot_id in store_wide.halted:
+        return f"store-wide halt: {store_wide.halted[snapshot_id]}"
+    return None
+
+
 class GovernanceService:
     def __init__(self, store: LedgerStore, jobs: JobService) -> None:
         self.store = store
@@ -86,11 +98,19 @@ class GovernanceService:
     # Records
 
     def record(self, scope: str) -> Governance | None:
-        if not self.store.stream_exists(Governance.id_for(scope)):
-            return None
-        return self.store.get_aggregate(
-            Governance, Governance.id_for(scope), f"governance record {scope}"
+        stream = Governance.id_for(scope)
+        return self.store.aggregate_from(
+            Governance, stream, self.store.recorder.select_events(stream)
         )
+
+    def records(self, scopes: Sequence[str]) -> dict[str, Governance | None]:
+        """The scopes' records (None: none yet), read together."""
+        streams = {scope: Governance.id_for(scope) for scope in scopes}
+        read = self.store.read_streams(list(streams.values()))
+        return {
+            scope: self.store.aggregate_from(Governance, stream, read[stream])
+            for scope, stream in streams.items()
+        }
 
     def record_or_new(self, scope: str) -> Governance:
         return self.record(scope) or Governance.open(scope)
@@ -146,14 +166,9 @@ class GovernanceService:
     def halt_reason(self, tenant: str, snapshot_id: str) -> str | None:
         """Why the tenant's replays touching the snapshot are halted (its own halt, or a
         store-wide one), or None when they are not."""
-        own_scope, store_scope = halt_scopes(snapshot_id, tenant)
-        own = self.record(own_scope)
-        if own is not None and snapshot_id in own.halted:
-            return own.halted[snapshot_id]
-        store_wide = self.record(store_scope)
-        if store_wide is not None and snapshot_id in store_wide.halted:
-            return f"store-wide halt: {store_wide.halted[snapshot_id]}"
-        return None
+        scopes = halt_scopes(snapshot_id, tenant)
+        records = self.records(scopes)
+        return halt_reason_in(snapshot_id, *(records[scope] for scope in scopes))
 
     # Council and admin actions
 
@@ -277,7 +292,9 @@ class GovernanceService:
                 name = self.jobs.name(row["job_id"], row["tenant"])
                 if name is not None:
                     stored[(row["tenant"], row["job_id"], row["attempt"])] = (name, row["attempt"])
-        records = {name: self.record(governance_scope_of_job(name)) for name, _ in stored.values()}
+        scopes = {name: governance_scope_of_job(name) for name, _ in stored.values()}
+        held = self.records(list(scopes.values()))
+        records = {name: held[scope] for name, scope in scopes.items()}
         leases = {
             (name, attempt): record.replay_leases.get(attempt)
             for name, attempt in stored.values()

@@ -40,7 +40,7 @@ from infrastructure.application.sem import SemService
 from infrastructure.application.snapshots import SnapshotService, default_snapshots
 from infrastructure.application.tenancy import holds, require_holder
 from infrastructure.storage.errors import ConflictError, LostRace
-from infrastructure.storage.integrity import SealFacts, check_witness
+from infrastructure.storage.integrity import SealFacts, check_witness, verify_stream
 from infrastructure.storage.signed_record import (
     IntegrityFailure,
     VerifiedRecord,
@@ -309,33 +309,35 @@ class JobService:
 
     def stream(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> list[dict[str, Any]]:
         """A job's events in stream order, as ``mace events`` prints them."""
-        records = self._records(job_id, tenant)
-        self._check_witness(self._decode(records))
+        records = self._load(job_id, tenant)[1]
         decode = self.store.verifying_store.signed_mapper.decode
         return [_stream_entry(decode(record)) for record in records]
 
     def _load(self, job_id: str, tenant: str) -> tuple[Job, list[VerifiedRecord]]:
-        """The job, verified in full (versions, MACs, seal and its witness), with its records."""
-        records = self._records(job_id, tenant)
-        job = self._decode(records)
-        self._check_witness(job)
+        """The tenant's job, verified in full, with its records; NotFoundError when it has none."""
+        return self.load_named(self.owned_name(job_id, tenant))
+
+    def load_named(self, name: str) -> tuple[Job, list[VerifiedRecord]]:
+        """The job stored under ``name`` (`owned_name`), verified in full (versions, MACs, seal
+        and its witness, both streams read together), with its records."""
+        job_stream, witness_stream = Job.id_for(name), JobSealWitness.id_for(name)
+        read = self.store.read_streams([job_stream, witness_stream])
+        keyring = self.store.keyring
+        records = verify_stream(keyring, job_stream, read[job_stream])
+        job = self._decode(job_stream, records)
+        self._check_witness(job, verify_stream(keyring, witness_stream, read[witness_stream]))
         return job, records
 
-    def _records(self, job_id: str, tenant: str) -> list[VerifiedRecord]:
-        """The tenant's job stream, verified record by record; NotFoundError when it has none."""
-        name = self.owned_name(job_id, tenant)
-        return self.store.verifying_store.read_verified(Job.id_for(name))
-
-    def _decode(self, records: Sequence[VerifiedRecord]) -> Job:
+    def _decode(self, stream: UUID, records: Sequence[VerifiedRecord]) -> Job:
         decode = self.store.verifying_store.signed_mapper.decode
         job: object = project_aggregate(None, [decode(r) for r in records])
         if not isinstance(job, Job):
-            raise IntegrityFailure(records[0].stored.originator_id, 1, "stream is not a Job")
+            raise IntegrityFailure(stream, 1, "stream is not a Job")
         return job
 
-    def _check_witness(self, job: Job) -> None:
-        """A witnessed seal must still be in the job's stream, and say the same."""
-        records = self.store.verifying_store.read_verified(JobSealWitness.id_for(job.scoped_id))
+    def _check_witness(self, job: Job, records: Sequence[VerifiedRecord]) -> None:
+        """A witnessed seal (``records``: its stream, verified) must still be in the job's
+        stream, and say the same."""
         witness = None
         if records:
             event = self.store.verifying_store.signed_mapper.decode(records[0])

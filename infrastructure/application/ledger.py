@@ -71,6 +71,7 @@ class Ledger:
         try:
             self._checkpoint_saves()
         finally:
+            self.governance.leases.close()
             self.store.close()
 
     def _checkpoint_saves(self) -> None:

@@ -25,6 +25,16 @@ def default_snapshots() -> dict[SnapshotKind, Snapshot]:
     }
 
 
+def content_checked(snapshot: Snapshot) -> Snapshot:
+    """The stored snapshot, once its id still follows from what it says (content-addressed)."""
+    again = Snapshot.declare(
+        snapshot.kind, snapshot.payload, snapshot.schema_version, snapshot.seed_namespace
+    )
+    if (again.snapshot_id, again.config_hash) != (snapshot.snapshot_id, snapshot.config_hash):
+        raise IntegrityFailure(snapshot.id, 1, "snapshot id does not match its content")
+    return snapshot
+
+
 class SnapshotService:
     def __init__(self, store: LedgerStore) -> None:
         self.store = store
@@ -50,13 +60,7 @@ class SnapshotService:
         snapshot = self.store.get_aggregate(
             Snapshot, Snapshot.id_for(snapshot_id), f"snapshot {snapshot_id}"
         )
-        # Content-addressed: the id must still follow from what the snapshot says.
-        again = Snapshot.declare(
-            snapshot.kind, snapshot.payload, snapshot.schema_version, snapshot.seed_namespace
-        )
-        if (again.snapshot_id, again.config_hash) != (snapshot.snapshot_id, snapshot.config_hash):
-            raise IntegrityFailure(snapshot.id, 1, "snapshot id does not match its content")
-        return snapshot
+        return content_checked(snapshot)
 
     def stored(self, snapshot_id: str) -> Snapshot | None:
         """The stored snapshot of this id, or None when the ledger does not hold it."""

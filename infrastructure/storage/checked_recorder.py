@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import Notification, StoredEvent
+from eventsourcing.persistence import InterfaceError, Notification, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composed, Identifier
 
 from infrastructure.storage.signed_record import NO_STATE, IntegrityFailure
@@ -44,6 +45,29 @@ class CheckedPostgresRecorder(PostgresApplicationRecorder):
                 raise
             raise IntegrityFailure(*row, NO_STATE) from None
         return page
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def _select_streams(self, streams: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
+        """The stored events of ``streams`` that have any, in one query (`HeadCheckedReads`)."""
+        query = SQL(
+            "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
+            " WHERE originator_id = ANY(%s) ORDER BY originator_id, originator_version"
+        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+        found: dict[UUID, list[StoredEvent]] = {}
+        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(query, (list(streams),))
+            for row in cursor.fetchall():
+                stream, version, state = (
+                    row["originator_id"],
+                    row["originator_version"],
+                    row["state"],
+                )
+                if state is None:
+                    raise IntegrityFailure(stream, version, NO_STATE)
+                found.setdefault(stream, []).append(
+                    StoredEvent(stream, version, row["topic"], bytes(state))
+                )
+        return found
 
     def _first_without_state(self, where: SQL, value: object) -> tuple[UUID, int] | None:
         """The stream and version of the first row ``where`` selects whose state is NULL."""

@@ -144,19 +144,8 @@ class CheckpointTables:
 
     def buckets(self, buckets: Iterable[int]) -> dict[int, bytes]:
         """The stored entries (canonical JSON) of the buckets that have a row."""
-        wanted = sorted(set(buckets))
-        found: dict[int, bytes] = {}
-        for chunk in _chunks(wanted, 500):
-            marks = ", ".join("?" * len(chunk))
-            statement = self._sql(
-                # Only parameter marks are formatted in: the values are bound.
-                f"SELECT bucket, entries FROM {{b}} WHERE bucket IN ({marks})",  # noqa: S608
-                b=HEAD_BUCKETS,
-            )
-            with self._datastore.transaction(commit=False) as cursor:
-                cursor.execute(statement, chunk)
-                found.update((row["bucket"], bytes(row["entries"])) for row in cursor.fetchall())
-        return found
+        with self._datastore.transaction(commit=False) as cursor:
+            return self._select_buckets(cursor, buckets)
 
     def head_index(self) -> tuple[dict[int, bytes], dict[Position, bytes]]:
         """The whole head index, read in one transaction: every bucket row and every node."""
@@ -167,17 +156,30 @@ class CheckpointTables:
             nodes = {(row["level"], row["idx"]): bytes(row["hash"]) for row in cursor.fetchall()}
         return buckets, nodes
 
-    def head_path(
-        self, bucket: int, positions: Sequence[Position]
-    ) -> tuple[bytes | None, dict[Position, bytes]]:
-        """One bucket's entries and the head nodes at ``positions``, read in one transaction."""
-        with self._datastore.transaction(commit=False) as cursor:
-            cursor.execute(
-                self._sql("SELECT entries FROM {b} WHERE bucket = ?", b=HEAD_BUCKETS), (bucket,)
-            )
-            row = cursor.fetchone()
-            nodes = self._select_nodes(cursor, HEAD_NODES, positions)
-        return (None if row is None else bytes(row["entries"])), nodes
+    def head_paths(
+        self, buckets: Sequence[int], positions: Iterable[Position]
+    ) -> tuple[dict[int, bytes], dict[Position, bytes]]:
+        """The buckets' entries (those with a row) and the head nodes at ``positions``, read by
+        one statement: one snapshot of both tables, and on PostgreSQL one round trip instead of
+        a transaction's four. Callers keep it to a few dozen buckets' paths."""
+        wanted, pairs = sorted(set(buckets)), sorted(set(positions))
+        marks = ", ".join("?" * len(wanted))
+        statement = self._sql(
+            # Only parameter marks are formatted in: the values are bound.
+            "SELECT 0 AS kind, bucket AS a, 0 AS b, entries AS data FROM {b}"  # noqa: S608
+            f" WHERE bucket IN ({marks}) UNION ALL SELECT 1, level, idx, hash FROM {{h}}"
+            f" WHERE {_any_pair('level', 'idx', len(pairs))}",
+            b=HEAD_BUCKETS,
+            h=HEAD_NODES,
+        )
+        entries: dict[int, bytes] = {}
+        nodes: dict[Position, bytes] = {}
+        for row in self._rows(statement, [*wanted, *(value for pair in pairs for value in pair)]):
+            if row["kind"] == 0:
+                entries[row["a"]] = bytes(row["data"])
+            else:
+                nodes[(row["a"], row["b"])] = bytes(row["data"])
+        return entries, nodes
 
     def heads_writer(
         self,
@@ -216,6 +218,29 @@ class CheckpointTables:
     def _nodes(self, table: str, positions: Iterable[Position]) -> dict[Position, bytes]:
         with self._datastore.transaction(commit=False) as cursor:
             return self._select_nodes(cursor, table, sorted(set(positions)))
+
+    def _rows(self, statement: Any, parameters: Sequence[object]) -> list[Any]:
+        """The rows of one statement, which reads one snapshot alone: no transaction around it."""
+        if self.postgres:
+            with self._datastore.get_connection() as connection, connection.cursor() as cursor:
+                cursor.execute(statement, parameters)
+                return list(cursor.fetchall())
+        with self._datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, parameters)
+            return list(cursor.fetchall())
+
+    def _select_buckets(self, cursor: Any, buckets: Iterable[int]) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
+        for chunk in _chunks(sorted(set(buckets)), 500):
+            marks = ", ".join("?" * len(chunk))
+            statement = self._sql(
+                # Only parameter marks are formatted in: the values are bound.
+                f"SELECT bucket, entries FROM {{b}} WHERE bucket IN ({marks})",  # noqa: S608
+                b=HEAD_BUCKETS,
+            )
+            cursor.execute(statement, chunk)
+            found.update((row["bucket"], bytes(row["entries"])) for row in cursor.fetchall())
+        return found
 
     def _select_nodes(
         self, cursor: Any, table: str, positions: Sequence[Position]

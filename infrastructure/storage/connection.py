@@ -20,9 +20,10 @@ class StoreUnreachable(OperationalError):
 
 
 def connect_postgres(
-    store: PostgresStore, connect_timeout: int | None = None
+    store: PostgresStore, connect_timeout: int | None = None, application_name: str = ""
 ) -> psycopg.Connection[tuple[object, ...]]:
-    """A connection of its own to the store's database, in autocommit mode."""
+    """A connection of its own to the store's database, in autocommit mode; the server shows
+    ``application_name`` for it (``pg_stat_activity``)."""
     return psycopg.connect(
         host=store.host,
         port=store.port,
@@ -31,6 +32,7 @@ def connect_postgres(
         dbname=store.dbname,
         autocommit=True,
         connect_timeout=connect_timeout,
+        application_name=application_name,
     )
 
 

@@ -40,6 +40,14 @@ from domain.stream_heads import (
 from infrastructure.storage.checkpoint_tables import CheckpointTables
 from infrastructure.storage.signed_record import IntegrityFailure
 
+STREAMS_PER_QUERY: Final = 500
+"""Streams `HeadCheckedReads.select_streams` reads in one statement (SQLite allows 32,766
+parameters a statement; a few hundred keep a statement small on both stores)."""
+
+PATHS_PER_READ: Final = 32
+"""Buckets whose paths one read of the head index fetches (a statement of about a thousand
+parameters: 16 nodes a path, the top ones shared)."""
+
 CACHE_SECONDS: Final = 1.0
 """How long a process reuses the newest checkpoint it read (its MAC and signature checked), and
 the buckets it proved against it: a replay reads some twenty streams, each would otherwise
@@ -148,25 +156,31 @@ class HeadCheck:
         return newest
 
     def head(self, stream: UUID) -> ProvenHead:
-        bucket = bucket_of(stream)
-        newest = self._current()
-        entries = newest.proven.get(bucket)
-        if entries is None:
-            newest, entries = self._prove(newest, bucket)
-            newest.proven[bucket] = entries
-        return ProvenHead(head_in(entries, stream), newest.checkpoint)
+        return self.heads([stream])[stream]
 
-    def _prove(self, newest: _Newest, bucket: int) -> tuple[_Newest, list[HeadEntry]]:
-        """The bucket's entries, once its path makes the newest checkpoint's ``heads_root``."""
-        positions = path_positions(bucket)
+    def heads(self, streams: Sequence[UUID]) -> dict[UUID, ProvenHead]:
+        """Each stream's head; the buckets not proven yet are proven together, in one read."""
+        buckets = {stream: bucket_of(stream) for stream in streams}
+        newest = self._prove(self._current(), set(buckets.values()))
+        return {
+            stream: ProvenHead(head_in(newest.proven[bucket], stream), newest.checkpoint)
+            for stream, bucket in buckets.items()
+        }
+
+    def _prove(self, newest: _Newest, wanted: set[int]) -> _Newest:
+        """``newest``, or a newer checkpoint read since, with each wanted bucket proven against
+        it: the bucket's entries and the stored nodes on its path make its ``heads_root``."""
         fresh = False
         for _ in range(ATTEMPTS):
-            stored, nodes = self._tables.head_path(bucket, positions)
-            entries = bucket_entries(stored)
+            unproven = sorted(wanted - newest.proven.keys())
+            if not unproven:
+                return newest
             checkpoint = newest.checkpoint
             expected = EMPTY_ROOT.hex() if checkpoint is None else checkpoint.heads_root
-            if path_root(bucket, entries, nodes).hex() == expected:
-                return newest, entries
+            entries = self._entries_if_proven(unproven, expected)
+            if entries is not None:
+                newest.proven.update(entries)
+                return newest
             again = self._current(fresh=True)
             if fresh and _number(again.checkpoint) == _number(checkpoint):
                 break
@@ -175,6 +189,23 @@ class HeadCheck:
             reason = "the head index holds streams, but no checkpoint is stored"
             raise IntegrityFailure(CHECKPOINT_STREAM, 0, reason)
         raise disagrees(newest.checkpoint)
+
+    def _entries_if_proven(
+        self, buckets: Sequence[int], root: str
+    ) -> dict[int, list[HeadEntry]] | None:
+        """The buckets' entries if each one's path makes ``root``; None at the first that does
+        not."""
+        entries: dict[int, list[HeadEntry]] = {}
+        for start in range(0, len(buckets), PATHS_PER_READ):
+            group = buckets[start : start + PATHS_PER_READ]
+            stored, nodes = self._tables.head_paths(
+                group, {p for bucket in group for p in path_positions(bucket)}
+            )
+            for bucket in group:
+                entries[bucket] = bucket_entries(stored.get(bucket))
+                if path_root(bucket, entries[bucket], nodes).hex() != root:
+                    return None
+        return entries
 
     def proven_for(self, read: StreamRead) -> ProvenHead | None:
         """The head to hold ``read`` against; None when the read does not show the end."""
@@ -235,6 +266,30 @@ class HeadCheckedReads:
         if failure is not None:
             raise failure
         return events
+
+    def select_streams(self, streams: Sequence[UUID]) -> dict[UUID, Sequence[StoredEvent]]:
+        """Every event of each of ``streams`` (none: an empty list), in one query per
+        `STREAMS_PER_QUERY`, each held against its proven head as a whole read of it is: a
+        stream that falls short is read again alone (`select_events`), and fails there.
+
+        A replay reads a score of small streams (snapshots, governance records); one round trip
+        for all of them instead of one each is most of its time on PostgreSQL."""
+        found: dict[UUID, Sequence[StoredEvent]] = {}
+        for start in range(0, len(streams), STREAMS_PER_QUERY):
+            # The recorder this is mixed into reads them: the stored events of the streams that
+            # have any, each stream's in version order.
+            chunk = streams[start : start + STREAMS_PER_QUERY]
+            found.update(self._select_streams(chunk))  # type: ignore[attr-defined]
+        check = self.head_check
+        heads = {} if check is None else check.heads([s for s in streams if s not in check.exempt])
+        answer: dict[UUID, Sequence[StoredEvent]] = {}
+        for stream in streams:
+            events = found.get(stream, [])
+            whole = StreamRead(stream, None, None, False, None, events)
+            if stream in heads and heads[stream].shortfall(whole) is not None:
+                events = self.select_events(stream)
+            answer[stream] = events
+        return answer
 
 
 def _read(stream: UUID, kwargs: Mapping[str, Any], events: Sequence[StoredEvent]) -> StreamRead:

@@ -21,12 +21,19 @@ import secrets
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from threading import Lock
 from typing import Final
+
+import psycopg
 
 from infrastructure.storage.connection import connect_postgres
 from infrastructure.storage.settings import PostgresStore, SQLiteStore, Store
 
 LEASE_PATTERN: Final = re.compile(r"^[0-9a-f]{16}$")
+LEASE_APPLICATION: Final = "mace replay lease"
+"""How a lease's connection is named to the server: an operator sees which sessions they are."""
+KEPT_CONNECTIONS: Final = 4
+"""Lease connections a process keeps open between replays (the HTTP service runs several)."""
 
 
 def new_lease() -> str:
@@ -60,6 +67,9 @@ class FileLeases:
             path.unlink(missing_ok=True)
             os.close(descriptor)
 
+    def close(self) -> None:
+        """Nothing to close: a lease's file is closed when its replay ends."""
+
     def held(self, leases: Iterable[str]) -> set[str]:
         return {lease for lease in leases if LEASE_PATTERN.fullmatch(lease) and self._held(lease)}
 
@@ -78,7 +88,11 @@ class FileLeases:
 
 
 class AdvisoryLeases:
-    """PostgreSQL: a session advisory lock on the lease's 64 bits, on a connection of its own."""
+    """PostgreSQL: a session advisory lock on the lease's 64 bits, on a connection of its own.
+
+    A lease's connection is kept for the next lease once the lock is given back (connecting
+    was a tenth of a replay's time); one that cannot be unlocked, or fails, is closed instead,
+    which unlocks it too."""
 
     HELD = (
         "SELECT classid::bigint, objid::bigint FROM pg_locks"
@@ -88,18 +102,66 @@ class AdvisoryLeases:
 
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
+        self._idle: list[psycopg.Connection[tuple[object, ...]]] = []
+        self._idle_lock = Lock()
 
     @contextmanager
     def hold(self) -> Iterator[str]:
-        with connect_postgres(self.store) as connection:
-            while True:
-                lease = new_lease()
-                key = int.from_bytes(bytes.fromhex(lease), signed=True)
-                row = connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-                if row is not None and row[0]:
-                    break  # else another holder drew the same 64 bits: draw again
+        connection, lease, key = self._locked()
+        try:
             yield lease
-            # Closing the connection (here, or by the server when the process dies) unlocks it.
+        finally:
+            self._give_back(connection, key)
+
+    def close(self) -> None:
+        """Close the connections kept for later leases (none of them holds one)."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
+    def _locked(self) -> tuple[psycopg.Connection[tuple[object, ...]], str, int]:
+        """A connection holding a fresh lease: a kept one, or a new one if that one failed."""
+        kept = self._kept()
+        if kept is not None:
+            try:
+                return kept, *self._lock_on(kept)
+            except psycopg.Error:
+                kept.close()  # the server dropped it while it was kept: connect anew
+        connection = connect_postgres(self.store, application_name=LEASE_APPLICATION)
+        try:
+            return connection, *self._lock_on(connection)
+        except BaseException:
+            connection.close()
+            raise
+
+    @staticmethod
+    def _lock_on(connection: psycopg.Connection[tuple[object, ...]]) -> tuple[str, int]:
+        while True:
+            lease = new_lease()
+            key = int.from_bytes(bytes.fromhex(lease), signed=True)
+            row = connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            if row is not None and row[0]:
+                return lease, key
+            # else another holder drew the same 64 bits: draw again
+
+    def _kept(self) -> psycopg.Connection[tuple[object, ...]] | None:
+        with self._idle_lock:
+            return self._idle.pop() if self._idle else None
+
+    def _give_back(self, connection: psycopg.Connection[tuple[object, ...]], key: int) -> None:
+        try:
+            row = connection.execute("SELECT pg_advisory_unlock(%s)", (key,)).fetchone()
+        except psycopg.Error:
+            row = None
+        if row is None or not row[0]:
+            connection.close()  # closing the session unlocks whatever it still holds
+            return
+        with self._idle_lock:
+            if len(self._idle) < KEPT_CONNECTIONS:
+                self._idle.append(connection)
+                return
+        connection.close()
 
     def held(self, leases: Iterable[str]) -> set[str]:
         wanted = {lease for lease in leases if LEASE_PATTERN.fullmatch(lease)}

@@ -13,7 +13,7 @@ from threading import Lock
 from typing import ClassVar, Final, TypeVar, cast
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
+from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import (
     ApplicationRecorder,
     IntegrityError,
@@ -32,6 +32,7 @@ from infrastructure.storage.connection import check_reachable
 from infrastructure.storage.errors import ConflictError, LostRace, NotFoundError, StoreBusyError
 from infrastructure.storage.event_store import VerifyingEventStore
 from infrastructure.storage.head_check import HeadCheck, HeadCheckedReads
+from infrastructure.storage.integrity import verify_stream
 from infrastructure.storage.key_checks import KeyChecks
 from infrastructure.storage.keyring import Keyring, load_keyring
 from infrastructure.storage.mapper import SignedMapper
@@ -40,7 +41,7 @@ from infrastructure.storage.read_model_tables import (
     ReadModelView,
     SQLiteReadModelView,
 )
-from infrastructure.storage.repository import LedgerRepository
+from infrastructure.storage.repository import LedgerRepository, fold_events
 from infrastructure.storage.schema import StoreSchema
 from infrastructure.storage.settings import Settings, SQLiteStore, Store
 from infrastructure.storage.signed_record import IntegrityFailure
@@ -248,12 +249,33 @@ class LedgerStore(Application[UUID]):
 
     def get_aggregate(self, cls: type[A], aggregate_uuid: UUID, what: str) -> A:
         """The aggregate of the stream, verified and of type ``cls``; `NotFoundError` if none."""
-        try:
-            aggregate: object = self.repository.get(aggregate_uuid)
-        except AggregateNotFoundError:
-            raise NotFoundError(f"no {what}") from None
+        records = self.recorder.select_events(aggregate_uuid)
+        aggregate = self.aggregate_from(cls, aggregate_uuid, records)
+        if aggregate is None:
+            raise NotFoundError(f"no {what}")
+        return aggregate
+
+    def read_streams(self, streams: Sequence[UUID]) -> dict[UUID, Sequence[StoredEvent]]:
+        """Every stored event of each stream, read together, each stream held against its
+        checkpointed head; nothing verified yet (`aggregate_from` does)."""
+        recorder = self.recorder
+        if isinstance(recorder, HeadCheckedReads):
+            return recorder.select_streams(streams)
+        # A bundle's records held in memory: no store to save round trips to.
+        return {stream: recorder.select_events(stream) for stream in streams}
+
+    def aggregate_from(
+        self, cls: type[A], stream: UUID, records: Sequence[StoredEvent]
+    ) -> A | None:
+        """The aggregate a whole stream's records make, each verified (versions, MACs, seal),
+        of type ``cls``; None when there are none."""
+        verified = verify_stream(self.keyring, stream, records)
+        if not verified:
+            return None
+        decode = self.verifying_store.signed_mapper.decode
+        aggregate: object = fold_events(None, [decode(record) for record in verified])
         if not isinstance(aggregate, cls):
-            raise IntegrityFailure(aggregate_uuid, 1, f"stream is not a {cls.__name__}")
+            raise IntegrityFailure(stream, 1, f"stream is not a {cls.__name__}")
         return aggregate
 
     def stream_exists(self, stream: UUID) -> bool:

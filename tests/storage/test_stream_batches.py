@@ -1,0 +1,118 @@
+"""Streams read together (`LedgerStore.read_streams`, one query for many streams), on SQLite and
+PostgreSQL: each stream gets its own events, and every check a read of one stream makes still
+holds for each of them (the checkpointed head, the head index proven, a row without state)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from uuid import UUID
+
+import pytest
+from support.ledger_fixtures import RawTable
+
+from domain.checkpoint import CHECKPOINT_STREAM
+from domain.sem import SemEntry
+from domain.stream_heads import bucket_of
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage import head_check
+from infrastructure.storage.settings import Settings
+from infrastructure.storage.signed_record import NO_STATE, IntegrityFailure
+
+KEYS = [f"user/customer/{name}/plan" for name in ("alice", "bob", "carol", "dave", "erin")]
+STREAMS = [SemEntry.id_for(key) for key in KEYS]
+ABSENT = SemEntry.id_for("user/customer/nobody/plan")
+
+
+@pytest.fixture
+def fresh(settings: Settings) -> Iterator[Ledger]:
+    """A second ledger on the same store, as another process would open it."""
+    with Ledger.open(settings, checkpoint_on_close=False) as other:
+        yield other
+
+
+def stored(ledger: Ledger) -> int:
+    """Each key written as many times as its place in KEYS, plus one; then checkpointed: the
+    checkpoint's number."""
+    for count, key in enumerate(KEYS, start=1):
+        for value in range(count):
+            ledger.sem.put(key, f"value {value}")
+    checkpoints = ledger.store.checkpoints
+    assert checkpoints is not None
+    return checkpoints.write().newest.checkpoint.number
+
+
+def versions(events: object) -> list[tuple[UUID, int]]:
+    assert isinstance(events, list | tuple)
+    return [(e.originator_id, e.originator_version) for e in events]
+
+
+def test_each_stream_gets_its_own_events_in_version_order(
+    settings: Settings, ledger: Ledger, fresh: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stored(ledger)
+    alone = {s: versions(fresh.store.recorder.select_events(s)) for s in [*STREAMS, ABSENT]}
+    assert alone[ABSENT] == []
+    assert [len(alone[s]) for s in STREAMS] == [1, 2, 3, 4, 5]
+
+    together = fresh.store.read_streams([ABSENT, *reversed(STREAMS)])
+    assert {s: versions(list(events)) for s, events in together.items()} == alone
+    assert list(together) == [ABSENT, *reversed(STREAMS)]
+
+    # Cut into several statements and several reads of the head index (a process that has
+    # proven no bucket yet), the answer is the same.
+    monkeypatch.setattr(head_check, "STREAMS_PER_QUERY", 2)
+    monkeypatch.setattr(head_check, "PATHS_PER_READ", 1)
+    with Ledger.open(settings, checkpoint_on_close=False) as another:
+        chunked = another.store.read_streams([*STREAMS, ABSENT])
+    assert {s: versions(list(events)) for s, events in chunked.items()} == alone
+
+
+def test_a_truncated_stream_read_with_others_fails_as_it_fails_alone(
+    ledger: Ledger, raw_table: RawTable, fresh: Ledger
+) -> None:
+    number = stored(ledger)
+    raw_table.delete(STREAMS[2], 3)
+    raw_table.delete(STREAMS[4], 1)  # an earlier version: a gap, which verification finds
+    for name in ("deleted tail", "deleted whole"):
+        if name == "deleted whole":
+            for version in (1, 2):
+                raw_table.delete(STREAMS[2], version)
+        with pytest.raises(IntegrityFailure) as alone:
+            fresh.store.recorder.select_events(STREAMS[2])
+        with pytest.raises(IntegrityFailure) as together:
+            fresh.store.read_streams([STREAMS[0], ABSENT, STREAMS[2], STREAMS[1]])
+        assert str(together.value) == str(alone.value), name
+        assert f"truncated below checkpoint {number}" in str(together.value)
+
+    read = fresh.store.read_streams([STREAMS[4]])  # its head is there: read, then refused
+    with pytest.raises(IntegrityFailure, match="version 1 is missing"):
+        fresh.store.aggregate_from(SemEntry, STREAMS[4], read[STREAMS[4]])
+
+
+def test_an_edited_head_index_fails_a_read_of_several_streams(
+    ledger: Ledger, raw_table: RawTable, fresh: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stored(ledger)
+    raw_table.delete(STREAMS[3], 4)
+    # The attacker makes the index agree with the shortened stream: its bucket rolled back.
+    bucket = bucket_of(STREAMS[3])
+    assert len({bucket_of(s) for s in STREAMS}) == len(STREAMS)
+    raw_table.execute("DELETE FROM mace_head_buckets WHERE bucket = %s", (bucket,))
+    monkeypatch.setattr(head_check, "PATHS_PER_READ", 2)  # the edited bucket in a later read
+    with pytest.raises(IntegrityFailure) as caught:
+        fresh.store.read_streams(STREAMS)
+    assert caught.value.stream == str(CHECKPOINT_STREAM)
+    assert caught.value.reason.startswith("the head index disagrees with checkpoint")
+
+
+def test_a_row_without_state_read_with_others_fails_closed(
+    ledger: Ledger, raw_table: RawTable, fresh: Ledger
+) -> None:
+    stored(ledger)
+    raw_table.set_column(STREAMS[1], 2, "state", None)
+    with pytest.raises(IntegrityFailure) as caught:
+        read = fresh.store.read_streams(STREAMS)
+        for stream, records in read.items():
+            fresh.store.aggregate_from(SemEntry, stream, records)
+    assert (caught.value.stream, caught.value.version) == (str(STREAMS[1]), 2)
+    assert caught.value.reason == NO_STATE
