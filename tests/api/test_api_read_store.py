@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import uvicorn
 from support.api_support import Api, assert_error, checked_client
 from support.ledger_fixtures import RawTable, run, settings_for
 from support.store_copies import fingerprint
 
 from domain.snapshot import Snapshot
-from infrastructure.api import serve_command
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings, parse_store
 from infrastructure.storage.signed_record import IntegrityFailure
@@ -116,7 +116,7 @@ def test_serve_refuses_a_read_store_without_a_ledger_before_it_starts(
     def started(*args: object, **kwargs: object) -> None:
         raise AssertionError("the service started")
 
-    monkeypatch.setattr(serve_command.uvicorn, "run", started)
+    monkeypatch.setattr(uvicorn, "run", started)
     code, out, err = run(capsys, "serve", "--port", "8765")
     assert (code, out) == (2, "")
     assert err.startswith(f"mace: NOT_FOUND: no ledger at {parse_store(empty).describe()}: ")
