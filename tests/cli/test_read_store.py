@@ -9,7 +9,10 @@ Tampering with one of the two shows which one a command read. Both stores, every
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -331,3 +334,38 @@ def test_the_read_store_refuses_writes_itself(
     finally:
         store.close()
     assert fingerprint(replica) == before
+
+
+STALLED_REPLAY = Path(__file__).parents[1] / "support" / "stalled_replay.py"
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_replay_running_on_the_primary_is_running_on_the_read_store(
+    cli_env: Settings,
+    store_copy: Callable[[], str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Replays hold their leases on the primary, so a read store asks the primary whether one
+    still runs. SQLite only: PostgreSQL copies a database only while no one is connected to it,
+    and the running replay is."""
+    code, out, err = run(capsys, "run", "2 + 3", "--seed", "1", "--json")
+    assert code == 0, err
+    job_id = orjson.loads(out)["job_id"]
+    with subprocess.Popen(
+        [sys.executable, str(STALLED_REPLAY), "default", job_id],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=os.environ | {"MACE_ACTOR": "kim", "MACE_ROLES": "auditor"},
+    ) as process:
+        assert process.stdout is not None
+        assert process.stdout.readline() == b"requested\n"
+        monkeypatch.setenv("MACE_READ_STORE", store_copy())
+        code, out, err = run(capsys, "verify", "--all")
+        assert (code, err) == (0, "")
+        assert out.splitlines()[2] == "replay requests without a result: 0 abandoned, 1 running"
+        process.send_signal(signal.SIGKILL)
+        assert process.wait() == -signal.SIGKILL
+    code, out, err = run(capsys, "verify", "--all")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[2] == "replay requests without a result: 1 abandoned, 0 running"
