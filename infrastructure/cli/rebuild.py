@@ -47,7 +47,12 @@ def rebuild_views(args: argparse.Namespace, settings: Settings) -> int:
     ok = all(r.matches for r in results)
     if args.json:
         emit_json({"ok": ok, "position": position, "views": views, **note})
-        return EXIT_OK if ok else EXIT_FAILED
+    else:
+        _print_views(views, position, note)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _print_views(views: list[dict[str, Any]], position: int, note: dict[str, Any]) -> None:
     print_read_store(note)
     differs = (
         "DIFFERS from the read store's view (compared only)"
@@ -58,10 +63,12 @@ def rebuild_views(args: argparse.Namespace, settings: Settings) -> int:
         verdict = "matches" if view["matches"] else differs
         print(f"{view['view']}: {view['rows']} rows, digest {view['rebuilt_digest']} {verdict}")
     if note:
-        print(f"rebuilt in memory from position 0 to {position} (its views'); nothing written")
+        print(
+            f"rebuilt in memory from position 0 to {position}, where the read store's views are;"
+            " nothing written"
+        )
     else:
         print(f"rebuilt from position 0 to {position}")
-    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _rebuilt(

@@ -114,7 +114,7 @@ def test_tampering_with_the_primary_alone_is_not_seen_on_the_read_store(
     assert (code, err) == (0, "")
     assert out.splitlines()[0] == read_store_line(replica, head(replica))
 
-    monkeypatch.delenv("MACE_READ_STORE")
+    monkeypatch.setenv("MACE_READ_STORE", "")  # empty is unset: MACE_STORE answers
     code, _, err = run(capsys, "verify", "--all")
     assert (code, err.split(":")[:2]) == (1, ["mace", " INTEGRITY_FAILURE"]), err
 
