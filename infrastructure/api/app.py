@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from importlib.metadata import version
 
 from fastapi import FastAPI, Request
@@ -38,9 +38,16 @@ from infrastructure.storage.tokens import Tokens
 
 
 def create_app(
-    settings: Settings, tokens: Tokens, ledger: Ledger | None = None, *, notary: bool = False
+    settings: Settings,
+    tokens: Tokens,
+    ledger: Ledger | None = None,
+    *,
+    notary: bool = False,
+    reader: Ledger | None = None,
 ) -> FastAPI:
-    """The service over ``ledger`` (default: the one the settings name, opened at start-up).
+    """The service over ``ledger`` (default: the one the settings name, opened at start-up),
+    its reading routes over ``reader`` (default: ``MACE_READ_STORE``'s ledger, opened at
+    start-up, when it is set; else ``ledger``: see `Service`).
 
     With ``notary``, a `Notary` checkpoints the store while the service is up and once more as
     it shuts down: in the lifespan, because uvicorn ends the process with the signal that
@@ -49,20 +56,18 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        own = ledger is None
-        opened = Ledger.open(settings) if ledger is None else ledger
-        app.state.service = Service(settings, opened, tokens)
-        notarised = (
-            Notary(opened.store, settings.checkpoint_interval).running()
-            if notary
-            else nullcontext()
-        )
-        try:
+        with (
+            nullcontext(ledger) if ledger is not None else Ledger.open(settings) as opened,
+            reading_ledger(settings, opened) if reader is None else nullcontext(reader) as reading,
+        ):
+            app.state.service = Service(settings, opened, tokens, reading)
+            notarised = (
+                Notary(opened.store, settings.checkpoint_interval).running()
+                if notary
+                else nullcontext()
+            )
             with notarised:
                 yield
-        finally:
-            if own:
-                opened.close()
 
     app = FastAPI(
         title="MACE Ledger",
@@ -97,6 +102,13 @@ def create_app(
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     _answer_errors(app)
     return app
+
+
+def reading_ledger(settings: Settings, ledger: Ledger) -> AbstractContextManager[Ledger]:
+    """The read store's ledger, opened (and closed) with the service; else ``ledger`` itself."""
+    if settings.parsed_read_store() is None:
+        return nullcontext(ledger)
+    return Ledger.open_for_reading(settings)
 
 
 def _answer_errors(app: FastAPI) -> None:

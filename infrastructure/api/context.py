@@ -25,11 +25,21 @@ SESSION_COOKIE = "mace_session"
 
 @dataclass
 class Service:
-    """The state one running service shares between requests."""
+    """The state one running service shares between requests.
+
+    ``ledger`` is ``MACE_STORE``'s: every route that writes, or may write, uses it. ``reader`` is
+    the ledger of the routes that only read the log (`Ledger.open_for_reading`: ``MACE_READ_STORE``
+    when it is set, else ``ledger`` itself), and answers as of its head. Routes that read but
+    can write stay on ``ledger``: a job's log and events (an admin's read of personal data is
+    recorded first), the listings, ``/metrics`` and the dashboard (they bring the read models up
+    to date, in their tables), a run's state (a recorder reads back what it just sent), health
+    and the newest checkpoint (facts of the store that takes the writes).
+    """
 
     settings: Settings
     ledger: Ledger
     tokens: Tokens
+    reader: Ledger
 
 
 def service(request: Request) -> Service:
@@ -101,6 +111,16 @@ def owned_job_id(job_id: JobIdPath, ctx: Ctx, who: Caller) -> str:
 
 OwnedJobId = Annotated[str, Depends(owned_job_id)]
 """A job id in the path, of a job the caller's tenant holds."""
+
+
+def read_job_id(job_id: JobIdPath, ctx: Ctx, who: Caller) -> str:
+    """As `owned_job_id`, found on the ledger that reading routes read (`Service.reader`)."""
+    ctx.reader.jobs.owned_name(job_id, who.tenant)
+    return job_id
+
+
+ReadJobId = Annotated[str, Depends(read_job_id)]
+"""A job id in the path of a reading route, of a job the caller's tenant holds."""
 
 
 def owned_replay_ask(body: ReplayAsk, ctx: Ctx, who: Caller) -> ReplayAsk:

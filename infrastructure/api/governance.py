@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from infrastructure.api.bodies import CouncilVote, ForceContinueAsk, HaltAsk, HaltClearAsk
-from infrastructure.api.context import Caller, Ctx, OwnedJobId, SnapshotIdPath
+from infrastructure.api.context import Caller, Ctx, OwnedJobId, ReadJobId, SnapshotIdPath
 from infrastructure.api.errors import invalid
 from infrastructure.storage.errors import ConflictError
 from infrastructure.storage.tokens import Principal
@@ -31,8 +31,8 @@ def _act(action: Callable[[], None], done: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get("/v1/jobs/{job_id}/governance", summary="a job's governance log and its snapshots'")
-def governance_log(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> dict[str, Any]:
-    return {"job_id": job_id, "events": ctx.ledger.governance.log(job_id, tenant=who.tenant)}
+def governance_log(job_id: ReadJobId, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    return {"job_id": job_id, "events": ctx.reader.governance.log(job_id, tenant=who.tenant)}
 
 
 @router.post(

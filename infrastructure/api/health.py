@@ -1,4 +1,5 @@
-"""``/healthz`` (the process answers) and ``/readyz`` (it can serve: store, keys and tokens).
+"""``/healthz`` (the process answers) and ``/readyz`` (it can serve: store, read store, keys and
+tokens).
 
 Ready means the store answers, no configured key contradicts it (a key whose secret is not the one
 the store was signed with, `infrastructure.storage.key_checks`, makes the service not ready,
@@ -61,12 +62,26 @@ def readiness(ctx: Service) -> Readiness:
             for key_id, status in sorted(keys.items())
             if status is KeyStatus.MISMATCH
         )
+    if ctx.reader is not ctx.ledger:
+        problems.extend(_read_store(ctx, details))
     if not keyring.key_ids:
         problems.append("no signing keys loaded")
     tokens = ctx.tokens.problem()
     if tokens is not None:
         problems.append(f"no token can be accepted: {tokens}")
     return Readiness(problems, details)
+
+
+def _read_store(ctx: Service, details: dict[str, Any]) -> list[str]:
+    """``MACE_READ_STORE``, where the reading routes read: it answers, and its head (how far it
+    has caught up with ``log_position``) for admins."""
+    store = ctx.reader.store
+    try:
+        head = store.recorder.max_notification_id() or 0
+    except (PersistenceError, OSError) as exc:
+        return [f"read store unreachable: {exc}"]
+    details["read_store"] = {"store": store.location.describe(), "log_position": head}
+    return []
 
 
 @router.get("/healthz", summary="the process is up")

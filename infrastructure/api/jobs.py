@@ -13,6 +13,7 @@ from infrastructure.api.context import (
     Caller,
     Ctx,
     OwnedJobId,
+    ReadJobId,
     require,
 )
 from infrastructure.api.errors import invalid, not_found
@@ -85,10 +86,10 @@ def job_events(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> dict[str, Any]:
 
 @router.get("/{job_id}/replays/{attempt}", summary="one replay attempt's steps and report")
 def replay_attempt(
-    job_id: OwnedJobId, attempt: Annotated[int, Path(ge=1, le=2**31)], ctx: Ctx, who: Caller
+    job_id: ReadJobId, attempt: Annotated[int, Path(ge=1, le=2**31)], ctx: Ctx, who: Caller
 ) -> dict[str, Any]:
     try:
-        record = ctx.ledger.replays.record(job_id, attempt, tenant=who.tenant)
+        record = ctx.reader.replays.record(job_id, attempt, tenant=who.tenant)
     except NotFoundError:
         raise not_found(f"replay {job_id}#{attempt}") from None
     return record.as_json()

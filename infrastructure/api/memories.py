@@ -65,7 +65,7 @@ def remember(body: Annotated[MemoryWrite, Body()], ctx: Ctx, who: Caller) -> dic
 
 @router.get("", summary="the tenant's live memories in write order, and the log position")
 def list_memories(ctx: Ctx, who: Caller) -> dict[str, Any]:
-    log = ctx.ledger.memories.log(who.tenant)
+    log = ctx.reader.memories.log(who.tenant)
     return {
         "log_position": 0 if log is None else log.version,
         "memories": [] if log is None else [memory.as_json() for memory in log.live()],

@@ -43,7 +43,7 @@ def set_bundle(body: PolicyPut, ctx: Ctx, who: Caller) -> dict[str, Any]:
 
 @router.get("", summary="the bundle in force: the tenant's own, else the global one, else null")
 def bundle_in_force(ctx: Ctx, who: Caller) -> dict[str, Any]:
-    book = ctx.ledger.policy.bundle_in_force(who.tenant)
+    book = ctx.reader.policy.bundle_in_force(who.tenant)
     if book is None:
         return {"in_force": None}
     return {

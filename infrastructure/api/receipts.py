@@ -117,7 +117,7 @@ def list_receipts(
     responses=documented(NO_RECEIPT, (500, "the stored receipt was altered (INTEGRITY_FAILURE)")),
 )
 def get_receipt(receipt_id: ReceiptIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
-    return ctx.ledger.receipts.get(receipt_id, who.tenant)
+    return ctx.reader.receipts.get(receipt_id, who.tenant)
 
 
 @router.get(
@@ -126,7 +126,7 @@ def get_receipt(receipt_id: ReceiptIdPath, ctx: Ctx, who: Caller) -> dict[str, A
     responses=documented(NO_RECEIPT),
 )
 def verify_receipt(receipt_id: ReceiptIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
-    return ctx.ledger.receipts.verify(receipt_id, who.tenant).as_json()
+    return ctx.reader.receipts.verify(receipt_id, who.tenant).as_json()
 
 
 @router.post(

@@ -11,7 +11,7 @@ import argparse
 
 import uvicorn
 
-from infrastructure.api.app import create_app
+from infrastructure.api.app import create_app, reading_ledger
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.errors import EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings
@@ -27,7 +27,11 @@ def serve_http(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(str(exc)) from None
     # Requests are not held up by checkpoints: the app's notary writes them, at most
     # MACE_CHECKPOINT_INTERVAL seconds after a commit, and a last one as the service stops.
-    with Ledger.open(settings, checkpoint_on_close=False) as ledger:
-        app = create_app(settings, tokens, ledger, notary=True)
+    # A read store that cannot be opened stops the service here, in one line, like the store.
+    with (
+        Ledger.open(settings, checkpoint_on_close=False) as ledger,
+        reading_ledger(settings, ledger) as reader,
+    ):
+        app = create_app(settings, tokens, ledger, notary=True, reader=reader)
         uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
     return EXIT_OK

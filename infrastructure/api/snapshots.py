@@ -41,7 +41,7 @@ def put_snapshot(body: SnapshotDeclaration, ctx: Ctx, who: Caller) -> Response:
 @router.get("/{snapshot_id}", summary="a stored snapshot, its content address verified")
 def get_snapshot(snapshot_id: SnapshotIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     try:
-        return ctx.ledger.snapshots.get(snapshot_id).as_json()
+        return ctx.reader.snapshots.get(snapshot_id).as_json()
     except NotFoundError:
         raise not_found(f"snapshot {snapshot_id}") from None
     except ValueError as exc:

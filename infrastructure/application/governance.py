@@ -34,6 +34,7 @@ from infrastructure.application.jobs import JobService
 from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.replay_leases import replay_leases
+from infrastructure.storage.settings import Store
 from infrastructure.storage.signed_record import IntegrityFailure, verify_record
 from infrastructure.storage.store import LedgerStore
 
@@ -90,10 +91,12 @@ def halt_reason_in(
 
 
 class GovernanceService:
-    def __init__(self, store: LedgerStore, jobs: JobService) -> None:
+    def __init__(self, store: LedgerStore, jobs: JobService, leases: Store | None = None) -> None:
+        """``leases``: the store whose replay leases tell running from abandoned, if not
+        ``store``: a read store's are its primary's, where replays run and hold them."""
         self.store = store
         self.jobs = jobs
-        self.leases = replay_leases(store.location)
+        self.leases = replay_leases(leases or store.location)
 
     # Records
 

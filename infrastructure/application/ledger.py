@@ -5,6 +5,10 @@ hands it, and the peers each needs, to every use case; callers reach them as ``l
 ``ledger.replays``, ... The ledger itself does one more thing: a ledger that saved anything
 writes a checkpoint when it is closed (`checkpoint_on_close`), so a command leaves the store
 fully checkpointed; the HTTP service turns that off and runs a notary instead.
+
+`Ledger.open_for_reading` opens the ledger that read-only work reads (``mace verify``, the
+comparison ``mace rebuild`` makes on a read store, the service's reading routes, an audit):
+``MACE_READ_STORE`` when it is set, a replica or copy opened so that nothing is written to it.
 """
 
 from __future__ import annotations
@@ -26,14 +30,17 @@ from infrastructure.application.run_intake import RunIntake
 from infrastructure.application.runs import RunService
 from infrastructure.application.sem import SemService
 from infrastructure.application.snapshots import SnapshotService
-from infrastructure.storage.settings import Settings
+from infrastructure.storage.settings import Settings, Store
 from infrastructure.storage.store import LedgerStore
 
 logger = logging.getLogger("mace.checkpoints")
 
 
 class Ledger:
-    def __init__(self, store: LedgerStore, *, checkpoint_on_close: bool = True) -> None:
+    def __init__(
+        self, store: LedgerStore, *, checkpoint_on_close: bool = True, leases: Store | None = None
+    ) -> None:
+        """``leases``: where replays hold their leases, if not in ``store``."""
         self.store = store
         self.checkpoint_on_close = checkpoint_on_close
         self.snapshots = SnapshotService(store)
@@ -44,7 +51,7 @@ class Ledger:
         self.run_ingest = RunIngest(store, self.runs, self.jobs)
         self.run_intake = RunIntake(store, self.runs, self.jobs)
         self.personal_data = PersonalDataReads(store, self.jobs, self.privacy)
-        self.governance = GovernanceService(store, self.jobs)
+        self.governance = GovernanceService(store, self.jobs, leases)
         self.replays = ReplayService(store, self.jobs, self.snapshots, self.governance)
         self.memories = MemoryService(store)
         self.policy = PolicyService(store)
@@ -65,6 +72,21 @@ class Ledger:
         """
         store = LedgerStore.open(settings, create=create)
         return cls(store, checkpoint_on_close=checkpoint_on_close)
+
+    @classmethod
+    def open_for_reading(cls, settings: Settings | None = None) -> Ledger:
+        """The ledger read-only work reads: ``MACE_READ_STORE`` opened read-only when it is set
+        (`LedgerStore.open_read_store`), else ``MACE_STORE`` as every reader opens it.
+
+        A read store lags its primary: what is read there is the ledger up to the read store's
+        head. Its replay leases are the primary's, where replays run and hold them; it never
+        checkpoints (it writes nothing).
+        """
+        settings = settings or Settings()
+        if settings.parsed_read_store() is None:
+            return cls.open(settings, create=False)
+        store = LedgerStore.open_read_store(settings)
+        return cls(store, checkpoint_on_close=False, leases=settings.parsed_store())
 
     def close(self) -> None:
         """Checkpoint what this ledger saved (if it is to), then close the store."""

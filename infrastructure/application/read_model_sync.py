@@ -13,6 +13,14 @@ record per transaction.
 
 `rebuild` first brings the live views up to date and takes their digests (the recorded ones),
 then empties them and projects the whole log again from position 0, and compares.
+
+`compare` is the rebuild a read store (``MACE_READ_STORE``) gets: it writes nothing. It takes the
+digests of the views the read store holds, as they stand at their own position, projects the
+read store's log from 0 to that position into memory, and compares. It does not write the
+rebuilt views to the primary: they would be the replica's log projected up to the replica's head,
+put in place of the primary's views caught up to the primary's head, and the comparison would
+differ whenever the replica lags, though nothing is wrong. One database, one position: the
+verdict is about the read store's views and log; repairing the primary's is ``rebuild`` there.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.projection import ApplicationSubscription, Projection
 
 from domain.snapshot import Snapshot
+from infrastructure.storage.read_model_memory import MemoryReadModelView
 from infrastructure.storage.read_model_tables import ReadModelView, Row
 from infrastructure.storage.settings import SQLiteStore
 from infrastructure.storage.signed_record import IntegrityFailure
@@ -99,14 +108,16 @@ class RebuiltView:
 
 
 class ReadModels:
-    def __init__(self, store: LedgerStore) -> None:
+    def __init__(self, store: LedgerStore, view: ReadModelView | None = None) -> None:
+        """``view``: where the rows are kept, if not in the store's tables (`compare`)."""
         self.store = store
+        self._view = view
         # The projection gathers a page's changes before committing them: one page at a time.
         self._applying = Lock()
 
     @property
     def view(self) -> ReadModelView:
-        return self.store.read_model_view
+        return self.store.read_model_view if self._view is None else self._view
 
     @cached_property
     def projection(self) -> ReadModelProjection:
@@ -115,20 +126,22 @@ class ReadModels:
     def position(self) -> int:
         return self.view.max_tracking_id(self.store.name) or 0
 
-    def catch_up(self, progress: Progress | None = None) -> int:
-        """Apply every event the views have not seen; returns how many were applied."""
+    def catch_up(self, progress: Progress | None = None, *, upto: int | None = None) -> int:
+        """Apply every event the views have not seen (up to position ``upto``, if given);
+        returns how many were applied."""
         for _ in range(ATTEMPTS):
             try:
                 with self._applying:
-                    return self._catch_up(progress)
+                    return self._catch_up(progress, upto)
             except IntegrityError:
                 continue  # another process applied a page first: carry on from where it got to
         msg = "read models: other writers kept applying the same events; try again"
         raise IntegrityError(msg)
 
-    def _catch_up(self, progress: Progress | None) -> int:
+    def _catch_up(self, progress: Progress | None, upto: int | None) -> int:
         recorder = self.store.recorder
         head = recorder.max_notification_id() or 0
+        head = head if upto is None else min(head, upto)
         made_by = self.view.row(*PROJECTION)
         if made_by is None or made_by.get("version") != PROJECTION_VERSION:
             if self.position():  # views an older projection made: made again from position 0
@@ -221,8 +234,21 @@ class ReadModels:
         recorded = self.digests()
         self.view.reset(self.store.name)
         self.catch_up(progress)
-        rebuilt = self.digests()
-        return [
-            RebuiltView(view, rebuilt[view][0], recorded[view][1], rebuilt[view][1])
-            for view in VIEWS
-        ]
+        return _compared(recorded, self.digests())
+
+    def compare(self, progress: Progress | None = None) -> list[RebuiltView]:
+        """Project the log from position 0 to the views' own position into memory and compare
+        with the views as they stand, writing nothing (a read store's rebuild: see above)."""
+        position = self.position()
+        recorded = self.digests()
+        rebuilt = ReadModels(self.store, MemoryReadModelView())
+        rebuilt.catch_up(progress, upto=position)
+        return _compared(recorded, rebuilt.digests())
+
+
+def _compared(
+    recorded: dict[str, tuple[int, str]], rebuilt: dict[str, tuple[int, str]]
+) -> list[RebuiltView]:
+    return [
+        RebuiltView(view, rebuilt[view][0], recorded[view][1], rebuilt[view][1]) for view in VIEWS
+    ]

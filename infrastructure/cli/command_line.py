@@ -46,6 +46,7 @@ def load_settings() -> Settings:
     try:
         settings = Settings()
         settings.parsed_store()
+        settings.parsed_read_store()
     except ValidationError as exc:
         first = exc.errors()[0]
         field = "MACE_" + str(first["loc"][0]).upper() if first["loc"] else "settings"

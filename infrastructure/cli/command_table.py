@@ -265,6 +265,9 @@ ENVIRONMENT = """\
 environment:
   MACE_STORE                  where the ledger lives: sqlite:///path/to/file.db (default
                               ./mace.db) or postgresql://user:password@host:port/dbname
+  MACE_READ_STORE             a replica or copy of MACE_STORE (same forms) that verify, rebuild
+                              (compare only) and the service's reading routes read; never
+                              written (default: unset, MACE_STORE)
   MACE_SIGNING_KEYS           JSON object of key id to base64 secret (each at least 32 bytes)
   MACE_ACTIVE_KEY_ID          the key that signs new events (needed when there are several)
   MACE_ENV                    development (default) or production (refuses to start without keys)

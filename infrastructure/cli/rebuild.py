@@ -1,13 +1,18 @@
-"""``mace rebuild`` (project every read model again from 0, compare digests) and ``mace follow``."""
+"""``mace rebuild`` (project every read model again from 0, compare digests) and ``mace follow``.
+
+With ``MACE_READ_STORE`` set, ``rebuild`` compares there and writes nowhere (`_rebuilt`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from threading import Event
+from typing import Any
 
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.read_model_sync import Progress, RebuiltView
 from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, UsageError, emit_json
+from infrastructure.cli.read_store import print_read_store, read_store_note
 from infrastructure.storage.settings import Settings
 
 BAR_WIDTH = 30
@@ -26,9 +31,7 @@ def follow_views(args: argparse.Namespace, settings: Settings) -> int:
 
 def rebuild_views(args: argparse.Namespace, settings: Settings) -> int:
     show_progress = sys.stderr.isatty() and not args.json
-    with Ledger.open(settings, create=False) as ledger:
-        results = ledger.read_models.rebuild(_progress_bar if show_progress else None)
-        position = ledger.read_models.position()
+    results, position, note = _rebuilt(settings, _progress_bar if show_progress else None)
     if show_progress:
         print(file=sys.stderr)
     views = [
@@ -43,13 +46,43 @@ def rebuild_views(args: argparse.Namespace, settings: Settings) -> int:
     ]
     ok = all(r.matches for r in results)
     if args.json:
-        emit_json({"ok": ok, "position": position, "views": views})
+        emit_json({"ok": ok, "position": position, "views": views, **note})
     else:
-        for view in views:
-            verdict = "matches" if view["matches"] else "DIFFERS from the live view (now rebuilt)"
-            print(f"{view['view']}: {view['rows']} rows, digest {view['rebuilt_digest']} {verdict}")
-        print(f"rebuilt from position 0 to {position}")
+        _print_views(views, position, note)
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _print_views(views: list[dict[str, Any]], position: int, note: dict[str, Any]) -> None:
+    print_read_store(note)
+    differs = (
+        "DIFFERS from the read store's view (compared only)"
+        if note
+        else "DIFFERS from the live view (now rebuilt)"
+    )
+    for view in views:
+        verdict = "matches" if view["matches"] else differs
+        print(f"{view['view']}: {view['rows']} rows, digest {view['rebuilt_digest']} {verdict}")
+    if note:
+        print(
+            f"rebuilt in memory from position 0 to {position}, where the read store's views are;"
+            " nothing written"
+        )
+    else:
+        print(f"rebuilt from position 0 to {position}")
+
+
+def _rebuilt(
+    settings: Settings, progress: Progress | None
+) -> tuple[list[RebuiltView], int, dict[str, Any]]:
+    """On MACE_STORE: the views rebuilt in place. With MACE_READ_STORE set: the read store's
+    views compared with a rebuild in memory, written nowhere (`ReadModels.compare` says why the
+    primary's views are not rebuilt from a replica); ``rebuild`` on MACE_STORE repairs them."""
+    if settings.parsed_read_store() is None:
+        with Ledger.open(settings, create=False) as ledger:
+            return ledger.read_models.rebuild(progress), ledger.read_models.position(), {}
+    with Ledger.open_for_reading(settings) as ledger:
+        models = ledger.read_models
+        return models.compare(progress), models.position(), read_store_note(ledger)
 
 
 def _progress_bar(position: int, head: int) -> None:

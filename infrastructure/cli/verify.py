@@ -18,6 +18,7 @@ from infrastructure.cli.common import (
     UsageError,
     emit_json,
 )
+from infrastructure.cli.read_store import print_read_store, read_store_note
 from infrastructure.storage.checkpoint_proofs import check_extends
 from infrastructure.storage.exported_checkpoints import verified_exported
 from infrastructure.storage.settings import Settings
@@ -32,17 +33,23 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("--tenant names the tenant of one job: --all verifies every tenant's")
     if args.checkpoint is not None and not args.all:
         raise UsageError("--checkpoint applies to --all: the whole store must extend it")
-    with Ledger.open(settings, create=False) as ledger:
+    # Integrity only, nothing written: MACE_READ_STORE answers when set (named in the output).
+    with Ledger.open_for_reading(settings) as ledger:
+        note = read_store_note(ledger)
         try:
             counts = _verify_all(ledger, args.checkpoint) if args.all else _verify_job(ledger, args)
         except MaceError as exc:
             if args.json:
-                emit_json({"ok": False, "error_code": exc.code.value, **exc.details})
+                emit_json({"ok": False, "error_code": exc.code.value, **exc.details, **note})
+            else:
+                print_read_store(note)
             print(f"mace: {exc}", file=sys.stderr)
             return EXIT_FAILED
     if args.json:
-        emit_json({"ok": True, "error_code": None, **counts})
-    elif args.all:
+        emit_json({"ok": True, "error_code": None, **counts, **note})
+        return EXIT_OK
+    print_read_store(note)
+    if args.all:
         print(
             f"ok: {counts['events']} events in {counts['streams']} streams verified "
             f"({counts['jobs']} jobs, {counts['sealed_jobs']} sealed); checkpoints:"

@@ -112,8 +112,9 @@ class CheckpointKey:
         raise TypeError(msg)
 
 
-def load_checkpoint_key(settings: Settings) -> CheckpointKey:
-    """The key ``MACE_CHECKPOINT_KEY`` names; in development, the store's own, made if missing."""
+def load_checkpoint_key(settings: Settings, *, create: bool = True) -> CheckpointKey:
+    """The key ``MACE_CHECKPOINT_KEY`` names; in development, the store's own, made if missing
+    unless ``create`` is False (a read store's reader makes no file: it is refused instead)."""
     if settings.checkpoint_key is not None:
         return read_checkpoint_key(settings.checkpoint_key)
     if settings.env == "production":
@@ -125,6 +126,9 @@ def load_checkpoint_key(settings: Settings) -> CheckpointKey:
         msg = f"no checkpoint key for {store.describe()}: set MACE_CHECKPOINT_KEY ({WHAT})"
         raise CheckpointKeyError(msg)
     if not path.exists():
+        if not create:
+            msg = f"no checkpoint key: {path} does not exist and MACE_CHECKPOINT_KEY is unset"
+            raise CheckpointKeyError(msg)
         # Another process may create it first; either way the file on disk is the key.
         remedy = "set MACE_CHECKPOINT_KEY for real use"
         create_development_file(path, _new_key_pem(), "development checkpoint key", remedy)

@@ -9,10 +9,16 @@ database, and if not, why: the message names host, port and database, never the 
 
 from __future__ import annotations
 
+from typing import Final
+
 import psycopg
 from eventsourcing.persistence import OperationalError
 
 from infrastructure.storage.settings import PostgresStore, Store
+
+READ_ONLY_OPTIONS: Final = "-c default_transaction_read_only=on"
+"""libpq ``options`` of a read store's sessions: every transaction read-only, so the server
+refuses a write (`ReadOnlyPostgresFactory`; a hot standby refuses it anyway)."""
 
 
 class StoreUnreachable(OperationalError):
@@ -22,8 +28,8 @@ class StoreUnreachable(OperationalError):
 def connect_postgres(
     store: PostgresStore, connect_timeout: int | None = None, application_name: str = ""
 ) -> psycopg.Connection[tuple[object, ...]]:
-    """A connection of its own to the store's database, in autocommit mode; the server shows
-    ``application_name`` for it (``pg_stat_activity``)."""
+    """A connection of its own to the store's database, in autocommit mode (read-only for a
+    read store); the server shows ``application_name`` for it (``pg_stat_activity``)."""
     return psycopg.connect(
         host=store.host,
         port=store.port,
@@ -33,6 +39,7 @@ def connect_postgres(
         autocommit=True,
         connect_timeout=connect_timeout,
         application_name=application_name,
+        options=READ_ONLY_OPTIONS if store.read_only else None,
     )
 
 
@@ -44,5 +51,7 @@ def check_reachable(store: Store, timeout: int) -> None:
         connect_postgres(store, timeout).close()
     except psycopg.Error as exc:
         reason = " ".join(str(exc).split())  # libpq's message runs over several lines
-        msg = f"cannot connect to {store.describe()}: {reason}"
+        # A read store is named as such: the user sees which of the two settings to fix.
+        where = f"{store.describe()} ({store.setting})" if store.read_only else store.describe()
+        msg = f"cannot connect to {where}: {reason}"
         raise StoreUnreachable(msg) from None

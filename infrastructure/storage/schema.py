@@ -21,6 +21,7 @@ from infrastructure.storage.checkpoint_tables import TABLES as CHECKPOINT_TABLES
 from infrastructure.storage.checkpoint_tables import CheckpointTables
 from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.read_model_tables import ReadModelView
+from infrastructure.storage.settings import Store
 
 SCHEMA_LOCK: Final = int.from_bytes(b"mace:ddl", "big", signed=True)
 """The PostgreSQL advisory lock key that writers setting up tables take in turn (per database)."""
@@ -36,7 +37,7 @@ class StoreSchema:
     ``where``: the store, as messages name it. Made by `LedgerStore.schema`.
     """
 
-    def __init__(self, recorder: ApplicationRecorder, view: ReadModelView, where: str) -> None:
+    def __init__(self, recorder: ApplicationRecorder, view: ReadModelView, where: Store) -> None:
         assert isinstance(recorder, PostgresApplicationRecorder | SQLiteApplicationRecorder)
         self.recorder = recorder
         self.view = view
@@ -52,9 +53,15 @@ class StoreSchema:
         """For readers: refuse a store whose tables are not all there, changing nothing."""
         missing = self.missing()
         if missing:
+            # A read store is a copy: setting it up would be writing to it, and a wrong copy.
+            remedy = (
+                f"point {self.where.setting} at a replica or copy of the ledger"
+                if self.where.read_only
+                else f"run 'mace init', or point {self.where.setting} at a ledger"
+            )
             msg = (
-                f"no ledger at {self.where}: its tables are not set up (missing"
-                f" {', '.join(missing)}; run 'mace init', or point MACE_STORE at a ledger)"
+                f"no ledger at {self.where.describe()}: its tables are not set up (missing"
+                f" {', '.join(missing)}; {remedy})"
             )
             raise StoreNotSetUp(msg)
         self._register_types()

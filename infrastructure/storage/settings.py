@@ -7,13 +7,18 @@ environment eventsourcing reads (``PERSISTENCE_MODULE``, ``SQLITE_DBNAME``, ``PO
 guarantee that notification order equals commit order. The ledger stores through its own
 recorders (`ChunkedPostgresRecorder`, `LedgerSQLiteRecorder`): eventsourcing's, with large saves
 written in chunks on PostgreSQL and a checkpoint's index rows written in its save's transaction.
+
+``MACE_READ_STORE`` (same forms, unset by default) names a replica or copy of that ledger where
+read-only work reads (`LedgerStore.open_read_store`): parsed as a read-only store, whose
+connections the database itself keeps from writing (SQLite ``mode=ro``, PostgreSQL
+``default_transaction_read_only``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from pydantic import Field, SecretStr
@@ -22,20 +27,34 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from infrastructure.storage.checkpoint_key import CheckpointKey, load_checkpoint_key
 
 DEFAULT_STORE = "sqlite:///./mace.db"
+READ_ONLY_FACTORY: Final = "infrastructure.storage.read_only_postgres:ReadOnlyPostgresFactory"
 
 
 class SettingsError(ValueError):
     """A setting that cannot be used, named in the message."""
 
 
+def setting_of(*, read_only: bool) -> str:
+    """The variable a store of this kind is configured by, as messages name it."""
+    return "MACE_READ_STORE" if read_only else "MACE_STORE"
+
+
 @dataclass(frozen=True)
 class SQLiteStore:
     path: Path
+    # A read store (MACE_READ_STORE): opened read-only, so SQLite refuses any write to it.
+    read_only: bool = False
+
+    @property
+    def setting(self) -> str:
+        return setting_of(read_only=self.read_only)
 
     def eventsourcing_env(self) -> dict[str, str]:
+        # eventsourcing opens the database name as a URI: mode=ro makes every connection read-only.
+        dbname = f"{self.path.resolve().as_uri()}?mode=ro" if self.read_only else str(self.path)
         return {
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-            "SQLITE_DBNAME": str(self.path),
+            "SQLITE_DBNAME": dbname,
             "APPLICATION_RECORDER_TOPIC": (
                 "infrastructure.storage.sqlite_recorder:LedgerSQLiteRecorder"
             ),
@@ -57,10 +76,17 @@ class PostgresStore:
     password: str
     dbname: str
     schema: str
+    # A read store (MACE_READ_STORE): every session it opens is read-only, so the server refuses
+    # any write to it (as a hot standby does anyway).
+    read_only: bool = False
+
+    @property
+    def setting(self) -> str:
+        return setting_of(read_only=self.read_only)
 
     def eventsourcing_env(self) -> dict[str, str]:
         return {
-            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "PERSISTENCE_MODULE": READ_ONLY_FACTORY if self.read_only else "eventsourcing.postgres",
             "POSTGRES_HOST": self.host,
             "POSTGRES_PORT": str(self.port),
             "POSTGRES_USER": self.user,
@@ -84,19 +110,28 @@ class PostgresStore:
         return f"postgresql://{self.user}@{self.host}:{self.port}/{self.dbname}"
 
     def __repr__(self) -> str:
-        return f"PostgresStore({self.describe()!r}, schema={self.schema!r})"
+        return (
+            f"PostgresStore({self.describe()!r}, schema={self.schema!r},"
+            f" read_only={self.read_only!r})"
+        )
 
 
 Store = SQLiteStore | PostgresStore
 
 
-def parse_store(url: str) -> Store:
-    """Parse a MACE_STORE URL; the error names what is wrong and never echoes a password."""
+def parse_store(url: str, *, read_only: bool = False) -> Store:
+    """Parse a MACE_STORE (``read_only``: MACE_READ_STORE) URL; the error names the setting and
+    what is wrong, and never echoes a password."""
+    store = _parse_store(url, setting_of(read_only=read_only))
+    return replace(store, read_only=read_only)
+
+
+def _parse_store(url: str, setting: str) -> Store:
     expected = "expected sqlite:///path/to/file.db or postgresql://user:password@host:port/db"
     if url.startswith("sqlite:///"):
         raw = url[len("sqlite:///") :]
         if not raw or raw.endswith("/"):
-            msg = f"MACE_STORE {url!r} names no database file: {expected}"
+            msg = f"{setting} {url!r} names no database file: {expected}"
             raise SettingsError(msg)
         return SQLiteStore(Path(unquote(raw)))
     parts = urlsplit(url)
@@ -105,11 +140,11 @@ def parse_store(url: str) -> Store:
         try:
             port = parts.port or 5432
         except ValueError:
-            msg = f"MACE_STORE {safe!r} has an invalid port: {expected}"
+            msg = f"{setting} {safe!r} has an invalid port: {expected}"
             raise SettingsError(msg) from None
         dbname = unquote(parts.path.lstrip("/"))
         if not parts.hostname or not parts.username or not dbname:
-            msg = f"MACE_STORE {safe!r} needs a user, a host and a database name: {expected}"
+            msg = f"{setting} {safe!r} needs a user, a host and a database name: {expected}"
             raise SettingsError(msg)
         schema = parse_qs(parts.query).get("schema", [""])[0]
         return PostgresStore(
@@ -121,7 +156,7 @@ def parse_store(url: str) -> Store:
             schema=schema,
         )
     scheme = url.split(":", 1)[0] if ":" in url else url
-    msg = f"MACE_STORE has unsupported scheme {scheme!r}: {expected}"
+    msg = f"{setting} has unsupported scheme {scheme!r}: {expected}"
     raise SettingsError(msg)
 
 
@@ -132,6 +167,8 @@ class Settings(BaseSettings):
 
     # May carry a database password: never in a repr; describe it through parsed_store().
     store: str = Field(default=DEFAULT_STORE, repr=False)
+    # A replica or copy of the store that read-only work reads (unset or empty: MACE_STORE).
+    read_store: str | None = Field(default=None, repr=False)
     signing_keys: SecretStr | None = None
     active_key_id: str | None = None
     env: Literal["development", "production"] = "development"
@@ -157,6 +194,12 @@ class Settings(BaseSettings):
     def parsed_store(self) -> Store:
         return parse_store(self.store)
 
-    def load_checkpoint_key(self) -> CheckpointKey:
-        """The key that signs checkpoints: read when a command needs it, not on every start."""
-        return load_checkpoint_key(self)
+    def parsed_read_store(self) -> Store | None:
+        """MACE_READ_STORE as a read-only store; None when it is unset or empty."""
+        return parse_store(self.read_store, read_only=True) if self.read_store else None
+
+    def load_checkpoint_key(self, *, create: bool = True) -> CheckpointKey:
+        """The key that signs checkpoints: read when a command needs it, not on every start.
+
+        ``create=False`` (a read store's reader) never makes the development key file."""
+        return load_checkpoint_key(self, create=create)

@@ -1,5 +1,5 @@
 """A SQLite store's file: refused before anything is written if it is not one, and switched to
-write-ahead logging once, before any pool connects.
+write-ahead logging once, before any pool connects (a read store's file is only checked).
 
 eventsourcing runs ``PRAGMA journal_mode=WAL`` on every connection it makes. On a new file that
 switch needs the file to itself, and SQLite answers a second process (or thread) switching at the
@@ -17,7 +17,7 @@ from typing import Final
 
 from eventsourcing.persistence import OperationalError
 
-from infrastructure.storage.errors import StoreBusyError
+from infrastructure.storage.errors import NotFoundError, StoreBusyError
 from infrastructure.storage.ops_clock import stopwatch
 from infrastructure.storage.settings import SettingsError, SQLiteStore
 
@@ -29,18 +29,39 @@ HEADER: Final = b"SQLite format 3\x00"
 
 
 def refuse_other_files(store: SQLiteStore) -> None:
-    """MACE_STORE naming a directory or a file that is not a SQLite database is a bad setting,
-    refused before a keyring or key is made beside it."""
+    """MACE_STORE (or MACE_READ_STORE) naming a directory or a file that is not a SQLite
+    database is a bad setting, refused before a keyring or key is made beside it."""
     path = store.path
     if path.is_dir():
-        msg = f"MACE_STORE {store.describe()!r} is a directory: name a database file in it"
+        msg = f"{store.setting} {store.describe()!r} is a directory: name a database file in it"
         raise SettingsError(msg)
     if path.is_file():
         with path.open("rb") as file:
             header = file.read(len(HEADER))
         if header and header != HEADER:
-            msg = f"MACE_STORE {store.describe()!r} is not a SQLite database file"
+            msg = f"{store.setting} {store.describe()!r} is not a SQLite database file"
             raise SettingsError(msg)
+
+
+def require_write_ahead_log(store: SQLiteStore) -> None:
+    """A read store's file must already be in WAL mode, as every ledger MACE writes is (and a
+    copy of one, by file copy or the backup API): eventsourcing switches each connection it
+    makes to WAL, which a read-only connection cannot do. Anything else (an empty file, a
+    database MACE never wrote) is no ledger, said as such; nothing is written to find out."""
+    try:
+        connection = sqlite3.connect(f"{store.path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
+        finally:
+            connection.close()
+    except sqlite3.Error as exc:  # the file cannot be opened or read: the store's fault
+        raise OperationalError(f"{store.describe()}: {exc}") from None
+    if str(mode).lower() != "wal":
+        msg = (
+            f"no ledger at {store.describe()}: a ledger MACE wrote is in write-ahead-log mode and"
+            f" this file is not (point {store.setting} at a copy of the ledger)"
+        )
+        raise NotFoundError(msg)
 
 
 def use_write_ahead_log(store: SQLiteStore, wait: float = LOCK_WAIT_SECONDS) -> None:

@@ -43,9 +43,13 @@ from infrastructure.storage.read_model_tables import (
 )
 from infrastructure.storage.repository import LedgerRepository, fold_events
 from infrastructure.storage.schema import StoreSchema
-from infrastructure.storage.settings import Settings, SQLiteStore, Store
+from infrastructure.storage.settings import Settings, SettingsError, SQLiteStore, Store
 from infrastructure.storage.signed_record import IntegrityFailure
-from infrastructure.storage.sqlite_file import refuse_other_files, use_write_ahead_log
+from infrastructure.storage.sqlite_file import (
+    refuse_other_files,
+    require_write_ahead_log,
+    use_write_ahead_log,
+)
 from infrastructure.storage.verification import LedgerVerification, verify_ledger
 
 A = TypeVar("A", bound=MaceAggregate)
@@ -87,17 +91,36 @@ class LedgerStore(Application[UUID]):
         ``create=False`` (readers) neither makes a store nor its tables: one not set up is refused.
         """
         settings = settings or Settings()
-        location = settings.parsed_store()
+        return cls._open(settings, settings.parsed_store(), create=create)
+
+    @classmethod
+    def open_read_store(cls, settings: Settings) -> LedgerStore:
+        """Open ``MACE_READ_STORE`` (a replica or copy of ``MACE_STORE``) read-only, with the
+        keys ``MACE_STORE``'s settings name: nothing is made (no file, table, keyring or
+        checkpoint key), and its connections refuse writes (`SQLiteStore`, `PostgresStore`)."""
+        location = settings.parsed_read_store()
+        if location is None:
+            msg = "MACE_READ_STORE is not set: read-only work reads MACE_STORE"
+            raise SettingsError(msg)
+        return cls._open(settings, location, create=False)
+
+    @classmethod
+    def _open(cls, settings: Settings, location: Store, *, create: bool) -> LedgerStore:
         if isinstance(location, SQLiteStore):
             if not create and not location.path.exists():
-                msg = f"no ledger at {location.describe()} (set MACE_STORE)"
+                msg = f"no ledger at {location.describe()} (set {location.setting})"
                 raise NotFoundError(msg)
             refuse_other_files(location)
+        # The keys are MACE_STORE's (its development files, beside its SQLite file), whichever
+        # store is opened: a read store holds the same ledger, signed with the same keys.
         keyring = load_keyring(settings, create=create)
-        checkpoint_key = settings.load_checkpoint_key()
+        checkpoint_key = settings.load_checkpoint_key(create=not location.read_only)
         check_reachable(location, settings.connect_timeout)
         if isinstance(location, SQLiteStore):
-            use_write_ahead_log(location)
+            if location.read_only:
+                require_write_ahead_log(location)
+            else:
+                use_write_ahead_log(location)
         store = cls(location, keyring, checkpoint_key)
         try:
             schema = store.schema
@@ -171,7 +194,7 @@ class LedgerStore(Application[UUID]):
 
     @property
     def schema(self) -> StoreSchema:
-        return StoreSchema(self.recorder, self.read_model_view, self.location.describe())
+        return StoreSchema(self.recorder, self.read_model_view, self.location)
 
     # Writing
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import os
-import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -24,7 +23,8 @@ from uuid import UUID
 
 import pytest
 from support.ledger_fixtures import RawTable, run, settings_for, subprocess_env
-from support.postgres_server import PostgresServer, copy_database, drop_database, fresh_database
+from support.postgres_server import PostgresServer, drop_database, fresh_database
+from support.store_copies import copy_store
 from support.tamper_scenario import KINDS, record_everything, stream_kinds
 
 from infrastructure.cli import main
@@ -86,21 +86,6 @@ def _mace(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Callable[...,
     return mace
 
 
-def _copy(server: PostgresServer | None, source: str, name: str, directory: Path) -> str:
-    """A copy of the store at ``source`` (a URL) named ``name``; its URL."""
-    if server is None:
-        target = directory / f"{name}.db"
-        src = sqlite3.connect(source.removeprefix("sqlite:///"))
-        dst = sqlite3.connect(target)
-        try:
-            src.backup(dst)
-        finally:
-            dst.close()
-            src.close()
-        return f"sqlite:///{target}"
-    return copy_database(server, source.rsplit("/", 1)[1], name)
-
-
 @pytest.fixture(scope="module", params=STORES)
 def scenario(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -119,7 +104,7 @@ def scenario(
     with pytest.MonkeyPatch.context() as monkeypatch:
         mace = _mace(subprocess_env(url), monkeypatch)
         job_id = record_everything(mace, directory / "bundle.yaml")
-        older = _copy(server, url, older_name, directory)
+        older = copy_store(server, url, older_name, directory)
         mace("ana", "admin,auditor", "replay", job_id)
         mace("ana", "auditor", "checkpoint", "export", "-o", str(exported))
     yield Scenario(store, url, older, exported, server)
@@ -132,7 +117,7 @@ def scenario(
 def case_url(scenario: Scenario, tmp_path: Path) -> Iterator[str]:
     """A copy of the scenario's store for one attack."""
     name = f"mace_tamper_case_{os.getpid()}"
-    yield _copy(scenario.server, scenario.url, name, tmp_path)
+    yield copy_store(scenario.server, scenario.url, name, tmp_path)
     if scenario.server is not None:
         drop_database(scenario.server, name)
 
