@@ -24,6 +24,7 @@ from eventsourcing.utils import retry
 from infrastructure.storage.checked_recorder import CheckedPostgresRecorder
 from infrastructure.storage.checkpoint_tables import AlsoWrite
 from infrastructure.storage.head_check import HeadCheckedReads
+from infrastructure.storage.io_tally import TalliedIo
 
 CHUNK_ROWS: Final = 1000
 CHUNK_BYTES: Final = 1 << 20
@@ -79,3 +80,7 @@ class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
             if also is not None:
                 also(curs)
         return notification_ids
+
+
+class LedgerPostgresRecorder(TalliedIo, ChunkedPostgresRecorder):
+    """The ledger's PostgreSQL recorder: the rows it reads and writes tallied (`io_tally`)."""

@@ -5,7 +5,7 @@
 environment eventsourcing reads (``PERSISTENCE_MODULE``, ``SQLITE_DBNAME``, ``POSTGRES_*``), with
 ``POSTGRES_ENABLE_DB_FUNCTIONS`` pinned off: the database-function insert path gives up the
 guarantee that notification order equals commit order. The ledger stores through its own
-recorders (`ChunkedPostgresRecorder`, `LedgerSQLiteRecorder`): eventsourcing's, with large saves
+recorders (`LedgerPostgresRecorder`, `LedgerSQLiteRecorder`): eventsourcing's, with large saves
 written in chunks on PostgreSQL and a checkpoint's index rows written in its save's transaction.
 
 ``MACE_READ_STORE`` (same forms, unset by default) names a replica or copy of that ledger where
@@ -97,7 +97,7 @@ class PostgresStore:
             # Fails closed on a row whose state was set to NULL (eventsourcing's would crash),
             # and writes large saves in chunks (eventsourcing's never finished them).
             "APPLICATION_RECORDER_TOPIC": (
-                "infrastructure.storage.postgres_recorder:ChunkedPostgresRecorder"
+                "infrastructure.storage.postgres_recorder:LedgerPostgresRecorder"
             ),
         }
 

@@ -8,6 +8,7 @@ not at all; `insert_events_with` makes them in the save's own transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
@@ -15,9 +16,14 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from infrastructure.storage.checkpoint_tables import AlsoWrite
 from infrastructure.storage.head_check import HeadCheckedReads
+from infrastructure.storage.io_tally import TalliedIo
 
 
-class LedgerSQLiteRecorder(HeadCheckedReads, SQLiteApplicationRecorder):
+class IndexedSQLiteRecorder(HeadCheckedReads, SQLiteApplicationRecorder):
+    def insert_events(self, stored_events: Sequence[StoredEvent], **_: Any) -> Sequence[int] | None:
+        # Every save goes through the one insert (eventsourcing's does the same without ``also``).
+        return self.insert_events_with(stored_events, None)
+
     def insert_events_with(
         self, stored_events: Sequence[StoredEvent], also: AlsoWrite | None
     ) -> Sequence[int]:
@@ -45,3 +51,7 @@ class LedgerSQLiteRecorder(HeadCheckedReads, SQLiteApplicationRecorder):
                     StoredEvent(stream, row["originator_version"], row["topic"], row["state"])
                 )
         return found
+
+
+class LedgerSQLiteRecorder(TalliedIo, IndexedSQLiteRecorder):
+    """The ledger's SQLite recorder: the rows it reads and writes tallied (`io_tally`)."""

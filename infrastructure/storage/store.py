@@ -33,6 +33,7 @@ from infrastructure.storage.errors import ConflictError, LostRace, NotFoundError
 from infrastructure.storage.event_store import VerifyingEventStore
 from infrastructure.storage.head_check import HeadCheck, HeadCheckedReads
 from infrastructure.storage.integrity import verify_stream
+from infrastructure.storage.io_tally import IoTally, TalliedIo
 from infrastructure.storage.key_checks import KeyChecks
 from infrastructure.storage.keyring import Keyring, load_keyring
 from infrastructure.storage.mapper import SignedMapper
@@ -172,6 +173,12 @@ class LedgerStore(Application[UUID]):
     def construct_event_store(self) -> VerifyingEventStore:
         assert isinstance(self.mapper, SignedMapper)
         return VerifyingEventStore(self.mapper, self.recorder, self.keyring)
+
+    @property
+    def io(self) -> IoTally:
+        """The rows this process read from and wrote to the events table (`io_tally`)."""
+        recorder = self.recorder
+        return recorder.io if isinstance(recorder, TalliedIo) else IoTally()
 
     @property
     def verifying_store(self) -> VerifyingEventStore:

@@ -23,6 +23,11 @@ each round does the same work on fresh names, so every round writes as much as t
   replayed as emitted.
 - ``concurrency``: 1, 2, 4 and 8 writer processes recording ``jobs`` Stage-0 jobs each at once:
   jobs/s in all and how many failed (`bench_writers`); measured once, after the rounds.
+
+With ``compare_raw``, each figure but ``checkpoint`` gets its raw baseline, measured right after
+it in the same round on the same store (`bench_raw`): the same rows written with plain INSERTs at
+the same rows per commit, the same number read by a plain cursor with an HMAC and a JSON parse
+each; for ``concurrency``, as many processes inserting a job's rows per commit at once.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import resource
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import orjson
@@ -43,6 +48,8 @@ from domain.replay_access import ReplayMode
 from domain.run_file import parse_run
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
+from infrastructure.storage.io_tally import IoTally
+from infrastructure.tooling.bench_raw import RawStore, Row, raw_seconds, raw_store
 from infrastructure.tooling.bench_writers import WRITER_COUNTS, WritersRun, writers_at_once
 
 ACTOR: Final = Actor.of("bench", ["operator", "admin", "auditor"])
@@ -61,6 +68,19 @@ BULK_RUN: Final = 100
 """Events of each run recorded to fill the store: started, 98 in between, completed."""
 
 
+UNITS: Final = {
+    "write": "events",
+    "checkpoint": "events",
+    "read": "events",
+    "verify": "events",
+    "replay": "replays",
+    "memory": "writes",
+    "context": "receipts",
+    "receipt replay": "replays",
+}
+VERIFIES_BY_SCAN: Final = ("read", "verify")
+
+
 class BenchError(ValueError):
     """The bench cannot run here (a non-empty store, bad sizes)."""
 
@@ -72,15 +92,32 @@ class Figure:
     per_second: float
     count: int
     seconds: float
+    raw_per_second: float | None = None
+    writers: WritersRun | None = None  # the concurrency figures: what the writers did
+
+    @property
+    def ratio(self) -> float | None:
+        """The ledger's rate over the raw store's doing the same rows (None: not measured)."""
+        if self.raw_per_second is None or self.raw_per_second <= 0:
+            return None
+        return self.per_second / self.raw_per_second
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        ratio, raw = self.ratio, self.raw_per_second
+        answer: dict[str, Any] = {
             "name": self.name,
             "unit": self.unit,
             "per_second": round(self.per_second, 1),
             "count": self.count,
             "seconds": round(self.seconds, 4),
+            "raw_per_second": None if raw is None else round(raw, 1),
+            "ratio": None if ratio is None else round(ratio, 3),
         }
+        if self.writers is not None:
+            answer["writers"] = self.writers.writers
+            answer["failures"] = self.writers.failures
+            answer["first_failure"] = self.writers.first_failure
+        return answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +125,7 @@ class Sample:
     count: int
     seconds: float
     cpu_seconds: float  # this process's and its finished children's, user and system
+    raw_seconds: float | None = None  # the raw store doing the same rows (`bench_raw`)
 
 
 def _cpu_seconds() -> float:
@@ -106,8 +144,22 @@ def _timed(work: Callable[[], int]) -> Sample:
 
 def _median(name: str, unit: str, rounds: list[Sample]) -> Figure:
     rates = [sample.count / sample.seconds for sample in rounds if sample.seconds > 0]
+    raw = [s.count / s.raw_seconds for s in rounds if s.raw_seconds is not None and s.raw_seconds]
     middle = rounds[len(rounds) // 2]
-    return Figure(name, unit, statistics.median(rates), middle.count, middle.seconds)
+    raw_rate = statistics.median(raw) if raw else None
+    return Figure(name, unit, statistics.median(rates), middle.count, middle.seconds, raw_rate)
+
+
+def _writers_figure(run: WritersRun, raw: WritersRun | None) -> Figure:
+    return Figure(
+        "concurrency",
+        "jobs",
+        run.per_second,
+        run.jobs,
+        run.seconds,
+        None if raw is None else raw.per_second,
+        run,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +187,6 @@ def _tree_cost(with_tree: list[Sample], without: list[Sample]) -> TreeCost:
 class BenchReport:
     figures: list[Figure]
     tree_cost: TreeCost
-    concurrency: list[WritersRun]
 
 
 class Bench:
@@ -156,39 +207,54 @@ class Bench:
         self.contexts = contexts
         self.verify_events = verify_events
 
-    def run(self, rounds: int) -> BenchReport:
+    def run(self, rounds: int, *, compare_raw: bool = False) -> BenchReport:
         """The figures; the tree's cost: verify with and without the checkpoint pass, both timed
         over the same store within a round (so the store's growth does not enter); and writer
-        processes recording ``jobs`` each at once (`bench_writers`), once, after the rounds."""
+        processes recording ``jobs`` each at once (`bench_writers`), once, after the rounds.
+        ``compare_raw``: each figure's raw baseline beside it (`bench_raw`)."""
         if rounds < 1:
             raise BenchError(f"--rounds must be at least 1, got {rounds}")
         self.ledger.policy.set_bundle(TENANT, BUNDLE, ACTOR)
         self._fill()
+        raw = raw_store(self.ledger.store) if compare_raw else None
+        try:
+            return self._measure(rounds, raw)
+        finally:
+            if raw is not None:
+                raw.drop()
+                raw.close()
+
+    def _measure(self, rounds: int, raw: RawStore | None) -> BenchReport:
         samples: dict[str, list[Sample]] = {}
         costs: list[TreeCost] = []
+        job_rows: list[Row] = []
         for round_number in range(rounds):
             runs: dict[str, list[Sample]] = {"read": [], "verify": []}
             for name, work in self._round(round_number, runs):
-                samples.setdefault(name, []).append(_timed(work))
+                head = self._head()
+                sample = self._measured(name, work, raw)
+                samples.setdefault(name, []).append(sample)
+                if raw is not None and name == "write" and not job_rows:
+                    job_rows = raw.written_after(head, sample.count // self.jobs)
             costs.append(_tree_cost(runs["verify"], runs["read"]))
-        units = {
-            "write": "events",
-            "checkpoint": "events",
-            "read": "events",
-            "verify": "events",
-            "replay": "replays",
-            "memory": "writes",
-            "context": "receipts",
-            "receipt replay": "replays",
-        }
-        figures = [_median(name, units[name], rounds_) for name, rounds_ in samples.items()]
+        figures = [_median(name, UNITS[name], rounds_) for name, rounds_ in samples.items()]
+        for writers in WRITER_COUNTS:
+            run = writers_at_once(writers, self.jobs, f"bench concurrency {writers}")
+            raw_run = None if raw is None else writers_at_once(writers, self.jobs, "raw", job_rows)
+            figures.append(_writers_figure(run, raw_run))
         wall = statistics.median(cost.wall for cost in costs)
-        tree_cost = TreeCost(wall, statistics.median(cost.cpu for cost in costs))
-        concurrency = [
-            writers_at_once(writers, self.jobs, f"bench concurrency {writers}")
-            for writers in WRITER_COUNTS
-        ]
-        return BenchReport(figures, tree_cost, concurrency)
+        return BenchReport(figures, TreeCost(wall, statistics.median(cost.cpu for cost in costs)))
+
+    def _measured(self, name: str, work: Callable[[], int], raw: RawStore | None) -> Sample:
+        """``work`` timed; then, with ``raw``, the raw store timed doing the same rows."""
+        io = self.ledger.store.io
+        before, head = io.snapshot(), self._head()
+        sample = _timed(work)
+        if raw is None or name == "checkpoint":
+            return sample
+        # A verify reads the store with its own cursor, outside the tally: every event, once.
+        did = IoTally(rows_read=sample.count) if name in VERIFIES_BY_SCAN else io.since(before)
+        return replace(sample, raw_seconds=raw_seconds(raw, did, head))
 
     def _fill(self) -> None:
         """Record runs until the store holds ``verify_events`` events."""

@@ -6,16 +6,25 @@ environment names, says it is ready, waits for the go, records its jobs (distinc
 distinct ids) and prints a line per job: ``ok`` or ``failed`` with the error. The figure is timed
 from the go to the last writer's end, so starting Python and opening the store are not in it, and
 no writer checkpoints as it closes (the figure is the recording path).
+
+Its raw baseline (``--compare-raw``) is the same with nothing of the ledger: each writer is given
+a job's rows as stored (topic and state) and inserts them with plain INSERTs, one commit a job,
+into the bench's scratch table (`bench_raw`).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
+
+import orjson
 
 WRITER_COUNTS: Final = (1, 2, 4, 8)
 HANG_GUARD_SECONDS: Final = 600.0
@@ -32,10 +41,25 @@ class WritersRun:
     seconds: float
     first_failure: str | None
 
+    @property
+    def per_second(self) -> float:
+        return self.jobs / self.seconds if self.seconds > 0 else 0.0
 
-def writers_at_once(writers: int, jobs_each: int, tag: str) -> WritersRun:
-    """Start ``writers`` processes, release them together, and count what they recorded."""
+
+DONE: Final = "done\n"
+"""What a writer says after its last job."""
+RAW: Final = "raw"
+"""The tag of raw writers: they insert the rows they are given, nothing of the ledger."""
+
+
+def writers_at_once(
+    writers: int, jobs_each: int, tag: str, rows: Sequence[tuple[str, bytes]] = ()
+) -> WritersRun:
+    """Start ``writers`` processes, release them together, and count what they recorded.
+
+    ``tag`` `RAW`: raw writers, each inserting ``rows`` (a job's, as stored) once a job."""
     command = [sys.executable, "-m", __name__, tag, str(jobs_each)]
+    given = orjson.dumps([[topic, state.hex()] for topic, state in rows]).decode() + "\n"
     started = [
         subprocess.Popen(
             [*command, str(writer)],
@@ -49,26 +73,31 @@ def writers_at_once(writers: int, jobs_each: int, tag: str) -> WritersRun:
     ]
     try:
         for process in started:
-            assert process.stdout is not None
+            assert process.stdin is not None and process.stdout is not None
+            if tag == RAW:
+                process.stdin.write(given)
+                process.stdin.flush()
             if process.stdout.readline() != "ready\n":
                 _, err = process.communicate(timeout=HANG_GUARD_SECONDS)
                 lines = err.strip().splitlines() or ["exited before it was ready"]
                 # Answered in one line, like a verify's side pass that the system took away.
                 raise ChildProcessError(f"a bench writer could not start: {lines[-1]}")
         go = time.perf_counter()
+        guard = threading.Timer(HANG_GUARD_SECONDS, _kill, [started])
+        guard.start()
         for process in started:
             assert process.stdin is not None
             process.stdin.write("go\n")
             process.stdin.flush()
         outcomes = [_outcome(process) for process in started]
         seconds = time.perf_counter() - go
+        guard.cancel()
     except subprocess.TimeoutExpired:
         msg = f"a bench writer was not ready after {HANG_GUARD_SECONDS:g} s"
         raise ChildProcessError(msg) from None
     finally:
+        _kill(started)
         for process in started:
-            if process.poll() is None:
-                process.kill()
             process.communicate()  # reaped, and its pipes closed
     lines = [line for out in outcomes for line in out]
     failed = [line for line in lines if line != "ok"]
@@ -77,19 +106,27 @@ def writers_at_once(writers: int, jobs_each: int, tag: str) -> WritersRun:
     return WritersRun(writers, recorded, failures, seconds, failed[0] if failed else None)
 
 
+def _kill(processes: Sequence[subprocess.Popen[str]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+
+
 def _outcome(process: subprocess.Popen[str]) -> list[str]:
-    """The writer's lines; a writer that died says so in one line of its own."""
-    try:
-        out, err = process.communicate(timeout=HANG_GUARD_SECONDS)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        out, err = process.communicate()
-        return [*out.split("\n")[:-1], "failed: still running after the hang guard"]
-    lines = out.split("\n")[:-1]
-    if process.returncode != 0:
-        last = (err.strip().splitlines() or [f"exit code {process.returncode}"])[-1]
-        lines.append(f"failed: {last}")
-    return lines
+    """The writer's lines up to its ``done``, read as they come: the figure ends when the last
+    writer is done, not when its process has exited (leaving Python took longer than a raw
+    writer's jobs). A writer that died, or that the hang guard killed, says so in a line."""
+    assert process.stdout is not None and process.stderr is not None
+    lines: list[str] = []
+    for line in process.stdout:
+        if line == DONE:
+            return lines
+        lines.append(line.rstrip("\n"))
+    process.wait()
+    last = (process.stderr.read().strip().splitlines() or [f"exit code {process.returncode}"])[-1]
+    if process.returncode == -signal.SIGKILL:
+        last = f"still running after the hang guard ({HANG_GUARD_SECONDS:g} s)"
+    return [*lines, f"failed: {last}"]
 
 
 def _write(tag: str, jobs: int, writer: int) -> int:
@@ -108,6 +145,30 @@ def _write(tag: str, jobs: int, writer: int) -> int:
                 _say(f"failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
             else:
                 _say("ok")
+        _say(DONE.strip())
+    return 0
+
+
+def _write_raw(jobs: int) -> int:
+    """In a raw writer process: take the job's rows, connect, wait for the go, insert them."""
+    from infrastructure.storage.settings import Settings  # noqa: PLC0415
+    from infrastructure.tooling.bench_raw import open_raw  # noqa: PLC0415
+
+    rows = [(topic, bytes.fromhex(state)) for topic, state in orjson.loads(sys.stdin.readline())]
+    raw = open_raw(Settings().parsed_store())
+    try:
+        _say("ready")
+        sys.stdin.readline()
+        for _ in range(jobs):
+            try:
+                raw.insert(rows, 1)
+            except Exception as exc:  # counted, and the first one shown, by the bench
+                _say(f"failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+            else:
+                _say("ok")
+        _say(DONE.strip())
+    finally:
+        raw.close()
     return 0
 
 
@@ -119,4 +180,4 @@ def _say(line: str) -> None:
 
 if __name__ == "__main__":
     tag, jobs, writer = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    sys.exit(_write(tag, jobs, writer))
+    sys.exit(_write_raw(jobs) if tag == RAW else _write(tag, jobs, writer))

@@ -52,6 +52,13 @@ def add_bench_arguments(bench: argparse.ArgumentParser) -> None:
         help="events recorded (as runs of 100) before the rounds, so that read and verify"
         " measure a ledger of some size, not their fixed costs (20000; 0: none)",
     )
+    bench.add_argument(
+        "--compare-raw",
+        action="store_true",
+        help="beside each figure, the same rows written and read by the raw store (plain INSERTs"
+        " at the same rows per commit; a plain cursor, an HMAC and a JSON parse a row) and the"
+        " ratio",
+    )
     bench.add_argument("--json", action="store_true", help="print canonical JSON")
     bench.set_defaults(handler="infrastructure.tooling.bench_command:run_bench")
 

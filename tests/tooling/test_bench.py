@@ -10,9 +10,12 @@ from pathlib import Path
 import orjson
 import pytest
 from support.ledger_fixtures import run
+from support.store_copies import fingerprint
 
+from domain.replay_access import ReplayMode
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
+from infrastructure.tooling.bench import ACTOR
 from infrastructure.tooling.bench_writers import writers_at_once
 
 SMALL = (
@@ -25,8 +28,8 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
     code, out, err = run(capsys, "bench", *SMALL, "--json")
     assert (code, err) == (0, "")
     report = orjson.loads(out)
-    assert report["rounds"] == 2
-    figures = {f["name"]: f for f in report["figures"]}
+    assert (report["rounds"], report["compare_raw"]) == (2, False)
+    figures = {f["name"]: f for f in report["figures"] if f["name"] != "concurrency"}
     assert list(figures) == [
         "write",
         "checkpoint",
@@ -46,27 +49,70 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
     assert report["tree_cost"] > 0
     assert report["tree_cpu_cost"] > 0
     # Writer processes at once, two jobs each: every one recorded, none failed.
-    assert [(c["writers"], c["jobs"], c["failures"]) for c in report["concurrency"]] == [
+    writers = [f for f in report["figures"] if f["name"] == "concurrency"]
+    assert [(c["writers"], c["count"], c["failures"]) for c in writers] == [
         (1, 2, 0),
         (2, 4, 0),
         (4, 8, 0),
         (8, 16, 0),
     ]
-    assert all(c["first_failure"] is None and c["per_second"] > 0 for c in report["concurrency"])
+    assert all(c["first_failure"] is None and c["per_second"] > 0 for c in writers)
     assert figures["replay"]["count"] == 2
     assert figures["memory"]["count"] == 3
     assert figures["context"]["count"] == figures["receipt replay"]["count"] == 2
     assert figures["write"]["count"] > 2 * 2  # more than one event per job
     assert all(f["per_second"] > 0 and f["unit"] for f in figures.values())
+    # Without --compare-raw, no baseline is claimed.
+    assert all(f["raw_per_second"] is None and f["ratio"] is None for f in report["figures"])
     with Ledger.open(cli_env) as ledger:
-        filled, each_round, writers = 2, 2, (1 + 2 + 4 + 8) * 2
-        assert ledger.store.verify_all().jobs == filled + 2 * each_round + writers
+        filled, each_round, writers_jobs = 2, 2, (1 + 2 + 4 + 8) * 2
+        assert ledger.store.verify_all().jobs == filled + 2 * each_round + writers_jobs
         assert len(ledger.receipts.listing("bench", limit=500)) == 2 * 2 * 2  # emitted, replayed
         # One checkpoint per round (the `checkpoint` figure, which `verify` then checks) and one
         # written as the bench's ledger closed: none inside another timed figure.
         assert ledger.store.checkpoints is not None
         newest = ledger.store.checkpoints.newest()
         assert newest is not None and newest.checkpoint.number == 2 + 1
+
+
+def test_compare_raw_puts_a_measured_baseline_beside_every_figure_and_leaves_no_table(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "bench", *SMALL, "--compare-raw", "--json")
+    assert (code, err) == (0, "")
+    report = orjson.loads(out)
+    assert report["compare_raw"] is True
+    for figure in report["figures"]:
+        if figure["name"] == "checkpoint":  # no raw equivalent: a signature over a tree
+            assert (figure["raw_per_second"], figure["ratio"]) == (None, None)
+            continue
+        assert figure["raw_per_second"] > 0, figure["name"]
+        assert figure["ratio"] == pytest.approx(
+            figure["per_second"] / figure["raw_per_second"], rel=0.01, abs=0.001
+        )
+    raw_writers = [f for f in report["figures"] if f["name"] == "concurrency"]
+    assert [f["writers"] for f in raw_writers] == [1, 2, 4, 8]
+    # The scratch table is gone, the ledger's own tables untouched by it: verify is clean.
+    assert "mace_bench_raw" not in fingerprint(cli_env.store)[1]
+    with Ledger.open(cli_env) as ledger:
+        assert ledger.store.verify_all().events == ledger.store.recorder.max_notification_id()
+
+
+def test_the_tally_counts_what_a_figure_did_in_the_events_table(cli_env: Settings) -> None:
+    """The raw baseline repeats the tallied I/O: it must be what the ledger did."""
+    with Ledger.open(cli_env, checkpoint_on_close=False) as ledger:
+        before, head = ledger.store.io.snapshot(), ledger.store.recorder.max_notification_id()
+        log = ledger.jobs.run("what is 2 + 3?", "tally")
+        did = ledger.store.io.since(before)
+        written = (ledger.store.recorder.max_notification_id() or 0) - (head or 0)
+        assert (did.rows_written, did.commits) == (written, 1)  # the whole job, one commit
+
+        before = ledger.store.io.snapshot()
+        ledger.replays.run(log.job_id, ReplayMode.AUDIT, ACTOR)
+        did = ledger.store.io.since(before)
+        job_rows = len(ledger.jobs.stream(log.job_id))
+        assert did.commits == 2  # the request, then the result with the replay record
+        assert did.rows_read >= job_rows
 
 
 def test_a_store_holding_data_is_refused_and_left_alone(
