@@ -144,7 +144,8 @@ class JobService:
                 job.record(event.EVENT_TYPE, event.payload())
             configs = (snapshots.selfrep, snapshots.brainstate)
             # Another writer may have stored a default since: recheck, or the retry conflicts too.
-            unstored.intersection_update(s for s in unstored if not self.snapshots.is_stored(s))
+            if unstored:
+                unstored.difference_update(self.snapshots.stored_ids(unstored))
             new_defaults = [s for s in default_snapshots().values() if s.snapshot_id in unstored]
             present = set(ids.values()) - unstored
             with_job: list[SemEntry | Snapshot] = [*run.sem_writes, *new_defaults]
@@ -210,7 +211,7 @@ class JobService:
                 raise LostRace(f"derived job id {job.job_id} was taken by another writer")
             raise ConflictError(f"job {job.job_id} already exists")
         if stored is None:
-            stored = {sid for sid in job.snapshot_ids.values() if self.snapshots.is_stored(sid)}
+            stored = self.snapshots.stored_ids(job.snapshot_ids.values())
         stored |= {s.snapshot_id for s in with_job if isinstance(s, Snapshot)}
         completion = complete_job(job, final_output, stored, *configs)
         job.record(JobCompleted.EVENT_TYPE, completion.payload())

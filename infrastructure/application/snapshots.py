@@ -3,6 +3,9 @@ and choose the snapshots a Stage-0 job runs under (those named, the defaults for
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from eventsourcing.persistence import IntegrityError, RecordConflictError
@@ -23,6 +26,20 @@ def default_snapshots() -> dict[SnapshotKind, Snapshot]:
         kind: Snapshot.declare(kind.value, config.model_dump())
         for kind, config in DEFAULT_CONFIGS.items()
     }
+
+
+@dataclass(frozen=True)
+class Declared:
+    snapshot_id: str
+    payload: dict[str, Any]
+
+
+@cache
+def default_declarations() -> dict[SnapshotKind, Declared]:
+    """The ids and payloads of `default_snapshots`, declared once a process: every job that
+    runs under a default needs them, and declaring is a canonical encoding and a digest. The
+    payloads are shared: read them, never change them."""
+    return {kind: Declared(s.snapshot_id, s.payload) for kind, s in default_snapshots().items()}
 
 
 def content_checked(snapshot: Snapshot) -> Snapshot:
@@ -72,6 +89,20 @@ class SnapshotService:
     def is_stored(self, snapshot_id: str) -> bool:
         return self.stored(snapshot_id) is not None
 
+    def stored_ids(self, snapshot_ids: Collection[str]) -> set[str]:
+        """Those of ``snapshot_ids`` the ledger holds, read together and each verified as `get`
+        verifies it (a job names five: one query instead of five)."""
+        for snapshot_id in snapshot_ids:
+            check_snapshot_id(snapshot_id)
+        streams = list(dict.fromkeys(map(Snapshot.id_for, snapshot_ids)))
+        read = self.store.read_streams(streams)
+        held: set[str] = set()
+        for stream in streams:
+            snapshot = self.store.aggregate_from(Snapshot, stream, read[stream])
+            if snapshot is not None:
+                held.add(content_checked(snapshot).snapshot_id)
+        return held
+
     def default_ids(self) -> dict[str, str]:
         """Store the Stage-0 default snapshots (once) and return their ids by kind."""
         ids: dict[str, str] = {}
@@ -86,21 +117,20 @@ class SnapshotService:
         Returns their ids by kind, the parsed snapshots, and the ids of defaults not stored yet
         (stored with the first job that uses them, so that refused input writes nothing).
         """
-        defaults = default_snapshots()
         ids: dict[str, str] = {}
         payloads: dict[SnapshotKind, dict[str, Any]] = {}
-        unstored: set[str] = set()
+        defaults: set[str] = set()
         for kind in SnapshotKind:
             if kind.value not in overrides:
-                default = defaults[kind]
+                default = default_declarations()[kind]
                 ids[kind.value] = default.snapshot_id
                 payloads[kind] = default.payload
-                if not self.is_stored(default.snapshot_id):
-                    unstored.add(default.snapshot_id)
+                defaults.add(default.snapshot_id)
                 continue
             snapshot = self.named(kind, overrides[kind.value])
             ids[kind.value] = snapshot.snapshot_id
             payloads[kind] = snapshot.payload
+        unstored = defaults - self.stored_ids(defaults) if defaults else set()
         return ids, Stage0Snapshots.parse(payloads), unstored
 
     def named(self, kind: SnapshotKind, snapshot_id: str) -> Snapshot:

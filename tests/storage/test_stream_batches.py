@@ -12,6 +12,7 @@ from support.ledger_fixtures import RawTable
 
 from domain.checkpoint import CHECKPOINT_STREAM
 from domain.sem import SemEntry
+from domain.snapshot import Snapshot
 from domain.stream_heads import bucket_of
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage import head_check
@@ -116,3 +117,21 @@ def test_a_row_without_state_read_with_others_fails_closed(
             fresh.store.aggregate_from(SemEntry, stream, records)
     assert (caught.value.stream, caught.value.version) == (str(STREAMS[1]), 2)
     assert caught.value.reason == NO_STATE
+
+
+def test_snapshots_looked_up_together_are_each_verified(
+    ledger: Ledger, raw_table: RawTable, fresh: Ledger
+) -> None:
+    ids = ledger.snapshots.default_ids()
+    absent = "f" * 64
+    assert fresh.snapshots.stored_ids([*ids.values(), absent]) == set(ids.values())
+
+    with pytest.raises(ValueError, match="invalid snapshot id 'nope'"):
+        fresh.snapshots.stored_ids(["nope"])
+
+    router = Snapshot.id_for(ids["router"])
+    state = raw_table.state(router, 1)
+    raw_table.set_column(router, 1, "state", state.replace(b'"mace/', b'"made/', 1))
+    with pytest.raises(IntegrityFailure) as caught:
+        fresh.snapshots.stored_ids(ids.values())
+    assert caught.value.stream == str(router)
