@@ -8,13 +8,19 @@ leaves a tombstone, so the history of what an agent could have seen is complete.
 
 A memory's id is ``mem-``/``epi-`` and 32 hex digits of ``derive_id(tenant, "memory", kind,
 position)`` (seed 004 D3): the same writes in the same order give the same ids in any store.
+
+At every ``SNAPSHOT_INTERVAL``-th position a `MemorySnapshot` records the live memories: a log is
+loaded from the newest snapshot at or below the position wanted and the (fewer than that many)
+events after it, so a write or a context no longer reads the whole log. A snapshot is an event
+like any other: signed, verified, counted by checkpoints.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from datetime import datetime
+from typing import Any, Final, Self
 
 from eventsourcing.domain import event
 
@@ -29,6 +35,8 @@ LABEL_PATTERN: Final = re.compile(r"^[a-z0-9][a-z0-9._:-]{0,63}$")
 MAX_LABELS: Final = 16
 MAX_EPISODE_CHARS: Final = 4096
 MAX_REASON_CHARS: Final = 500
+SNAPSHOT_INTERVAL: Final = 100
+"""Positions between two snapshots of a tenant's memory log."""
 ID_PREFIX: Final = {MemoryKind.FACT: "mem-", MemoryKind.EPISODE: "epi-"}
 TENANT_PRIVACY: Final[PrivacyPolicy] = DEFAULT_PRIVACY
 """The privacy rule over tenant facts: the Stage-0 default privacy snapshot's denied attributes.
@@ -68,6 +76,19 @@ class Memory:
             "provenance": self.provenance,
             "position": self.position,
         }
+
+    @classmethod
+    def from_json(cls, stored: dict[str, Any]) -> Memory:
+        """The memory `as_json` wrote (a snapshot's)."""
+        return cls(
+            stored["memory_id"],
+            MemoryKind(stored["kind"]),
+            stored["key"],
+            stored["content"],
+            tuple(stored["labels"]),
+            stored["provenance"],
+            stored["position"],
+        )
 
 
 def check_fact_key(key: str) -> str:
@@ -135,6 +156,21 @@ class MemoryLog(MaceAggregate):
     def __init__(self, tenant: str) -> None:
         self.tenant = tenant
         self._live: dict[str, Memory] = {}
+
+    @classmethod
+    def restored(cls, snapshot: MemorySnapshot) -> Self:
+        """The log as it stood at the snapshot's position, made from the snapshot alone: the
+        events after it are then applied as to any loaded aggregate."""
+        log = object.__new__(cls)
+        # The state eventsourcing's BaseAggregate keeps, as folding the log's events sets it.
+        log._id = cls.id_for(snapshot.tenant)
+        log._version = snapshot.log_version
+        log._created_on = snapshot.log_created_on
+        log._modified_on = snapshot.log_modified_on
+        log._pending_events = []
+        log.tenant = snapshot.tenant
+        log._live = {m.memory_id: m for m in map(Memory.from_json, snapshot.live)}
+        return log
 
     def remember_fact(
         self, key: str, value: Any, labels: list[str], provenance: dict[str, Any]
@@ -211,3 +247,55 @@ class MemoryLog(MaceAggregate):
     @event(Forgotten)
     def _forgotten(self, memory_id: str, reason: str, provenance: dict[str, Any]) -> None:
         del self._live[memory_id]
+
+
+class MemorySnapshot(MaceAggregate):
+    """A tenant's live memories at log position ``log_version``, a multiple of
+    `SNAPSHOT_INTERVAL`: one event in a stream of its own, named by tenant and position, so a
+    reader finds it without an index and no two writers ever append to the same one."""
+
+    NAME_PREFIX = "memory-snapshot"
+    NAME_FIELD = "name"
+
+    class Taken(MaceAggregate.Created):
+        name: str
+        tenant: str
+        log_version: int
+        log_created_on: datetime
+        log_modified_on: datetime
+        live: list[dict[str, Any]]
+
+    @staticmethod
+    def name_at(tenant: str, log_version: int) -> str:
+        return f"{tenant}@{log_version}"
+
+    @classmethod
+    def of(cls, log: MemoryLog) -> MemorySnapshot:
+        if log.version % SNAPSHOT_INTERVAL:
+            msg = f"memory logs are snapshotted at multiples of {SNAPSHOT_INTERVAL}: {log.version}"
+            raise MemoryLogError(msg)
+        return cls(
+            name=cls.name_at(log.tenant, log.version),
+            tenant=log.tenant,
+            log_version=log.version,
+            log_created_on=log.created_on,
+            log_modified_on=log.modified_on,
+            live=[memory.as_json() for memory in log.live()],
+        )
+
+    @event(Taken)
+    def __init__(
+        self,
+        name: str,
+        tenant: str,
+        log_version: int,
+        log_created_on: datetime,
+        log_modified_on: datetime,
+        live: list[dict[str, Any]],
+    ) -> None:
+        self.name = name
+        self.tenant = tenant
+        self.log_version = log_version
+        self.log_created_on = log_created_on
+        self.log_modified_on = log_modified_on
+        self.live = live

@@ -1,21 +1,26 @@
 """Use cases for a tenant's memories: remember a fact or an episode, forget one, read the log.
 
 Every write appends to the tenant's memory log under the store's version check; a write that
-lost a race with another writer reloads and tries again.
+lost a race with another writer reloads and tries again. A log is read from its newest snapshot
+and the events after it (`domain.memories.MemorySnapshot`): a write's cost no longer grows with
+the number of events in the log, only with its live memories.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-from eventsourcing.application import AggregateNotFoundError
+from typing import Any, Final
 
 from domain.governance import Actor
 from domain.job import validate_tenant
-from domain.memories import Memory, MemoryLog, UnknownMemory
+from domain.memories import SNAPSHOT_INTERVAL, Memory, MemoryLog, MemorySnapshot, UnknownMemory
 from infrastructure.storage.ops_clock import recorded_at
+from infrastructure.storage.repository import fold_events
+from infrastructure.storage.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
+
+SNAPSHOTS_TRIED: Final = 3
+"""Snapshot positions a load looks at, newest first, before it reads the log from its start."""
 
 
 class MemoryService:
@@ -23,13 +28,42 @@ class MemoryService:
         self.store = store
 
     def log(self, tenant: str, position: int | None = None) -> MemoryLog | None:
-        """The tenant's memory log, as it stands or as it stood at ``position`` (None: empty)."""
+        """The tenant's memory log, as it stands or as it stood at ``position`` (None: empty).
+
+        Read from the newest snapshot at or below that position and the events after it, each
+        verified; with no snapshot there (none taken yet, or its writer stopped before it),
+        from an older one or the log's start."""
         log_id = MemoryLog.id_for(validate_tenant(tenant))
-        try:
-            log: MemoryLog = self.store.repository.get(log_id, version=position)
-        except AggregateNotFoundError:
+        head = self.store.stream_version(log_id)
+        wanted = head if position is None else min(position, head)
+        if wanted < 1:
             return None
+        base = self._snapshot_below(tenant, wanted)
+        after = 0 if base is None else base.version
+        events = list(self.store.verifying_store.get(log_id, gt=after, lte=wanted))
+        log: object = fold_events(base, events)
+        if not isinstance(log, MemoryLog):
+            raise IntegrityFailure(log_id, after + 1, "stream is not a memory log")
         return log
+
+    def _snapshot_below(self, tenant: str, position: int) -> MemoryLog | None:
+        """The log restored from the newest of the last `SNAPSHOTS_TRIED` snapshot positions at
+        or below ``position`` that has one (read together), or None."""
+        newest = position - position % SNAPSHOT_INTERVAL
+        versions = range(
+            newest, max(newest - SNAPSHOTS_TRIED * SNAPSHOT_INTERVAL, 0), -SNAPSHOT_INTERVAL
+        )
+        streams = {v: MemorySnapshot.id_for(MemorySnapshot.name_at(tenant, v)) for v in versions}
+        read = self.store.read_streams(list(streams.values()))
+        for version, stream in streams.items():
+            snapshot = self.store.aggregate_from(MemorySnapshot, stream, read[stream])
+            if snapshot is None:
+                continue
+            if (snapshot.tenant, snapshot.log_version) != (tenant, version):
+                reason = f"the snapshot of {tenant}'s memory log at {version} says otherwise"
+                raise IntegrityFailure(stream, 1, reason)
+            return MemoryLog.restored(snapshot)
+        return None
 
     def memories(self, tenant: str) -> list[Memory]:
         log = self.log(tenant)
@@ -55,7 +89,7 @@ class MemoryService:
             if log is None:
                 raise UnknownMemory(memory_id)
             log.forget(memory_id, reason, _provenance(actor, None))
-            self.store.save(log)
+            self.store.save(*_with_snapshot(log))
 
         self.store.retrying(attempt, f"forgetting {memory_id}")
 
@@ -63,10 +97,19 @@ class MemoryService:
         def attempt() -> Memory:
             log = self.log(tenant) or MemoryLog(tenant=tenant)
             memory = write(log)
-            self.store.save(log)
+            self.store.save(*_with_snapshot(log))
             return memory
 
         return self.store.retrying(attempt, f"memory write for tenant {tenant}")
+
+
+def _with_snapshot(log: MemoryLog) -> list[MemoryLog | MemorySnapshot]:
+    """The log written, and its snapshot if the write takes it to a multiple of
+    `SNAPSHOT_INTERVAL`: in the same transaction, so a write never stands without the snapshot
+    it was due (a store written before snapshots has none: its logs are read from the start)."""
+    if log.version % SNAPSHOT_INTERVAL:
+        return [log]
+    return [log, MemorySnapshot.of(log)]
 
 
 def _provenance(actor: Actor, origin: Any) -> dict[str, Any]:

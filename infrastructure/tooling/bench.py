@@ -24,6 +24,11 @@ each round does the same work on fresh names, so every round writes as much as t
 - ``concurrency``: 1, 2, 4 and 8 writer processes recording ``jobs`` Stage-0 jobs each at once:
   jobs/s in all and how many failed (`bench_writers`); measured once, after the rounds.
 
+``flatness`` (after the rounds, unless ``flat_entries`` is 0): memory writes and context
+assemblies timed on a tenant's log of `FLAT_SMALL` entries and again once the same log holds
+``flat_entries``, the same `FLAT_LIVE` facts written again and again: how much more each costs
+on the longer log (the goal is at most 1.5x; snapshots keep it flat in the log's length).
+
 With ``compare_raw``, each figure but ``checkpoint`` gets its raw baseline, measured right after
 it in the same round on the same store (`bench_raw`): the same rows written with plain INSERTs at
 the same rows per commit, the same number read by a plain cursor with an HMAC and a JSON parse
@@ -79,6 +84,38 @@ UNITS: Final = {
     "receipt replay": "replays",
 }
 VERIFIES_BY_SCAN: Final = ("read", "verify")
+FLAT_SMALL: Final = 100
+FLAT_LIVE: Final = 50
+FLAT_TIMED: Final = 40
+"""Writes, then assemblies, timed at each log length."""
+
+
+FLAT_TENANT: Final = "bench-flat"
+
+
+def _flat_key(n: int) -> str:
+    return f"user/customer/c{n % FLAT_LIVE}/plan"
+
+
+def _words(n: int) -> str:
+    return " ".join(WORDS[(n + k) % len(WORDS)] for k in range(3)) + f" {n}"
+
+
+def _flat_writes(ledger: Ledger, count: int) -> int:
+    for n in range(count):
+        ledger.memories.remember_fact(FLAT_TENANT, _flat_key(n), _words(n), [], ACTOR, None)
+    return count
+
+
+def _assemblies(ledger: Ledger, tenant: str, count: int) -> list[str]:
+    """``count`` contexts assembled over the tenant's memories; their receipts' ids."""
+    caller = ContextCaller(ACTOR.actor_id, ACTOR.roles)
+    receipts = []
+    for i in range(count):
+        request = ContextRequest(f"{WORDS[i % len(WORDS)]} {WORDS[(i + 3) % len(WORDS)]}", 10)
+        emitted = ledger.receipts.emit(Assembly(ReceiptKind.CONTEXT, tenant, caller, request, None))
+        receipts.append(emitted["receipt"]["receipt_id"])
+    return receipts
 
 
 class BenchError(ValueError):
@@ -184,20 +221,47 @@ def _tree_cost(with_tree: list[Sample], without: list[Sample]) -> TreeCost:
 
 
 @dataclass(frozen=True, slots=True)
+class Flatness:
+    """What a memory write and a context assembly cost on a log of ``entries`` entries over
+    what they cost on one of `FLAT_SMALL` (1.0: flat)."""
+
+    entries: int
+    memory: float
+    context: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "entries": self.entries,
+            "memory": round(self.memory, 3),
+            "context": round(self.context, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class BenchReport:
     figures: list[Figure]
     tree_cost: TreeCost
+    flatness: Flatness | None
 
 
 class Bench:
     def __init__(
-        self, ledger: Ledger, jobs: int, memories: int, contexts: int, verify_events: int = 0
+        self,
+        ledger: Ledger,
+        jobs: int,
+        memories: int,
+        contexts: int,
+        verify_events: int = 0,
+        flat_entries: int = 0,
     ) -> None:
         for name, value in (("jobs", jobs), ("memories", memories), ("contexts", contexts)):
             if value < 1:
                 raise BenchError(f"--{name} must be at least 1, got {value}")
         if verify_events < 0:
             raise BenchError(f"--verify-events must be at least 0, got {verify_events}")
+        if flat_entries and flat_entries <= FLAT_SMALL:
+            msg = f"--flat-entries must be 0 (none) or more than {FLAT_SMALL}, got {flat_entries}"
+            raise BenchError(msg)
         if ledger.store.recorder.max_notification_id():
             msg = "mace bench writes to the store: point MACE_STORE at an empty one"
             raise BenchError(msg)
@@ -206,6 +270,7 @@ class Bench:
         self.memories = memories
         self.contexts = contexts
         self.verify_events = verify_events
+        self.flat_entries = flat_entries
 
     def run(self, rounds: int, *, compare_raw: bool = False) -> BenchReport:
         """The figures; the tree's cost: verify with and without the checkpoint pass, both timed
@@ -243,7 +308,27 @@ class Bench:
             raw_run = None if raw is None else writers_at_once(writers, self.jobs, "raw", job_rows)
             figures.append(_writers_figure(run, raw_run))
         wall = statistics.median(cost.wall for cost in costs)
-        return BenchReport(figures, TreeCost(wall, statistics.median(cost.cpu for cost in costs)))
+        tree_cost = TreeCost(wall, statistics.median(cost.cpu for cost in costs))
+        return BenchReport(figures, tree_cost, self._flatness() if self.flat_entries else None)
+
+    def _flatness(self) -> Flatness:
+        """Writes and assemblies timed at `FLAT_SMALL` entries, then at ``flat_entries``."""
+        self.ledger.policy.set_bundle(FLAT_TENANT, BUNDLE, ACTOR)
+        short = self._flat_costs(FLAT_SMALL)
+        long = self._flat_costs(self.flat_entries)
+        return Flatness(self.flat_entries, long[0] / short[0], long[1] / short[1])
+
+    def _flat_costs(self, entries: int) -> tuple[float, float]:
+        """Seconds a memory write and a context assembly take once the log holds ``entries``."""
+        memories, n = self.ledger.memories, 0
+        log = memories.log(FLAT_TENANT)
+        n = 0 if log is None else log.version
+        while n < entries - FLAT_TIMED:
+            memories.remember_fact(FLAT_TENANT, _flat_key(n), _words(n), [], ACTOR, None)
+            n += 1
+        write = _timed(lambda: _flat_writes(self.ledger, FLAT_TIMED))
+        assemble = _timed(lambda: len(_assemblies(self.ledger, FLAT_TENANT, FLAT_TIMED)))
+        return write.seconds / FLAT_TIMED, assemble.seconds / FLAT_TIMED
 
     def _measured(self, name: str, work: Callable[[], int], raw: RawStore | None) -> Sample:
         """``work`` timed; then, with ``raw``, the raw store timed doing the same rows."""
@@ -310,19 +395,12 @@ class Bench:
 
         def memory() -> int:
             for i in range(self.memories):
-                words = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(3))
                 labels = ["pii"] if i % 7 == 0 else ["secret"] if i % 11 == 0 else []
-                self.ledger.memories.remember_episode(TENANT, f"{words} {i}", labels, ACTOR, None)
+                self.ledger.memories.remember_episode(TENANT, _words(i), labels, ACTOR, None)
             return self.memories
 
         def context() -> int:
-            caller = ContextCaller(ACTOR.actor_id, ACTOR.roles)
-            for i in range(self.contexts):
-                request = ContextRequest(f"{WORDS[i % len(WORDS)]} {WORDS[(i + 3) % 8]}", 10)
-                emitted = self.ledger.receipts.emit(
-                    Assembly(ReceiptKind.CONTEXT, TENANT, caller, request, None)
-                )
-                receipt_ids.append(emitted["receipt"]["receipt_id"])
+            receipt_ids.extend(_assemblies(self.ledger, TENANT, self.contexts))
             return self.contexts
 
         def receipt_replay() -> int:

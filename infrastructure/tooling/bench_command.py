@@ -13,13 +13,20 @@ from domain.canonical import canonical_json
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.errors import EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings
-from infrastructure.tooling.bench import Bench, BenchError, Figure
+from infrastructure.tooling.bench import FLAT_SMALL, Bench, BenchError, Figure
 
 
 def run_bench(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings) as ledger:
         try:
-            bench = Bench(ledger, args.jobs, args.memories, args.contexts, args.verify_events)
+            bench = Bench(
+                ledger,
+                args.jobs,
+                args.memories,
+                args.contexts,
+                args.verify_events,
+                args.flat_entries,
+            )
             report = bench.run(args.rounds, compare_raw=args.compare_raw)
         except BenchError as exc:
             raise UsageError(str(exc)) from None
@@ -33,6 +40,7 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
             "figures": [f.as_json() for f in report.figures],
             "tree_cost": round(tree_cost.wall, 3),
             "tree_cpu_cost": round(tree_cost.cpu, 3),
+            "flatness": None if report.flatness is None else report.flatness.as_json(),
         }
         sys.stdout.buffer.write(canonical_json(answer) + b"\n")
         return EXIT_OK
@@ -43,6 +51,12 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
         f"  verify with the checkpoint pass / without: {tree_cost.wall:.2f}x"
         f" (processor time {tree_cost.cpu:.2f}x)"
     )
+    flat = report.flatness
+    if flat is not None:
+        print(
+            f"  on a memory log of {flat.entries} entries / of {FLAT_SMALL}: a write costs"
+            f" {flat.memory:.2f}x, a context {flat.context:.2f}x"
+        )
     return EXIT_OK
 
 

@@ -53,6 +53,14 @@ def add_bench_arguments(bench: argparse.ArgumentParser) -> None:
         " measure a ledger of some size, not their fixed costs (20000; 0: none)",
     )
     bench.add_argument(
+        "--flat-entries",
+        type=int,
+        default=10_000,
+        help="after the rounds, time memory writes and contexts on a log of 100 entries and on"
+        " one of this many (the same 50 live facts written again and again) and print how much"
+        " more each costs (10000; 0: skip)",
+    )
+    bench.add_argument(
         "--compare-raw",
         action="store_true",
         help="beside each figure, the same rows written and read by the raw store (plain INSERTs"

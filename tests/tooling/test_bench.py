@@ -20,7 +20,7 @@ from infrastructure.tooling.bench_writers import writers_at_once
 
 SMALL = (
     *("--jobs", "2", "--memories", "3", "--contexts", "2", "--rounds", "2"),
-    *("--verify-events", "150"),
+    *("--verify-events", "150", "--flat-entries", "160"),
 )
 
 
@@ -62,6 +62,9 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
     assert figures["context"]["count"] == figures["receipt replay"]["count"] == 2
     assert figures["write"]["count"] > 2 * 2  # more than one event per job
     assert all(f["per_second"] > 0 and f["unit"] for f in figures.values())
+    # Writes and contexts timed on a log of 100 entries, then of 160: each cost over the other.
+    assert report["flatness"]["entries"] == 160
+    assert report["flatness"]["memory"] > 0 and report["flatness"]["context"] > 0
     # Without --compare-raw, no baseline is claimed.
     assert all(f["raw_per_second"] is None and f["ratio"] is None for f in report["figures"])
     with Ledger.open(cli_env) as ledger:
@@ -78,7 +81,8 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
 def test_compare_raw_puts_a_measured_baseline_beside_every_figure_and_leaves_no_table(
     cli_env: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run(capsys, "bench", *SMALL, "--compare-raw", "--json")
+    once = ("--rounds", "1", "--flat-entries", "0")
+    code, out, err = run(capsys, "bench", *SMALL, *once, "--compare-raw", "--json")
     assert (code, err) == (0, "")
     report = orjson.loads(out)
     assert report["compare_raw"] is True
@@ -138,6 +142,17 @@ def test_sizes_below_one_are_refused(
     code, _, err = run(capsys, "bench", option, "0")
     assert code == 2
     assert err == f"mace: INVALID_INPUT: {option} must be at least 1, got 0\n"
+
+
+@pytest.mark.parametrize("entries", ["-1", "50", "100"])
+def test_a_flat_log_no_longer_than_the_short_one_is_refused(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], entries: str
+) -> None:
+    code, _, err = run(capsys, "bench", "--flat-entries", entries)
+    assert code == 2
+    assert err == (
+        f"mace: INVALID_INPUT: --flat-entries must be 0 (none) or more than 100, got {entries}\n"
+    )
 
 
 def test_a_negative_fill_is_refused(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
