@@ -77,7 +77,22 @@ class _Refusal(Exception):
 
 
 def canonical_json(obj: object) -> bytes:
-    """Return the canonical UTF-8 bytes of ``obj`` or raise `CanonicalJSONError`."""
+    """Return the canonical UTF-8 bytes of ``obj`` or raise `CanonicalJSONError`.
+
+    A value orjson writes exactly as these rules do (`_orjson_writes_it_so`) is written by
+    orjson, four times as fast; anything else (a float it would write otherwise, a subclass, a
+    lone surrogate, a refusal) by this module's own encoder, which defines the bytes.
+    """
+    if _orjson_writes_it_so(obj):
+        try:
+            return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:
+            pass  # a lone surrogate, or nesting beyond orjson's depth: refused or written below
+    return encoded(obj)
+
+
+def encoded(obj: object) -> bytes:
+    """The canonical bytes as this module's own encoder writes them (`canonical_json`)."""
     out: list[str] = []
     try:
         _encode(obj, out)
@@ -85,6 +100,42 @@ def canonical_json(obj: object) -> bytes:
         path = "$" + "".join(_segment(part) for part in reversed(refusal.segments))
         raise CanonicalJSONError(refusal.reason, path) from None
     return "".join(out).encode("utf-8")
+
+
+def _orjson_writes_it_so(obj: object) -> bool:
+    """Whether orjson (keys sorted) writes ``obj`` byte for byte as `encoded` does: plain
+    dicts with plain string keys, lists, tuples, plain strings, booleans, None, integers in
+    signed 64 bits, and floats `_orjson_writes_float_so`. Subclasses (an enum) are left to
+    `encoded`, which writes them its own way."""
+    if isinstance(obj, dict):
+        return type(obj) is dict and _plain_members(obj)
+    if isinstance(obj, list | tuple):
+        return type(obj) in (list, tuple) and all(map(_orjson_writes_it_so, obj))
+    if isinstance(obj, bool) or obj is None:
+        return True
+    if isinstance(obj, int):
+        return type(obj) is int and INT64_MIN <= obj <= INT64_MAX
+    if isinstance(obj, float):
+        return type(obj) is float and _orjson_writes_float_so(obj)
+    return type(obj) is str
+
+
+def _plain_members(obj: dict[Any, Any]) -> bool:
+    # A loop, not all() over a generator: this walk runs over every value the ledger signs.
+    for key, value in obj.items():
+        if type(key) is not str or not _orjson_writes_it_so(value):
+            return False
+    return True
+
+
+def _orjson_writes_float_so(value: float) -> bool:
+    """A float whose shortest form has no exponent (orjson writes ``1e-7`` where Python writes
+    ``1e-07``) and at most `NUMERIC_PRECISION` decimals (nothing to round); not -0.0, which is
+    written ``0.0``, nor NaN or an infinity, which are refused."""
+    if value == 0.0:
+        return math.copysign(1.0, value) > 0
+    text = float.__repr__(value)
+    return "e" not in text and "n" not in text and len(text.partition(".")[2]) <= NUMERIC_PRECISION
 
 
 def canonical_copy(obj: object) -> Any:

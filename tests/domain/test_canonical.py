@@ -9,7 +9,9 @@ import math
 import re
 from datetime import UTC, datetime
 from decimal import Decimal
+from enum import IntEnum, StrEnum
 from typing import Any
+from uuid import UUID
 
 import orjson
 import pytest
@@ -22,6 +24,7 @@ from domain.canonical import (
     CanonicalJSONError,
     canonical_json,
     digest,
+    encoded,
     sha256_hex,
 )
 
@@ -247,3 +250,76 @@ def test_rounding_is_stable(value: float) -> None:
     assert canonical_json(rounded) == canonical_json(value)
     assert float(canonical_json(rounded)) == rounded
     assert math.isclose(rounded, value, rel_tol=0.0, abs_tol=NUMERIC_EPSILON / 2 + math.ulp(value))
+
+
+# Two encoders write these bytes: orjson where it writes exactly what the rules say, the
+# module's own everywhere else. They must never disagree.
+
+SHORT_DECIMALS = st.decimals(
+    min_value=-(10**12), max_value=10**12, places=4, allow_nan=False, allow_infinity=False
+).map(float)
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | INT64 | FINITE_FLOATS | SHORT_DECIMALS | st.text(),
+        lambda children: (
+            st.lists(children, max_size=5)
+            | st.tuples(children, children)
+            | st.dictionaries(st.text(max_size=8), children, max_size=5)
+        ),
+        max_leaves=30,
+    )
+)
+def test_the_fast_path_writes_what_the_encoder_writes(value: Any) -> None:
+    assert canonical_json(value) == encoded(value)
+
+
+class Colour(StrEnum):
+    RED = "red"
+
+
+class Level(IntEnum):
+    HIGH = 3
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        1e-5,
+        1e-7,
+        -1e-9,
+        1e16,
+        1e22,
+        -0.0,
+        [0.0, -0.0],
+        0.1 + 0.2,
+        2.0000000005,
+        123456789.123456789,
+        2**63 - 1,
+        -(2**63),
+        {"é": 1, "\uffff": 2, "😀": 3, "z": 4},
+        '\x00\x1f\x7f\u2028\\"',
+        [Colour.RED, Level.HIGH],
+        {"nested": [[[[[[[[[[[]]]]]]]]]]]},
+    ],
+)
+def test_the_fast_path_leaves_what_orjson_writes_otherwise_to_the_encoder(value: Any) -> None:
+    assert canonical_json(value) == encoded(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ({"a": ["ok", "\ud800"]}, "$.a[1]"),
+        ([2**63], "$[0]"),
+        ([2**64 - 1], "$[0]"),
+        ({"id": UUID(int=1)}, "$.id"),
+        ({"at": datetime(2026, 1, 1, tzinfo=UTC)}, "$.at"),
+        ({"n": math.nan}, "$.n"),
+    ],
+)
+def test_what_orjson_would_take_is_still_refused_with_its_path(value: Any, path: str) -> None:
+    with pytest.raises(CanonicalJSONError) as refused:
+        canonical_json(value)
+    assert refused.value.path == path
