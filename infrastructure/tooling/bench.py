@@ -24,6 +24,10 @@ each round does the same work on fresh names, so every round writes as much as t
 - ``concurrency``: 1, 2, 4 and 8 writer processes recording ``jobs`` Stage-0 jobs each at once:
   jobs/s in all and how many failed (`bench_writers`); measured once, after the rounds.
 
+``http runs`` (after the rounds, unless ``http_runs`` is 0): runs recorded over HTTP by
+``mace serve``, opened, sent in two batches of ``http_batch`` events and completed
+(`bench_http`), events/s.
+
 ``flatness`` (after the rounds, unless ``flat_entries`` is 0): memory writes and context
 assemblies timed on a tenant's log of `FLAT_SMALL` entries and again once the same log holds
 ``flat_entries``, the same `FLAT_LIVE` facts written again and again: how much more each costs
@@ -54,6 +58,8 @@ from domain.run_file import parse_run
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
 from infrastructure.storage.io_tally import IoTally
+from infrastructure.storage.settings import Settings
+from infrastructure.tooling.bench_http import http_runs
 from infrastructure.tooling.bench_raw import RawStore, Row, raw_seconds, raw_store
 from infrastructure.tooling.bench_writers import WRITER_COUNTS, WritersRun, writers_at_once
 
@@ -116,6 +122,15 @@ def _assemblies(ledger: Ledger, tenant: str, count: int) -> list[str]:
         emitted = ledger.receipts.emit(Assembly(ReceiptKind.CONTEXT, tenant, caller, request, None))
         receipts.append(emitted["receipt"]["receipt_id"])
     return receipts
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLoad:
+    """The ``http runs`` figure's size, and the settings ``mace serve`` is started with."""
+
+    settings: Settings
+    runs: int
+    batch: int
 
 
 class BenchError(ValueError):
@@ -253,12 +268,16 @@ class Bench:
         contexts: int,
         verify_events: int = 0,
         flat_entries: int = 0,
+        http: HttpLoad | None = None,
     ) -> None:
         for name, value in (("jobs", jobs), ("memories", memories), ("contexts", contexts)):
             if value < 1:
                 raise BenchError(f"--{name} must be at least 1, got {value}")
         if verify_events < 0:
             raise BenchError(f"--verify-events must be at least 0, got {verify_events}")
+        if http is not None and (http.runs < 1 or http.batch < 1):
+            msg = f"--http-runs and --http-batch must be at least 1, got {http.runs}, {http.batch}"
+            raise BenchError(msg)
         if flat_entries and flat_entries <= FLAT_SMALL:
             msg = f"--flat-entries must be 0 (none) or more than {FLAT_SMALL}, got {flat_entries}"
             raise BenchError(msg)
@@ -271,6 +290,7 @@ class Bench:
         self.contexts = contexts
         self.verify_events = verify_events
         self.flat_entries = flat_entries
+        self.http = http
 
     def run(self, rounds: int, *, compare_raw: bool = False) -> BenchReport:
         """The figures; the tree's cost: verify with and without the checkpoint pass, both timed
@@ -307,9 +327,20 @@ class Bench:
             run = writers_at_once(writers, self.jobs, f"bench concurrency {writers}")
             raw_run = None if raw is None else writers_at_once(writers, self.jobs, "raw", job_rows)
             figures.append(_writers_figure(run, raw_run))
+        if self.http is not None:
+            figures.append(self._http_figure(self.http, raw))
         wall = statistics.median(cost.wall for cost in costs)
         tree_cost = TreeCost(wall, statistics.median(cost.cpu for cost in costs))
         return BenchReport(figures, tree_cost, self._flatness() if self.flat_entries else None)
+
+    def _http_figure(self, http: HttpLoad, raw: RawStore | None) -> Figure:
+        sent = http_runs(self.ledger, http.settings, http.runs, http.batch)
+        raw_rate = None
+        if raw is not None:
+            did = IoTally(rows_written=sent.rows_written, commits=sent.commits)
+            raw_rate = sent.events / raw_seconds(raw, did, sent.written_after)
+        rate = sent.events / sent.seconds
+        return Figure("http runs", "events", rate, sent.events, sent.seconds, raw_rate)
 
     def _flatness(self) -> Flatness:
         """Writes and assemblies timed at `FLAT_SMALL` entries, then at ``flat_entries``."""

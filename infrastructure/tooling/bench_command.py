@@ -11,9 +11,12 @@ import sys
 
 from domain.canonical import canonical_json
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.error_table import Code, failure
 from infrastructure.storage.errors import EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings
-from infrastructure.tooling.bench import FLAT_SMALL, Bench, BenchError, Figure
+from infrastructure.tooling.bench import FLAT_SMALL, Bench, BenchError, Figure, HttpLoad
+from infrastructure.tooling.bench_http import HttpRunsError
+from infrastructure.tooling.load_server import LoadSetupError
 
 
 def run_bench(args: argparse.Namespace, settings: Settings) -> int:
@@ -26,10 +29,16 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
                 args.contexts,
                 args.verify_events,
                 args.flat_entries,
+                HttpLoad(settings, args.http_runs, args.http_batch) if args.http_runs else None,
             )
             report = bench.run(args.rounds, compare_raw=args.compare_raw)
         except BenchError as exc:
             raise UsageError(str(exc)) from None
+        except (LoadSetupError, HttpRunsError) as exc:
+            # The service for the http runs figure would not start, or answered a run wrongly.
+            refused = failure(Code.NOT_READY, str(exc))
+            print(refused.line(args.json), file=sys.stderr)
+            return refused.exit_code
         store = ledger.store.location.describe()
     tree_cost = report.tree_cost
     if args.json:

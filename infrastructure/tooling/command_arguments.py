@@ -53,6 +53,16 @@ def add_bench_arguments(bench: argparse.ArgumentParser) -> None:
         " measure a ledger of some size, not their fixed costs (20000; 0: none)",
     )
     bench.add_argument(
+        "--http-runs",
+        type=int,
+        default=20,
+        help="after the rounds, runs recorded over HTTP by `mace serve`, each sent in two"
+        " batches of --http-batch events (20; 0: skip)",
+    )
+    bench.add_argument(
+        "--http-batch", type=int, default=100, help="events a batch in --http-runs (100)"
+    )
+    bench.add_argument(
         "--flat-entries",
         type=int,
         default=10_000,

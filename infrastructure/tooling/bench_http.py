@@ -1,0 +1,82 @@
+"""The bench's ``http runs`` figure: runs recorded over HTTP in batches, as an emitter sends them.
+
+``mace serve`` runs over the bench's store in its own process (`load_server.ServiceProcess`);
+one client sends ``runs`` runs, each opened, then its events in batches of ``batch`` events
+(`HTTP_BATCHES` batches a run), then completed, and the figure is the events recorded a second,
+from the first request to the last answer. Its raw baseline (``--compare-raw``) inserts the rows
+the service stored with plain INSERTs in as many commits as the client made requests, each one
+its own transaction on the service (`bench_raw`).
+"""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import httpx
+
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage.settings import Settings
+from infrastructure.tooling.load_server import ServiceProcess, make_token
+from infrastructure.tooling.load_workload import PlannedRun, Workload, plan_runs
+
+HTTP_BATCHES: Final = 2
+"""Batches a run is sent in: its events then come in batches of the figure's batch size."""
+TIMEOUT_SECONDS: Final = 60.0
+
+
+class HttpRunsError(RuntimeError):
+    """A request of the figure did not get the answer every recorded run gets."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRuns:
+    """What the client sent and the service stored, and how long it took."""
+
+    events: int
+    seconds: float
+    rows_written: int
+    commits: int
+    written_after: int
+
+
+def http_runs(ledger: Ledger, settings: Settings, runs: int, batch: int) -> HttpRuns:
+    """Start the service, send the runs, stop it; ``runs`` must be recorded whole."""
+    workload = Workload(clients=1, runs=runs, events=batch * HTTP_BATCHES, replays=0)
+    planned = plan_runs(workload, secrets.token_hex(4), ledger.snapshots.default_ids())
+    with tempfile.TemporaryDirectory(prefix="mace-bench-") as scratch:
+        tokens = Path(scratch) / "tokens.json"
+        token = make_token(tokens)
+        with ServiceProcess(settings, tokens, Path(scratch) / "serve.log") as service:
+            service.start()
+            head = ledger.store.recorder.max_notification_id() or 0
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            with httpx.Client(
+                base_url=service.base_url, headers=headers, timeout=TIMEOUT_SECONDS
+            ) as client:
+                started = time.perf_counter()
+                requests = sum(_send(client, run) for run in planned)
+                seconds = time.perf_counter() - started
+    written = (ledger.store.recorder.max_notification_id() or 0) - head
+    return HttpRuns(sum(len(run.digests) for run in planned), seconds, written, requests, head)
+
+
+def _send(client: httpx.Client, run: PlannedRun) -> int:
+    """Open the run, send its batches, complete it; the number of requests it took."""
+    _post(client, "/v1/runs", run.open_body, 201)
+    for body in run.batch_bodies:
+        _post(client, f"/v1/runs/{run.run_id}/events", body, 200)
+    _post(client, f"/v1/runs/{run.run_id}/complete", run.complete_body, 200)
+    return len(run.batch_bodies) + 2
+
+
+def _post(client: httpx.Client, path: str, body: bytes, expected: int) -> None:
+    answer = client.post(path, content=body)
+    if answer.status_code != expected:
+        text = " ".join(answer.text.split())[:200]
+        msg = f"POST {path} answered {answer.status_code}, not {expected}: {text}"
+        raise HttpRunsError(msg)
