@@ -17,6 +17,7 @@ from uuid import UUID
 
 from eventsourcing.application import project_aggregate
 from eventsourcing.domain import DomainEventProtocol
+from eventsourcing.persistence import StoredEvent
 
 from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id, iso_text
@@ -322,11 +323,24 @@ class JobService:
         and its witness, both streams read together), with its records."""
         job_stream, witness_stream = Job.id_for(name), JobSealWitness.id_for(name)
         read = self.store.read_streams([job_stream, witness_stream])
+        records = verify_stream(self.store.keyring, job_stream, read[job_stream])
+        return self._witnessed(name, records, read[witness_stream]), records
+
+    def from_verified(self, name: str, records: Sequence[VerifiedRecord]) -> Job:
+        """The job stored under ``name`` from its whole stream, read and verified by the caller
+        (an audit's scan), held against its seal's witness as `load_named` holds it."""
+        witness_stream = JobSealWitness.id_for(name)
+        witness = self.store.read_streams([witness_stream])[witness_stream]
+        return self._witnessed(name, records, witness)
+
+    def _witnessed(
+        self, name: str, records: Sequence[VerifiedRecord], witness: Sequence[StoredEvent]
+    ) -> Job:
+        """The job ``records`` (verified) make, its seal held against its witness."""
+        job = self._decode(Job.id_for(name), records)
         keyring = self.store.keyring
-        records = verify_stream(keyring, job_stream, read[job_stream])
-        job = self._decode(job_stream, records)
-        self._check_witness(job, verify_stream(keyring, witness_stream, read[witness_stream]))
-        return job, records
+        self._check_witness(job, verify_stream(keyring, JobSealWitness.id_for(name), witness))
+        return job
 
     def _decode(self, stream: UUID, records: Sequence[VerifiedRecord]) -> Job:
         decode = self.store.verifying_store.signed_mapper.decode

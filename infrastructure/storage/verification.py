@@ -44,7 +44,7 @@ from infrastructure.storage.side_pass import (
     may_fork,
     never_stopped,
 )
-from infrastructure.storage.signed_record import IntegrityFailure, verify_record
+from infrastructure.storage.signed_record import IntegrityFailure, VerifiedRecord, verify_record
 
 JOB_STARTED_TOPIC = get_topic(Job.Started)
 WITNESS_TOPIC = get_topic(JobSealWitness.Witnessed)
@@ -152,7 +152,7 @@ def _verify_streams(
             if first.stored.topic == JOB_STARTED_TOPIC:
                 facts.jobs += 1
                 started = orjson.loads(first.body)
-                job_id = _job_name(stream_id, started)
+                job_id = job_name(stream_id, started)
                 if last.stored.topic == SEAL_TOPIC:
                     facts.sealed_jobs += 1
                     completion = orjson.loads(verified[-2].body)
@@ -170,17 +170,18 @@ def _verify_streams(
                         _verified_facts(keyring, witness, WITNESS_TOPIC),
                     )
             elif first.stored.topic == WITNESS_TOPIC:
-                witnessed = _facts(first.body)
-                job_stream = Job.id_for(orjson.loads(first.body)["job_id"])
-                seal_version = witnessed.event_count + 1
-                seal = reader.record_at(job_stream, seal_version)
-                check_witness(
-                    job_stream,
-                    seal_version,
-                    _verified_facts(keyring, seal, SEAL_TOPIC),
-                    witnessed,
-                )
+                check_witnessed_seal(reader, keyring, first)
     return facts
+
+
+def check_witnessed_seal(reader: StoreReader, keyring: Keyring, witness: VerifiedRecord) -> None:
+    """The seal a witness record (verified) witnessed is still in its job's stream, and says the
+    same: a job deleted whole, or its sealed tail, leaves its witness behind."""
+    witnessed = _facts(witness.body)
+    job_stream = Job.id_for(orjson.loads(witness.body)["job_id"])
+    seal_version = witnessed.event_count + 1
+    seal = reader.record_at(job_stream, seal_version)
+    check_witness(job_stream, seal_version, _verified_facts(keyring, seal, SEAL_TOPIC), witnessed)
 
 
 def _facts(body: bytes) -> SealFacts:
@@ -196,7 +197,7 @@ def _verified_facts(keyring: Keyring, stored: StoredEvent | None, topic: str) ->
     return _facts(verify_record(keyring, stored).body)
 
 
-def _job_name(stream: UUID, started: dict[str, Any]) -> str:
+def job_name(stream: UUID, started: dict[str, Any]) -> str:
     """The `Job.scoped_id` of the job whose JobStarted body this is, stored in ``stream``.
 
     JobStarted version 1 had no tenant (the default tenant's job). A job of another tenant
