@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import project_aggregate
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import StoredEvent
 
@@ -42,6 +41,7 @@ from infrastructure.application.snapshots import SnapshotService, default_snapsh
 from infrastructure.application.tenancy import holds, require_holder
 from infrastructure.storage.errors import ConflictError, LostRace
 from infrastructure.storage.integrity import SealFacts, check_witness, verify_stream
+from infrastructure.storage.repository import fold_events
 from infrastructure.storage.signed_record import (
     IntegrityFailure,
     VerifiedRecord,
@@ -344,7 +344,7 @@ class JobService:
 
     def _decode(self, stream: UUID, records: Sequence[VerifiedRecord]) -> Job:
         decode = self.store.verifying_store.signed_mapper.decode
-        job: object = project_aggregate(None, [decode(r) for r in records])
+        job: object = fold_events(None, [decode(r) for r in records])
         if not isinstance(job, Job):
             raise IntegrityFailure(stream, 1, "stream is not a Job")
         return job

@@ -19,7 +19,9 @@ from infrastructure.tooling.bench import Bench, BenchError, Figure
 def run_bench(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings) as ledger:
         try:
-            bench = Bench(ledger, args.jobs, args.memories, args.contexts, args.verify_events)
+            bench = Bench(
+                ledger, settings, args.jobs, args.memories, args.contexts, args.verify_events
+            )
             report = bench.run(args.rounds, compare_raw=args.compare_raw)
         except BenchError as exc:
             raise UsageError(str(exc)) from None
