@@ -117,6 +117,10 @@ class AuditFindings:
     """The last version the scan saw of each stream (by its id)."""
     jobs: list[JobAudit] = field(default_factory=list)
     stream_failures: list[StreamFailure] = field(default_factory=list)
+    seals: dict[str, tuple[str, int, int, str]] = field(default_factory=dict)
+    """Each sealed job's seal by job name: its stream, its version, its count and MAC digest."""
+    witnesses: dict[str, tuple[int, str]] = field(default_factory=dict)
+    """Each seal witness by job name: the count and MAC digest it witnessed."""
 
     def saw(self, notification_id: int, stream: str, version: int, *, covered: bool) -> None:
         """One event read; ``covered``: the newest checkpoint covers it (or it is one)."""
@@ -140,6 +144,8 @@ class AuditFindings:
             self.heads | other.heads,
             self.jobs + other.jobs,
             self.stream_failures + other.stream_failures,
+            self.seals | other.seals,
+            self.witnesses | other.witnesses,
         )
 
     def ordered(self) -> AuditFindings:
@@ -155,7 +161,19 @@ class AuditFindings:
             self.heads,
             sorted(self.jobs, key=lambda j: j.job),
             [streams[s] for s in sorted(streams)],
+            self.seals,
+            self.witnesses,
         )
+
+    def failed_job(self, name: str, message: str) -> bool:
+        """Judge the job ``name`` an integrity failure (``message``), unless it already is one (its
+        first failure stands); False if no such job was judged."""
+        for position, job in enumerate(self.jobs):
+            if job.job == name:
+                if job.verdict is not Verdict.INTEGRITY_FAILURE:
+                    self.jobs[position] = integrity_failed(name, job.stream, message)
+                return True
+        return False
 
 
 @dataclass(frozen=True)

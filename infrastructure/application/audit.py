@@ -21,11 +21,13 @@ from typing import Protocol
 from domain.audit_record import AuditRecord, audit_name
 from domain.errors import ErrorCode, MaceError
 from domain.governance import Actor
+from domain.job import Job
 from domain.replay_access import ReplayMode, replay_refusal
 from infrastructure.application.audit_scan import AuditWindow, RangeAudit
 from infrastructure.application.jobs import JobService
 from infrastructure.application.replays import ReplayService
 from infrastructure.storage.checkpoint_verification import proven_heads
+from infrastructure.storage.integrity import SealFacts, check_witness
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.scan import StreamRange
 from infrastructure.storage.signed_record import IntegrityFailure
@@ -93,6 +95,7 @@ class AuditService:
 
         found = workers.run(self, window, read_so_far)
         found.stream_failures += failures + _short_of(heads, found, scope.since)
+        _hold_seals_to_witnesses(found)
         found = found.ordered()
         checked, not_checked = coverage(
             scope,
@@ -147,3 +150,21 @@ def _short_of(heads: dict[str, int], found: AuditFindings, since: int) -> list[S
             )
             short.append(StreamFailure(stream, (seen or 0) + 1, reason))
     return short
+
+
+def _hold_seals_to_witnesses(found: AuditFindings) -> None:
+    """Every seal the scan met has its witness, saying the same, and every witness its seal
+    (`check_witness`, as every read of a job holds them): else the job, when it was judged, is an
+    integrity failure, and otherwise its stream is."""
+    for name in sorted(found.seals.keys() | found.witnesses.keys()):
+        stream, version, count, mac_digest = found.seals.get(name, ("", 0, 0, ""))
+        seal = SealFacts(count, mac_digest) if stream else None
+        witnessed = found.witnesses.get(name)
+        witness = None if witnessed is None else SealFacts(*witnessed)
+        try:
+            check_witness(Job.id_for(name), version, seal, witness)
+        except IntegrityFailure as failure:
+            if not found.failed_job(name, failure.message):
+                found.stream_failures.append(
+                    StreamFailure(failure.stream, failure.version, failure.reason)
+                )

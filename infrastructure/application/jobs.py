@@ -326,12 +326,10 @@ class JobService:
         records = verify_stream(self.store.keyring, job_stream, read[job_stream])
         return self._witnessed(name, records, read[witness_stream]), records
 
-    def from_verified(self, name: str, records: Sequence[VerifiedRecord]) -> Job:
+    def decoded(self, name: str, records: Sequence[VerifiedRecord]) -> Job:
         """The job stored under ``name`` from its whole stream, read and verified by the caller
-        (an audit's scan), held against its seal's witness as `load_named` holds it."""
-        witness_stream = JobSealWitness.id_for(name)
-        witness = self.store.read_streams([witness_stream])[witness_stream]
-        return self._witnessed(name, records, witness)
+        (an audit's scan, which holds seals and witnesses together itself)."""
+        return self._decode(Job.id_for(name), records)
 
     def _witnessed(
         self, name: str, records: Sequence[VerifiedRecord], witness: Sequence[StoredEvent]

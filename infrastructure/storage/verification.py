@@ -44,7 +44,7 @@ from infrastructure.storage.side_pass import (
     may_fork,
     never_stopped,
 )
-from infrastructure.storage.signed_record import IntegrityFailure, VerifiedRecord, verify_record
+from infrastructure.storage.signed_record import IntegrityFailure, verify_record
 
 JOB_STARTED_TOPIC = get_topic(Job.Started)
 WITNESS_TOPIC = get_topic(JobSealWitness.Witnessed)
@@ -166,25 +166,25 @@ def _verify_streams(
                     check_witness(
                         stream_id,
                         last.stored.originator_version,
-                        _facts(last.body),
+                        seal_facts(last.body),
                         _verified_facts(keyring, witness, WITNESS_TOPIC),
                     )
             elif first.stored.topic == WITNESS_TOPIC:
-                check_witnessed_seal(reader, keyring, first)
+                witnessed = seal_facts(first.body)
+                job_stream = Job.id_for(orjson.loads(first.body)["job_id"])
+                seal_version = witnessed.event_count + 1
+                seal = reader.record_at(job_stream, seal_version)
+                check_witness(
+                    job_stream,
+                    seal_version,
+                    _verified_facts(keyring, seal, SEAL_TOPIC),
+                    witnessed,
+                )
     return facts
 
 
-def check_witnessed_seal(reader: StoreReader, keyring: Keyring, witness: VerifiedRecord) -> None:
-    """The seal a witness record (verified) witnessed is still in its job's stream, and says the
-    same: a job deleted whole, or its sealed tail, leaves its witness behind."""
-    witnessed = _facts(witness.body)
-    job_stream = Job.id_for(orjson.loads(witness.body)["job_id"])
-    seal_version = witnessed.event_count + 1
-    seal = reader.record_at(job_stream, seal_version)
-    check_witness(job_stream, seal_version, _verified_facts(keyring, seal, SEAL_TOPIC), witnessed)
-
-
-def _facts(body: bytes) -> SealFacts:
+def seal_facts(body: bytes) -> SealFacts:
+    """What a verified seal's or witness's body says."""
     fields = orjson.loads(body)
     return SealFacts(fields["event_count"], fields["mac_digest"])
 
@@ -194,7 +194,7 @@ def _verified_facts(keyring: Keyring, stored: StoredEvent | None, topic: str) ->
     position holds no such record."""
     if stored is None or stored.topic != topic:
         return None
-    return _facts(verify_record(keyring, stored).body)
+    return seal_facts(verify_record(keyring, stored).body)
 
 
 def job_name(stream: UUID, started: dict[str, Any]) -> str:

@@ -276,3 +276,20 @@ def test_a_worker_reads_the_window_and_nothing_after_it(auditor: Settings) -> No
         found = ledger.audits.audit_range(window, (None, None), lambda done: None)
     assert (found.first_notification_id, found.last_notification_id) == (4, through)
     assert found.events == through - 3
+
+
+def test_a_seal_without_its_witness_fails_its_job_with_no_checkpoint_to_tell(
+    auditor: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = record_clean(auditor)
+    table = RawTable(auditor)
+    table.forget_checkpoints()
+    witness = JobSealWitness.id_for(ids["first"])
+    table.execute("DELETE FROM {table} WHERE originator_id = %s", (table.key(witness),))
+    code, report, _ = audit(capsys, "--workers", "2")
+    assert code == 1
+    failed = next(job for job in report["jobs"] if job["job"] == ids["first"])
+    assert (failed["verdict"], failed["code"]) == ("integrity_failure", "INTEGRITY_FAILURE")
+    assert failed["detail"].endswith("seal has no witness")
+    assert verdicts(report)[ids["second"]] == ("ok", None)
+    assert "no checkpoint: a stream deleted whole leaves no trace" in report["not_checked"]
