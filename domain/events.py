@@ -20,12 +20,16 @@ from pydantic import (
     StrictInt,
     StrictStr,
     TypeAdapter,
+    ValidationInfo,
     model_validator,
 )
 
 from domain.canonical import canonical_json, digest
 from domain.job import MAX_INPUT_CHARS, CaptureMode, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, SnapshotKind
+
+RECORDED = "recorded"
+"""Validation context of a fact decoded from a job's stored, verified record (`decode_recorded`)."""
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
@@ -42,8 +46,10 @@ class RunEvent(BaseModel):
     EVENT_TYPE: ClassVar[str]
 
     @model_validator(mode="after")
-    def _canonical(self) -> RunEvent:
-        canonical_json(self.model_dump(mode="python"))
+    def _canonical(self, info: ValidationInfo) -> RunEvent:
+        # A recorded fact was canonical JSON when it was signed and stored: checked then.
+        if not (info.context or {}).get(RECORDED):
+            canonical_json(self.model_dump(mode="python"))
         return self
 
     def payload(self) -> dict[str, Any]:
@@ -461,7 +467,7 @@ def decode_recorded(event_type: str, payload: dict[str, Any]) -> RunEvent:
     if cls is None:
         msg = f"unknown run event type {event_type!r}"
         raise ValueError(msg)
-    return cls.model_validate({**payload, "type": event_type})
+    return cls.model_validate({**payload, "type": event_type}, context={RECORDED: True})
 
 
 def json_schema() -> dict[str, Any]:

@@ -155,11 +155,11 @@ class _Replay:
         self.outcome = ReplayOutcome(request.job_id, request.mode)
 
     def run(self) -> None:
-        job, completion = self.load_reflective_log()
+        job, recorded, completion = self.load_reflective_log()
         ids = self.required_snapshots(job)
         self.no_force_halt(job, ids)
         snapshots = self.verified_snapshots(ids)
-        events = self.ordered_events(job)
+        events = self.ordered_events(recorded)
         self.seed_rng(job)
         missing = self.persisted_outputs(job, events)
         body = [event for _, event in events]
@@ -198,7 +198,8 @@ class _Replay:
 
     # Seed 000 section 6, steps 1 to 9
 
-    def load_reflective_log(self) -> tuple[Job, JobCompleted]:
+    def load_reflective_log(self) -> tuple[Job, list[tuple[int, RunEvent]], JobCompleted]:
+        """The job, its recorded facts decoded (once), and its completion."""
         step = "1 load reflective log"
         try:
             job = self.source.load_job(self.request.job_id)
@@ -206,7 +207,8 @@ class _Replay:
             if exc.code is not ErrorCode.INTEGRITY_FAILURE:
                 raise
             self.stop(ErrorCode.INTEGRITY_FAILURE, step, f"job stream: {exc.message}")
-        completion = next((e for _, e in recorded_events(job) if isinstance(e, JobCompleted)), None)
+        recorded = recorded_events(job)
+        completion = next((e for _, e in recorded if isinstance(e, JobCompleted)), None)
         if completion is None:
             msg = f"job {job.job_id} is not complete: only completed jobs can be replayed"
             raise ValueError(msg)
@@ -214,7 +216,7 @@ class _Replay:
         self.outcome.snapshot_ids = {k.value: job.snapshot_ids.get(k.value) for k in SnapshotKind}
         detail = f"job {job.job_id}: seed {job.job_seed!r}, capture mode {job.capture_mode}"
         self.step(step, "ok", f"{detail}, {len(job.facts)} recorded events, sealed")
-        return job, completion
+        return job, recorded, completion
 
     def required_snapshots(self, job: Job) -> dict[SnapshotKind, str]:
         step = "2 required snapshots"
@@ -265,8 +267,8 @@ class _Replay:
         self.step(step, "ok", "every snapshot's signature and content address verified")
         return Stage0Snapshots.parse(payloads)
 
-    def ordered_events(self, job: Job) -> list[tuple[int, RunEvent]]:
-        indexed = [(i, e) for i, e in recorded_events(job) if not isinstance(e, JobCompleted)]
+    def ordered_events(self, recorded: list[tuple[int, RunEvent]]) -> list[tuple[int, RunEvent]]:
+        indexed = [(i, e) for i, e in recorded if not isinstance(e, JobCompleted)]
         self.step(
             "4 load ordered events",
             "ok",

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import project_aggregate
 from eventsourcing.domain import DomainEventProtocol
+from eventsourcing.persistence import StoredEvent
 
 from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id, iso_text
@@ -41,6 +41,7 @@ from infrastructure.application.snapshots import SnapshotService, default_snapsh
 from infrastructure.application.tenancy import holds, require_holder
 from infrastructure.storage.errors import ConflictError, LostRace
 from infrastructure.storage.integrity import SealFacts, check_witness, verify_stream
+from infrastructure.storage.repository import fold_events
 from infrastructure.storage.signed_record import (
     IntegrityFailure,
     VerifiedRecord,
@@ -323,15 +324,26 @@ class JobService:
         and its witness, both streams read together), with its records."""
         job_stream, witness_stream = Job.id_for(name), JobSealWitness.id_for(name)
         read = self.store.read_streams([job_stream, witness_stream])
+        records = verify_stream(self.store.keyring, job_stream, read[job_stream])
+        return self._witnessed(name, records, read[witness_stream]), records
+
+    def decoded(self, name: str, records: Sequence[VerifiedRecord]) -> Job:
+        """The job stored under ``name`` from its whole stream, read and verified by the caller
+        (an audit's scan, which holds seals and witnesses together itself)."""
+        return self._decode(Job.id_for(name), records)
+
+    def _witnessed(
+        self, name: str, records: Sequence[VerifiedRecord], witness: Sequence[StoredEvent]
+    ) -> Job:
+        """The job ``records`` (verified) make, its seal held against its witness."""
+        job = self._decode(Job.id_for(name), records)
         keyring = self.store.keyring
-        records = verify_stream(keyring, job_stream, read[job_stream])
-        job = self._decode(job_stream, records)
-        self._check_witness(job, verify_stream(keyring, witness_stream, read[witness_stream]))
-        return job, records
+        self._check_witness(job, verify_stream(keyring, JobSealWitness.id_for(name), witness))
+        return job
 
     def _decode(self, stream: UUID, records: Sequence[VerifiedRecord]) -> Job:
         decode = self.store.verifying_store.signed_mapper.decode
-        job: object = project_aggregate(None, [decode(r) for r in records])
+        job: object = fold_events(None, [decode(r) for r in records])
         if not isinstance(job, Job):
             raise IntegrityFailure(stream, 1, "stream is not a Job")
         return job

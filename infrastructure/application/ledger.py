@@ -7,7 +7,7 @@ writes a checkpoint when it is closed (`checkpoint_on_close`), so a command leav
 fully checkpointed; the HTTP service turns that off and runs a notary instead.
 
 `Ledger.open_for_reading` opens the ledger that read-only work reads (``mace verify``, the
-comparison ``mace rebuild`` makes on a read store, the service's reading routes, an audit):
+comparison ``mace rebuild`` makes on a read store, the service's reading routes, ``mace audit``):
 ``MACE_READ_STORE`` when it is set, a replica or copy opened so that nothing is written to it.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from types import TracebackType
 
+from infrastructure.application.audit import AuditService
 from infrastructure.application.governance import GovernanceService
 from infrastructure.application.jobs import JobService
 from infrastructure.application.memories import MemoryService
@@ -53,6 +54,7 @@ class Ledger:
         self.personal_data = PersonalDataReads(store, self.jobs, self.privacy)
         self.governance = GovernanceService(store, self.jobs, leases)
         self.replays = ReplayService(store, self.jobs, self.snapshots, self.governance)
+        self.audits = AuditService(store, self.jobs, self.replays)
         self.memories = MemoryService(store)
         self.policy = PolicyService(store)
         self.read_models = ReadModels(store)

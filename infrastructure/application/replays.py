@@ -234,6 +234,13 @@ class ReplayService:
         )
         return self._decided(job, request, actor, production_approved, tenant)
 
+    def replay_verified(self, job: Job) -> ReplayOutcome:
+        """An audit-mode replay of ``job``, already read and verified whole by the caller (an
+        audit's scan), nothing recorded: the same `replay_job` over the same reads of its
+        snapshots, halts and SEM history that `run` makes. The caller checked who acts."""
+        request = ReplayRequest(job.job_id, ReplayMode.AUDIT, elapsed=stopwatch())
+        return self._run_replay(job, request, job.tenant)
+
     def _decided(
         self,
         job: Job | None,

@@ -110,6 +110,12 @@ COMMANDS: tuple[Command, ...] = (
         _cli("verify", "add_verify_arguments"),
     ),
     Command(
+        "audit",
+        Group.REPLAY,
+        "replay every job from one read of the log; record one signed audit result",
+        _cli("audit", "add_audit_arguments"),
+    ),
+    Command(
         "governance",
         Group.REPLAY,
         "council votes, force-continue requests, halts and their log",

@@ -17,17 +17,18 @@ Events after the newest checkpoint are counted, not judged: nothing has signed t
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
+from uuid import UUID
 
 from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints
 from domain.merkle import HASH_SIZE, MerkleBuilder, leaf_hash
 from domain.stream_heads import HeadsTree
 from infrastructure.storage.checkpoint_tables import CheckpointTables
 from infrastructure.storage.checkpoints import Checkpoints, SignedCheckpoint
-from infrastructure.storage.head_check import disagrees
+from infrastructure.storage.head_check import bucket_entries, disagrees
 from infrastructure.storage.scan import Leaf, LeafPage, StoreReader
 from infrastructure.storage.signed_record import IntegrityFailure
 
@@ -158,17 +159,30 @@ def _check_commit_order(signed: SignedCheckpoint, at: int, before: int) -> int:
     return at
 
 
-def _check_head_index(tables: CheckpointTables, newest: SignedCheckpoint | None) -> None:
+def proven_heads(checkpoints: Checkpoints) -> tuple[SignedCheckpoint | None, dict[UUID, int]]:
+    """The newest checkpoint (verified) and every stream's head it records, from the whole head
+    index once it is proven to be that checkpoint's (`IntegrityFailure` otherwise): the streams
+    an audit must find, each at least that long."""
+    newest = checkpoints.newest()
+    buckets = _check_head_index(checkpoints.tables, newest)
+    return newest, {
+        UUID(stream): head for stored in buckets.values() for stream, head in bucket_entries(stored)
+    }
+
+
+def _check_head_index(
+    tables: CheckpointTables, newest: SignedCheckpoint | None
+) -> Mapping[int, bytes]:
     """The whole head index is the newest checkpoint's: its buckets make ``heads_root`` and its
     nodes are exactly those the buckets make. Checkpoints deleted from the chain's end leave an
     index that belongs to none of those left (unless it was rolled back with them: only an
-    exported checkpoint catches that)."""
+    exported checkpoint catches that). Returns the buckets' stored rows."""
     buckets, nodes = tables.head_index()
     if newest is None:
         if buckets or nodes:
             reason = "the head index holds streams, but no checkpoint is stored"
             raise IntegrityFailure(CHECKPOINT_STREAM, 1, reason)
-        return
+        return buckets
     # A writer stores each bucket as the canonical JSON its leaf hashes, so the stored bytes
     # are hashed as they are: a row stored any other way makes another tree, and fails.
     leaves = {bucket: leaf_hash(stored) for bucket, stored in buckets.items()}
@@ -178,6 +192,7 @@ def _check_head_index(tables: CheckpointTables, newest: SignedCheckpoint | None)
         raise disagrees(newest.checkpoint) from None
     if rebuilt.root.hex() != newest.checkpoint.heads_root or rebuilt.stored != nodes:
         raise disagrees(newest.checkpoint)
+    return buckets
 
 
 def _check_link(held: _Held | None, signed: SignedCheckpoint) -> None:

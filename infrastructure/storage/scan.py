@@ -1,8 +1,9 @@
-"""Raw, streaming reads of the stored events table for whole-ledger verification.
+"""Raw, streaming reads of the stored events table for whole-ledger verification and audit.
 
 eventsourcing reads one stream or one notification page at a time; verifying everything wants one
 pass ordered by (stream, version) with flat memory, and one pass over the Merkle leaves in
-notification order. This opens its own read-only connection: a server-side cursor on PostgreSQL,
+notification order; an audit (`mace audit`) one pass over a range of streams in notification
+order. This opens its own read-only connection: a server-side cursor on PostgreSQL,
 lazy cursor iteration on SQLite.
 
 PostgreSQL computes each event's leaf hash itself (`LEAF_SQL`), so that the tree pass moves 40
@@ -174,6 +175,49 @@ class StoreReader:
                 assert isinstance(originator_id, UUID)
                 assert isinstance(version, int)
                 yield _row(originator_id, version, topic, state)
+
+    def in_log_order(
+        self, streams: StreamRange, after: int, through: int
+    ) -> Iterator[tuple[int, StoredEvent]]:
+        """Every stored event of the streams in ``streams`` with a notification id after
+        ``after`` and up to ``through``, in notification order, with its notification id."""
+        conn = self._scan_conn = self._scan_conn or self._connect()
+        lower, upper = streams
+        if isinstance(conn, sqlite3.Connection):
+            where, params = _sqlite_range(lower, upper)
+            window = "rowid > ? AND rowid <= ?"
+            where = f"{where} AND {window}" if where else f" WHERE {window}"
+            cursor = conn.execute(
+                "SELECT rowid, originator_id, originator_version, topic, state"  # noqa: S608
+                f" FROM {self._sqlite_table()}{where} ORDER BY rowid",
+                [*params, after, through],
+            )
+            while rows := cursor.fetchmany(SCAN_PAGE):
+                for notification_id, originator_id, version, topic, state in rows:
+                    yield notification_id, _row(UUID(originator_id), version, topic, state)
+            return
+        bounds = [
+            sql.SQL(condition)
+            for condition, bound in (("originator_id >= %s", lower), ("originator_id < %s", upper))
+            if bound is not None
+        ]
+        query = sql.SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {}"
+            " WHERE {} ORDER BY notification_id"
+        ).format(
+            self._table(),
+            sql.SQL(" AND ").join(
+                [sql.SQL("notification_id > %s AND notification_id <= %s"), *bounds]
+            ),
+        )
+        with conn.transaction(), conn.cursor(name="mace_log") as cur:
+            cur.itersize = SCAN_PAGE
+            cur.execute(query, [after, through, *(b for b in streams if b is not None)])
+            for notification_id, originator_id, version, topic, state in cur:
+                assert isinstance(notification_id, int)
+                assert isinstance(originator_id, UUID)
+                assert isinstance(version, int)
+                yield notification_id, _row(originator_id, version, topic, state)
 
     def record_at(self, originator_id: UUID, version: int) -> StoredEvent | None:
         """The event stored at one stream position (not verified), or None when there is none."""

@@ -152,7 +152,7 @@ def _verify_streams(
             if first.stored.topic == JOB_STARTED_TOPIC:
                 facts.jobs += 1
                 started = orjson.loads(first.body)
-                job_id = _job_name(stream_id, started)
+                job_id = job_name(stream_id, started)
                 if last.stored.topic == SEAL_TOPIC:
                     facts.sealed_jobs += 1
                     completion = orjson.loads(verified[-2].body)
@@ -166,11 +166,11 @@ def _verify_streams(
                     check_witness(
                         stream_id,
                         last.stored.originator_version,
-                        _facts(last.body),
+                        seal_facts(last.body),
                         _verified_facts(keyring, witness, WITNESS_TOPIC),
                     )
             elif first.stored.topic == WITNESS_TOPIC:
-                witnessed = _facts(first.body)
+                witnessed = seal_facts(first.body)
                 job_stream = Job.id_for(orjson.loads(first.body)["job_id"])
                 seal_version = witnessed.event_count + 1
                 seal = reader.record_at(job_stream, seal_version)
@@ -183,7 +183,8 @@ def _verify_streams(
     return facts
 
 
-def _facts(body: bytes) -> SealFacts:
+def seal_facts(body: bytes) -> SealFacts:
+    """What a verified seal's or witness's body says."""
     fields = orjson.loads(body)
     return SealFacts(fields["event_count"], fields["mac_digest"])
 
@@ -193,10 +194,10 @@ def _verified_facts(keyring: Keyring, stored: StoredEvent | None, topic: str) ->
     position holds no such record."""
     if stored is None or stored.topic != topic:
         return None
-    return _facts(verify_record(keyring, stored).body)
+    return seal_facts(verify_record(keyring, stored).body)
 
 
-def _job_name(stream: UUID, started: dict[str, Any]) -> str:
+def job_name(stream: UUID, started: dict[str, Any]) -> str:
     """The `Job.scoped_id` of the job whose JobStarted body this is, stored in ``stream``.
 
     JobStarted version 1 had no tenant (the default tenant's job). A job of another tenant

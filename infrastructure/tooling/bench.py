@@ -17,6 +17,9 @@ each round does the same work on fresh names, so every round writes as much as t
   fastest run against fastest run within a round, median over rounds; `tree_cpu_cost` the same
   for the processor time of all its processes (the stream pass runs in a child or a thread
   beside the tree: `infrastructure.storage.side_pass`).
+- ``scan``: `mace audit`'s reading of the whole log with one worker (every event verified, every
+  completed job replayed in audit mode, every stream held to the newest checkpoint), its record
+  left out: events read per second, beside the raw read of as many rows.
 - ``replay``: audit replays of the recorded jobs (load, verify, fold, re-decide, compare, record).
 - ``memory``: memory writes to one tenant's log, which grows by ``memories`` each round.
 - ``context`` and ``receipt replay``: receipts emitted over that log under a policy bundle, and
@@ -55,6 +58,7 @@ from domain.governance import Actor
 from domain.receipt import MemoryView, ReceiptKind
 from domain.replay_access import ReplayMode
 from domain.run_file import parse_run
+from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
 from infrastructure.storage.io_tally import IoTally
@@ -62,6 +66,7 @@ from infrastructure.storage.settings import Settings
 from infrastructure.tooling.bench_http import http_runs
 from infrastructure.tooling.bench_raw import RawStore, Row, raw_seconds, raw_store
 from infrastructure.tooling.bench_writers import WRITER_COUNTS, WritersRun, writers_at_once
+from projections.audit import AuditScope
 
 ACTOR: Final = Actor.of("bench", ["operator", "admin", "auditor"])
 TENANT: Final = "bench"
@@ -84,12 +89,13 @@ UNITS: Final = {
     "checkpoint": "events",
     "read": "events",
     "verify": "events",
+    "scan": "events",
     "replay": "replays",
     "memory": "writes",
     "context": "receipts",
     "receipt replay": "replays",
 }
-VERIFIES_BY_SCAN: Final = ("read", "verify")
+VERIFIES_BY_SCAN: Final = ("read", "verify", "scan")
 FLAT_SMALL: Final = 100
 FLAT_LIVE: Final = 50
 FLAT_TIMED: Final = 40
@@ -126,9 +132,8 @@ def _assemblies(ledger: Ledger, tenant: str, count: int) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class HttpLoad:
-    """The ``http runs`` figure's size, and the settings ``mace serve`` is started with."""
+    """The ``http runs`` figure's size: runs, and events a batch."""
 
-    settings: Settings
     runs: int
     batch: int
 
@@ -263,6 +268,7 @@ class Bench:
     def __init__(
         self,
         ledger: Ledger,
+        settings: Settings,
         jobs: int,
         memories: int,
         contexts: int,
@@ -285,6 +291,7 @@ class Bench:
             msg = "mace bench writes to the store: point MACE_STORE at an empty one"
             raise BenchError(msg)
         self.ledger = ledger
+        self.settings = settings
         self.jobs = jobs
         self.memories = memories
         self.contexts = contexts
@@ -334,7 +341,7 @@ class Bench:
         return BenchReport(figures, tree_cost, self._flatness() if self.flat_entries else None)
 
     def _http_figure(self, http: HttpLoad, raw: RawStore | None) -> Figure:
-        sent = http_runs(self.ledger, http.settings, http.runs, http.batch)
+        sent = http_runs(self.ledger, self.settings, http.runs, http.batch)
         raw_rate = None
         if raw is not None:
             did = IoTally(rows_written=sent.rows_written, commits=sent.commits)
@@ -371,7 +378,8 @@ class Bench:
         sample = _timed(work)
         if raw is None or name == "checkpoint":
             return sample
-        # A verify reads the store with its own cursor, outside the tally: every event, once.
+        # A verify or an audit reads the store with its own cursor, outside the tally: every
+        # event, once (the few streams an audit's replays read besides are left out).
         did = IoTally(rows_read=sample.count) if name in VERIFIES_BY_SCAN else io.since(before)
         return replace(sample, raw_seconds=raw_seconds(raw, did, head))
 
@@ -422,6 +430,10 @@ class Bench:
 
             return work
 
+        def scan() -> int:
+            with AuditWorkers(self.settings, 1) as one:
+                return self.ledger.audits.audit(AuditScope(), one).findings.events
+
         def replay() -> int:
             for job_id in job_ids:
                 self.ledger.replays.run(job_id, ReplayMode.AUDIT, ACTOR)
@@ -447,6 +459,7 @@ class Bench:
             ("checkpoint", checkpoint),
             ("read", verifies("read", tree=False)),
             ("verify", verifies("verify", tree=True)),
+            ("scan", scan),
             ("replay", replay),
             ("memory", memory),
             ("context", context),

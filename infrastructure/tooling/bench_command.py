@@ -24,12 +24,13 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
         try:
             bench = Bench(
                 ledger,
+                settings,
                 args.jobs,
                 args.memories,
                 args.contexts,
                 args.verify_events,
                 args.flat_entries,
-                HttpLoad(settings, args.http_runs, args.http_batch) if args.http_runs else None,
+                HttpLoad(args.http_runs, args.http_batch) if args.http_runs else None,
             )
             report = bench.run(args.rounds, compare_raw=args.compare_raw)
         except BenchError as exc:

@@ -162,6 +162,7 @@ def test_help_lists_the_commands_by_group(capsys: pytest.CaptureFixture[str]) ->
         "replay and governance:": [
             "replay",
             "verify",
+            "audit",
             "governance",
             "export",
             "import",

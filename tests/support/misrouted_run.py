@@ -18,6 +18,17 @@ WRONG_DECISION = {
 
 def misrouted_run(entries: list[dict[str, Any]], job_id: str) -> list[dict[str, Any]]:
     """``mace events --json`` entries of a job as run-file lines, the router decision changed."""
+    return run_lines(entries, job_id, WRONG_DECISION)
+
+
+def run_lines(
+    entries: list[dict[str, Any]],
+    job_id: str,
+    decision: dict[str, Any] | None = None,
+    final_output: Any = None,
+) -> list[dict[str, Any]]:
+    """``mace events --json`` entries of a job as run-file lines: as the job ran, or with the
+    router ``decision`` and the ``final_output`` (when given) put in their place."""
     started = entries[0]["payload"]
     lines: list[dict[str, Any]] = [
         {
@@ -33,11 +44,14 @@ def misrouted_run(entries: list[dict[str, Any]], job_id: str) -> list[dict[str, 
         if entry["event_type"] in {"JobCompleted", "JobSealed"}:
             continue
         line = {"type": entry["event_type"], **entry["payload"]}
-        if entry["event_type"] == "RouterDecision":
-            line.update(WRONG_DECISION)
-        if entry["event_type"] == "IterationTrace":
-            line["router_decision"] = WRONG_DECISION
+        if decision is not None and entry["event_type"] == "RouterDecision":
+            line.update(decision)
+        if decision is not None and entry["event_type"] == "IterationTrace":
+            line["router_decision"] = decision
         lines.append(line)
-    final = next(e for e in entries if e["event_type"] == "JobCompleted")["payload"]
-    lines.append({"type": "RunCompleted", "final_output": final["final_output"]})
+    if final_output is None:
+        final_output = next(e for e in entries if e["event_type"] == "JobCompleted")["payload"][
+            "final_output"
+        ]
+    lines.append({"type": "RunCompleted", "final_output": final_output})
     return lines

@@ -37,6 +37,7 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
         "checkpoint",
         "read",
         "verify",
+        "scan",
         "replay",
         "memory",
         "context",
@@ -45,6 +46,9 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
     # The round's writes and whatever else the store took since the last checkpoint.
     assert figures["checkpoint"]["count"] >= figures["write"]["count"]
     assert figures["verify"]["count"] == figures["read"]["count"]
+    # One audit's read of the whole store: at least the runs it was filled with, once.
+    assert figures["scan"]["count"] >= 200
+    assert figures["scan"]["count"] < figures["read"]["count"]
     # Three whole verifies a figure, of a store first filled with two runs of 100 events.
     assert figures["read"]["count"] % 3 == 0
     assert figures["read"]["count"] >= 3 * 200

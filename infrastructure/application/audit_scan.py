@@ -1,0 +1,201 @@
+"""One worker's part of a batch audit: a range of streams, read once in notification order.
+
+Every event is verified as it is read (`verify_record`, with its stream's versions). A job's
+events are kept until its seal arrives (a Stage-0 job or an ingested run is stored in one
+transaction, so that is soon); then its whole stream is verified as a read of the job verifies it
+(`verify_stream`: versions, MACs, seal; `JobService.decoded`), and it is replayed in audit mode
+through the live replay (`ReplayService.replay_verified`): the same reducers, `run_stage0` and
+comparisons, the same verified reads of its snapshots, halts and SEM history. Any other stream
+is verified event by event and forgotten, but for its last version (the audit holds every stream
+to the newest checkpoint's head). A job still open when the range ends is verified, not
+replayed. Each seal and each seal's witness is
+kept (its count and digest), for the audit to hold them together once every range is read:
+without a read of the other stream per job, which on PostgreSQL cost more than the replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from uuid import UUID
+
+import orjson
+from eventsourcing.persistence import StoredEvent
+
+from domain.checkpoint import CHECKPOINT_STREAM
+from domain.errors import MaceError
+from domain.job import DEFAULT_TENANT
+from infrastructure.application.jobs import JobService
+from infrastructure.application.replays import ReplayService
+from infrastructure.storage.integrity import SEAL_TOPIC, verify_stream
+from infrastructure.storage.keyring import Keyring
+from infrastructure.storage.scan import StoreReader, StreamRange
+from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.store import LedgerStore
+from infrastructure.storage.verification import (
+    JOB_STARTED_TOPIC,
+    WITNESS_TOPIC,
+    job_name,
+    seal_facts,
+)
+from projections.audit import (
+    AuditFindings,
+    AuditScope,
+    JobAudit,
+    StreamFailure,
+    Verdict,
+    integrity_failed,
+    judged,
+)
+
+PROGRESS_EVERY = 2000
+"""Events between two progress reports of a worker."""
+
+Progress = Callable[[int], None]
+"""Told how many events this worker has read so far."""
+
+
+@dataclass(frozen=True)
+class AuditWindow:
+    """The log an audit reads: the scope, notifications after ``scope.since`` up to ``through``,
+    and the last one the newest checkpoint covers (``checkpointed``)."""
+
+    scope: AuditScope
+    through: int
+    checkpointed: int
+
+
+@dataclass
+class _OpenJob:
+    records: list[StoredEvent] = field(default_factory=list)
+
+
+class RangeAudit:
+    """The audit of the streams in one range; `run` reads them and returns what it found."""
+
+    def __init__(
+        self, store: LedgerStore, jobs: JobService, replays: ReplayService, window: AuditWindow
+    ) -> None:
+        self.store = store
+        self.jobs = jobs
+        self.replays = replays
+        self.window = window
+        self.keyring: Keyring = store.keyring
+        self.found = AuditFindings()
+        self._open: dict[UUID, _OpenJob] = {}
+        self._sealed: set[UUID] = set()
+        self._failed: set[UUID] = set()
+
+    def run(self, streams: StreamRange, progress: Progress) -> AuditFindings:
+        table = getattr(self.store.recorder, "events_table_name", None)
+        assert isinstance(table, str)
+        window = self.window
+        with StoreReader(self.store.location, table) as reader:
+            log = reader.in_log_order(streams, window.scope.since, window.through)
+            for notification_id, stored in log:
+                self._take(notification_id, stored)
+                if self.found.events % PROGRESS_EVERY == 0:
+                    progress(self.found.events)
+        for stream, job in sorted(self._open.items()):
+            self._left_open(stream, job)
+        progress(self.found.events)
+        return self.found
+
+    def _take(self, notification_id: int, stored: StoredEvent) -> None:
+        stream, version = stored.originator_id, stored.originator_version
+        assert isinstance(stream, UUID)
+        before = self.found.heads.get(str(stream))
+        # The checkpoints' own stream is chained, not in the tree: never "not yet checkpointed".
+        covered = notification_id <= self.window.checkpointed or stream == CHECKPOINT_STREAM
+        self.found.saw(notification_id, str(stream), version, covered=covered)
+        if stream in self._failed:
+            return  # reported once, at its first failure
+        if stream in self._sealed:
+            after_seal = IntegrityFailure(stream, version, "event recorded after the seal")
+            self._stream_failed(stream, after_seal)
+            return
+        job = self._open.get(stream)
+        if job is None and version == 1 and stored.topic == JOB_STARTED_TOPIC:
+            job = self._open[stream] = _OpenJob()
+        if job is not None:
+            job.records.append(stored)
+            if stored.topic == SEAL_TOPIC:
+                del self._open[stream]
+                self._sealed.add(stream)
+                self._job_sealed(stream, job.records)
+            return
+        # Any other stream, or a job begun before the window: verified event by event, its
+        # versions contiguous from 1 (from where the window meets it, with ``since``).
+        began_before = self.window.scope.since and before is None
+        expected = version if began_before else (before or 0) + 1
+        try:
+            verified = verify_stream(self.keyring, stream, [stored], first_version=expected)
+        except IntegrityFailure as failure:
+            self._stream_failed(stream, failure)
+            return
+        if version == 1 and stored.topic == WITNESS_TOPIC:
+            witnessed = seal_facts(verified[0].body)
+            witnessed_job = str(orjson.loads(verified[0].body)["job_id"])
+            self.found.witnesses[witnessed_job] = (witnessed.event_count, witnessed.mac_digest)
+
+    def _job_sealed(self, stream: UUID, records: list[StoredEvent]) -> None:
+        started = self._started(stream, records)
+        if started is None:
+            return
+        name, tenant = started
+        try:
+            verified = verify_stream(self.keyring, stream, records)
+            seal = verified[-1]
+            facts = seal_facts(seal.body)
+            version = seal.stored.originator_version
+            self.found.seals[name] = (str(stream), version, facts.event_count, facts.mac_digest)
+            if not self._audited(tenant):
+                return  # its events verified, its seal kept for its witness
+            job = self.jobs.decoded(name, verified)
+        except IntegrityFailure as failure:
+            self._judged(integrity_failed(name, str(stream), failure.message))
+            return
+        try:
+            outcome = self.replays.replay_verified(job)
+        except MaceError as exc:  # a read the replay made failed other than as tampering
+            code, message = exc.code.value, exc.message
+            self._judged(JobAudit(name, str(stream), Verdict.NOT_REPLAYABLE, code, message))
+            return
+        self._judged(judged(name, str(stream), outcome))
+
+    def _left_open(self, stream: UUID, job: _OpenJob) -> None:
+        started = self._started(stream, job.records)
+        if started is None:
+            return
+        name, tenant = started
+        try:
+            verify_stream(self.keyring, stream, job.records)
+        except IntegrityFailure as failure:
+            self._judged(integrity_failed(name, str(stream), failure.message))
+            return
+        if self._audited(tenant):
+            self._judged(JobAudit(name, str(stream), Verdict.OPEN, None, "open: not sealed"))
+
+    def _started(self, stream: UUID, records: list[StoredEvent]) -> tuple[str, str] | None:
+        """The job's name and tenant from its JobStarted, verified first; None (the stream
+        reported as a failure) when even that does not verify: nothing then names the job."""
+        try:
+            first = verify_stream(self.keyring, stream, records[:1], first_version=1)[0]
+        except IntegrityFailure as failure:
+            self._stream_failed(stream, failure)
+            return None
+        body = orjson.loads(first.body)
+        return job_name(stream, body), str(body.get("tenant", DEFAULT_TENANT))
+
+    def _audited(self, tenant: str) -> bool:
+        wanted = self.window.scope.tenant
+        return wanted is None or tenant == wanted
+
+    def _judged(self, result: JobAudit) -> None:
+        self.found.jobs.append(result)
+
+    def _stream_failed(self, stream: UUID, failure: IntegrityFailure) -> None:
+        self._failed.add(stream)
+        self.found.stream_failures.append(
+            StreamFailure(failure.stream, failure.version, failure.reason)
+        )
