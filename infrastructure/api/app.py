@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from infrastructure.api import (
     access_log,
+    audits,
     checkpoints,
     dashboard,
     governance,
@@ -89,6 +90,7 @@ def create_app(
         runs,
         jobs,
         replays,
+        audits,
         governance,
         snapshots,
         memories,

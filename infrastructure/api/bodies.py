@@ -95,6 +95,12 @@ class ReplayAsk(Body):
     )
 
 
+class AuditAsk(Body):
+    since: StrictInt = Field(
+        default=0, ge=0, description="audit only jobs whose first event is after this notification"
+    )
+
+
 class ForceContinueAsk(Body):
     reason: OneLine
 

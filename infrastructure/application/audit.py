@@ -16,7 +16,7 @@ store when ``MACE_READ_STORE`` is set); its record is written to ``MACE_STORE``'
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from domain.audit_record import AuditRecord, audit_name
 from domain.errors import ErrorCode, MaceError
@@ -59,6 +59,17 @@ def check_auditor(actor: Actor) -> None:
     refusal = replay_refusal(ReplayMode.AUDIT, actor, production_approved=False)
     if refusal is not None:
         raise MaceError(ErrorCode.ACCESS_DENIED, refusal.replace("audit replay", "an audit", 1))
+
+
+def audit_answer(report: AuditReport, record: AuditRecord, workers: int) -> dict[str, Any]:
+    """The audit as ``mace audit --json`` and ``POST /v1/audits`` answer it."""
+    return {
+        "ok": report.ok,
+        "audit_id": record.audit_id,
+        "workers": workers,
+        **report.summary(),
+        **report.results(),
+    }
 
 
 class AuditService:

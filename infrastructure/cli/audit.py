@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from domain.audit_record import AuditRecord
-from infrastructure.application.audit import check_auditor
+from infrastructure.application.audit import audit_answer, check_auditor
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, acting_actor, emit_json
@@ -41,24 +41,10 @@ def audit_command(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, create=False) as primary:
         record = primary.audits.record(report, actor)
     if args.json:
-        emit_json(_as_json(report, record, args.workers, note))
+        emit_json({**audit_answer(report, record, args.workers), **note})
     else:
         _print_report(report, record, args.workers, note)
     return EXIT_OK if report.ok else EXIT_FAILED
-
-
-def _as_json(
-    report: AuditReport, record: AuditRecord, workers: int, note: dict[str, Any]
-) -> dict[str, Any]:
-    summary = report.summary()
-    return {
-        "ok": report.ok,
-        "audit_id": record.audit_id,
-        "workers": workers,
-        **summary,
-        **report.results(),
-        **note,
-    }
 
 
 def _print_report(
