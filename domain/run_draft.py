@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from eventsourcing.domain import event
 
@@ -54,7 +54,14 @@ class RunDraft(MaceAggregate):
         started: dict[str, Any]
 
     class BatchAppended(MaceAggregate.Event):
+        # Version 1 held each event without its content digest: every load recomputed them all.
+        class_version: ClassVar[int] = 2
         events: list[dict[str, Any]]
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            for item in state["events"]:
+                item["digest"] = digest(item["event"])
 
     class Completed(MaceAggregate.Event):
         final_output_digest: str
@@ -102,7 +109,7 @@ class RunDraft(MaceAggregate):
             held = self.digests.get(event_id, seen.get(event_id))
             if held is None:
                 seen[event_id] = content_digest
-                fresh.append({"event_id": event_id, "event": content})
+                fresh.append({"event_id": event_id, "event": content, "digest": content_digest})
             elif held != content_digest:
                 msg = f"events[{position}].event_id {event_id!r} was sent before with other content"
                 raise RunDraftError(msg)
@@ -118,7 +125,7 @@ class RunDraft(MaceAggregate):
     def _appended(self, events: list[dict[str, Any]]) -> None:
         for item in events:
             self.events.append(item["event"])
-            self.digests[item["event_id"]] = digest(item["event"])
+            self.digests[item["event_id"]] = item["digest"]
 
     def complete(self, final_output: Any) -> bool:
         """Mark the run complete; False when it already was, with this same final output."""

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 from support.upcast_model import Gadget
 
-from domain.canonical import canonical_json
+from domain.canonical import canonical_json, digest
 from domain.determinism import DeterministicClock
+from domain.naming import DEFAULT_TENANT
 from domain.replay_record import ReplayRecord, replay_record_name
+from domain.run_draft import RunDraft, RunDraftError
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.signed_record import sign_record
 
@@ -71,3 +74,38 @@ def test_a_replay_record_written_step_by_step_still_loads(ledger: Ledger) -> Non
     record = ledger.store.get_aggregate(ReplayRecord, stream, f"replay {name}")
     assert (record.mode, record.report, record.markdown) == ("audit", {"ok": True}, "# ok\n")
     assert record.steps == [{"step": "1 load", "outcome": "ok", "detail": "job job-1"}]
+
+
+def test_a_run_draft_batch_stored_without_digests_still_loads_and_still_tells_resent_events(
+    ledger: Ledger,
+) -> None:
+    """Batches before version 2 held no content digests: they are computed as they are read."""
+    stream = RunDraft.id_in(DEFAULT_TENANT, "run-1")
+    clock = DeterministicClock("run-draft:run-1")
+    started = {"type": "RunStarted", "seed": 7, "input": "2 + 3"}
+    event = {"type": "ErrorEvent", "code": "E1", "message": "first"}
+    bodies: list[tuple[type, dict[str, object]]] = [
+        (
+            RunDraft.Opened,
+            {
+                "run_id": "run-1",
+                "tenant": DEFAULT_TENANT,
+                "started": started,
+                "originator_topic": get_topic(RunDraft),
+            },
+        ),
+        (RunDraft.BatchAppended, {"events": [{"event_id": "e1", "event": event}]}),
+    ]
+    stored = []
+    for version, (kind, body) in enumerate(bodies, start=1):
+        topic = get_topic(kind)
+        fields = canonical_json({**body, "timestamp": clock.iso(version)})
+        state = sign_record(ledger.store.keyring, stream, version, topic, fields)
+        stored.append(StoredEvent(stream, version, topic, state))
+    ledger.store.recorder.insert_events(stored)
+
+    draft = ledger.store.get_aggregate(RunDraft, stream, "run run-1")
+    assert draft.digests == {"e1": digest(event)}
+    assert draft.append([("e1", event)]).duplicates == 1
+    with pytest.raises(RunDraftError, match="was sent before with other content"):
+        draft.append([("e1", {**event, "message": "other"})])
