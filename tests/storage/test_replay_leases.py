@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.connection import connect_postgres
 from infrastructure.storage.replay_leases import LEASE_APPLICATION
 from infrastructure.storage.settings import PostgresStore, Settings
 
@@ -18,11 +19,10 @@ KEPT = (
 
 
 def admin(settings: Settings) -> psycopg.Connection[tuple[object, ...]]:
+    """A session of its own on the store's database, as an operator at a psql prompt."""
     store = settings.parsed_store()
     assert isinstance(store, PostgresStore)
-    return psycopg.connect(
-        host=store.host, port=store.port, user=store.user, dbname=store.dbname, autocommit=True
-    )
+    return connect_postgres(store)
 
 
 def test_a_lease_is_held_only_while_its_block_runs(ledger: Ledger) -> None:
