@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 import pytest
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
@@ -14,6 +16,21 @@ from domain.replay_record import ReplayRecord, replay_record_name
 from domain.run_draft import RunDraft, RunDraftError
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.signed_record import sign_record
+
+Bodies = list[tuple[type, dict[str, object]]]
+
+
+def store_as_written_then(
+    ledger: Ledger, stream: UUID, clock: DeterministicClock, bodies: Bodies
+) -> None:
+    """Sign and store events of ``stream`` as an older version of the ledger wrote them."""
+    stored = []
+    for version, (kind, body) in enumerate(bodies, start=1):
+        topic = get_topic(kind)
+        fields = canonical_json({**body, "timestamp": clock.iso(version)})
+        state = sign_record(ledger.store.keyring, stream, version, topic, fields)
+        stored.append(StoredEvent(stream, version, topic, state))
+    ledger.store.recorder.insert_events(stored)
 
 
 def test_v1_event_is_upcast_on_read(ledger: Ledger) -> None:
@@ -48,7 +65,7 @@ def test_a_replay_record_written_step_by_step_still_loads(ledger: Ledger) -> Non
     name = replay_record_name("job-1", 1)
     stream = ReplayRecord.id_for(name)
     clock = DeterministicClock(f"replay:{name}")
-    bodies: list[tuple[type, dict[str, object]]] = [
+    bodies: Bodies = [
         (
             ReplayRecord.Opened,
             {
@@ -63,13 +80,7 @@ def test_a_replay_record_written_step_by_step_still_loads(ledger: Ledger) -> Non
         (ReplayRecord.StepLogged, {"step": "1 load", "outcome": "ok", "detail": "job job-1"}),
         (ReplayRecord.ReportStored, {"report": {"ok": True}, "markdown": "# ok\n"}),
     ]
-    stored = []
-    for version, (kind, body) in enumerate(bodies, start=1):
-        topic = get_topic(kind)
-        fields = canonical_json({**body, "timestamp": clock.iso(version)})
-        state = sign_record(ledger.store.keyring, stream, version, topic, fields)
-        stored.append(StoredEvent(stream, version, topic, state))
-    ledger.store.recorder.insert_events(stored)
+    store_as_written_then(ledger, stream, clock, bodies)
 
     record = ledger.store.get_aggregate(ReplayRecord, stream, f"replay {name}")
     assert (record.mode, record.report, record.markdown) == ("audit", {"ok": True}, "# ok\n")
@@ -84,7 +95,7 @@ def test_a_run_draft_batch_stored_without_digests_still_loads_and_still_tells_re
     clock = DeterministicClock("run-draft:run-1")
     started = {"type": "RunStarted", "seed": 7, "input": "2 + 3"}
     event = {"type": "ErrorEvent", "code": "E1", "message": "first"}
-    bodies: list[tuple[type, dict[str, object]]] = [
+    bodies: Bodies = [
         (
             RunDraft.Opened,
             {
@@ -96,13 +107,7 @@ def test_a_run_draft_batch_stored_without_digests_still_loads_and_still_tells_re
         ),
         (RunDraft.BatchAppended, {"events": [{"event_id": "e1", "event": event}]}),
     ]
-    stored = []
-    for version, (kind, body) in enumerate(bodies, start=1):
-        topic = get_topic(kind)
-        fields = canonical_json({**body, "timestamp": clock.iso(version)})
-        state = sign_record(ledger.store.keyring, stream, version, topic, fields)
-        stored.append(StoredEvent(stream, version, topic, state))
-    ledger.store.recorder.insert_events(stored)
+    store_as_written_then(ledger, stream, clock, bodies)
 
     draft = ledger.store.get_aggregate(RunDraft, stream, "run run-1")
     assert draft.digests == {"e1": digest(event)}
