@@ -63,9 +63,10 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
 from infrastructure.storage.io_tally import IoTally
 from infrastructure.storage.settings import Settings
-from infrastructure.tooling.bench_http import http_runs
+from infrastructure.tooling.bench_http import HTTP_BATCHES, http_runs
 from infrastructure.tooling.bench_raw import RawStore, Row, raw_seconds, raw_store
 from infrastructure.tooling.bench_writers import WRITER_COUNTS, WritersRun, writers_at_once
+from infrastructure.tooling.load_workload import STAGE0_EVENTS
 from projections.audit import AuditScope
 
 ACTOR: Final = Actor.of("bench", ["operator", "admin", "auditor"])
@@ -136,6 +137,21 @@ class HttpLoad:
 
     runs: int
     batch: int
+
+
+def _check_http_load(http: HttpLoad, settings: Settings) -> None:
+    """Runs the service takes whole: at least one, each of `HTTP_BATCHES` batches that hold
+    the Stage-0 iteration between them and that the service's limits allow."""
+    if http.runs < 1:
+        raise BenchError(f"--http-runs must be at least 1 (or 0: none), got {http.runs}")
+    smallest = -(-STAGE0_EVENTS // HTTP_BATCHES)
+    largest = min(settings.max_batch_events, settings.max_run_events // HTTP_BATCHES)
+    if not smallest <= http.batch <= largest:
+        msg = (
+            f"--http-batch must be from {smallest} to {largest} (MACE_MAX_BATCH_EVENTS,"
+            f" MACE_MAX_RUN_EVENTS), got {http.batch}"
+        )
+        raise BenchError(msg)
 
 
 class BenchError(ValueError):
@@ -281,9 +297,8 @@ class Bench:
                 raise BenchError(f"--{name} must be at least 1, got {value}")
         if verify_events < 0:
             raise BenchError(f"--verify-events must be at least 0, got {verify_events}")
-        if http is not None and (http.runs < 1 or http.batch < 1):
-            msg = f"--http-runs and --http-batch must be at least 1, got {http.runs}, {http.batch}"
-            raise BenchError(msg)
+        if http is not None:
+            _check_http_load(http, settings)
         if flat_entries and flat_entries <= FLAT_SMALL:
             msg = f"--flat-entries must be 0 (none) or more than {FLAT_SMALL}, got {flat_entries}"
             raise BenchError(msg)

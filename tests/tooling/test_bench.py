@@ -18,6 +18,7 @@ from infrastructure.storage.settings import Settings
 from infrastructure.tooling.bench import ACTOR
 from infrastructure.tooling.bench_writers import writers_at_once
 
+LIMITS = " (MACE_MAX_BATCH_EVENTS, MACE_MAX_RUN_EVENTS)"
 SMALL = (
     *("--jobs", "2", "--memories", "3", "--contexts", "2", "--rounds", "2"),
     *("--verify-events", "150", "--flat-entries", "160", "--http-runs", "2", "--http-batch", "5"),
@@ -152,14 +153,21 @@ def test_sizes_below_one_are_refused(
 
 
 @pytest.mark.parametrize(
-    ("option", "given"), [("--http-runs", ("-1",)), ("--http-batch", ("0", "--http-runs", "3"))]
+    ("given", "message"),
+    [
+        (("--http-runs", "-1"), "--http-runs must be at least 1 (or 0: none), got -1"),
+        *(
+            (("--http-batch", size), f"--http-batch must be from 2 to 500{LIMITS}, got {size}")
+            for size in ("0", "1", "501")
+        ),
+    ],
 )
-def test_http_sizes_below_one_are_refused(
-    cli_env: Settings, capsys: pytest.CaptureFixture[str], option: str, given: tuple[str, ...]
+def test_http_sizes_the_service_would_not_take_are_refused(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], given: tuple[str, ...], message: str
 ) -> None:
-    code, _, err = run(capsys, "bench", option, *given)
-    assert code == 2
-    assert err.startswith("mace: INVALID_INPUT: --http-runs and --http-batch must be at least 1")
+    code, out, err = run(capsys, "bench", *given)
+    assert (code, out) == (2, "")
+    assert err == f"mace: INVALID_INPUT: {message}\n"
 
 
 @pytest.mark.parametrize("entries", ["-1", "50", "100"])
