@@ -23,6 +23,10 @@ NUMERIC_PRECISION: Final = 9
 NUMERIC_EPSILON: Final = 1e-9
 """One unit of the last written decimal: the tolerance for comparing decision numbers."""
 
+ORJSON_DEPTH: Final = 250
+"""Nesting the fast path hands to orjson (which refuses past 254 levels); deeper values are
+written by this module's own encoder, as before it had a fast path."""
+
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 
@@ -102,15 +106,20 @@ def encoded(obj: object) -> bytes:
     return "".join(out).encode("utf-8")
 
 
-def _orjson_writes_it_so(obj: object) -> bool:
+def _orjson_writes_it_so(obj: object, depth: int = 0) -> bool:
     """Whether orjson (keys sorted) writes ``obj`` byte for byte as `encoded` does: plain
     dicts with plain string keys, lists, tuples, plain strings, booleans, None, integers in
-    signed 64 bits, and floats `_orjson_writes_float_so`. Subclasses (an enum) are left to
-    `encoded`, which writes them its own way."""
+    signed 64 bits, and floats `_orjson_writes_float_so`, nested at most `ORJSON_DEPTH` deep
+    (orjson refuses deeper; this walk's frames stay well within Python's recursion limit).
+    Subclasses (an enum) are left to `encoded`, which writes them its own way."""
     if isinstance(obj, dict):
-        return type(obj) is dict and _plain_members(obj)
+        return type(obj) is dict and depth < ORJSON_DEPTH and _plain_members(obj, depth + 1)
     if isinstance(obj, list | tuple):
-        return type(obj) in (list, tuple) and all(map(_orjson_writes_it_so, obj))
+        return (
+            type(obj) in (list, tuple)
+            and depth < ORJSON_DEPTH
+            and all(_orjson_writes_it_so(item, depth + 1) for item in obj)
+        )
     if isinstance(obj, bool) or obj is None:
         return True
     if isinstance(obj, int):
@@ -120,10 +129,10 @@ def _orjson_writes_it_so(obj: object) -> bool:
     return type(obj) is str
 
 
-def _plain_members(obj: dict[Any, Any]) -> bool:
+def _plain_members(obj: dict[Any, Any], depth: int) -> bool:
     # A loop, not all() over a generator: this walk runs over every value the ledger signs.
     for key, value in obj.items():
-        if type(key) is not str or not _orjson_writes_it_so(value):
+        if type(key) is not str or not _orjson_writes_it_so(value, depth):
             return False
     return True
 

@@ -323,3 +323,13 @@ def test_what_orjson_would_take_is_still_refused_with_its_path(value: Any, path:
     with pytest.raises(CanonicalJSONError) as refused:
         canonical_json(value)
     assert refused.value.path == path
+
+
+@pytest.mark.parametrize("depth", [249, 250, 251, 600, 900])
+def test_deep_nesting_is_written_as_the_encoder_writes_it(depth: int) -> None:
+    """orjson stops at 254 levels, and the check before it must not run out of stack first:
+    values nested as deep as the encoder takes are still written, the same bytes."""
+    nested: Any = "leaf"
+    for level in range(depth):
+        nested = [nested] if level % 2 else {"k": nested}
+    assert canonical_json(nested) == encoded(nested)
