@@ -108,6 +108,8 @@ class AuditService:
         found.stream_failures += failures + _short_of(heads, found, scope.since)
         _hold_seals_to_witnesses(found)
         found = found.ordered()
+        if scope.tenant is not None:
+            found = found.for_tenant(scope.tenant)
         checked, not_checked = coverage(
             scope,
             through,

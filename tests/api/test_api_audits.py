@@ -4,6 +4,11 @@ signed record written; a caller who may not replay gets 403 and nothing is writt
 from __future__ import annotations
 
 from support.api_support import Api, assert_error
+from support.ledger_fixtures import RawTable
+
+from domain.job import Job
+from domain.naming import tenant_scoped
+from infrastructure.storage.settings import Settings
 
 
 def record_job(api: Api, who: str, seed: str) -> str:
@@ -50,3 +55,17 @@ def test_a_bad_window_is_refused_with_its_field(api: Api) -> None:
         response = api.post("/v1/audits", body, "auditor")
         assert response.status_code == 422, body
     assert api.position() == before
+
+
+def test_another_tenants_damaged_job_is_counted_never_named(api: Api, settings: Settings) -> None:
+    record_job(api, "operator", "s1")
+    theirs = record_job(api, "beta_operator", "b1")
+    table = RawTable(settings)
+    stream = Job.id_for(tenant_scoped("beta", theirs))
+    table.set_column(stream, 2, "state", table.state(stream, 2)[:-2] + b"x}")
+
+    answer = api.post("/v1/audits", {}, "auditor").json()
+    assert answer["ok"] is False
+    assert (answer["totals"]["jobs"], answer["totals"]["stream_failures"]) == (1, 1)
+    text = str(answer)
+    assert theirs not in text and "beta" not in text and str(stream) not in text

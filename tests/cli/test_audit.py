@@ -293,3 +293,27 @@ def test_a_seal_without_its_witness_fails_its_job_with_no_checkpoint_to_tell(
     assert failed["detail"].endswith("seal has no witness")
     assert verdicts(report)[ids["second"]] == ("ok", None)
     assert "no checkpoint: a stream deleted whole leaves no trace" in report["not_checked"]
+
+
+def test_a_tenants_audit_names_none_of_another_tenants_jobs_or_streams(
+    auditor: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another tenant's damaged job is counted in a tenant's audit, never named: a tenant's id
+    behaves for everyone else as a free one; the store's damage still makes the audit fail."""
+    with Ledger.open(auditor) as ledger:
+        ours = ledger.jobs.run(SUM, "s1", job_id="acme-sum", tenant="acme").job_id
+        theirs = ledger.jobs.run(SUM, "s2", job_id="beta-sum", tenant="beta").job_id
+    table = RawTable(auditor)
+    stream = Job.id_for(tenant_scoped("beta", theirs))
+    table.set_column(stream, 2, "state", table.state(stream, 2)[:-2] + b"x}")
+
+    code, report, _ = audit(capsys, "--tenant", "acme")
+    assert code == 1
+    assert verdicts(report) == {tenant_scoped("acme", ours): ("ok", None)}
+    assert report["stream_failures"] == []
+    assert report["totals"]["stream_failures"] == 1 and report["ok"] is False
+    assert "beta" not in orjson.dumps(report).decode()
+    assert str(stream) not in orjson.dumps(report).decode()
+
+    code, report, _ = audit(capsys)  # over every tenant: named
+    assert verdicts(report)[tenant_scoped("beta", theirs)][0] == "integrity_failure"
