@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Protocol
+from uuid import UUID
 
 from domain.audit_record import AuditRecord, audit_name
 from domain.errors import ErrorCode, MaceError
@@ -29,7 +30,7 @@ from infrastructure.application.replays import ReplayService
 from infrastructure.storage.checkpoint_verification import proven_heads
 from infrastructure.storage.integrity import SealFacts, check_witness
 from infrastructure.storage.ops_clock import recorded_at
-from infrastructure.storage.scan import StreamRange
+from infrastructure.storage.scan import StoreReader, StreamRange
 from infrastructure.storage.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
 from projections.audit import (
@@ -105,7 +106,8 @@ class AuditService:
                 progress(done, total)
 
         found = workers.run(self, window, read_so_far)
-        found.stream_failures += failures + _short_of(heads, found, scope.since)
+        stored = self._last_versions_unseen(heads, found) if scope.since else {}
+        found.stream_failures += failures + _short_of(heads, found, stored)
         _hold_seals_to_witnesses(found)
         found = found.ordered()
         if scope.tenant is not None:
@@ -118,6 +120,19 @@ class AuditService:
         )
         number = None if checkpoint is None else checkpoint.number
         return AuditReport(scope, through, number, found, checked, not_checked)
+
+    def _last_versions_unseen(self, heads: dict[str, int], found: AuditFindings) -> dict[str, int]:
+        """The last stored version of each stream the checkpoint counts that the scan did not
+        meet (with ``since``: no event of it after the window's start)."""
+        unseen = [UUID(stream) for stream in heads if stream not in found.heads]
+        if not unseen:
+            return {}
+        table = getattr(self.store.recorder, "events_table_name", None)
+        assert isinstance(table, str)
+        with StoreReader(self.store.location, table) as reader:
+            return {
+                str(stream): version for stream, version in reader.last_versions(unseen).items()
+            }
 
     def audit_range(
         self, window: AuditWindow, streams: StreamRange, progress: Callable[[int], None]
@@ -147,21 +162,19 @@ class AuditService:
         return self.store.retrying(attempt, "audit record")
 
 
-def _short_of(heads: dict[str, int], found: AuditFindings, since: int) -> list[StreamFailure]:
-    """Streams the newest checkpoint counts that the log no longer holds as far (or at all).
-
-    With ``since``, only streams the scan met: one that ended before the window is not read."""
+def _short_of(
+    heads: dict[str, int], found: AuditFindings, stored: dict[str, int]
+) -> list[StreamFailure]:
+    """Streams the newest checkpoint counts that the log no longer holds as far (or at all):
+    as the scan met them, or, for those it did not meet (``since``), as ``stored`` says."""
     short = []
     for stream, head in sorted(heads.items()):
-        seen = found.heads.get(stream)
-        if seen is None and since:
-            continue
-        if seen is None or seen < head:
+        held = found.heads.get(stream, stored.get(stream, 0))
+        if held < head:
             reason = (
-                f"the newest checkpoint counts {head} events of this stream,"
-                f" the log holds {seen or 0}"
+                f"the newest checkpoint counts {head} events of this stream, the log holds {held}"
             )
-            short.append(StreamFailure(stream, (seen or 0) + 1, reason))
+            short.append(StreamFailure(stream, held + 1, reason))
     return short
 
 

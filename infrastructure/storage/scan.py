@@ -15,7 +15,7 @@ its topic or state has no leaf (None), which no signed root can match.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import ExitStack, closing
 from typing import Final, NamedTuple
 from uuid import UUID
@@ -100,6 +100,10 @@ def _row(originator_id: UUID, version: int, topic: object, state: object) -> Sto
     refuse as an integrity failure (naming the row) rather than crash on."""
     data = bytes(state) if isinstance(state, bytes | memoryview) else state
     return StoredEvent(originator_id, version, topic, data)  # type: ignore[arg-type]
+
+
+LOOKUPS_PER_QUERY: Final = 500
+"""Streams one look-up statement names (SQLite takes at most 32,766 parameters)."""
 
 
 class StoreReader:
@@ -234,6 +238,30 @@ class StoreReader:
             ).format(self._table())
             row = conn.execute(query, (originator_id, version)).fetchone()
         return None if row is None else _row(originator_id, version, row[0], row[1])
+
+    def last_versions(self, streams: Sequence[UUID]) -> dict[UUID, int]:
+        """The last stored version of each of ``streams`` that has any (not verified)."""
+        conn = self._lookup_conn = self._lookup_conn or self._connect()
+        found: dict[UUID, int] = {}
+        for start in range(0, len(streams), LOOKUPS_PER_QUERY):
+            chunk = streams[start : start + LOOKUPS_PER_QUERY]
+            if isinstance(conn, sqlite3.Connection):
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    f"SELECT originator_id, MAX(originator_version) FROM {self._sqlite_table()}"  # noqa: S608
+                    f" WHERE originator_id IN ({marks}) GROUP BY originator_id",
+                    [stream.hex for stream in chunk],
+                ).fetchall()
+                found.update((UUID(stream), int(version)) for stream, version in rows)
+            else:
+                query = sql.SQL(
+                    "SELECT originator_id, MAX(originator_version) FROM {}"
+                    " WHERE originator_id = ANY(%s) GROUP BY originator_id"
+                ).format(self._table())
+                for stream, version in conn.execute(query, (list(chunk),)).fetchall():
+                    assert isinstance(stream, UUID)
+                    found[stream] = int(str(version))
+        return found
 
     def leaves(self, after: int, skip: UUID) -> Generator[Leaf]:
         """The leaves of the events after notification id ``after``, in notification order,

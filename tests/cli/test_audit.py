@@ -23,6 +23,7 @@ from domain.canonical import digest
 from domain.job import Job, JobSealWitness
 from domain.naming import tenant_scoped
 from domain.run_file import parse_run
+from domain.sem import SemEntry
 from infrastructure.application.audit_scan import AuditWindow
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
@@ -317,3 +318,25 @@ def test_a_tenants_audit_names_none_of_another_tenants_jobs_or_streams(
 
     code, report, _ = audit(capsys)  # over every tenant: named
     assert verdicts(report)[tenant_scoped("beta", theirs)][0] == "integrity_failure"
+
+
+def test_since_still_holds_every_stream_the_checkpoint_counts(
+    auditor: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stream whose events after the window's start were all deleted is not met by the scan:
+    its last stored version still falls short of the checkpoint, and the audit says so."""
+    key = "user/customer/alice/plan"
+    with Ledger.open(auditor) as ledger:
+        ledger.sem.put(key, "silver")
+    since = head(auditor)
+    with Ledger.open(auditor) as ledger:
+        ledger.sem.put(key, "gold")  # checkpointed as the ledger closes
+    code, report, _ = audit(capsys, "--since", str(since))
+    assert (code, report["ok"]) == (0, True)
+
+    RawTable(auditor).delete(SemEntry.id_for(key), 2)
+    code, report, _ = audit(capsys, "--since", str(since))
+    assert (code, report["ok"]) == (1, False)
+    failure = report["stream_failures"][0]
+    assert failure["stream"] == str(SemEntry.id_for(key)) and failure["version"] == 2
+    assert "the log holds 1" in failure["reason"]
