@@ -83,7 +83,8 @@ class RangeAudit:
         self.keyring: Keyring = store.keyring
         self.found = AuditFindings()
         self._open: dict[UUID, _OpenJob] = {}
-        self._sealed: set[UUID] = set()
+        # Sealed job streams, by the name their JobStarted gives (None: it did not verify).
+        self._sealed: dict[UUID, str | None] = {}
         self._failed: set[UUID] = set()
 
     def run(self, streams: StreamRange, progress: Progress) -> AuditFindings:
@@ -111,8 +112,13 @@ class RangeAudit:
         if stream in self._failed:
             return  # reported once, at its first failure
         if stream in self._sealed:
+            # The job was judged at its seal: a later event fails it, as any read of it would.
             after_seal = IntegrityFailure(stream, version, "event recorded after the seal")
-            self._stream_failed(stream, after_seal)
+            name = self._sealed[stream]
+            if name is not None and self.found.failed_job(name, after_seal.message):
+                self._failed.add(stream)
+            else:
+                self._stream_failed(stream, after_seal)
             return
         job = self._open.get(stream)
         if job is None and version == 1 and stored.topic == JOB_STARTED_TOPIC:
@@ -121,8 +127,7 @@ class RangeAudit:
             job.records.append(stored)
             if stored.topic == SEAL_TOPIC:
                 del self._open[stream]
-                self._sealed.add(stream)
-                self._job_sealed(stream, job.records)
+                self._sealed[stream] = self._job_sealed(stream, job.records)
             return
         # Any other stream, or a job begun before the window: verified event by event, its
         # versions contiguous from 1 (from where the window meets it, with ``since``).
@@ -138,10 +143,11 @@ class RangeAudit:
             witnessed_job = str(orjson.loads(verified[0].body)["job_id"])
             self.found.witnesses[witnessed_job] = (witnessed.event_count, witnessed.mac_digest)
 
-    def _job_sealed(self, stream: UUID, records: list[StoredEvent]) -> None:
+    def _job_sealed(self, stream: UUID, records: list[StoredEvent]) -> str | None:
+        """Judge the job whose seal was just read; its name (None: its start did not verify)."""
         started = self._started(stream, records)
         if started is None:
-            return
+            return None
         name, tenant = started
         try:
             verified = verify_stream(self.keyring, stream, records)
@@ -150,18 +156,19 @@ class RangeAudit:
             version = seal.stored.originator_version
             self.found.seals[name] = (str(stream), version, facts.event_count, facts.mac_digest)
             if not self._audited(tenant):
-                return  # its events verified, its seal kept for its witness
+                return name  # its events verified, its seal kept for its witness
             job = self.jobs.decoded(name, verified)
         except IntegrityFailure as failure:
             self._judged(integrity_failed(name, str(stream), failure.message))
-            return
+            return name
         try:
             outcome = self.replays.replay_verified(job)
         except MaceError as exc:  # a read the replay made failed other than as tampering
             code, message = exc.code.value, exc.message
             self._judged(JobAudit(name, str(stream), Verdict.NOT_REPLAYABLE, code, message))
-            return
+            return name
         self._judged(judged(name, str(stream), outcome))
+        return name
 
     def _left_open(self, stream: UUID, job: _OpenJob) -> None:
         started = self._started(stream, job.records)

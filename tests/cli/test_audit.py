@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
+from eventsourcing.persistence import StoredEvent
 from support.ledger_fixtures import RawTable, run
 from support.misrouted_run import WRONG_DECISION, run_lines
 from support.store_copies import fingerprint
@@ -27,6 +28,7 @@ from domain.sem import SemEntry
 from infrastructure.application.audit_scan import AuditWindow
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
+from infrastructure.storage.signed_record import sign_record
 from projections.audit import AuditScope
 
 SUM = "What is 2 + 3?"
@@ -340,3 +342,25 @@ def test_since_still_holds_every_stream_the_checkpoint_counts(
     failure = report["stream_failures"][0]
     assert failure["stream"] == str(SemEntry.id_for(key)) and failure["version"] == 2
     assert "the log holds 1" in failure["reason"]
+
+
+def test_an_event_after_the_seal_fails_the_job_judged_at_its_seal(
+    auditor: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Signed with the key (an insider, or a stolen key): the job was judged ok at its seal,
+    and the event after it fails the job, as any read of the job fails it."""
+    ids = record_clean(auditor)
+    stream = Job.id_for(ids["first"])
+    with Ledger.open(auditor, checkpoint_on_close=False) as ledger:
+        records = ledger.store.recorder.select_events(stream)
+        copied = records[1]
+        body = copied.state.split(b".", 3)[3]
+        version = records[-1].originator_version + 1
+        state = sign_record(ledger.store.keyring, stream, version, copied.topic, body)
+        ledger.store.recorder.insert_events([StoredEvent(stream, version, copied.topic, state)])
+    code, report, _ = audit(capsys)
+    assert code == 1
+    assert verdicts(report)[ids["first"]] == ("integrity_failure", "INTEGRITY_FAILURE")
+    failed = next(job for job in report["jobs"] if job["job"] == ids["first"])
+    assert "event recorded after the seal" in failed["detail"]
+    assert str(stream) not in {f["stream"] for f in report["stream_failures"]}
