@@ -11,11 +11,7 @@ call it abandoned; while its process still holds its lease, it is running.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 from threading import Barrier, Event, Thread
 from typing import Any
 
@@ -26,6 +22,7 @@ from eventsourcing.utils import get_topic
 from support.api_support import Api, checked_client, parse_metrics
 from support.cli_output import canonical_line
 from support.ledger_fixtures import RawTable, run
+from support.stalled_replays import stalled_replay
 
 from domain.canonical import canonical_json
 from domain.governance import Actor, Governance
@@ -44,7 +41,6 @@ CONCURRENT = 24
 LEDGERS = 6
 """24 concurrent replays through 6 ledgers, as 6 service processes of 4 threads each would (each
 ledger holds its own connections: 24 would exhaust a default PostgreSQL's 100)."""
-STALLED_REPLAY = Path(__file__).parents[1] / "support" / "stalled_replay.py"
 RESULT_TOPIC = get_topic(Governance.ReplayResulted)
 
 
@@ -287,14 +283,7 @@ def test_a_replay_killed_mid_run_is_abandoned_in_the_log_verify_dashboard_and_me
 
 def kill_mid_replay(job_id: str, tenant: str, settings: Settings) -> str:
     """Start a replay in another process, SIGKILL it once its request is stored; its lease."""
-    with subprocess.Popen(
-        [sys.executable, str(STALLED_REPLAY), tenant, job_id],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=os.environ | {"MACE_ACTOR": "kim", "MACE_ROLES": "auditor"},
-    ) as process:
-        assert process.stdout is not None
-        assert process.stdout.readline() == b"requested\n"
+    with stalled_replay(tenant, job_id) as process:
         with Ledger.open(settings, create=False) as ledger:
             requests, _ = replay_entries(ledger, job_id, tenant)
             assert requests[-1]["result"] == RUNNING

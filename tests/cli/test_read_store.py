@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import orjson
 import pytest
 from eventsourcing.persistence import PersistenceError
 from support.ledger_fixtures import RawTable, run, settings_for
+from support.stalled_replays import stalled_replay
 from support.store_copies import SQLITE_COMPANIONS, copy_store, fingerprint
 from support.tamper_scenario import stream_kinds
 
@@ -336,9 +335,6 @@ def test_the_read_store_refuses_writes_itself(
     assert fingerprint(replica) == before
 
 
-STALLED_REPLAY = Path(__file__).parents[1] / "support" / "stalled_replay.py"
-
-
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_a_replay_running_on_the_primary_is_running_on_the_read_store(
     cli_env: Settings,
@@ -352,14 +348,7 @@ def test_a_replay_running_on_the_primary_is_running_on_the_read_store(
     code, out, err = run(capsys, "run", "2 + 3", "--seed", "1", "--json")
     assert code == 0, err
     job_id = orjson.loads(out)["job_id"]
-    with subprocess.Popen(
-        [sys.executable, str(STALLED_REPLAY), "default", job_id],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=os.environ | {"MACE_ACTOR": "kim", "MACE_ROLES": "auditor"},
-    ) as process:
-        assert process.stdout is not None
-        assert process.stdout.readline() == b"requested\n"
+    with stalled_replay("default", job_id) as process:
         monkeypatch.setenv("MACE_READ_STORE", store_copy())
         code, out, err = run(capsys, "verify", "--all")
         assert (code, err) == (0, "")
