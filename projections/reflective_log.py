@@ -73,11 +73,16 @@ class ReflectiveLog:
     def of(cls, job: Job) -> ReflectiveLog:
         traces: list[dict[str, Any]] = []
         completion: JobCompleted | None = None
-        for _, event in recorded_events(job):
-            if isinstance(event, IterationTrace):
-                traces.append(event.trace_entry())
-            elif isinstance(event, JobCompleted):
-                completion = event
+        # Only the traces and the completion are read: the other facts are not decoded.
+        for fact in job.facts:
+            if fact.event_type == IterationTrace.EVENT_TYPE:
+                trace = decode_recorded(fact.event_type, fact.payload)
+                assert isinstance(trace, IterationTrace)
+                traces.append(trace.trace_entry())
+            elif fact.event_type == JobCompleted.EVENT_TYPE:
+                completed = decode_recorded(fact.event_type, fact.payload)
+                assert isinstance(completed, JobCompleted)
+                completion = completed
         return cls(
             job_id=job.job_id,
             job_seed=job.job_seed,

@@ -39,7 +39,7 @@ from domain.stage0.refusals import RefusedValue, refusal_mark
 from infrastructure.application.sem import SemService
 from infrastructure.application.snapshots import SnapshotService, default_snapshots
 from infrastructure.application.tenancy import holds, require_holder
-from infrastructure.storage.errors import ConflictError, LostRace
+from infrastructure.storage.errors import ConflictError
 from infrastructure.storage.integrity import SealFacts, check_witness, verify_stream
 from infrastructure.storage.repository import fold_events
 from infrastructure.storage.signed_record import (
@@ -147,7 +147,11 @@ class JobService:
             # Another writer may have stored a default since: recheck, or the retry conflicts too.
             if unstored:
                 unstored.difference_update(self.snapshots.stored_ids(unstored))
-            new_defaults = [s for s in default_snapshots().values() if s.snapshot_id in unstored]
+            new_defaults = (
+                [s for s in default_snapshots().values() if s.snapshot_id in unstored]
+                if unstored
+                else []
+            )
             present = set(ids.values()) - unstored
             with_job: list[SemEntry | Snapshot] = [*run.sem_writes, *new_defaults]
             return self.commit(
@@ -185,9 +189,10 @@ class JobService:
         """Whether a job stream of this id exists for ``tenant``: its own, or (for the default
         tenant, whose stream names are the ids alone) another tenant's from before ids were
         scoped, which a new job could not be stored over either."""
-        return self.exists(job_id, tenant=tenant) or self.store.stream_exists(
-            Job.id_for(tenant_scoped(tenant, job_id))
-        )
+        owner, _ = self._owner_and_name(job_id, tenant)
+        if owner is None:
+            return False
+        return tenant_scoped(tenant, job_id) == job_id or holds(tenant, owner)
 
     def commit(
         self,
@@ -204,12 +209,11 @@ class JobService:
         ``with_job``: what is stored with the job (its SEM writes, the snapshots first stored for
         it, a completed run draft). ``stored``: the
         declared snapshot ids the caller already knows are in the ledger (else each is looked up).
-        ``derived``: the id was derived (`id_for`), not named by the caller; if such a job exists,
-        another writer recorded the same seed and input first (`LostRace`: count on and retry).
+        ``derived``: the id was derived (`id_for`), not named by the caller, and found free.
         """
-        if self.exists(job.job_id, tenant=job.tenant):
-            if derived:
-                raise LostRace(f"derived job id {job.job_id} was taken by another writer")
+        # A derived id was found free in this same attempt (`id_for`): a writer that took it
+        # since makes the insert conflict, and `retrying` counts on.
+        if not derived and self.exists(job.job_id, tenant=job.tenant):
             raise ConflictError(f"job {job.job_id} already exists")
         if stored is None:
             stored = self.snapshots.stored_ids(job.snapshot_ids.values())

@@ -42,9 +42,10 @@ class RunService:
         validate_tenant(tenant)
         capture = CaptureMode(started.capture_mode)
         ids = {kind.value: sid for kind, sid in started.snapshot_ids.items()}
-        # Each declared snapshot is read once: content-addressed, it cannot change between tries.
-        found = {kind: self.snapshots.stored(sid) for kind, sid in ids.items()}
-        stored = {snapshot.snapshot_id for snapshot in found.values() if snapshot is not None}
+        # The declared snapshots are read once: content-addressed, they cannot change between tries.
+        held = self.snapshots.held(ids.values())
+        found = {kind: held.get(sid) for kind, sid in ids.items()}
+        stored = set(held)
         configs = (
             _config_if_usable(found.get(SnapshotKind.SELFREP.value), SnapshotKind.SELFREP),
             _config_if_usable(found.get(SnapshotKind.BRAINSTATE.value), SnapshotKind.BRAINSTATE),

@@ -55,6 +55,7 @@ def content_checked(snapshot: Snapshot) -> Snapshot:
 class SnapshotService:
     def __init__(self, store: LedgerStore) -> None:
         self.store = store
+        self._verified: dict[str, Snapshot] = {}  # `held`: read, verified and content-checked
 
     def put(self, snapshot: Snapshot) -> tuple[Snapshot, bool]:
         """Store a declared snapshot; an identical one already stored is returned, not re-stored.
@@ -90,18 +91,30 @@ class SnapshotService:
         return self.stored(snapshot_id) is not None
 
     def stored_ids(self, snapshot_ids: Collection[str]) -> set[str]:
-        """Those of ``snapshot_ids`` the ledger holds, read together and each verified as `get`
-        verifies it (a job names five: one query instead of five)."""
+        """Those of ``snapshot_ids`` the ledger holds (`held`)."""
+        return set(self.held(snapshot_ids))
+
+    def held(self, snapshot_ids: Collection[str]) -> dict[str, Snapshot]:
+        """Those of ``snapshot_ids`` the ledger holds, by id, each verified as `get` verifies
+        it; those not verified before are read together (a job names five: one query).
+
+        A snapshot's stream is written once, by its content address, and never appended to: one
+        verified stored stays so, and is not read again for every job that runs under it. One
+        deleted later is tampering that `verify` and every replay of the jobs naming it find
+        (``MISSING_SNAPSHOT``). Callers read the snapshots returned, never change them.
+        """
         for snapshot_id in snapshot_ids:
             check_snapshot_id(snapshot_id)
-        streams = list(dict.fromkeys(map(Snapshot.id_for, snapshot_ids)))
-        read = self.store.read_streams(streams)
-        held: set[str] = set()
-        for stream in streams:
-            snapshot = self.store.aggregate_from(Snapshot, stream, read[stream])
-            if snapshot is not None:
-                held.add(content_checked(snapshot).snapshot_id)
-        return held
+        unread = [sid for sid in dict.fromkeys(snapshot_ids) if sid not in self._verified]
+        if unread:
+            streams = [Snapshot.id_for(sid) for sid in unread]
+            read = self.store.read_streams(streams)
+            for stream in streams:
+                snapshot = self.store.aggregate_from(Snapshot, stream, read[stream])
+                if snapshot is not None:
+                    checked = content_checked(snapshot)
+                    self._verified.setdefault(checked.snapshot_id, checked)
+        return {sid: self._verified[sid] for sid in snapshot_ids if sid in self._verified}
 
     def default_ids(self) -> dict[str, str]:
         """Store the Stage-0 default snapshots (once) and return their ids by kind."""

@@ -26,7 +26,3 @@ class SnapshotError(ValueError):
 
 class StoreBusyError(Exception):
     """Other writers kept winning the race for the same records: nothing was written; try again."""
-
-
-class LostRace(Exception):
-    """Another writer took what this attempt computed from (a job number): recompute, retry."""

@@ -6,10 +6,11 @@ the client stops sending the statement while it waits for results that the serve
 before it has read the statement (psycopg issue 685), and the transaction keeps the events
 table's EXCLUSIVE lock, so every other writer waits too, until the process is killed.
 
-This recorder sends the same statements without pipeline mode, and cuts the insert into chunks of
-at most `CHUNK_ROWS` rows and about `CHUNK_BYTES` bytes, so no single statement grows with the
-save. It is still one transaction that first takes eventsourcing's ``LOCK TABLE ... IN EXCLUSIVE
-MODE`` and sends its ``NOTIFY``: a save stays atomic, and notification order stays commit order.
+This recorder sends a save larger than one chunk (`CHUNK_ROWS` rows or about `CHUNK_BYTES` bytes)
+without pipeline mode, cut into inserts of at most one chunk each, so no single statement grows
+with the save; a save of one chunk goes in pipeline mode, as eventsourcing sends it. Either is
+one transaction that first takes eventsourcing's ``LOCK TABLE ... IN EXCLUSIVE MODE`` and sends
+its ``NOTIFY``: a save stays atomic, and notification order stays commit order.
 """
 
 from __future__ import annotations
@@ -65,6 +66,12 @@ class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
         notification_ids: list[int] = []
         if not stored_events:
             return notification_ids
+        if (
+            also is None
+            and len(stored_events) <= CHUNK_ROWS
+            and _size(stored_events) <= CHUNK_BYTES
+        ):
+            return self._insert_pipelined(stored_events)
         with (
             self.datastore.get_connection() as conn,
             conn.transaction(),
@@ -80,6 +87,33 @@ class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
             if also is not None:
                 also(curs)
         return notification_ids
+
+    def _insert_pipelined(self, stored_events: Sequence[StoredEvent]) -> list[int]:
+        """A save of one chunk as eventsourcing sends it: lock, notify and insert in psycopg's
+        pipeline mode, one round trip before the commit instead of one a statement. The
+        statement is small, so the client never stalls sending it (psycopg issue 685)."""
+        failure: Exception | None = None
+        notification_ids: list[int] = []
+        with self.datastore.get_connection() as conn:
+            with conn.pipeline() as pipeline, conn.transaction(), conn.cursor() as curs:
+                self._lock_table(curs)
+                self._notify_channel(curs)
+                PostgresAggregateRecorder._insert_stored_events(self, curs, stored_events)
+                try:
+                    # A uniqueness conflict surfaces here as IntegrityError, not at COMMIT.
+                    pipeline.sync()
+                    notification_ids = list(
+                        self._fetch_ids_after_insert_events(curs, stored_events) or ()
+                    )
+                except Exception as error:  # re-raised once the pipeline is closed
+                    failure = error
+            if failure is not None:
+                raise failure
+        return notification_ids
+
+
+def _size(stored_events: Sequence[StoredEvent]) -> int:
+    return sum(len(stored.state) for stored in stored_events)
 
 
 class LedgerPostgresRecorder(TalliedIo, ChunkedPostgresRecorder):

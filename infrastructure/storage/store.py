@@ -29,7 +29,7 @@ from infrastructure.storage.checkpoint_key import CheckpointKey
 from infrastructure.storage.checkpoint_tables import AlsoWrite, CheckpointTables, SavesWithIndex
 from infrastructure.storage.checkpoints import Checkpoints
 from infrastructure.storage.connection import check_reachable
-from infrastructure.storage.errors import ConflictError, LostRace, NotFoundError, StoreBusyError
+from infrastructure.storage.errors import ConflictError, NotFoundError, StoreBusyError
 from infrastructure.storage.event_store import VerifyingEventStore
 from infrastructure.storage.head_check import HeadCheck, HeadCheckedReads
 from infrastructure.storage.integrity import verify_stream
@@ -257,7 +257,7 @@ class LedgerStore(Application[UUID]):
         for _ in range(attempts):
             try:
                 return attempt()
-            except (IntegrityError, RecordConflictError, LostRace):
+            except (IntegrityError, RecordConflictError):
                 continue
         raise StoreBusyError(f"{what}: the store kept changing underneath; try again")
 

@@ -124,14 +124,33 @@ def test_snapshots_looked_up_together_are_each_verified(
 ) -> None:
     ids = ledger.snapshots.default_ids()
     absent = "f" * 64
-    assert fresh.snapshots.stored_ids([*ids.values(), absent]) == set(ids.values())
-
-    with pytest.raises(ValueError, match="invalid snapshot id 'nope'"):
-        fresh.snapshots.stored_ids(["nope"])
-
     router = Snapshot.id_for(ids["router"])
     state = raw_table.state(router, 1)
     raw_table.set_column(router, 1, "state", state.replace(b'"mace/', b'"made/', 1))
     with pytest.raises(IntegrityFailure) as caught:
         fresh.snapshots.stored_ids(ids.values())
     assert caught.value.stream == str(router)
+
+    raw_table.set_column(router, 1, "state", state)
+    assert fresh.snapshots.stored_ids([*ids.values(), absent]) == set(ids.values())
+    with pytest.raises(ValueError, match="invalid snapshot id 'nope'"):
+        fresh.snapshots.stored_ids(["nope"])
+
+
+def test_a_snapshot_verified_once_is_not_read_again_by_that_process(
+    ledger: Ledger, raw_table: RawTable, fresh: Ledger
+) -> None:
+    """A snapshot stream is written once: a process that verified one does not read it for
+    every job again; tampering after that is found by every other reader (and by `verify`)."""
+    ids = ledger.snapshots.default_ids()
+    assert fresh.snapshots.stored_ids(ids.values()) == set(ids.values())
+    router = Snapshot.id_for(ids["router"])
+    state = raw_table.state(router, 1)
+    raw_table.set_column(router, 1, "state", state.replace(b'"mace/', b'"made/', 1))
+
+    assert fresh.snapshots.stored_ids(ids.values()) == set(ids.values())
+    with pytest.raises(IntegrityFailure) as caught:
+        ledger.snapshots.stored_ids(ids.values())
+    assert caught.value.stream == str(router)
+    with pytest.raises(IntegrityFailure):
+        ledger.store.verify_all()
