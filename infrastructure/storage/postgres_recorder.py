@@ -21,6 +21,7 @@ from typing import Any, Final
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresAggregateRecorder
 from eventsourcing.utils import retry
+from psycopg.sql import SQL
 
 from infrastructure.storage.checked_recorder import CheckedPostgresRecorder
 from infrastructure.storage.checkpoint_tables import AlsoWrite
@@ -89,27 +90,31 @@ class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
         return notification_ids
 
     def _insert_pipelined(self, stored_events: Sequence[StoredEvent]) -> list[int]:
-        """A save of one chunk as eventsourcing sends it: lock, notify and insert in psycopg's
-        pipeline mode, one round trip before the commit instead of one a statement. The
-        statement is small, so the client never stalls sending it (psycopg issue 685)."""
-        failure: Exception | None = None
-        notification_ids: list[int] = []
-        with self.datastore.get_connection() as conn:
-            with conn.pipeline() as pipeline, conn.transaction(), conn.cursor() as curs:
-                self._lock_table(curs)
-                self._notify_channel(curs)
-                PostgresAggregateRecorder._insert_stored_events(self, curs, stored_events)
-                try:
-                    # A uniqueness conflict surfaces here as IntegrityError, not at COMMIT.
-                    pipeline.sync()
-                    notification_ids = list(
-                        self._fetch_ids_after_insert_events(curs, stored_events) or ()
-                    )
-                except Exception as error:  # re-raised once the pipeline is closed
-                    failure = error
-            if failure is not None:
-                raise failure
-        return notification_ids
+        """A save of one chunk: ``BEGIN``, eventsourcing's lock, ``NOTIFY`` and insert, and
+        ``COMMIT``, sent together in psycopg's pipeline mode: one round trip for the whole
+        transaction. The statement is small, so the client never stalls sending it (psycopg
+        issue 685). After a failure the server skips the rest, ``COMMIT`` included, and the
+        transaction is rolled back before the error is raised."""
+        with (
+            self.datastore.get_connection() as conn,
+            conn.cursor() as curs,
+            conn.cursor() as ending,
+        ):
+            try:
+                with conn.pipeline():
+                    curs.execute(_BEGIN)
+                    self._lock_table(curs)
+                    self._notify_channel(curs)
+                    PostgresAggregateRecorder._insert_stored_events(self, curs, stored_events)
+                    ending.execute(_COMMIT)
+            except Exception:
+                conn.rollback()
+                raise
+            return list(self._fetch_ids_after_insert_events(curs, stored_events) or ())
+
+
+_BEGIN: Final = SQL("BEGIN")
+_COMMIT: Final = SQL("COMMIT")
 
 
 def _size(stored_events: Sequence[StoredEvent]) -> int:
