@@ -98,8 +98,14 @@ class RunIntake:
             events = [_emitted(content) for content in draft.events]
             completed = RunCompleted(final_output=final_output)
 
+            unchanged = [draft]  # the first attempt completes the draft just read
+
             def completed_draft(job_id: str) -> Sequence[MaceAggregate]:
-                again = self.get(run_id, tenant)
+                again = unchanged.pop() if unchanged else self.get(run_id, tenant)
+                if len(again.events) != sent:
+                    # A batch landed since the events to record were read: they would be lost.
+                    msg = f"run {run_id} received events while being completed; complete it again"
+                    raise ConflictError(msg)
                 again.complete(final_output)
                 return [again]
 

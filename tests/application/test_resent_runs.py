@@ -16,9 +16,11 @@ import pytest
 from support.api_support import Api, assert_error, stage_event
 from support.ledger_fixtures import run
 
+from domain.events import RunStarted, StageTransition
 from domain.run_content import RunContent, run_content_digest
 from domain.run_file import parse_run
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.errors import ConflictError
 from infrastructure.storage.settings import Settings
 
 LINES: list[dict[str, Any]] = [
@@ -118,6 +120,36 @@ def test_a_duplicate_found_only_inside_the_write_attempt_answers_the_first_job(
     assert looked == [index]
     assert (second.job_id, duplicate) == (first.job_id, True)
     assert ledger.store.recorder.max_notification_id() == before
+
+
+def test_a_batch_that_lands_while_a_run_completes_is_never_lost(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The completion read the run's events, then a batch was appended before it committed:
+    the completion is refused (409) and writes nothing; completing again records every event."""
+    started = RunStarted(seed="race-1", input="say hello", capture_mode="full_io")
+    draft, _ = ledger.run_intake.open(started, "default")
+    first = [("e1", StageTransition(to_stage="plan"))]
+    late = [("e2", StageTransition(to_stage="answer"))]
+    ledger.run_intake.append(draft.run_id, "default", first)
+    record = ledger.runs.record
+
+    def a_batch_lands_first(*args: Any, **kwargs: Any) -> Any:
+        ledger.run_intake.append(draft.run_id, "default", late)
+        return record(*args, **kwargs)
+
+    monkeypatch.setattr(ledger.runs, "record", a_batch_lands_first)
+    before = ledger.store.recorder.max_notification_id()
+    with pytest.raises(ConflictError, match="received events while being completed"):
+        ledger.run_intake.complete(draft.run_id, "default", "hi")
+    appended = ledger.store.recorder.max_notification_id()
+    assert appended == (before or 0) + 1  # the late batch, and nothing of the completion
+
+    monkeypatch.undo()
+    log, sent = ledger.run_intake.complete(draft.run_id, "default", "hi")
+    assert sent == 2
+    recorded = [entry["event_type"] for entry in ledger.jobs.stream(log.job_id)]
+    assert recorded.count("StageTransition") == 2
 
 
 # --- over HTTP ----------------------------------------------------------------------------------
