@@ -163,6 +163,15 @@ def canonical_copy(obj: object) -> Any:
     return orjson.loads(canonical_json(obj))
 
 
+def canonical_float(value: float) -> float:
+    """``canonical_copy`` of one float, without writing and parsing JSON: a reducer rounds a
+    number at every step."""
+    try:
+        return float(_float_text(value))
+    except _Refusal as refusal:
+        raise CanonicalJSONError(refusal.reason, "$") from None
+
+
 def sha256_hex(data: bytes) -> str:
     """Lowercase hex SHA-256, the digest format used for every id and content hash."""
     return hashlib.sha256(data).hexdigest()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from domain.canonical import canonical_copy
+from domain.canonical import canonical_float
 from domain.determinism import DeterministicRNG, Seed, wm_id
 from domain.events import (
     AgentOutput,
@@ -85,7 +85,7 @@ def apply_brainstate(state: dict[str, Any], event: RunEvent, job_seed: Seed) -> 
     nodes = []
     for node in state["nodes"]:
         jitter = state["jitter"] * (2 * rng.random() - 1)
-        apt = min(1.0, max(0.0, canonical_copy(node["apt"] * state["decay"] + jitter)))
+        apt = min(1.0, max(0.0, canonical_float(node["apt"] * state["decay"] + jitter)))
         nodes.append({**node, "apt": apt})
     nodes.append(
         {

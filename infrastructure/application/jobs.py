@@ -221,9 +221,8 @@ class JobService:
         completion = complete_job(job, final_output, stored, *configs)
         job.record(JobCompleted.EVENT_TYPE, completion.payload())
         events = list(job.collect_events())
-        witness = _sealed(
-            job, [record_mac(self.store.mapper.to_stored_event(e).state) for e in events]
-        )
+        signed = self.store.verifying_store.signed_mapper.sign_ahead(events)
+        witness = _sealed(job, [record_mac(record.state) for record in signed])
         self.store.save(*events, job, witness, *with_job)
         return ReflectiveLog.of(job)
 

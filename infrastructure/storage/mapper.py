@@ -8,6 +8,8 @@ first, then decode, upcast (eventsourcing's ``upcast_vN_vN+1`` convention) and v
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from typing import Any, cast
 from uuid import UUID
 
@@ -39,8 +41,21 @@ class SignedMapper(Mapper[UUID]):
     def __init__(self, keyring: Keyring) -> None:
         super().__init__(transcoder=CanonicalTranscoder())
         self.keyring = keyring
+        self._signed = threading.local()
+
+    def sign_ahead(self, events: Sequence[DomainEventProtocol[UUID]]) -> list[StoredEvent]:
+        """The events signed now, as this thread's next save of them stores them, not signed
+        again then: a job's seal digests the MACs of the very records stored with it."""
+        stored = [self.to_stored_event(event) for event in events]
+        self._signed.ahead = {id(e): (e, s) for e, s in zip(events, stored, strict=True)}
+        return stored
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
+        ahead: dict[int, tuple[object, StoredEvent]] = getattr(self._signed, "ahead", {})
+        signed = ahead.pop(id(domain_event), None)
+        # The same object (an id is reused once its object is gone), and frozen: same bytes.
+        if signed is not None and signed[0] is domain_event:
+            return signed[1]
         if not isinstance(domain_event, DomainEvent):
             msg = f"MACE stores pydantic DomainEvents only, not {type(domain_event).__name__}"
             raise TypeError(msg)

@@ -22,6 +22,8 @@ from domain.canonical import (
     NUMERIC_EPSILON,
     NUMERIC_PRECISION,
     CanonicalJSONError,
+    canonical_copy,
+    canonical_float,
     canonical_json,
     digest,
     encoded,
@@ -242,6 +244,22 @@ def test_output_is_utf8_json_without_whitespace(value: Any) -> None:
 def test_whitespace_scanner_sees_through_strings() -> None:
     assert _whitespace_outside_strings(b'{"a b":"\\" x"}') == []
     assert _whitespace_outside_strings(b'{"a": 1}') == [5]
+
+
+@given(FINITE_FLOATS | st.sampled_from([2.0000000005, 1e-10, -1e-10, -0.0, 1e16, 0.1 + 0.2]))
+def test_a_float_rounded_alone_is_the_float_read_back_from_its_canonical_bytes(
+    value: float,
+) -> None:
+    rounded = canonical_float(value)
+    assert math.copysign(1.0, rounded) == math.copysign(1.0, canonical_copy(value))
+    assert rounded == canonical_copy(value)
+    assert canonical_json(rounded) == canonical_json(value)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_a_float_rounded_alone_is_refused_as_the_serializer_refuses_it(value: float) -> None:
+    with pytest.raises(CanonicalJSONError, match=r"^non-finite float at \$$"):
+        canonical_float(value)
 
 
 @given(FINITE_FLOATS)
