@@ -54,6 +54,11 @@ class UnknownMemory(LookupError):
     """No live memory has this id in the tenant's log."""
 
 
+class InconsistentLog(Exception):
+    """A stored event supersedes or forgets a memory the log does not hold live: no ledger
+    wrote that log (or the snapshot it was read from) so; the message names the memory."""
+
+
 @dataclass(frozen=True, slots=True)
 class Memory:
     """One live memory. ``content`` is a fact's value or an episode's text."""
@@ -232,7 +237,7 @@ class MemoryLog(MaceAggregate):
         supersedes: str | None,
     ) -> None:
         if supersedes is not None:
-            del self._live[supersedes]
+            self._drop(supersedes)
         self._live[memory_id] = Memory(
             # apply() runs before the version moves on: this event's position is the next one
             memory_id,
@@ -246,7 +251,11 @@ class MemoryLog(MaceAggregate):
 
     @event(Forgotten)
     def _forgotten(self, memory_id: str, reason: str, provenance: dict[str, Any]) -> None:
-        del self._live[memory_id]
+        self._drop(memory_id)
+
+    def _drop(self, memory_id: str) -> None:
+        if self._live.pop(memory_id, None) is None:
+            raise InconsistentLog(f"position {self.version + 1} drops {memory_id}, not live there")
 
 
 class MemorySnapshot(MaceAggregate):

@@ -13,7 +13,14 @@ from typing import Any, Final
 
 from domain.governance import Actor
 from domain.job import validate_tenant
-from domain.memories import SNAPSHOT_INTERVAL, Memory, MemoryLog, MemorySnapshot, UnknownMemory
+from domain.memories import (
+    SNAPSHOT_INTERVAL,
+    InconsistentLog,
+    Memory,
+    MemoryLog,
+    MemorySnapshot,
+    UnknownMemory,
+)
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.repository import fold_events
 from infrastructure.storage.signed_record import IntegrityFailure
@@ -41,7 +48,12 @@ class MemoryService:
         base = self._snapshot_below(tenant, wanted)
         after = 0 if base is None else base.version
         events = list(self.store.verifying_store.get(log_id, gt=after, lte=wanted))
-        log: object = fold_events(base, events)
+        try:
+            log: object = fold_events(base, events)
+        except InconsistentLog as error:
+            source = "from its start" if base is None else f"from its snapshot at {after}"
+            reason = f"the log's events do not follow {source}: {error}"
+            raise IntegrityFailure(log_id, after + 1, reason) from None
         if not isinstance(log, MemoryLog):
             raise IntegrityFailure(log_id, after + 1, "stream is not a memory log")
         return log

@@ -97,6 +97,35 @@ def test_an_altered_snapshot_fails_closed(
     assert from_events(fresh).version == SNAPSHOT_INTERVAL + 4  # nothing written
 
 
+def test_a_signed_snapshot_the_events_after_it_contradict_fails_closed(
+    ledger: Ledger, raw_table: RawTable, fresh: Ledger
+) -> None:
+    """Forged by a holder of the signing key: the snapshot drops a memory that an event after
+    it forgets. The log cannot be both, so reading it is an integrity failure (not a crash)."""
+    written(ledger, SNAPSHOT_INTERVAL - 1)
+    stream = snapshot_stream(SNAPSHOT_INTERVAL)
+    dropped = ledger.memories.memories(TENANT)[0]
+    ledger.memories.forget(TENANT, dropped.memory_id, "gone", WRITER)
+    store = ledger.store
+    (record,) = store.recorder.select_events(stream)
+    taken = store.mapper.to_domain_event(record)
+    assert isinstance(taken, MemorySnapshot.Taken)
+    forged = taken.model_copy(
+        update={"live": [m for m in taken.live if m["memory_id"] != dropped.memory_id]}
+    )
+    assert len(forged.live) == len(taken.live) - 1
+    raw_table.set_column(stream, 1, "state", store.mapper.to_stored_event(forged).state)
+    head = from_events(fresh).version
+
+    with pytest.raises(IntegrityFailure) as caught:
+        fresh.memories.log(TENANT)
+    assert caught.value.stream == str(MemoryLog.id_for(TENANT))
+    assert "do not follow from its snapshot at 100" in str(caught.value)
+    with pytest.raises(IntegrityFailure):
+        fresh.memories.remember_episode(TENANT, "one more", [], WRITER, None)
+    assert from_events(fresh).version == head  # nothing written
+
+
 def test_a_deleted_snapshot_is_read_around_unless_a_checkpoint_counts_it(
     ledger: Ledger, raw_table: RawTable, fresh: Ledger
 ) -> None:
