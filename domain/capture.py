@@ -3,8 +3,8 @@
 ``full_io`` keeps a model call's prompt and response, ``prompts_only`` the prompt and the
 response's hash, ``none`` the hashes only. Hashes are always kept, so a later replay can still
 prove what was said even where it cannot say it again. A job is replayable only if production
-replay would find everything it needs: every declared snapshot in the ledger and the content of
-every model and tool output.
+replay would find everything it needs: every declared snapshot in the ledger, the content of
+every model and tool output, and a result for every tool call (`domain.tool_boundary`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Set
 from typing import Any, TypeVar, cast
 
-from domain.events import AgentOutput, MissingArtifact, ModelCallEnvelope, RunEvent, ToolResult
+from domain.events import (
+    AgentOutput,
+    MissingArtifact,
+    ModelCallEnvelope,
+    RunEvent,
+    ToolCall,
+    ToolResult,
+)
 from domain.job import CaptureMode
 from domain.snapshot import SnapshotKind
+from domain.tool_boundary import tool_steps, unanswered_calls
 
 E = TypeVar("E", bound=RunEvent)
 
@@ -79,7 +87,20 @@ def missing_artifacts(
                 reason=reason,
             )
         )
-    for index, event in events:
+    indexed = list(events)
+    unanswered = {indexed[p][0] for p in unanswered_calls(tool_steps(e for _, e in indexed))}
+    for index, event in indexed:
+        if index in unanswered and isinstance(event, ToolCall):
+            missing.append(
+                MissingArtifact(
+                    sequence_index=index,
+                    event_type=event.EVENT_TYPE,
+                    step=f"tool call {event.call_id} ({event.tool})",
+                    missing=["result"],
+                    reason="no ToolResult in the run answers it",
+                )
+            )
+            continue
         absent = _missing_content(event)
         step = _step(event)
         if not absent or step is None:

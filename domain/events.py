@@ -89,10 +89,7 @@ class _HashedContent(RunEvent):
         for content, hash_field in cls.CONTENT_FIELDS:
             value, given = data.get(content), data.get(hash_field)
             if value is None:
-                if given is None:
-                    msg = f"{hash_field} is required when {content} is not given"
-                    raise ValueError(msg)
-                continue
+                continue  # a hash alone is kept; neither is refused once the fields are valid
             computed = hash_of(value)
             if given is None:
                 data[hash_field] = computed
@@ -100,6 +97,14 @@ class _HashedContent(RunEvent):
                 msg = f"{hash_field} does not match the sha256 of the canonical JSON of {content}"
                 raise ValueError(msg)
         return data
+
+    @model_validator(mode="after")
+    def _hash_or_content(self) -> _HashedContent:
+        for content, hash_field in self.CONTENT_FIELDS:
+            if getattr(self, content) is None and getattr(self, hash_field) is None:
+                msg = f"{hash_field} is required when {content} is not given"
+                raise ValueError(msg)
+        return self
 
 
 # Framing: the emitter's start and end of a run.
@@ -279,14 +284,18 @@ class RetrievalResponse(RunEvent):
     response_hash: Sha256
 
 
-class ToolCall(RunEvent):
+class ToolCall(_HashedContent):
+    """A tool called with ``arguments``; ``request_hash`` is the sha256 of their canonical JSON
+    (computed when left out, refused when it differs). Without arguments only the hash is kept."""
+
+    CONTENT_FIELDS = (("arguments", "request_hash"),)
     type: Literal["ToolCall"] = "ToolCall"
     EVENT_TYPE = "ToolCall"
     call_id: Name
     tool: Name
     tool_schema_hash: Sha256
     arguments: JsonValue = None
-    request_hash: Sha256
+    request_hash: Sha256 | None = None
 
 
 class ToolResult(_HashedContent):

@@ -21,6 +21,7 @@ from domain.aggregate import MaceAggregate
 from domain.canonical import digest
 from domain.job import validate_tenant
 from domain.naming import tenant_scoped
+from domain.tool_boundary import ToolBoundaryError, tool_boundary_problem, tool_steps
 
 CLIENT_EVENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
@@ -100,6 +101,7 @@ class RunDraft(MaceAggregate):
         ``max_events``: how many events the run may hold in all (re-sent ones count once).
         """
         fresh: list[dict[str, Any]] = []
+        sent_at: list[int] = []  # each fresh event's position in the batch
         seen: dict[str, str] = {}
         for position, (event_id, content) in enumerate(batch):
             if not CLIENT_EVENT_ID_PATTERN.fullmatch(event_id):
@@ -110,12 +112,17 @@ class RunDraft(MaceAggregate):
             if held is None:
                 seen[event_id] = content_digest
                 fresh.append({"event_id": event_id, "event": content, "digest": content_digest})
+                sent_at.append(position)
             elif held != content_digest:
                 msg = f"events[{position}].event_id {event_id!r} was sent before with other content"
                 raise RunDraftError(msg)
         if fresh and self.completed:  # a batch re-sent whole after completion is duplicates
             msg = f"run {self.run_id} is complete: no more events may be added"
             raise RunDraftError(msg)
+        problem = tool_boundary_problem(tool_steps([*self.events, *(f["event"] for f in fresh)]))
+        if problem is not None:  # the events held passed before: the problem is in the batch
+            position, message = problem
+            raise ToolBoundaryError(sent_at[position - len(self.events)], message)
         check_run_size(f"run {self.run_id}", len(self.events) + len(fresh), max_events)
         if fresh:
             self._appended(events=fresh)

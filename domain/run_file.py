@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
 from domain.json_input import JSONInputError, parse_json_input
+from domain.tool_boundary import ToolBoundaryError, check_tool_boundary, tool_steps
 from domain.validation_messages import first_problem
 
 LINE_TYPES = (
@@ -70,4 +71,9 @@ def parse_run(lines: Iterable[bytes]) -> ParsedRun:
     for number, event in parsed[1:-1]:
         if isinstance(event, RunStarted | RunCompleted):
             raise RunFileError(number, f"{event.EVENT_TYPE} may only open or close the run")
-    return ParsedRun(started, [event for _, event in parsed[1:-1]], completed)
+    events = [event for _, event in parsed[1:-1]]
+    try:
+        check_tool_boundary(tool_steps(events))
+    except ToolBoundaryError as bad:
+        raise RunFileError(parsed[1 + bad.position][0], str(bad)) from None
+    return ParsedRun(started, events, completed)

@@ -33,6 +33,7 @@ from domain.events import (
     MissingArtifact,
     ModelCallEnvelope,
     RunEvent,
+    ToolCall,
     ToolResult,
 )
 from domain.job import CaptureMode, Job
@@ -45,6 +46,8 @@ from projections.reflective_log import recorded_events
 from projections.replay_sem import MemoryAsRecorded, SemHistory
 from projections.selfrep import fold_selfrep
 from projections.stage0_runtime import Stage0Snapshots, run_stage0
+
+_TOOL_EVENTS = frozenset({ToolCall.EVENT_TYPE, ToolResult.EVENT_TYPE})
 
 
 class ReplaySource(SemHistory, Protocol):
@@ -297,6 +300,12 @@ class _Replay:
         detail = f"{outputs - len(missing)} of {outputs} agent, model and tool outputs persisted"
         if missing:
             detail += f" (capture mode {job.capture_mode})"
+        if self.request.mode is ReplayMode.PRODUCTION:
+            # Tools are re-applied from their recorded results only: production has nothing to
+            # re-apply for a call no result answers, or a result kept as its hash.
+            for artifact in missing:
+                if artifact.event_type in _TOOL_EVENTS:
+                    self.refuse_unpersisted(artifact, "6 persisted outputs")
         self.step("6 persisted outputs", "ok", detail)
         return missing
 
@@ -443,12 +452,14 @@ class _Replay:
             f"8 iteration {iteration}: persisted agent outputs", "ok", "every output persisted"
         )
 
-    def refuse_unpersisted(self, artifact: MissingArtifact) -> NoReturn:
+    def refuse_unpersisted(
+        self, artifact: MissingArtifact, step: str = "8 persisted agent outputs"
+    ) -> NoReturn:
         message = (
             f"{artifact.step} (event {artifact.sequence_index}): {', '.join(artifact.missing)}"
             f" not persisted: {artifact.reason}"
         )
-        self.stop(ErrorCode.MISSING_PERSISTED_AGENT_OUTPUT, "8 persisted agent outputs", message)
+        self.stop(ErrorCode.MISSING_PERSISTED_AGENT_OUTPUT, step, message)
 
     def final_answer(self, computed: Any, completion: JobCompleted) -> None:
         step = "9 final answer"

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from domain.events import RunStarted
 from domain.governance import Role
 from domain.run_draft import RunDraft, RunDraftError, RunTooLarge
+from domain.tool_boundary import ToolBoundaryError
 from infrastructure.api.bodies import EventBatch, RunCompletion
 from infrastructure.api.context import Caller, Ctx, RunIdPath, require
 from infrastructure.api.errors import invalid, refusal, too_large
@@ -57,7 +58,7 @@ def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> d
         raise too_large(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
     except RunDraftError as exc:
         raise refusal(Code.CONFLICT, str(exc)) from None
-    except ClearPrivateValue as exc:
+    except (ClearPrivateValue, ToolBoundaryError) as exc:
         raise invalid(str(exc), f"body.events.{exc.position}.event") from None
     return {
         "run_id": run_id,

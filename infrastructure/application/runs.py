@@ -13,6 +13,7 @@ from domain.events import RunCompleted, RunEvent, RunStarted
 from domain.job import DEFAULT_TENANT, CaptureMode, Job, validate_tenant
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.config import parse_config
+from domain.tool_boundary import check_tool_boundary, tool_steps
 from infrastructure.application.jobs import JobService
 from infrastructure.application.privacy_rules import PrivacyRules
 from infrastructure.application.snapshots import SnapshotService
@@ -40,6 +41,7 @@ class RunService:
         in the job's own transaction (a run draft marked complete, the run's content index).
         """
         validate_tenant(tenant)
+        check_tool_boundary(tool_steps(events))
         capture = CaptureMode(started.capture_mode)
         ids = {kind.value: sid for kind, sid in started.snapshot_ids.items()}
         # The declared snapshots are read once: content-addressed, they cannot change between tries.

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.canonical import canonical_json, digest
-from domain.events import RunEvent, ToolCall, ToolResult, hash_of
+from domain.events import RunEvent, StageTransition, ToolCall, ToolResult, hash_of
 from domain.job import DEFAULT_TENANT, CaptureMode
 from domain.stage0.config import DEFAULT_CONFIGS
 from projections.stage0_runtime import Stage0Snapshots, run_stage0
@@ -161,12 +161,15 @@ def _plan_run(
 
 
 def _tool_events(run: int, count: int) -> list[RunEvent]:
-    """``count`` events: tool calls, each followed by its result (the last may lack one)."""
+    """``count`` events: tool calls, each followed by its result (an odd count ends with a
+    stage transition: a call no result answers would leave the job unreplayable)."""
     events: list[RunEvent] = []
     for position in range(count):
         call = position // 2
         arguments = {"run": run, "call": call}
-        if position % 2 == 0:
+        if position == count - 1 and position % 2 == 0:
+            events.append(StageTransition(to_stage="done", reason=f"{call} calls answered"))
+        elif position % 2 == 0:
             events.append(
                 ToolCall(
                     call_id=f"call-{call}",

@@ -387,6 +387,13 @@ def model_io_job(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> str:
             "prompt": {"text": CANARIES[0]},
             "response": CANARIES[1],
         },
+        {
+            "type": "ToolCall",
+            "call_id": "t1",
+            "tool": "lookup",
+            "tool_schema_hash": ZERO_HASH,
+            "arguments": {"q": "x"},
+        },
         {"type": "ToolResult", "call_id": "t1", "status": "ok", "result": {"out": CANARIES[2]}},
         {"type": "RunCompleted", "final_output": "2 + 3 = 5"},
     ]

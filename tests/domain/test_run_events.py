@@ -133,7 +133,7 @@ SAMPLES: list[RunEvent] = [
         retrieved_context_hashes=[OTHER],
         response_hash=H,
     ),
-    ToolCall(call_id="c1", tool="search", tool_schema_hash=H, arguments={"q": 1}, request_hash=H),
+    ToolCall(call_id="c1", tool="search", tool_schema_hash=H, arguments={"q": 1}),
     ToolResult.model_validate({"call_id": "c1", "status": "ok", "result": {"hits": 2}}),
     PatchApply(patch_id="p1", target="src/app.py", patch_hash=H, applied=True),
     GateDecision(gate="export", decision="escalate", reason="pii", policy_bundle_hash=H),
