@@ -27,7 +27,7 @@ from domain.events import (
     SemWrite,
     ToolResult,
 )
-from domain.stage0.config import BrainStateConfig
+from domain.stage0.config import BrainStateConfig, node_order
 
 RNG_STREAM: Final = "brainstate"
 SALIENCE: Final[dict[str, float]] = {
@@ -37,11 +37,6 @@ SALIENCE: Final[dict[str, float]] = {
     "output": 0.7,
     "route": 0.6,
 }
-
-
-def node_order(node: dict[str, Any]) -> tuple[float, str]:
-    """Seed 000 section 4's deterministic order: ``(apt desc, node_id asc)``."""
-    return (-float(node["apt"]), str(node["node_id"]))
 
 
 def initial_brainstate(config: BrainStateConfig) -> dict[str, Any]:

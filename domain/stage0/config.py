@@ -87,6 +87,12 @@ class SelfRepConfig(_Config):
         return agents
 
 
+def node_order(node: dict[str, Any]) -> tuple[float, str]:
+    """Seed 000 section 4's deterministic order of working-memory nodes: ``(apt desc, node_id
+    asc)``, the order the BrainState reducer keeps and a snapshot stores them in."""
+    return (-float(node["apt"]), str(node["node_id"]))
+
+
 class WorkingMemoryNode(_Config):
     node_id: str
     kind: str
@@ -169,7 +175,23 @@ def declare_usable(
         parse_config(SnapshotKind(snapshot.kind), snapshot.payload)
     except ValidationError as exc:
         raise UnusableSnapshot(f"{snapshot.kind} snapshot: {first_problem(exc)}") from None
-    return snapshot
+    ordered = decisions_sorted(SnapshotKind(snapshot.kind), snapshot.payload)
+    if ordered == snapshot.payload:
+        return snapshot
+    return Snapshot.declare(kind, ordered, schema_version, seed_namespace)
+
+
+def decisions_sorted(kind: SnapshotKind, payload: dict[str, Any]) -> dict[str, Any]:
+    """A usable payload with its decision arrays in their declared order (seed 000 section 4),
+    so that the same content has one snapshot id: a BrainState snapshot's working-memory nodes
+    by `node_order`. Other arrays keep their order: a router's rules are tried in it."""
+    if kind is not SnapshotKind.BRAINSTATE or "working_memory" not in payload:
+        return payload
+    memory = payload["working_memory"]
+    if "nodes" not in memory:
+        return payload
+    nodes = sorted(memory["nodes"], key=node_order)
+    return {**payload, "working_memory": {**memory, "nodes": nodes}}
 
 
 DEFAULT_ROUTER = RouterConfig(

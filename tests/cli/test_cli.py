@@ -28,6 +28,32 @@ def write_json(tmp_path: Path, data: object, name: str = "snapshot.json") -> str
     return str(path)
 
 
+def test_the_same_working_memory_in_another_order_is_one_snapshot(
+    cli_env: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seed 000 section 4: decision arrays are sorted before serialisation, so the same nodes
+    given in another order are the same content, with one id, stored in the reducer's order."""
+    nodes = [
+        {"node_id": "wm-b", "kind": "fact", "label": "b", "apt": 0.5},
+        {"node_id": "wm-c", "kind": "fact", "label": "c", "apt": 0.9},
+        {"node_id": "wm-a", "kind": "fact", "label": "a", "apt": 0.5},
+    ]
+    ids = []
+    for n, order in enumerate([nodes, nodes[::-1], [nodes[2], nodes[0], nodes[1]]]):
+        config = {"working_memory": {"capacity": 5, "nodes": order}}
+        source = write_json(tmp_path, config, f"brainstate-{n}.json")
+        code, out, err = run(capsys, "snapshot", "put", "--kind", "brainstate", source, "--json")
+        assert (code, err) == (0, "")
+        ids.append(orjson.loads(out)["snapshot_id"])
+    assert ids[0] == ids[1] == ids[2]
+
+    code, out, _ = run(capsys, "snapshot", "show", ids[0], "--json")
+    stored = orjson.loads(out)["payload"]["working_memory"]["nodes"]
+    assert [node["node_id"] for node in stored] == ["wm-c", "wm-a", "wm-b"]
+    code, _, err = run(capsys, "verify", "--all")
+    assert (code, err) == (0, "")
+
+
 def test_snapshot_put_show_verify(
     cli_env: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

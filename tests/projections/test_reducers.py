@@ -36,13 +36,13 @@ from domain.stage0.config import (
     SelfRepConfig,
     WorkingMemoryConfig,
     WorkingMemoryNode,
+    node_order,
 )
 from projections.brainstate import (
     SALIENCE,
     apply_brainstate,
     fold_brainstate,
     initial_brainstate,
-    node_order,
 )
 from projections.selfrep import apply_selfrep, available_agents, fold_selfrep, initial_selfrep
 
