@@ -22,6 +22,7 @@ from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id, iso_text
 from domain.errors import ErrorCode, MaceError
 from domain.events import JobCompleted, SemRead, SemWrite, decode_recorded
+from domain.evidence_uri import event_uri
 from domain.job import (
     DEFAULT_TENANT,
     CaptureMode,
@@ -313,10 +314,15 @@ class JobService:
         return started.tenant, job_id
 
     def stream(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> list[dict[str, Any]]:
-        """A job's events in stream order, as ``mace events`` prints them."""
+        """A job's events in stream order, as ``mace events`` prints them, each recorded fact
+        with its address (`domain.evidence_uri`; the framing events have none)."""
         records = self._load(job_id, tenant)[1]
         decode = self.store.verifying_store.signed_mapper.decode
-        return [_stream_entry(decode(record)) for record in records]
+        entries = [_stream_entry(decode(record)) for record in records]
+        for entry in entries:
+            index = entry["sequence_index"]
+            entry["uri"] = None if index is None else event_uri(tenant, job_id, index)
+        return entries
 
     def _load(self, job_id: str, tenant: str) -> tuple[Job, list[VerifiedRecord]]:
         """The tenant's job, verified in full, with its records; NotFoundError when it has none."""

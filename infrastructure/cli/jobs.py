@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
 from domain.events import ALL_TYPES
-from domain.job import CaptureMode
+from domain.evidence_uri import SCHEME, parse_evidence_uri
+from domain.job import DEFAULT_TENANT, CaptureMode
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.personal_data import CLI_CHANNEL
 from infrastructure.cli.common import (
@@ -17,6 +20,7 @@ from infrastructure.cli.common import (
     emit_json,
     snapshot_overrides,
 )
+from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.settings import Settings
 from projections.job_summaries import job_listing, run_report
 from projections.read_model_rows import JOB_INDEX
@@ -63,18 +67,15 @@ def run_job(args: argparse.Namespace, settings: Settings) -> int:
 def job_events(args: argparse.Namespace, settings: Settings) -> int:
     if args.event_type is not None and args.event_type not in STREAM_TYPES:
         raise UsageError(f"unknown event type {args.event_type!r}: expected one of {STREAM_TYPES}")
+    job_id, tenant, chosen = _events_chosen(args)
     reader = acting_actor(settings) if settings.actor or settings.roles else None
     with Ledger.open(settings, create=False) as ledger:
         try:
-            read = ledger.personal_data.read_job(
-                args.job_id,
-                args.tenant,
-                reader,
-                CLI_CHANNEL,
-                lambda e: args.event_type is None or e["event_type"] == args.event_type,
-            )
+            read = ledger.personal_data.read_job(job_id, tenant, reader, CLI_CHANNEL, chosen)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+    if args.job_id.startswith(SCHEME) and not read.events:
+        raise NotFoundError(f"no event at {args.job_id}: job {job_id} records no such fact")
     if read.personal_versions:
         versions = ", ".join(str(v) for v in read.personal_versions)
         if read.in_full:
@@ -88,8 +89,34 @@ def job_events(args: argparse.Namespace, settings: Settings) -> int:
             continue
         index = "-" if entry["sequence_index"] is None else entry["sequence_index"]
         payload = canonical_json(entry["payload"]).decode()
-        print(f"{entry['version']:>4} #{index} {entry['event_type']} {payload}")
+        address = "" if entry["uri"] is None else f"  {entry['uri']}"
+        print(f"{entry['version']:>4} #{index} {entry['event_type']} {payload}{address}")
     return EXIT_OK
+
+
+def _events_chosen(
+    args: argparse.Namespace,
+) -> tuple[str, str, Callable[[dict[str, Any]], bool]]:
+    """The job, tenant and events ``mace events`` prints: a job's (of ``--type``), or the one
+    fact an evidence URI names (its tenant is the URI's; another ``--tenant`` is refused)."""
+    of_type = args.event_type
+    if not args.job_id.startswith(SCHEME):
+        return args.job_id, args.tenant, lambda e: of_type is None or e["event_type"] == of_type
+    try:
+        uri = parse_evidence_uri(args.job_id)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if uri.kind != "event":
+        raise UsageError(f"{args.job_id} names a replay report: mace events resolves events")
+    if args.tenant not in (DEFAULT_TENANT, uri.tenant):
+        raise UsageError(f"{args.job_id} is tenant {uri.tenant}'s, not {args.tenant}'s")
+    return (
+        uri.job_id,
+        uri.tenant,
+        lambda e: (
+            e["sequence_index"] == uri.number and (of_type is None or e["event_type"] == of_type)
+        ),
+    )
 
 
 def list_jobs(args: argparse.Namespace, settings: Settings) -> int:

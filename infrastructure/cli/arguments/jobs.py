@@ -29,7 +29,10 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
 
 
 def add_events_arguments(events: argparse.ArgumentParser) -> None:
-    events.add_argument("job_id", help="the job whose events to print")
+    events.add_argument(
+        "job_id",
+        help="the job whose events to print, or one fact's address (mace://<tenant>/job/<job>/event/<n>)",
+    )
     events.add_argument("--type", dest="event_type", help="only events of this type")
     add_tenant_option(events)
     events.add_argument("--json", action="store_true", help="canonical JSON lines")
