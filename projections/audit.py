@@ -124,6 +124,9 @@ class AuditFindings:
     """Each seal witness by job name: the count and MAC digest it witnessed."""
     unnamed_failures: int = 0
     """Streams that failed verification, not named: outside a tenant's audit (`for_tenant`)."""
+    earlier_seals: set[str] = field(default_factory=set)
+    """The streams of jobs begun before the window (``since``) whose seal it met: not judged,
+    so their witnesses are not held to a seal the scan never took in."""
 
     def saw(self, notification_id: int, stream: str, version: int, *, covered: bool) -> None:
         """One event read; ``covered``: the newest checkpoint covers it (or it is one)."""
@@ -149,6 +152,7 @@ class AuditFindings:
             self.stream_failures + other.stream_failures,
             self.seals | other.seals,
             self.witnesses | other.witnesses,
+            earlier_seals=self.earlier_seals | other.earlier_seals,
         )
 
     def ordered(self) -> AuditFindings:
@@ -166,6 +170,7 @@ class AuditFindings:
             [streams[s] for s in sorted(streams)],
             self.seals,
             self.witnesses,
+            earlier_seals=self.earlier_seals,
         )
 
     def for_tenant(self, tenant: str) -> AuditFindings:
@@ -180,7 +185,13 @@ class AuditFindings:
         unnamed = self.unnamed_failures + len(self.stream_failures) + failing
         # Seals and witnesses were held to each other before: what is left names other jobs.
         return replace(
-            self, jobs=own, stream_failures=[], unnamed_failures=unnamed, seals={}, witnesses={}
+            self,
+            jobs=own,
+            stream_failures=[],
+            unnamed_failures=unnamed,
+            seals={},
+            witnesses={},
+            earlier_seals=set(),
         )
 
     def failed_job(self, name: str, message: str) -> bool:

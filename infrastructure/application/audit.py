@@ -183,6 +183,8 @@ def _hold_seals_to_witnesses(found: AuditFindings) -> None:
     (`check_witness`, as every read of a job holds them): else the job, when it was judged, is an
     integrity failure, and otherwise its stream is."""
     for name in sorted(found.seals.keys() | found.witnesses.keys()):
+        if name not in found.seals and str(Job.id_for(name)) in found.earlier_seals:
+            continue  # its seal was met, its job begun before the window: neither is judged
         stream, version, count, mac_digest = found.seals.get(name, ("", 0, 0, ""))
         seal = SealFacts(count, mac_digest) if stream else None
         witnessed = found.witnesses.get(name)

@@ -138,6 +138,8 @@ class RangeAudit:
         except IntegrityFailure as failure:
             self._stream_failed(stream, failure)
             return
+        if stored.topic == SEAL_TOPIC:  # a job begun before the window, sealed in it
+            self.found.earlier_seals.add(str(stream))
         if version == 1 and stored.topic == WITNESS_TOPIC:
             witnessed = seal_facts(verified[0].body)
             witnessed_job = str(orjson.loads(verified[0].body)["job_id"])

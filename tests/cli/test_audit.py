@@ -218,6 +218,24 @@ def test_tenant_and_since_narrow_the_jobs_audited(
     assert report["since"] == middle and report["first_notification_id"] > middle
 
 
+def test_a_job_begun_before_the_window_and_sealed_in_it_is_not_a_false_alarm(
+    auditor: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its seal and witness come after N, its start before: neither is held to the other (the
+    job is not audited, as the report says), and nothing fails."""
+    with Ledger.open(auditor) as ledger:
+        ledger.jobs.start("straddles", "s1", "what?", {})
+    since = head(auditor)
+    with Ledger.open(auditor) as ledger:
+        ledger.jobs.record_events("straddles", [("StageTransition", {"to_stage": "answer"})])
+        ledger.jobs.seal("straddles")
+        later = ledger.jobs.run(SUM, "s2", job_id="later").job_id
+    code, report, _ = audit(capsys, "--since", str(since))
+    assert (code, report["ok"], report["stream_failures"]) == (0, True, [])
+    assert set(verdicts(report)) == {later}
+    assert any("at or before notification" in line for line in report["not_checked"])
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
