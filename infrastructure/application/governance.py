@@ -55,6 +55,9 @@ T = TypeVar("T")
 RECORDED: Final = "recorded"
 RUNNING: Final = "running"
 ABANDONED: Final = "abandoned"
+UNRESOLVED: Final = "unresolved"
+"""On a read store: no result there and no lease held on the primary. Abandoned, or answered on
+the primary after the read store's head: a copy that lags cannot tell which."""
 Attempt = tuple[str, int]
 """A replay attempt: (job id, attempt number)."""
 
@@ -312,7 +315,8 @@ class GovernanceService:
         return [shown(row) for row in rows]
 
     def _unanswered_status(self, leases: dict[Attempt, str | None]) -> dict[Attempt, str]:
-        """Of attempts read without a result: ``running`` or ``abandoned``; absent: answered since.
+        """Of attempts read without a result: ``running`` or ``abandoned`` (``unresolved`` on a
+        read store); absent: answered since.
 
         Running while the lease named in the request is held. A lease is let go only after the
         result is stored or its holder gave up (or died), so an attempt whose lease is not held
@@ -330,7 +334,8 @@ class GovernanceService:
                 records[job_id] = self.record(governance_scope_of_job(job_id))
             record = records[job_id]
             if record is None or attempt not in record.replay_results:
-                statuses[(job_id, attempt)] = ABANDONED
+                lagging = self.store.location.read_only
+                statuses[(job_id, attempt)] = UNRESOLVED if lagging else ABANDONED
         return statuses
 
     def _all_governance_events(self, topics: Sequence[str] = GOVERNANCE_TOPICS) -> Iterator[Any]:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from domain.canonical import canonical_json
 from domain.governance import Actor, Motion
 from domain.job import DEFAULT_TENANT
-from infrastructure.application.governance import ABANDONED, RUNNING
+from infrastructure.application.governance import ABANDONED, RUNNING, UNRESOLVED
 from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import (
     EXIT_OK,
@@ -94,7 +94,9 @@ def print_log(args: argparse.Namespace, settings: Settings) -> int:
             continue
         rest = {k: v for k, v in entry.items() if k not in {"scope", "version", "event"}}
         # A request still without its result says so up front, not at the end of a long line.
-        unanswered = f" {entry['result']}" if entry.get("result") in {ABANDONED, RUNNING} else ""
+        unanswered = (
+            f" {entry['result']}" if entry.get("result") in {ABANDONED, RUNNING, UNRESOLVED} else ""
+        )
         print(
             f"{entry['scope']} #{entry['version']} {entry['event']}{unanswered}"
             f" {canonical_json(rest).decode()}"

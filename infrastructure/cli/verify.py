@@ -10,7 +10,7 @@ from typing import Any
 from domain.checkpoint import Checkpoint
 from domain.errors import MaceError
 from domain.job import DEFAULT_TENANT
-from infrastructure.application.governance import ABANDONED, RUNNING
+from infrastructure.application.governance import ABANDONED, RUNNING, UNRESOLVED
 from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import (
     EXIT_FAILED,
@@ -63,7 +63,9 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
                 f" (consistency proof from {extended['tree_size']} to {counts['checkpointed']}"
                 " events holds)"
             )
-        _print_unanswered(counts["abandoned_replays"], counts["running_replays"])
+        _print_unanswered(
+            counts["abandoned_replays"], counts["running_replays"], counts["unresolved_replays"]
+        )
     else:
         sequence = ", sequence and event ids checked" if args.check_sequence else ""
         print(
@@ -105,6 +107,7 @@ def _verify_all(ledger: Ledger, witness: Path | None) -> dict[str, Any]:
         **({} if extends is None else {"extends": _checkpoint_json(extends.old)}),
         "abandoned_replays": [u.as_json() for u in unanswered if u.status == ABANDONED],
         "running_replays": [u.as_json() for u in unanswered if u.status == RUNNING],
+        "unresolved_replays": [u.as_json() for u in unanswered if u.status == UNRESOLVED],
     }
 
 
@@ -112,9 +115,23 @@ def _checkpoint_json(body: Checkpoint) -> dict[str, Any]:
     return {"number": body.number, "tree_size": body.tree_size, "root": body.root}
 
 
-def _print_unanswered(abandoned: list[dict[str, Any]], running: list[dict[str, Any]]) -> None:
-    print(f"replay requests without a result: {len(abandoned)} abandoned, {len(running)} running")
-    for state, requests in (("abandoned", abandoned), ("running", running)):
+def _print_unanswered(
+    abandoned: list[dict[str, Any]],
+    running: list[dict[str, Any]],
+    unresolved: list[dict[str, Any]],
+) -> None:
+    line = f"replay requests without a result: {len(abandoned)} abandoned, {len(running)} running"
+    if unresolved:
+        line += (
+            f", {len(unresolved)} unresolved (no result in the read store and no lease held on"
+            " the primary: abandoned, or answered after the read store's head)"
+        )
+    print(line)
+    for state, requests in (
+        ("abandoned", abandoned),
+        ("running", running),
+        ("unresolved", unresolved),
+    ):
         for r in requests:
             print(
                 f"{state}: job {r['job_id']} attempt {r['attempt']} ({r['mode']} by"

@@ -355,6 +355,47 @@ def test_a_replay_running_on_the_primary_is_running_on_the_read_store(
         assert out.splitlines()[2] == "replay requests without a result: 0 abandoned, 1 running"
         process.send_signal(signal.SIGKILL)
         assert process.wait() == -signal.SIGKILL
+    # The copy was taken before the kill: whether a result came after its head, it cannot tell.
     code, out, err = run(capsys, "verify", "--all")
     assert (code, err) == (0, "")
-    assert out.splitlines()[2] == "replay requests without a result: 1 abandoned, 0 running"
+    assert out.splitlines()[2] == (
+        "replay requests without a result: 0 abandoned, 0 running, 1 unresolved (no result in"
+        " the read store and no lease held on the primary: abandoned, or answered after the"
+        " read store's head)"
+    )
+    assert out.splitlines()[3].startswith(f"unresolved: job {job_id} attempt 1 ")
+    monkeypatch.delenv("MACE_READ_STORE")
+    code, out, err = run(capsys, "verify", "--all")
+    assert (code, err) == (0, "")
+    assert "replay requests without a result: 1 abandoned, 0 running" in out.splitlines()
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_replay_answered_after_the_copy_is_not_called_abandoned_on_it(
+    cli_env: Settings,
+    store_copy: Callable[[], str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The copy holds the request, the primary its result too: the lagging copy must not call
+    the replay abandoned. SQLite only, as above."""
+    code, out, err = run(capsys, "run", "2 + 3", "--seed", "1", "--json")
+    assert code == 0, err
+    job_id = orjson.loads(out)["job_id"]
+    with stalled_replay("default", job_id) as process:
+        copy = store_copy()
+        assert process.stdin is not None
+        process.stdin.write(b"go\n")
+        process.stdin.close()
+        assert process.wait() == 0
+    code, out, err = run(capsys, "verify", "--all", "--json")
+    assert (code, err) == (0, "")
+    assert orjson.loads(out)["unresolved_replays"] == []
+    assert orjson.loads(out)["abandoned_replays"] == []  # answered on the primary
+
+    monkeypatch.setenv("MACE_READ_STORE", copy)
+    code, out, err = run(capsys, "verify", "--all", "--json")
+    assert (code, err) == (0, "")
+    verdict = orjson.loads(out)
+    assert (verdict["abandoned_replays"], verdict["running_replays"]) == ([], [])
+    assert [r["attempt"] for r in verdict["unresolved_replays"]] == [1]
