@@ -51,6 +51,9 @@ class Leaf(NamedTuple):
     hash: bytes | None
 
 
+Position = tuple[UUID, int]
+"""A stream and a version in it."""
+
 StreamRange = tuple[UUID | None, UUID | None]
 """Streams by id: from the first (inclusive) to the second (exclusive); None is open-ended."""
 
@@ -223,21 +226,37 @@ class StoreReader:
                 assert isinstance(version, int)
                 yield notification_id, _row(originator_id, version, topic, state)
 
-    def record_at(self, originator_id: UUID, version: int) -> StoredEvent | None:
-        """The event stored at one stream position (not verified), or None when there is none."""
+    def records_at(self, positions: Sequence[Position]) -> dict[Position, StoredEvent]:
+        """The events stored at these stream positions (not verified), by position; a position
+        that holds none is left out. One statement per `LOOKUPS_PER_QUERY` positions."""
         conn = self._lookup_conn = self._lookup_conn or self._connect()
-        if isinstance(conn, sqlite3.Connection):
-            row = conn.execute(
-                f"SELECT topic, state FROM {self._sqlite_table()} "  # noqa: S608
-                "WHERE originator_id = ? AND originator_version = ?",
-                (originator_id.hex, version),
-            ).fetchone()
-        else:
-            query = sql.SQL(
-                "SELECT topic, state FROM {} WHERE originator_id = %s AND originator_version = %s"
-            ).format(self._table())
-            row = conn.execute(query, (originator_id, version)).fetchone()
-        return None if row is None else _row(originator_id, version, row[0], row[1])
+        found: dict[Position, StoredEvent] = {}
+        for start in range(0, len(positions), LOOKUPS_PER_QUERY):
+            chunk = positions[start : start + LOOKUPS_PER_QUERY]
+            # Each row by its stream and version as the store gives them back.
+            wanted: dict[tuple[object, int], Position]
+            if isinstance(conn, sqlite3.Connection):
+                wanted = {(stream.hex, version): (stream, version) for stream, version in chunk}
+                values = ",".join(["(?, ?)"] * len(wanted))
+                rows = conn.execute(
+                    "SELECT e.originator_id, e.originator_version, e.topic, e.state"  # noqa: S608
+                    f" FROM (VALUES {values}) AS p JOIN {self._sqlite_table()} AS e"
+                    " ON e.originator_id = p.column1 AND e.originator_version = p.column2",
+                    [part for stream, version in wanted for part in (stream, version)],
+                ).fetchall()
+            else:
+                wanted = {position: position for position in chunk}
+                query = sql.SQL(
+                    "SELECT e.originator_id, e.originator_version, e.topic, e.state FROM {} e"
+                    " JOIN unnest(%s::uuid[], %s::bigint[]) AS p (id, version)"
+                    " ON e.originator_id = p.id AND e.originator_version = p.version"
+                ).format(self._table())
+                streams, versions = [s for s, _ in chunk], [v for _, v in chunk]
+                rows = conn.execute(query, (streams, versions)).fetchall()
+            for stream, version, topic, state in rows:
+                position = wanted[stream, version]
+                found[position] = _row(*position, topic, state)
+        return found
 
     def last_versions(self, streams: Sequence[UUID]) -> dict[UUID, int]:
         """The last stored version of each of ``streams`` that has any (not verified)."""
