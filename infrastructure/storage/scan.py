@@ -17,12 +17,13 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import ExitStack, closing
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, cast
 from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import StoredEvent
 from psycopg import sql
+from psycopg.types.string import TextLoader
 
 from domain.checkpoint import stream_leaf_hash
 from infrastructure.storage.connection import connect_postgres
@@ -105,6 +106,38 @@ def _row(originator_id: UUID, version: int, topic: object, state: object) -> Sto
     return StoredEvent(originator_id, version, topic, data)  # type: ignore[arg-type]
 
 
+_NOTHING_READ: Final = object()
+
+
+class _StreamIds:
+    """Stream ids as read (text) made UUIDs, one UUID for a run of rows of the same stream.
+
+    A scan reads a stream's rows one after another (in log order too, mostly: a job is written
+    in one transaction), so one text comparison a row replaces parsing a UUID; and the rows of
+    a stream sharing one id object, comparing and hashing them takes the identity shortcut.
+    """
+
+    __slots__ = ("_id", "_text")
+
+    def __init__(self) -> None:
+        self._text: object = _NOTHING_READ
+        self._id = UUID(int=0)
+
+    def __call__(self, text: object) -> UUID:
+        if text != self._text:
+            self._id = UUID(cast(str, text))  # what is not an id's text fails here, as it did
+            self._text = text
+        return self._id
+
+
+def _text_ids(
+    cursor: psycopg.ServerCursor[tuple[object, ...]],
+) -> psycopg.ServerCursor[tuple[object, ...]]:
+    """``cursor`` giving uuid columns as their text, for `_StreamIds`."""
+    cursor.adapters.register_loader("uuid", TextLoader)
+    return cursor
+
+
 LOOKUPS_PER_QUERY: Final = 500
 """Streams one look-up statement names (SQLite takes at most 32,766 parameters)."""
 
@@ -161,9 +194,10 @@ class StoreReader:
                 f" FROM {self._sqlite_table()}{where} ORDER BY originator_id, originator_version",
                 params,
             )
+            ids = _StreamIds()
             while rows := cursor.fetchmany(SCAN_PAGE):
                 for originator_id, version, topic, state in rows:
-                    yield _row(UUID(originator_id), version, topic, state)
+                    yield _row(ids(originator_id), version, topic, state)
             return
         bounds = [
             sql.SQL(condition)
@@ -175,13 +209,13 @@ class StoreReader:
             "SELECT originator_id, originator_version, topic, state FROM {}{} "
             "ORDER BY originator_id, originator_version"
         ).format(self._table(), within)
-        with conn.transaction(), conn.cursor(name="mace_scan") as cur:
-            cur.itersize = SCAN_PAGE
+        with conn.transaction(), _text_ids(conn.cursor(name="mace_scan")) as cur:
             cur.execute(query, [bound for bound in streams if bound is not None])
-            for originator_id, version, topic, state in cur:
-                assert isinstance(originator_id, UUID)
-                assert isinstance(version, int)
-                yield _row(originator_id, version, topic, state)
+            ids = _StreamIds()
+            while rows := cur.fetchmany(SCAN_PAGE):
+                for originator_id, version, topic, state in rows:
+                    assert isinstance(version, int)
+                    yield _row(ids(originator_id), version, topic, state)
 
     def in_log_order(
         self, streams: StreamRange, after: int, through: int
@@ -199,9 +233,10 @@ class StoreReader:
                 f" FROM {self._sqlite_table()}{where} ORDER BY rowid",
                 [*params, after, through],
             )
+            ids = _StreamIds()
             while rows := cursor.fetchmany(SCAN_PAGE):
                 for notification_id, originator_id, version, topic, state in rows:
-                    yield notification_id, _row(UUID(originator_id), version, topic, state)
+                    yield notification_id, _row(ids(originator_id), version, topic, state)
             return
         bounds = [
             sql.SQL(condition)
@@ -217,14 +252,14 @@ class StoreReader:
                 [sql.SQL("notification_id > %s AND notification_id <= %s"), *bounds]
             ),
         )
-        with conn.transaction(), conn.cursor(name="mace_log") as cur:
-            cur.itersize = SCAN_PAGE
+        with conn.transaction(), _text_ids(conn.cursor(name="mace_log")) as cur:
             cur.execute(query, [after, through, *(b for b in streams if b is not None)])
-            for notification_id, originator_id, version, topic, state in cur:
-                assert isinstance(notification_id, int)
-                assert isinstance(originator_id, UUID)
-                assert isinstance(version, int)
-                yield notification_id, _row(originator_id, version, topic, state)
+            ids = _StreamIds()
+            while rows := cur.fetchmany(SCAN_PAGE):
+                for notification_id, originator_id, version, topic, state in rows:
+                    assert isinstance(notification_id, int)
+                    assert isinstance(version, int)
+                    yield notification_id, _row(ids(originator_id), version, topic, state)
 
     def records_at(self, positions: Sequence[Position]) -> dict[Position, StoredEvent]:
         """The events stored at these stream positions (not verified), by position; a position
