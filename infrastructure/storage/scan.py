@@ -151,22 +151,27 @@ LOOKUPS_PER_QUERY: Final = 500
 class StoreReader:
     """Ordered scans and point look-ups over one store's events table; use as a context manager.
 
-    Two connections: one carries the long scan (a server-side cursor inside a transaction on
-    PostgreSQL), the other answers look-ups made while the scan is under way.
+    One connection, opened at the first read: look-ups made while a scan is under way run
+    between two of its pages (on PostgreSQL in the scan's transaction, beside its server-side
+    cursor). A second connection for them cost a verify about as much as a tenth of its reads.
     """
 
     def __init__(self, store: Store, table: str) -> None:
         self.store = store
         self.table = table
         self._stack = ExitStack()
-        self._scan_conn: sqlite3.Connection | psycopg.Connection[tuple[object, ...]] | None = None
-        self._lookup_conn: sqlite3.Connection | psycopg.Connection[tuple[object, ...]] | None = None
+        self._conn: sqlite3.Connection | psycopg.Connection[tuple[object, ...]] | None = None
 
     def __enter__(self) -> StoreReader:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+    def _connection(self) -> sqlite3.Connection | psycopg.Connection[tuple[object, ...]]:
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
 
     def _connect(self) -> sqlite3.Connection | psycopg.Connection[tuple[object, ...]]:
         store = self.store
@@ -191,7 +196,7 @@ class StoreReader:
 
     def scan(self, streams: StreamRange = (None, None)) -> Iterator[StoredEvent]:
         """Every stored event of the streams in ``streams``, ordered by stream then version."""
-        conn = self._scan_conn = self._scan_conn or self._connect()
+        conn = self._connection()
         lower, upper = streams
         if isinstance(conn, sqlite3.Connection):
             where, params = _sqlite_range(lower, upper)
@@ -228,7 +233,7 @@ class StoreReader:
     ) -> Iterator[tuple[int, StoredEvent]]:
         """Every stored event of the streams in ``streams`` with a notification id after
         ``after`` and up to ``through``, in notification order, with its notification id."""
-        conn = self._scan_conn = self._scan_conn or self._connect()
+        conn = self._connection()
         lower, upper = streams
         if isinstance(conn, sqlite3.Connection):
             where, params = _sqlite_range(lower, upper)
@@ -270,7 +275,7 @@ class StoreReader:
     def records_at(self, positions: Sequence[Position]) -> dict[Position, StoredEvent]:
         """The events stored at these stream positions (not verified), by position; a position
         that holds none is left out. One statement per `LOOKUPS_PER_QUERY` positions."""
-        conn = self._lookup_conn = self._lookup_conn or self._connect()
+        conn = self._connection()
         found: dict[Position, StoredEvent] = {}
         for start in range(0, len(positions), LOOKUPS_PER_QUERY):
             chunk = positions[start : start + LOOKUPS_PER_QUERY]
@@ -301,7 +306,7 @@ class StoreReader:
 
     def last_versions(self, streams: Sequence[UUID]) -> dict[UUID, int]:
         """The last stored version of each of ``streams`` that has any (not verified)."""
-        conn = self._lookup_conn = self._lookup_conn or self._connect()
+        conn = self._connection()
         found: dict[UUID, int] = {}
         for start in range(0, len(streams), LOOKUPS_PER_QUERY):
             chunk = streams[start : start + LOOKUPS_PER_QUERY]
@@ -333,7 +338,7 @@ class StoreReader:
     def leaf_pages(self, after: int, skip: UUID) -> Generator[LeafPage]:
         """`leaves` a page at a time, as notification ids and leaf hashes: a verifier feeds
         whole pages to its tree without a call per event."""
-        conn = self._scan_conn = self._scan_conn or self._connect()
+        conn = self._connection()
         if isinstance(conn, sqlite3.Connection):
             cursor = conn.execute(
                 "SELECT rowid, originator_id, originator_version, topic, state"  # noqa: S608
@@ -364,7 +369,7 @@ class StoreReader:
 
     def count_after(self, after: int, skip: UUID) -> int:
         """How many events of streams other than ``skip`` have a notification id after ``after``."""
-        conn = self._lookup_conn = self._lookup_conn or self._connect()
+        conn = self._connection()
         if isinstance(conn, sqlite3.Connection):
             row = conn.execute(
                 f"SELECT count(*) FROM {self._sqlite_table()}"  # noqa: S608
@@ -382,7 +387,7 @@ class StoreReader:
     def notification_ids(self, stream: UUID, after_version: int, limit: int) -> list[int]:
         """The notification ids of the stream's events after ``after_version``, in version
         order, at most ``limit``."""
-        conn = self._lookup_conn = self._lookup_conn or self._connect()
+        conn = self._connection()
         if isinstance(conn, sqlite3.Connection):
             rows = conn.execute(
                 f"SELECT rowid FROM {self._sqlite_table()}"  # noqa: S608
@@ -400,7 +405,7 @@ class StoreReader:
 
     def located(self, notification_id: int) -> tuple[UUID, int] | None:
         """The stream and version of the event with this notification id, if there is one."""
-        conn = self._lookup_conn = self._lookup_conn or self._connect()
+        conn = self._connection()
         if isinstance(conn, sqlite3.Connection):
             row = conn.execute(
                 "SELECT originator_id, originator_version"  # noqa: S608
