@@ -86,6 +86,9 @@ class RangeAudit:
         # Sealed job streams, by the name their JobStarted gives (None: it did not verify).
         self._sealed: dict[UUID, str | None] = {}
         self._failed: set[UUID] = set()
+        # The stream of the last event read, and its text (made once for a run of its events).
+        self._last_stream: UUID | None = None
+        self._last_text = ""
 
     def run(self, streams: StreamRange, progress: Progress) -> AuditFindings:
         table = getattr(self.store.recorder, "events_table_name", None)
@@ -105,10 +108,12 @@ class RangeAudit:
     def _take(self, notification_id: int, stored: StoredEvent) -> None:
         stream, version = stored.originator_id, stored.originator_version
         assert isinstance(stream, UUID)
-        before = self.found.heads.get(str(stream))
+        if stream is not self._last_stream:  # the log holds a stream's events together, mostly
+            self._last_stream, self._last_text = stream, str(stream)
+        before = self.found.heads.get(self._last_text)
         # The checkpoints' own stream is chained, not in the tree: never "not yet checkpointed".
         covered = notification_id <= self.window.checkpointed or stream == CHECKPOINT_STREAM
-        self.found.saw(notification_id, str(stream), version, covered=covered)
+        self.found.saw(notification_id, self._last_text, version, covered=covered)
         if stream in self._failed:
             return  # reported once, at its first failure
         if stream in self._sealed:

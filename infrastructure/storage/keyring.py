@@ -36,9 +36,14 @@ class KeyringError(ValueError):
 
 
 class Keyring:
-    """HMAC-SHA256 keys by id. Its repr names key ids only."""
+    """HMAC-SHA256 keys by id. Its repr names key ids only.
 
-    __slots__ = ("_active_key_id", "_secrets", "_source")
+    Each key's HMAC is keyed once (`_keyed`) and copied for every message: keying hashes the
+    secret into the inner and outer states, which was half of what a MAC over a stored event
+    cost; a copy starts from those states.
+    """
+
+    __slots__ = ("_active_key_id", "_keyed", "_source")
 
     def __init__(
         self, keys: Mapping[str, bytes], active_key_id: str, source: str = "the keyring"
@@ -56,7 +61,7 @@ class Keyring:
         if active_key_id not in keys:
             msg = f"active key id {active_key_id!r} is not in the keyring {sorted(keys)}"
             raise KeyringError(msg)
-        self._secrets = dict(keys)
+        self._keyed = {key_id: HMAC(secret, hashes.SHA256()) for key_id, secret in keys.items()}
         self._active_key_id = active_key_id
         self._source = source
 
@@ -66,7 +71,7 @@ class Keyring:
 
     @property
     def key_ids(self) -> list[str]:
-        return sorted(self._secrets)
+        return sorted(self._keyed)
 
     @property
     def source(self) -> str:
@@ -79,16 +84,16 @@ class Keyring:
         Only a key check names its key: it must be signed by the key whose secret it proves.
         """
         key_id = self._active_key_id if key_id is None else key_id
-        mac = HMAC(self._secrets[key_id], hashes.SHA256())
+        mac = self._keyed[key_id].copy()
         mac.update(message)
         return key_id, mac.finalize()
 
     def verify(self, key_id: str, message: bytes, tag: bytes) -> bool:
         """Constant-time check of ``tag``; False for an unknown key id or a wrong tag."""
-        secret = self._secrets.get(key_id)
-        if secret is None:
+        keyed = self._keyed.get(key_id)
+        if keyed is None:
             return False
-        mac = HMAC(secret, hashes.SHA256())
+        mac = keyed.copy()
         mac.update(message)
         try:
             mac.verify(tag)
@@ -97,7 +102,7 @@ class Keyring:
         return True
 
     def has_key(self, key_id: str) -> bool:
-        return key_id in self._secrets
+        return key_id in self._keyed
 
     def __repr__(self) -> str:
         return f"Keyring(active={self._active_key_id!r}, key_ids={self.key_ids!r})"

@@ -20,6 +20,7 @@ from domain.errors import ErrorCode
 from domain.job import Job, JobSealWitness
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage import verification
 from infrastructure.storage.signed_record import IntegrityFailure, mac_message
 
 JOB = Job.id_for("job-1")
@@ -112,6 +113,47 @@ def test_a_seal_its_witness_contradicts_fails_a_read_and_a_whole_store_verify_al
         with pytest.raises(IntegrityFailure, match="seal disagrees with its witness") as failure:
             check()
         assert (failure.value.stream, failure.value.version) == (str(JOB), 4)
+
+
+def test_seals_and_witnesses_looked_up_in_batches_are_each_held_to_the_other(
+    ledger: Ledger, raw_table: RawTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A whole-store verify looks up each seal's witness and each witness's seal in batches:
+    # every batch is checked, the last one too.
+    monkeypatch.setattr(verification, "LOOKUPS_PER_QUERY", 2)
+    names = [f"job-{n}" for n in range(5)]
+    for name in names:
+        record_sample_job(ledger, name, seed=name)
+    assert ledger.store.verify_all().sealed_jobs == len(names)
+    last = max(names, key=JobSealWitness.id_for)
+    raw_table.delete(JobSealWitness.id_for(last), 1)
+    with pytest.raises(IntegrityFailure, match="seal has no witness") as failure:
+        ledger.store.verify_all()
+    assert failure.value.stream == str(Job.id_for(last))
+
+
+def test_a_seal_checked_late_is_still_reported_before_a_later_streams_failure(
+    ledger: Ledger, raw_table: RawTable
+) -> None:
+    # A seal's witness is looked up after the pass has read on; the first failure in stream
+    # order is still the one reported, as one check after the other would report it.
+    names = sorted((f"job-{n}" for n in range(6)), key=Job.id_for)
+    for name in names:
+        record_sample_job(ledger, name, seed=name)
+    first, later = names[0], names[-1]
+    raw_table.delete(JobSealWitness.id_for(first), 1)
+    state = bytearray(raw_table.state(Job.id_for(later), 2))
+    state[-3] ^= 0x01
+    raw_table.set_column(Job.id_for(later), 2, "state", bytes(state))
+    # One pass over every stream (no checkpoint pass beside it, which splits the streams).
+    with pytest.raises(IntegrityFailure) as failure:
+        verification.verify_ledger(
+            ledger.store.location, raw_table.table, ledger.store.keyring, None
+        )
+    assert (failure.value.stream, failure.value.reason) == (
+        str(Job.id_for(first)),
+        "seal has no witness",
+    )
 
 
 def test_tampered_snapshot_is_refused(ledger: Ledger, raw_table: RawTable) -> None:
