@@ -28,6 +28,7 @@ from psycopg.types.string import ByteaBinaryLoader
 from domain.checkpoint import stream_leaf_hash
 from infrastructure.storage.connection import connect_postgres
 from infrastructure.storage.settings import PostgresStore, SQLiteStore, Store
+from infrastructure.storage.signed_record import IntegrityFailure
 
 SCAN_PAGE = 2000
 UUID_BYTES: Final = 16
@@ -127,7 +128,11 @@ class _StreamIds:
 
     def __call__(self, stored: object) -> UUID:
         if stored != self._stored:
-            self._id = self._parse(stored)  # what is not an id fails here, as it did
+            try:
+                self._id = self._parse(stored)
+            except (TypeError, ValueError):  # SQLite's text column holds whatever was written
+                reason = f"a stored event's stream id is not a UUID: {stored!r}"
+                raise IntegrityFailure(str(stored), 0, reason) from None
             self._stored = stored
         return self._id
 

@@ -234,3 +234,16 @@ def test_a_header_the_canonical_form_refuses_is_refused_by_the_mac_message_too(
 ) -> None:
     with pytest.raises(CanonicalJSONError):
         mac_message(UUID(int=1), version, "t", b"")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("stored_id", [None, "not-a-uuid"])
+def test_a_stream_id_that_is_no_uuid_fails_verify_closed(
+    ledger: Ledger, raw_table: RawTable, stored_id: str | None
+) -> None:
+    """SQLite's text column holds whatever is written there (PostgreSQL's uuid column refuses
+    it): verify --all reports an integrity failure, never a crash."""
+    stream = record_sample_job(ledger).id
+    raw_table.set_column(stream, 2, "originator_id", stored_id)
+    with pytest.raises(IntegrityFailure, match="stream id is not a UUID"):
+        ledger.store.verify_all()
