@@ -206,7 +206,7 @@ class ReplayService:
                 job_id, mode, force_continue, record.force_continue_allowed(), mocks or {}, watch
             )
             production_approved = record.approved(Motion.PRODUCTION_REPLAY)
-            outcome = self._decided(job, request, actor, production_approved, tenant)
+            outcome = self._decided(source, request, actor, production_approved)
             report = replay_report(outcome, actor, attempt, force_continue)
             markdown = render_markdown(report)
             seconds = watch()
@@ -278,37 +278,38 @@ class ReplayService:
             mocks or {},
             elapsed or stopwatch(),
         )
-        return self._decided(job, request, actor, production_approved, tenant)
+        return self._decided(
+            LedgerReplaySource(self, job, tenant), request, actor, production_approved
+        )
 
     def replay_verified(self, job: Job) -> ReplayOutcome:
         """An audit-mode replay of ``job``, already read and verified whole by the caller (an
         audit's scan), nothing recorded: the same `replay_job` over the same reads of its
         snapshots, halts and SEM history that `run` makes. The caller checked who acts."""
         request = ReplayRequest(job.job_id, ReplayMode.AUDIT, elapsed=stopwatch())
-        return self._run_replay(job, request, job.tenant)
+        return self._run_replay(LedgerReplaySource(self, job, job.tenant), request)
 
     def _decided(
         self,
-        job: Job | None,
+        source: LedgerReplaySource,
         request: ReplayRequest,
         actor: Actor,
         production_approved: bool,
-        tenant: str,
     ) -> ReplayOutcome:
         """The replay, unless the access rules refuse ``actor`` this mode: then why, as an
         outcome stopped before it ran."""
         refusal = replay_refusal(request.mode, actor, production_approved)
         if refusal is None:
-            return self._run_replay(job, request, tenant)
+            return self._run_replay(source, request)
         outcome = ReplayOutcome.stopped(
             request.job_id, request.mode, "access", ErrorCode.ACCESS_DENIED, refusal
         )
         outcome.non_authoritative.append("the replay was refused before it ran")
         return outcome
 
-    def _run_replay(self, job: Job | None, request: ReplayRequest, tenant: str) -> ReplayOutcome:
+    def _run_replay(self, source: LedgerReplaySource, request: ReplayRequest) -> ReplayOutcome:
         try:
-            return replay_job(LedgerReplaySource(self, job, tenant), request)
+            return replay_job(source, request)
         except MaceError as exc:
             # A stream read mid-replay (SEM history, a governance record) failed verification,
             # or lost the version the job read.

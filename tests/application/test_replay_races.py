@@ -123,10 +123,10 @@ def test_a_replay_in_progress_is_running_until_its_result_is_stored(
     requested, go_on = Event(), Event()
     run_replay = ReplayService._run_replay
 
-    def paused(self: ReplayService, job: Any, request: Any, tenant: str) -> Any:
+    def paused(self: ReplayService, source: Any, request: Any) -> Any:
         requested.set()
         go_on.wait()
-        return run_replay(self, job, request, tenant)
+        return run_replay(self, source, request)
 
     monkeypatch.setattr(ReplayService, "_run_replay", paused)
     worker = Thread(target=ledger.replays.run, args=(job_id, ReplayMode.AUDIT, AUDITOR))

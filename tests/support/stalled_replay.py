@@ -18,7 +18,7 @@ from infrastructure.application.replays import ReplayService
 from infrastructure.storage.settings import Settings
 
 
-def stall(self: ReplayService, job: Any, request: Any, tenant: str) -> Any:
+def stall(self: ReplayService, source: Any, request: Any) -> Any:
     print("requested", flush=True)  # noqa: T201 - the test reads it from the pipe
     sys.stdin.read()
     raise SystemExit("stalled replay let go instead of being killed")
