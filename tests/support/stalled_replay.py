@@ -2,8 +2,8 @@
 
 ``python stalled_replay.py TENANT JOB_ID`` (store and keys from the environment, as for ``mace``):
 it prints ``requested`` when the request is stored and the replay is about to run, then waits
-for its standard input to close. A test kills it there with SIGKILL, mid-replay, at a known
-point: no clock is involved.
+on its standard input. A test kills it there with SIGKILL, mid-replay, at a known point (no
+clock is involved), or writes ``go`` to let the replay run on and record its result.
 """
 
 from __future__ import annotations
@@ -17,10 +17,13 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.application.replays import ReplayService
 from infrastructure.storage.settings import Settings
 
+RUN_REPLAY = ReplayService._run_replay
+
 
 def stall(self: ReplayService, source: Any, request: Any) -> Any:
     print("requested", flush=True)  # noqa: T201 - the test reads it from the pipe
-    sys.stdin.read()
+    if sys.stdin.readline() == "go\n":
+        return RUN_REPLAY(self, source, request)
     raise SystemExit("stalled replay let go instead of being killed")
 
 
