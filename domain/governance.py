@@ -31,6 +31,7 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 from eventsourcing.domain import event
+from pydantic import BaseModel, ConfigDict
 
 from domain.aggregate import MaceAggregate
 from domain.errors import ErrorCode, MaceError
@@ -132,6 +133,22 @@ def _reason(reason: str) -> str:
     return reason
 
 
+class ReplayRequestFields(BaseModel):
+    """What a REPLAY_REQUEST says, whichever event carries it: `Governance.ReplayRequested` on a
+    record, or `Governance.OpenedByReplay`, the request that opens a job's record."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    job_id: str
+    attempt: int
+    mode: str
+    force_continue: bool
+    actor_id: str
+    roles: list[str]
+    recorded_at: str
+    lease: str | None
+
+
 class Governance(MaceAggregate):
     NAME_PREFIX = "governance"
     NAME_FIELD = "scope"
@@ -185,22 +202,24 @@ class Governance(MaceAggregate):
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state["tenant"] = None
 
-    class ReplayRequested(MaceAggregate.Event):
+    class ReplayRequested(ReplayRequestFields, MaceAggregate.Event):
         LOG_NAME: ClassVar[str] = "REPLAY_REQUEST"
         # Version 1 named no lease.
         class_version: ClassVar[int] = 2
-        job_id: str
-        attempt: int
-        mode: str
-        force_continue: bool
-        actor_id: str
-        roles: list[str]
-        recorded_at: str
-        lease: str | None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state["lease"] = None
+
+    class OpenedByReplay(ReplayRequestFields, Opened):
+        """A job's record opened by its first REPLAY_REQUEST: the request is the record's first
+        event (attempt 1), so a first replay stores no event a later one does not."""
+
+        LOG_NAME: ClassVar[str] = "REPLAY_REQUEST"
+        class_version: ClassVar[int] = 1
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.note_replay_request(self.attempt, self.lease)
 
     class ReplayResulted(MaceAggregate.Event):
         LOG_NAME: ClassVar[str] = "REPLAY_RESULT"
@@ -222,13 +241,7 @@ class Governance(MaceAggregate):
 
     @classmethod
     def open(cls, scope: str) -> Governance:
-        if not SCOPE_PATTERN.fullmatch(scope):
-            msg = (
-                f"invalid governance scope {scope!r}: expected global, job:<id>, snapshot:<id> or"
-                " tenant-snapshot:<id>"
-            )
-            raise GovernanceError(msg)
-        return cls(scope=scope)
+        return cls(scope=_checked_scope(scope))
 
     @property
     def halt_tenant(self) -> str | None:
@@ -277,7 +290,7 @@ class Governance(MaceAggregate):
 
     def request_force_continue(self, reason: str, actor: Actor, recorded_at: str) -> None:
         self._require(actor, Role.ADMIN, "request a force-continue")
-        self._job_scope("a force-continue")
+        _require_job_scope(self.scope, "a force-continue")
         self._force_continue_requested(
             reason=_reason(reason),
             actor_id=actor.actor_id,
@@ -382,17 +395,10 @@ class Governance(MaceAggregate):
         ``lease``: names the lock the replaying process holds until the attempt's result is
         stored (ops metadata): a request without a result whose lease nobody holds was abandoned.
         """
-        self._job_scope("a replay")
+        _require_job_scope(self.scope, "a replay")
         attempt = self.replay_attempts + 1
         self._replay_requested(
-            job_id=self.scope.removeprefix("job:"),
-            attempt=attempt,
-            mode=mode,
-            force_continue=force_continue,
-            actor_id=actor.actor_id,
-            roles=list(actor.roles),
-            recorded_at=recorded_at,
-            lease=lease,
+            **_replay_request(self.scope, attempt, mode, force_continue, actor, recorded_at, lease)
         )
         return attempt
 
@@ -408,6 +414,10 @@ class Governance(MaceAggregate):
         recorded_at: str,
         lease: str | None,
     ) -> None:
+        self.note_replay_request(attempt, lease)
+
+    def note_replay_request(self, attempt: int, lease: str | None) -> None:
+        """Apply a REPLAY_REQUEST of either kind (it records nothing itself)."""
         self.replay_attempts = attempt
         self.replay_leases[attempt] = lease
 
@@ -461,11 +471,6 @@ class Governance(MaceAggregate):
 
     # Checks
 
-    def _job_scope(self, what: str) -> None:
-        if not self.scope.startswith("job:"):
-            msg = f"{what} belongs to a job's governance, not to scope {self.scope}"
-            raise GovernanceError(msg)
-
     @staticmethod
     def _motion(motion: str) -> Motion:
         try:
@@ -481,6 +486,65 @@ class Governance(MaceAggregate):
             raise AccessDenied(
                 f"only the {role.value} role may {action}; {actor.actor_id} holds {held}"
             )
+
+
+def _checked_scope(scope: str) -> str:
+    if not SCOPE_PATTERN.fullmatch(scope):
+        msg = (
+            f"invalid governance scope {scope!r}: expected global, job:<id>, snapshot:<id> or"
+            " tenant-snapshot:<id>"
+        )
+        raise GovernanceError(msg)
+    return scope
+
+
+def _require_job_scope(scope: str, what: str) -> None:
+    if not scope.startswith("job:"):
+        msg = f"{what} belongs to a job's governance, not to scope {scope}"
+        raise GovernanceError(msg)
+
+
+def _replay_request(
+    scope: str,
+    attempt: int,
+    mode: str,
+    force_continue: bool,
+    actor: Actor,
+    recorded_at: str,
+    lease: str | None,
+) -> dict[str, Any]:
+    """The fields of a REPLAY_REQUEST (`ReplayRequestFields`) for attempt ``attempt``."""
+    return {
+        "job_id": scope.removeprefix("job:"),
+        "attempt": attempt,
+        "mode": mode,
+        "force_continue": force_continue,
+        "actor_id": actor.actor_id,
+        "roles": list(actor.roles),
+        "recorded_at": recorded_at,
+        "lease": lease,
+    }
+
+
+def replay_requested(
+    record: Governance | None,
+    scope: str,
+    mode: str,
+    force_continue: bool,
+    actor: Actor,
+    recorded_at: str,
+    lease: str | None = None,
+) -> Governance:
+    """The job's record with the next attempt's REPLAY_REQUEST (`Governance.request_replay`
+    says what it holds): appended to ``record``, or, when the job has none yet (None), the
+    record opened by it, attempt 1, in one event (`Governance.OpenedByReplay`). The attempt's
+    number is the record's ``replay_attempts``."""
+    if record is not None:
+        record.request_replay(mode, force_continue, actor, recorded_at, lease)
+        return record
+    _require_job_scope(_checked_scope(scope), "a replay")
+    request = _replay_request(scope, 1, mode, force_continue, actor, recorded_at, lease)
+    return Governance._create(Governance.OpenedByReplay, scope=scope, **request)
 
 
 def governance_scope_of_job(scoped_id: str) -> str:

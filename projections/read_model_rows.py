@@ -37,7 +37,7 @@ from domain.canonical import digest
 from domain.capture import snapshots_found_at_completion
 from domain.errors import ErrorCode
 from domain.events import JobCompleted
-from domain.governance import Governance, governance_scope_of_snapshot
+from domain.governance import Governance, ReplayRequestFields, governance_scope_of_snapshot
 from domain.job import Job
 from domain.naming import tenant_and_key
 from domain.receipt import Receipt
@@ -158,9 +158,7 @@ def _job_sealed(event: Job.Sealed, merge: Merge, position: int) -> list[ViewChan
     return [merge(JOB_INDEX, str(event.originator_id), status="sealed")]
 
 
-def _replay_requested(
-    event: Governance.ReplayRequested, merge: Merge, position: int
-) -> list[ViewChange]:
+def _replay_requested(event: ReplayRequestFields, merge: Merge, position: int) -> list[ViewChange]:
     # A replay event names the job by its scoped id, which names its stream. The job is indexed
     # before anyone can ask to replay it: its row says whose job it is.
     job = merge(JOB_INDEX, str(Job.id_for(event.job_id))).row or {}
@@ -254,6 +252,7 @@ _HANDLERS: Final[dict[type, Callable[[Any, Merge, int], list[ViewChange]]]] = {
     Job.Recorded: _job_recorded,
     Job.Sealed: _job_sealed,
     Governance.ReplayRequested: _replay_requested,
+    Governance.OpenedByReplay: _replay_requested,
     Governance.ReplayResulted: _replay_resulted,
     Governance.HaltSet: _halt_set,
     Governance.HaltCleared: _halt_cleared,

@@ -22,6 +22,7 @@ from domain.governance import (
     Governance,
     HaltCause,
     Motion,
+    ReplayRequestFields,
     Vote,
     governance_scope_of_job,
     governance_scope_of_snapshot,
@@ -45,10 +46,14 @@ GOVERNANCE_EVENTS = (
     Governance.HaltSet,
     Governance.HaltCleared,
     Governance.ReplayRequested,
+    Governance.OpenedByReplay,
     Governance.ReplayResulted,
 )
 GOVERNANCE_TOPICS = tuple(get_topic(cls) for cls in GOVERNANCE_EVENTS)
-REPLAY_TOPICS = (get_topic(Governance.ReplayRequested), get_topic(Governance.ReplayResulted))
+REPLAY_TOPICS = tuple(
+    get_topic(cls)
+    for cls in (Governance.ReplayRequested, Governance.OpenedByReplay, Governance.ReplayResulted)
+)
 PAGE = 1000
 T = TypeVar("T")
 
@@ -66,7 +71,7 @@ Attempt = tuple[str, int]
 class UnansweredReplay:
     """A REPLAY_REQUEST without a REPLAY_RESULT: ``running``, or ``abandoned`` for good."""
 
-    request: Governance.ReplayRequested
+    request: ReplayRequestFields
     status: str
 
     def as_json(self) -> dict[str, Any]:
@@ -256,7 +261,7 @@ class GovernanceService:
                 raise IntegrityFailure(event.originator_id, 1, "governance record was never opened")
             if wanted is None or scope in wanted:
                 entry = {"scope": scope, **_log_entry(event)}
-                if isinstance(event, Governance.ReplayRequested):
+                if isinstance(event, ReplayRequestFields):
                     entry["result"] = RECORDED
                     requests[(event.job_id, event.attempt)] = entry
                 elif isinstance(event, Governance.ReplayResulted):
@@ -269,10 +274,10 @@ class GovernanceService:
 
     def unanswered_replays(self) -> list[UnansweredReplay]:
         """Every REPLAY_REQUEST without a REPLAY_RESULT, in stored order, running or abandoned."""
-        waiting: dict[Attempt, Governance.ReplayRequested] = {}
+        waiting: dict[Attempt, ReplayRequestFields] = {}
         for event in self._all_governance_events(REPLAY_TOPICS):
             attempt = (event.job_id, event.attempt)
-            if isinstance(event, Governance.ReplayRequested):
+            if isinstance(event, ReplayRequestFields):
                 waiting[attempt] = event
             else:
                 waiting.pop(attempt, None)

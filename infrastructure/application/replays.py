@@ -3,7 +3,9 @@
 A replay is recorded in two places: the job's governance record gets the signed REPLAY_REQUEST
 before anything else happens (so a refused or crashed attempt is still on record) and the
 REPLAY_RESULT at the end; the attempt's own replay record gets every verification step and the
-report. The result, the record and any halts the replay sets are stored in one transaction.
+report. The result, the record and any halts the replay sets are stored in one transaction. A
+job's first request opens its governance record (`Governance.OpenedByReplay`): every replay
+stores three events.
 Reached as ``ledger.replays``. `ReplayService.replay_unrecorded` runs the same replay, under the
 same access rules, where nothing can be recorded (a bundle's in-memory ledger).
 
@@ -37,6 +39,7 @@ from domain.governance import (
     governance_scope_of_job,
     governance_scope_of_snapshot,
     halt_scopes,
+    replay_requested,
 )
 from domain.job import Job
 from domain.naming import DEFAULT_TENANT
@@ -67,15 +70,20 @@ class ReplayResult:
 class LedgerReplaySource:
     """`ReplaySource` over the ledger: every read verified, the job (the tenant's) read once.
 
-    The streams a replay reads after the job (its declared snapshots, the halt records over
-    them) are read together, in one query, when the first of them is asked for: on PostgreSQL
-    the round trips were most of a replay's time. Each is verified when it is used, as before.
+    The streams a replay reads after the job (its governance record, its declared snapshots,
+    the halt records over them) are read together, in one query, when the first of them is
+    asked for (the record, for the request): on PostgreSQL the round trips were most of a
+    replay's time. Each is verified when it is used, as before.
     """
 
-    def __init__(self, replays: ReplayService, job: Job | None, tenant: str) -> None:
+    def __init__(
+        self, replays: ReplayService, job: Job | None, tenant: str, scope: str | None = None
+    ) -> None:
+        """``scope``: the job's governance record, read with the others (`governance_record`)."""
         self._replays = replays
         self._job = job
         self._tenant = tenant
+        self._scope = scope
         self._read: dict[UUID, Sequence[StoredEvent]] = {}
 
     def load_job(self, job_id: str) -> Job:
@@ -101,6 +109,14 @@ class LedgerReplaySource:
         events = self._replays.store.verifying_store.get(SemEntry.id_in(tenant, key))
         return [e for e in events if isinstance(e, SemEntry.Event)]
 
+    def governance_record(self) -> Governance | None:
+        """The job's governance record (None: none yet), verified: the first time as read with
+        the replay's other streams, then read again at each call (a save on it lost a race)."""
+        assert self._scope is not None
+        record = self._governance(self._scope)
+        self._read.pop(Governance.id_for(self._scope))
+        return record
+
     def _governance(self, scope: str) -> Governance | None:
         stream = Governance.id_for(scope)
         return self._replays.store.aggregate_from(Governance, stream, self._records(stream))
@@ -108,20 +124,29 @@ class LedgerReplaySource:
     def _records(self, stream: UUID) -> Sequence[StoredEvent]:
         if stream not in self._read:
             streams = dict.fromkeys([stream, *self._ahead()])
-            self._read = self._replays.store.read_streams(list(streams))
+            try:
+                self._read = self._replays.store.read_streams(list(streams))
+            except IntegrityFailure:
+                # One of them falls short of its checkpointed head: the one asked for is read
+                # alone, so that a failure is met where its stream is used (a snapshot's or a
+                # halt record's in the replay, which records it; the governance record's before
+                # the request).
+                self._read = self._replays.store.read_streams([stream])
         return self._read[stream]
 
     def _ahead(self) -> list[UUID]:
-        """The streams of the job's declared snapshots, then of the halt records over them."""
+        """The job's governance record, the streams of its declared snapshots, then of the halt
+        records over them."""
+        own = [] if self._scope is None else [Governance.id_for(self._scope)]
         if self._job is None:
-            return []
+            return own
         snapshot_ids = list(self._job.snapshot_ids.values())
         halts = [
             Governance.id_for(scope)
             for snapshot_id in snapshot_ids
             for scope in halt_scopes(snapshot_id, self._job.tenant)
         ]
-        return [*map(Snapshot.id_for, snapshot_ids), *halts]
+        return [*own, *map(Snapshot.id_for, snapshot_ids), *halts]
 
 
 class ReplayService:
@@ -156,30 +181,51 @@ class ReplayService:
         job = self._job_if_intact(name)
         watch = elapsed or stopwatch()
 
+        source = LedgerReplaySource(self, job, tenant, scope)
         with self.governance.leases.hold() as lease:
             now = recorded_at()
+
+            def requested() -> tuple[Governance, Sequence[Governance]]:
+                # The first build takes the record from the read of every stream the replay
+                # reads; one that lost a race, from a fresh read.
+                record = replay_requested(
+                    source.governance_record(),
+                    scope,
+                    mode.value,
+                    force_continue,
+                    actor,
+                    now,
+                    lease,
+                )
+                return record, [record]
+
             # Access and force-continue are decided on the very record the request was appended to.
-            attempt, production_approved, force_approved = self.governance.act_on(
-                scope,
-                lambda g: (
-                    g.request_replay(mode.value, force_continue, actor, now, lease),
-                    g.approved(Motion.PRODUCTION_REPLAY),
-                    g.force_continue_allowed(),
-                ),
-                f"replay request for {job_id}",
-            )
+            record = self.governance.store_racing(requested, f"replay request for {job_id}")
+            attempt = record.replay_attempts
             request = ReplayRequest(
-                job_id, mode, force_continue, force_approved, mocks or {}, watch
+                job_id, mode, force_continue, record.force_continue_allowed(), mocks or {}, watch
             )
-            outcome = self._decided(job, request, actor, production_approved, tenant)
+            production_approved = record.approved(Motion.PRODUCTION_REPLAY)
+            outcome = self._decided(source, request, actor, production_approved)
             report = replay_report(outcome, actor, attempt, force_continue)
             markdown = render_markdown(report)
             seconds = watch()
+            # The result goes onto the record as this replay saved it; if the save loses a race
+            # (another writer appended to it), onto the record read afresh.
+            as_saved: list[Governance] = [record]
             self.governance.store_racing(
                 lambda: (
                     None,
                     self._replay_writes(
-                        scope, tenant, attempt, outcome, actor, report, markdown, seconds
+                        scope,
+                        tenant,
+                        attempt,
+                        outcome,
+                        actor,
+                        report,
+                        markdown,
+                        seconds,
+                        as_saved.pop() if as_saved else None,
                     ),
                 ),
                 f"replay result for {job_id}",
@@ -232,37 +278,38 @@ class ReplayService:
             mocks or {},
             elapsed or stopwatch(),
         )
-        return self._decided(job, request, actor, production_approved, tenant)
+        return self._decided(
+            LedgerReplaySource(self, job, tenant), request, actor, production_approved
+        )
 
     def replay_verified(self, job: Job) -> ReplayOutcome:
         """An audit-mode replay of ``job``, already read and verified whole by the caller (an
         audit's scan), nothing recorded: the same `replay_job` over the same reads of its
         snapshots, halts and SEM history that `run` makes. The caller checked who acts."""
         request = ReplayRequest(job.job_id, ReplayMode.AUDIT, elapsed=stopwatch())
-        return self._run_replay(job, request, job.tenant)
+        return self._run_replay(LedgerReplaySource(self, job, job.tenant), request)
 
     def _decided(
         self,
-        job: Job | None,
+        source: LedgerReplaySource,
         request: ReplayRequest,
         actor: Actor,
         production_approved: bool,
-        tenant: str,
     ) -> ReplayOutcome:
         """The replay, unless the access rules refuse ``actor`` this mode: then why, as an
         outcome stopped before it ran."""
         refusal = replay_refusal(request.mode, actor, production_approved)
         if refusal is None:
-            return self._run_replay(job, request, tenant)
+            return self._run_replay(source, request)
         outcome = ReplayOutcome.stopped(
             request.job_id, request.mode, "access", ErrorCode.ACCESS_DENIED, refusal
         )
         outcome.non_authoritative.append("the replay was refused before it ran")
         return outcome
 
-    def _run_replay(self, job: Job | None, request: ReplayRequest, tenant: str) -> ReplayOutcome:
+    def _run_replay(self, source: LedgerReplaySource, request: ReplayRequest) -> ReplayOutcome:
         try:
-            return replay_job(LedgerReplaySource(self, job, tenant), request)
+            return replay_job(source, request)
         except MaceError as exc:
             # A stream read mid-replay (SEM history, a governance record) failed verification,
             # or lost the version the job read.
@@ -282,22 +329,17 @@ class ReplayService:
         report: dict[str, Any],
         markdown: str,
         elapsed: float,
+        as_saved: Governance | None,
     ) -> list[MaceAggregate]:
-        """The result on the record as it stands now, the attempt's replay record, any halts."""
+        """The result on the record (``as_saved``: as this replay saved its request; else as it
+        stands now, read), the attempt's replay record, any halts.
+
+        Saved onto the record as saved, a conflict (another writer appended to the record, or
+        the replay record exists) makes `store_racing` call again, to read and check both."""
         job_name = scope.removeprefix("job:")
         name = replay_record_name(job_name, attempt)
-        replay_stream, record_stream = ReplayRecord.id_for(name), Governance.id_for(scope)
-        read = self.store.read_streams([replay_stream, record_stream])
-        if read[replay_stream]:
-            # Only this attempt's request got its number: the record it came from lost events.
-            reason = f"replay record {name} exists before its replay ran"
-            raise IntegrityFailure(replay_stream, 1, reason)
+        record = as_saved or self._record_for_result(scope, name, attempt)
         now = recorded_at()
-        record = self.store.aggregate_from(Governance, record_stream, read[record_stream])
-        if record is None:
-            # The request was appended to this record: it is gone, or never stored where read.
-            reason = f"the governance record {scope} holding replay request {attempt} is gone"
-            raise IntegrityFailure(record_stream, 1, reason)
         record.record_replay_result(
             attempt,
             outcome.ok,
@@ -328,6 +370,22 @@ class ReplayService:
             halt.halt(snapshot_id, HaltCause.INTEGRITY_FAILURE, reason, actor, now)
             halts.append(halt)
         return [record, steps, *halts]
+
+    def _record_for_result(self, scope: str, name: str, attempt: int) -> Governance:
+        """The scope's record read afresh, for the result of attempt ``attempt`` (whose replay
+        record is ``name``): neither lost what the request's save stored."""
+        replay_stream, record_stream = ReplayRecord.id_for(name), Governance.id_for(scope)
+        read = self.store.read_streams([replay_stream, record_stream])
+        if read[replay_stream]:
+            # Only this attempt's request got its number: the record it came from lost events.
+            reason = f"replay record {name} exists before its replay ran"
+            raise IntegrityFailure(replay_stream, 1, reason)
+        record = self.store.aggregate_from(Governance, record_stream, read[record_stream])
+        if record is None:
+            # The request was appended to this record: it is gone, or never stored where read.
+            reason = f"the governance record {scope} holding replay request {attempt} is gone"
+            raise IntegrityFailure(record_stream, 1, reason)
+        return record
 
     def record(self, job_id: str, attempt: int, *, tenant: str = DEFAULT_TENANT) -> ReplayRecord:
         """One attempt's record of the tenant's job."""

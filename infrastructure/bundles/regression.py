@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from domain.errors import ErrorCode
-from domain.governance import Actor, Governance
+from domain.governance import Actor, Governance, ReplayRequestFields
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.errors import NotFoundError
 
@@ -78,10 +78,10 @@ class Expectation:
 def recorded_expectation(ledger: Ledger, job_id: str, tenant: str) -> Expectation | None:
     """The tenant's job's most recent replay result a bundle replay can reproduce, if any."""
     stream = Governance.id_for(ledger.governance.existing_job_scope(job_id, tenant))
-    requests: dict[int, Governance.ReplayRequested] = {}
+    requests: dict[int, ReplayRequestFields] = {}
     results: list[Governance.ReplayResulted] = []
     for event in ledger.store.verifying_store.get(stream):
-        if isinstance(event, Governance.ReplayRequested):
+        if isinstance(event, ReplayRequestFields):
             requests[event.attempt] = event
         elif isinstance(event, Governance.ReplayResulted):
             results.append(event)

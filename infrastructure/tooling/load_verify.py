@@ -18,7 +18,7 @@ from typing import Any
 from domain.canonical import digest
 from domain.errors import MaceError
 from domain.events import JobCompleted
-from domain.governance import Governance
+from domain.governance import Governance, ReplayRequestFields
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.errors import NotFoundError
 from infrastructure.tooling.load_workload import PlannedRun
@@ -166,7 +166,7 @@ def _replay_problem(ledger: Ledger, job_id: str, tenant: str, attempt: int) -> s
         return "its job is not in the store"
     except MaceError as exc:
         return f"{exc.code.value}: {exc.message}"
-    requests = [e for e in events if isinstance(e, Governance.ReplayRequested)]
+    requests = [e for e in events if isinstance(e, ReplayRequestFields)]
     results = [e for e in events if isinstance(e, Governance.ReplayResulted)]
     if (len(requests), len(results)) != (1, 1):
         return f"{len(requests)} REPLAY_REQUEST and {len(results)} REPLAY_RESULT recorded, not 1"

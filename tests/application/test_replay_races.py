@@ -123,10 +123,10 @@ def test_a_replay_in_progress_is_running_until_its_result_is_stored(
     requested, go_on = Event(), Event()
     run_replay = ReplayService._run_replay
 
-    def paused(self: ReplayService, job: Any, request: Any, tenant: str) -> Any:
+    def paused(self: ReplayService, source: Any, request: Any) -> Any:
         requested.set()
         go_on.wait()
-        return run_replay(self, job, request, tenant)
+        return run_replay(self, source, request)
 
     monkeypatch.setattr(ReplayService, "_run_replay", paused)
     worker = Thread(target=ledger.replays.run, args=(job_id, ReplayMode.AUDIT, AUDITOR))
@@ -162,7 +162,7 @@ def test_a_result_the_store_refuses_leaves_the_request_abandoned(
     with pytest.raises(IntegrityFailure) as refused:
         ledger.replays.run(job_id, ReplayMode.AUDIT, AUDITOR)
     record = Governance.id_for(f"job:{job_id}")
-    assert (refused.value.stream, refused.value.version) == (str(record), 3)  # after the request
+    assert (refused.value.stream, refused.value.version) == (str(record), 2)  # after the request
     assert refused.value.reason == (
         f"replay result for {job_id}: the store refused it though no other writer appended first"
     )
@@ -186,7 +186,7 @@ def test_a_result_the_store_refuses_leaves_the_request_abandoned(
     code, out, err = run(capsys, "replay", job_id)
     assert (code, out) == (1, "")
     assert err == (
-        f"mace: INTEGRITY_FAILURE: stream {record} version 4: replay result for {job_id}:"
+        f"mace: INTEGRITY_FAILURE: stream {record} version 3: replay result for {job_id}:"
         " the store refused it though no other writer appended first\n"
     )
     code, out, _ = run(capsys, "verify", "--all")
@@ -230,7 +230,7 @@ def test_a_replay_killed_mid_run_is_abandoned_in_the_log_verify_dashboard_and_me
     ]
     code, out, _ = run(capsys, "governance", "log", job_id, "--tenant", "acme")
     [line] = [line for line in out.splitlines() if '"attempt":2' in line and "REQUEST" in line]
-    assert line.startswith(f"job:{job_id} #4 REPLAY_REQUEST abandoned {{")
+    assert line.startswith(f"job:{job_id} #3 REPLAY_REQUEST abandoned {{")
     assert '"result":"abandoned"' in line
     http_requests = [e for e in api.governance(job_id) if e["event"] == "REPLAY_REQUEST"]
     assert [r["result"] for r in http_requests] == ["recorded", ABANDONED]
@@ -314,6 +314,7 @@ def test_a_request_recorded_before_leases_existed_reads_as_abandoned(
 ) -> None:
     """A version-1 REPLAY_REQUEST (no lease) is upcast; without a result, nobody runs it."""
     job_id = ledger.jobs.run("2 + 3", "s1").job_id
+    ledger.replays.run(job_id, ReplayMode.AUDIT, AUDITOR)  # the first request opens the record
     table = RawTable(settings)
     refuse_replay_results(table)
     with pytest.raises(IntegrityFailure):
@@ -329,8 +330,8 @@ def test_a_request_recorded_before_leases_existed_reads_as_abandoned(
         stream, version, "state", sign_record(ledger.store.keyring, stream, version, topic, v1_body)
     )
 
-    [request], _ = replay_entries(ledger, job_id)
-    assert (request["attempt"], request["lease"], request["result"]) == (1, None, ABANDONED)
+    [_, request], _ = replay_entries(ledger, job_id)
+    assert (request["attempt"], request["lease"], request["result"]) == (2, None, ABANDONED)
     [unanswered] = ledger.governance.unanswered_replays()
     assert (unanswered.request.lease, unanswered.status) == (None, ABANDONED)
 

@@ -241,8 +241,7 @@ def test_replays_and_governance_of_one_id_in_two_tenants_stay_apart(ledger: Ledg
         "REPLAY_RESULT",
     ]
     assert [e["event"] for e in default_log if e["scope"] == f"job:{SHARED}"] == [
-        "GOVERNANCE_OPENED",
-        "REPLAY_REQUEST",
+        "REPLAY_REQUEST",  # the job's first replay request opened its record
         "REPLAY_RESULT",
     ]
     assert {e["job_id"] for e in acme_log + default_log if "job_id" in e} == {SHARED}
@@ -326,8 +325,7 @@ def test_every_job_command_takes_the_tenant(
     assert code == 0, err
     code, out, _ = run(capsys, "governance", "log", SHARED, "--tenant", "acme", "--json")
     assert [e["event"] for e in json_lines(out) if e["scope"] == f"job:{SHARED}"] == [
-        "GOVERNANCE_OPENED",
-        "REPLAY_REQUEST",
+        "REPLAY_REQUEST",  # the job's first replay request opened its record
         "REPLAY_RESULT",
         "FORCE_CONTINUE_REQUEST",
     ]

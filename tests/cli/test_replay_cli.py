@@ -787,17 +787,16 @@ def test_governance_log_of_one_job_and_of_all(
 
     everything = governance_log(capsys)
     assert [(e["scope"], e["event"], e["version"]) for e in everything] == [
-        (f"job:{first}", "GOVERNANCE_OPENED", 1),
-        (f"job:{first}", "REPLAY_REQUEST", 2),
-        (f"job:{first}", "REPLAY_RESULT", 3),
-        (f"job:{second}", "GOVERNANCE_OPENED", 1),
-        (f"job:{second}", "REPLAY_REQUEST", 2),
-        (f"job:{second}", "REPLAY_RESULT", 3),
-        (f"job:{second}", "COUNCIL_VOTE", 4),
+        # A job's first replay request opens its record.
+        (f"job:{first}", "REPLAY_REQUEST", 1),
+        (f"job:{first}", "REPLAY_RESULT", 2),
+        (f"job:{second}", "REPLAY_REQUEST", 1),
+        (f"job:{second}", "REPLAY_RESULT", 2),
+        (f"job:{second}", "COUNCIL_VOTE", 3),
     ]
-    assert governance_log(capsys, first) == everything[:3]
-    assert governance_log(capsys, second) == everything[3:]
-    request = everything[4]
+    assert governance_log(capsys, first) == everything[:2]
+    assert governance_log(capsys, second) == everything[2:]
+    request = everything[2]
     assert set(request) >= {
         "scope",
         "version",
@@ -810,7 +809,7 @@ def test_governance_log_of_one_job_and_of_all(
         "recorded_at",
     }
     assert (request["attempt"], request["mode"], request["actor_id"]) == (1, "reexecute", "ana")
-    result = everything[5]
+    result = everything[3]
     assert set(result) >= {
         "scope",
         "version",
@@ -836,7 +835,7 @@ def test_governance_log_of_one_job_and_of_all(
     assert out.splitlines() == expected
     code, out, err = run(capsys, "governance", "log", first)
     assert (code, err) == (0, "")
-    assert out.splitlines() == expected[:3]
+    assert out.splitlines() == expected[:2]
 
     # A halt on a snapshot a job declares belongs to that job's log, and to every such job's.
     assert run(capsys, "governance", "halt", ROUTER_ID, "--reason", "incident 7")[0] == 0

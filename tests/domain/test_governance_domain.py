@@ -27,6 +27,7 @@ from domain.governance import (
     governance_scope_of_job,
     governance_scope_of_snapshot,
     halt_scopes,
+    replay_requested,
 )
 
 ALL_ROLES = "['operator', 'admin', 'auditor', 'council', 'store_operator']"
@@ -719,6 +720,32 @@ def test_replay_attempts_are_numbered_from_one() -> None:
         (3, "reexecute", False, "ada", ["council"], "t3"),
     ]
     assert rebuilt(events).replay_attempts == 3
+
+
+def test_a_jobs_first_replay_request_opens_its_record_in_one_event() -> None:
+    record = replay_requested(None, "job:job-1", "audit", False, OPS, WHEN, "0123456789abcdef")
+    assert record is replay_requested(record, "job:job-1", "production", True, AUDITOR, "t2")
+    assert (record.scope, record.replay_attempts) == ("job:job-1", 2)
+    events = stamps_follow_the_clock(record)
+    assert log_names(events) == ["REPLAY_REQUEST", "REPLAY_REQUEST"]
+    assert isinstance(events[0], Governance.OpenedByReplay)
+    assert [(e.attempt, e.mode, e.actor_id, e.recorded_at, e.lease) for e in events] == [
+        (1, "audit", "ops", WHEN, "0123456789abcdef"),
+        (2, "production", "aud", "t2", None),
+    ]
+    again = rebuilt(events)
+    assert (again.scope, again.replay_attempts, again.replay_leases) == (
+        "job:job-1",
+        2,
+        {1: "0123456789abcdef", 2: None},
+    )
+    again.record_replay_result(1, True, None, True, 0, "f" * 64, "t3")  # attempt 1 was requested
+
+
+@pytest.mark.parametrize("scope", ["global", f"snapshot:{SNAPSHOT}", "job:bad id"])
+def test_a_first_replay_request_opens_only_a_job_record(scope: str) -> None:
+    with pytest.raises(GovernanceError):
+        replay_requested(None, scope, "audit", False, OPS, WHEN)
 
 
 def test_attempt_numbers_are_per_job() -> None:

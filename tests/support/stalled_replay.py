@@ -20,10 +20,10 @@ from infrastructure.storage.settings import Settings
 RUN_REPLAY = ReplayService._run_replay
 
 
-def stall(self: ReplayService, job: Any, request: Any, tenant: str) -> Any:
+def stall(self: ReplayService, source: Any, request: Any) -> Any:
     print("requested", flush=True)  # noqa: T201 - the test reads it from the pipe
     if sys.stdin.readline() == "go\n":
-        return RUN_REPLAY(self, job, request, tenant)
+        return RUN_REPLAY(self, source, request)
     raise SystemExit("stalled replay let go instead of being killed")
 
 
