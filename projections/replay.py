@@ -32,7 +32,10 @@ from domain.events import (
     MaterialisedState,
     MissingArtifact,
     ModelCallEnvelope,
+    RouterDecision,
     RunEvent,
+    SemRead,
+    SemWrite,
     ToolCall,
     ToolResult,
 )
@@ -45,9 +48,13 @@ from projections.brainstate import fold_brainstate
 from projections.reflective_log import recorded_events
 from projections.replay_sem import MemoryAsRecorded, SemHistory
 from projections.selfrep import fold_selfrep
-from projections.stage0_runtime import Stage0Snapshots, run_stage0
+from projections.stage0_runtime import Stage0Run, Stage0Snapshots, run_iteration
 
 _TOOL_EVENTS = frozenset({ToolCall.EVENT_TYPE, ToolResult.EVENT_TYPE})
+_ITERATION_EVENTS = (InputReceived, RouterDecision, SemRead, SemWrite, AgentOutput, IterationTrace)
+"""The events an iteration of the Stage-0 runtime emits; each carries its iteration."""
+_COMPARED_EVENTS = (InputReceived, RouterDecision, AgentOutput, SemRead, SemWrite)
+"""The iteration's events compared with the re-run besides its trace (compared field by field)."""
 
 
 class ReplaySource(SemHistory, Protocol):
@@ -351,23 +358,36 @@ class _Replay:
         body: list[RunEvent],
         missing: list[MissingArtifact],
     ) -> Any:
-        """Step 8; returns the final answer the replay computed (None: none could be)."""
-        inputs = {e.iteration: e for e in body if isinstance(e, InputReceived)}
-        traces = {e.iteration: e.trace_entry() for e in body if isinstance(e, IterationTrace)}
-        numbers = sorted(set(inputs) | set(traces))
-        if not numbers:
+        """Step 8, every iteration; returns the final answer the replay computed (None: none
+        could be)."""
+        recorded = _by_iteration(body)
+        if not recorded:
             detail = "the job recorded no iterations: there is no routing to re-decide"
             self.step("8 iterations", "skipped", detail)
         computed: Any = None
         limits = snapshots.governance
-        for position, iteration in enumerate(numbers):
+        for position, iteration in enumerate(sorted(recorded)):
             self.within_limits(
                 position, iteration, limits.replay_max_iterations, limits.replay_max_seconds
             )
-            replayed: dict[str, Any] | None = None
-            if iteration == 0 and 0 in inputs:
-                replayed, computed = self.rerun(job, snapshots, body, inputs[0])
-            self.compare_iteration(iteration, traces.get(iteration), replayed, missing)
+            events = recorded[iteration]
+            trace = next((e for _, e in events if isinstance(e, IterationTrace)), None)
+            percept = next(((i, e) for i, e in events if isinstance(e, InputReceived)), None)
+            run = None if percept is None else self.rerun(job, snapshots, body, *percept)
+            replayed = (
+                None
+                if run is None
+                else next(e for e in run.events if isinstance(e, IterationTrace))
+            )
+            self.compare_iteration(
+                iteration,
+                None if trace is None else trace.trace_entry(),
+                None if replayed is None else replayed.trace_entry(),
+                missing,
+            )
+            if run is not None:
+                self.compare_events(iteration, [e for _, e in events], run.events)
+            computed = None if run is None else run.final_output
         if self.request.mode is ReplayMode.PRODUCTION and missing:
             self.refuse_unpersisted(missing[0])
         return computed
@@ -382,21 +402,49 @@ class _Replay:
             self.stop(ErrorCode.REPLAY_TIMEOUT, step, message)
 
     def rerun(
-        self, job: Job, snapshots: Stage0Snapshots, body: list[RunEvent], percept: InputReceived
-    ) -> tuple[dict[str, Any] | None, Any]:
-        """The iteration as the live path computes it, with memory as the job saw it."""
-        run = run_stage0(
+        self,
+        job: Job,
+        snapshots: Stage0Snapshots,
+        body: list[RunEvent],
+        start: int,
+        percept: InputReceived,
+    ) -> Stage0Run:
+        """The iteration as the live path computes it: after the events recorded before it, with
+        memory as this iteration saw it."""
+        return run_iteration(
             job.job_id,
             job.job_seed,
-            percept.text,
-            percept.user,
+            percept,
+            body[:start],
             snapshots,
-            MemoryAsRecorded(self.source, job.tenant, body),
+            MemoryAsRecorded(self.source, job.tenant, body[start:]),
             CaptureMode(job.capture_mode),
             self.agents(percept.iteration),
         )
-        trace = next((e for e in run.events if isinstance(e, IterationTrace)), None)
-        return (None if trace is None else trace.trace_entry()), run.final_output
+
+    def compare_events(
+        self, iteration: int, recorded: list[RunEvent], replayed: list[RunEvent]
+    ) -> None:
+        """The run's own events of the iteration against the re-run, type by type, then their
+        order: a trace that agrees with the re-run proves nothing about events that do not."""
+        for kind in _COMPARED_EVENTS:
+            was = [e.payload() for e in recorded if isinstance(e, kind)]
+            now = [e.payload() for e in replayed if isinstance(e, kind)]
+            name = f"events.{kind.EVENT_TYPE}"
+            if canonical_json(was) != canonical_json(now):
+                self.diverge(Divergence(ErrorCode.REPLAY_DIVERGENCE, iteration, name, was, now))
+            else:
+                self.step(f"8 iteration {iteration}: {name}", "ok", "the events match the re-run")
+        was_order = [e.EVENT_TYPE for e in recorded]
+        now_order = [e.EVENT_TYPE for e in replayed]
+        if was_order != now_order:
+            self.diverge(
+                Divergence(
+                    ErrorCode.REPLAY_DIVERGENCE, iteration, "events.order", was_order, now_order
+                )
+            )
+        else:
+            self.step(f"8 iteration {iteration}: events.order", "ok", "in the re-run's order")
 
     def agents(self, iteration: int) -> Mapping[str, Agent]:
         if not self.request.mocks:
@@ -494,6 +542,15 @@ class _Replay:
             self.step("result", "failed", self.outcome.error_message)
             return
         self.step("result", "ok", "replay reproduced the job")
+
+
+def _by_iteration(body: list[RunEvent]) -> dict[int, list[tuple[int, RunEvent]]]:
+    """The Stage-0 events of each iteration, with their positions in the job's events."""
+    grouped: dict[int, list[tuple[int, RunEvent]]] = {}
+    for position, event in enumerate(body):
+        if isinstance(event, _ITERATION_EVENTS):
+            grouped.setdefault(event.iteration, []).append((position, event))
+    return grouped
 
 
 def _unusable(kind: SnapshotKind, snapshot: Snapshot) -> str | None:

@@ -1,15 +1,16 @@
 """The Stage-0 runtime: one job, from its input to its final answer, as an ordered list of events.
 
-The live run and a replay both call `run_stage0`: it reads the snapshots and SEM, never the
-clock or the outside world, and returns what happened instead of storing it. The caller stores
-the events and the SEM writes in one transaction (live) or compares them with the record
-(replay). The SelfRepresentation and BrainState it decides with are folded, by the reducers,
-from the very events it returns.
+The live run and a replay both call `run_iteration` (a live job is one iteration: `run_stage0`).
+It reads the snapshots and SEM, never the clock or the outside world, and returns what happened
+instead of storing it. The caller stores the events and the SEM writes in one transaction (live)
+or compares them with the record, iteration by iteration (replay). The SelfRepresentation and
+BrainState it decides with are folded, by the reducers, from the events before the iteration and
+the very events it returns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -180,19 +181,39 @@ def run_stage0(
     capture_mode: CaptureMode,
     agents: Mapping[str, Agent] = AGENTS,
 ) -> Stage0Run:
+    """Run a live Stage-0 job: its one iteration, from nothing recorded before it."""
+    percept = InputReceived(iteration=0, text=text, user=user)
+    return run_iteration(job_id, job_seed, percept, (), snapshots, source, capture_mode, agents)
+
+
+def run_iteration(
+    job_id: str,
+    job_seed: str,
+    percept: InputReceived,
+    before: Sequence[RunEvent],
+    snapshots: Stage0Snapshots,
+    source: SemSource,
+    capture_mode: CaptureMode,
+    agents: Mapping[str, Agent] = AGENTS,
+) -> Stage0Run:
     """Run one Stage-0 iteration: perceive, route, dispatch (with F3/F4 fallbacks), trace.
 
-    ``agents``: the modules by name; a reexecute replay passes declared mocks in some places.
+    ``before``: the job's events ahead of this iteration, which the reducers fold first (a
+    replay of a later iteration passes what was recorded). ``agents``: the modules by name; a
+    reexecute replay passes declared mocks in some places.
     """
     run = Stage0Run()
 
     def emit(event: RunEvent) -> None:
         run.events.append(apply_capture(event, capture_mode))
 
-    iteration = 0
-    brainstate_before = fold_brainstate(snapshots.brainstate, run.events, job_seed)
-    emit(InputReceived(iteration=iteration, text=text, user=user))
-    selfrep = fold_selfrep(snapshots.selfrep, run.events)
+    def so_far() -> list[RunEvent]:
+        return [*before, *run.events]
+
+    iteration, text, user = percept.iteration, percept.text, percept.user
+    brainstate_before = fold_brainstate(snapshots.brainstate, before, job_seed)
+    emit(percept)
+    selfrep = fold_selfrep(snapshots.selfrep, so_far())
     # F3 covers both: an agent the SelfRepresentation does not offer, and one with no module.
     decision = decide(snapshots.router, text, available_agents(selfrep) & agents.keys())
     routed = RouterDecision(
@@ -228,16 +249,15 @@ def run_stage0(
             agents["generic_agent"], "generic_agent", fallback, memory, iteration, emit
         )
     assert reply is not None  # generic_agent always answers
-    brainstate_after = fold_brainstate(snapshots.brainstate, run.events, job_seed)
-    this_iteration = [e for e in run.events if getattr(e, "iteration", None) == iteration]
+    brainstate_after = fold_brainstate(snapshots.brainstate, so_far(), job_seed)
     emit(
         IterationTrace(
             iteration=iteration,
             router_decision=routed.trace_entry(),
             selected_agents=selected,
-            agent_outputs=[e.trace_entry() for e in this_iteration if isinstance(e, AgentOutput)],
-            sem_reads=[e.trace_entry() for e in this_iteration if isinstance(e, SemRead)],
-            sem_writes=[e.trace_entry() for e in this_iteration if isinstance(e, SemWrite)],
+            agent_outputs=[e.trace_entry() for e in run.events if isinstance(e, AgentOutput)],
+            sem_reads=[e.trace_entry() for e in run.events if isinstance(e, SemRead)],
+            sem_writes=[e.trace_entry() for e in run.events if isinstance(e, SemWrite)],
             final_output=reply.text,
             council_votes=[],
             claims=reply.claims,

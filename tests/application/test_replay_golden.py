@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from support.ledger_fixtures import RawTable
+from support.replay_steps import event_steps
 from support.sample_job import job_ids
 
 from domain.canonical import canonical_json, digest
@@ -104,6 +105,7 @@ PRODUCTION_STEPS = [
     "8 iteration 0: router_decision",
     "8 iteration 0: persisted agent outputs",
     *(f"8 iteration 0: {name}" for name in EQUALITY_FIELDS[1:]),
+    *event_steps(0),
     "9 final answer",
     "result",
 ]
@@ -535,13 +537,19 @@ FORCED_DIFFS = [
     ROUTER_DIFF,
     b'{"code":"REPLAY_DIVERGENCE","field":"final_output","iteration":0,'
     b'"recorded":"wrong","replayed":"2 + 3 = 5"}',
+    b'{"code":"REPLAY_DIVERGENCE","field":"events.RouterDecision","iteration":0,'
+    b'"recorded":[{"agent":"generic_agent","fallback":null,"iteration":0,"rule_id":"R4",'
+    b'"schema_version":1,"why":"matched_R4_fallback"}],'
+    b'"replayed":[{"agent":"math_agent","fallback":null,"iteration":0,"rule_id":"R1",'
+    b'"schema_version":1,"why":"matched_R1_math"}]}',
     b'{"code":"RESULT_MISMATCH","field":"final_answer","iteration":null,'
     b'"recorded":"wrong","replayed":"2 + 3 = 5"}',
 ]
 
 
-def _record_three_divergences(ledger: Ledger, job_id: str) -> str:
-    """A run recorded routed by R4 with the answer "wrong": three divergences from the replay."""
+def _record_four_divergences(ledger: Ledger, job_id: str) -> str:
+    """A run recorded routed by R4 with the answer "wrong": four divergences from the replay (the
+    trace's route and answer, the RouterDecision event, the final answer)."""
     base = ledger.jobs.run(SUM, SEED, job_id=f"{job_id}-base").job_id
 
     def change(event: RunEvent) -> RunEvent:
@@ -554,7 +562,7 @@ def _record_three_divergences(ledger: Ledger, job_id: str) -> str:
 def test_REPLAY_06_force_continue_needs_an_admin_request_and_another_councils_approval(
     ledger: Ledger,
 ) -> None:
-    job_id = _record_three_divergences(ledger, "job-06")
+    job_id = _record_four_divergences(ledger, "job-06")
     first = "iteration 0: router_decision differs from the record"
     required = first + FORCE_REQUIRED_TAIL
 
@@ -583,7 +591,7 @@ def test_REPLAY_06_force_continue_needs_an_admin_request_and_another_councils_ap
     ledger.governance.vote(job_id, Motion.FORCE_CONTINUE, Vote.APPROVE, CORA)
     forced = replay(ledger, job_id, force_continue=True)
 
-    assert_failed(forced, "REPLAY_DIVERGENCE", "forced replay found 3 divergence(s)")
+    assert_failed(forced, "REPLAY_DIVERGENCE", "forced replay found 4 divergence(s)")
     assert [diff(d) for d in forced.outcome.divergences] == FORCED_DIFFS
     assert [canonical_json(d) for d in forced.report["divergences"]] == FORCED_DIFFS
     assert not forced.outcome.authoritative
@@ -607,11 +615,17 @@ def test_REPLAY_06_force_continue_needs_an_admin_request_and_another_councils_ap
             " (forced: continuing)",
         ),
         StepLog(
+            "compare events.RouterDecision (iteration 0)",
+            "failed",
+            "REPLAY_DIVERGENCE: iteration 0: events.RouterDecision differs from the record"
+            " (forced: continuing)",
+        ),
+        StepLog(
             "compare final_answer (job)",
             "failed",
             "RESULT_MISMATCH: job: final_answer differs from the record (forced: continuing)",
         ),
-        StepLog("result", "failed", "forced replay found 3 divergence(s)"),
+        StepLog("result", "failed", "forced replay found 4 divergence(s)"),
     ]
     # The replay ran to the end: every other field of the iteration was compared.
     for name in EQUALITY_FIELDS:
@@ -622,7 +636,7 @@ def test_REPLAY_06_force_continue_needs_an_admin_request_and_another_councils_ap
         "error_code": "REPLAY_DIVERGENCE",
         "authoritative": False,
     }
-    assert replay_log(ledger, job_id)[-1]["divergences"] == 3
+    assert replay_log(ledger, job_id)[-1]["divergences"] == 4
 
     # Approval alone does not force a replay that did not ask to be forced.
     assert_failed(replay(ledger, job_id), "REPLAY_DIVERGENCE", first)
@@ -635,7 +649,7 @@ def test_REPLAY_06_force_continue_needs_an_admin_request_and_another_councils_ap
 def test_REPLAY_06_council_approval_without_an_admin_request_does_not_force(
     ledger: Ledger,
 ) -> None:
-    job_id = _record_three_divergences(ledger, "job-06b")
+    job_id = _record_four_divergences(ledger, "job-06b")
     ledger.governance.vote(job_id, Motion.FORCE_CONTINUE, Vote.APPROVE, CORA)
 
     result = replay(ledger, job_id, force_continue=True)
@@ -1018,7 +1032,7 @@ def test_every_attempt_is_recorded_in_governance_and_its_replay_record(ledger: L
 
 def test_a_replay_never_changes_the_job(ledger: Ledger, raw_table: RawTable) -> None:
     job_id = ledger.jobs.run("my favorite color is blue", SEED, job_id="job-same").job_id
-    diverging = _record_three_divergences(ledger, "job-same-diverging")
+    diverging = _record_four_divergences(ledger, "job-same-diverging")
     jobs = [job_id, diverging]
     before = {j: canonical_json(ledger.jobs.stream(j)) for j in jobs}
     rows_before = {j: raw_table.rows(ledger.jobs.get(j).id) for j in jobs}
@@ -1033,7 +1047,7 @@ def test_a_replay_never_changes_the_job(ledger: Ledger, raw_table: RawTable) -> 
     ledger.governance.request_force_continue(diverging, "forensics", ANA)
     ledger.governance.vote(diverging, Motion.FORCE_CONTINUE, Vote.APPROVE, CORA)
     forced = replay(ledger, diverging, force_continue=True)
-    assert len(forced.outcome.divergences) == 3
+    assert len(forced.outcome.divergences) == 4
 
     assert {j: canonical_json(ledger.jobs.stream(j)) for j in jobs} == before
     assert {j: raw_table.rows(ledger.jobs.get(j).id) for j in jobs} == rows_before

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from support.forbidden_calls import forbid_nondeterminism
+from support.replay_steps import event_steps
 from support.stage0_support import InMemorySem
 
 from domain.canonical import canonical_json
@@ -461,6 +462,7 @@ SUCCESS_STEPS = [
     "7 reducers: selfrep",
     "7 reducers: brainstate",
     *(f"8 iteration 0: {name}" for name in EQUALITY_FIELDS),
+    *event_steps(0),
     "9 final answer",
     "result",
 ]
