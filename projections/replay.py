@@ -44,8 +44,18 @@ from domain.replay_access import ReplayMode
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.agents import AGENTS, Agent, AgentReply, AgentRequest, Memory
 from domain.stage0.config import parse_config
+from domain.tool_boundary import ToolBoundaryError, check_tool_boundary, tool_steps
 from projections.brainstate import fold_brainstate
 from projections.reflective_log import recorded_events
+from projections.replay_checks import (
+    Check,
+    FactCheck,
+    HashMismatch,
+    iteration_fact,
+    outside_fact,
+    unpersisted,
+    unreached,
+)
 from projections.replay_sem import MemoryAsRecorded, SemHistory
 from projections.selfrep import fold_selfrep
 from projections.stage0_runtime import Stage0Run, Stage0Snapshots, run_iteration
@@ -55,6 +65,7 @@ _ITERATION_EVENTS = (InputReceived, RouterDecision, SemRead, SemWrite, AgentOutp
 """The events an iteration of the Stage-0 runtime emits; each carries its iteration."""
 _COMPARED_EVENTS = (InputReceived, RouterDecision, AgentOutput, SemRead, SemWrite)
 """The iteration's events compared with the re-run besides its trace (compared field by field)."""
+_RE_EXECUTED = frozenset({Check.REEXECUTED, Check.DIVERGED})
 
 
 class ReplaySource(SemHistory, Protocol):
@@ -128,6 +139,8 @@ class ReplayOutcome:
     snapshot_ids: dict[str, str | None] = field(default_factory=dict)
     halt_snapshots: list[str] = field(default_factory=list)
     """Snapshots that failed verification: the caller sets FORCE_HALT_REPLAY on them."""
+    checks: list[FactCheck] = field(default_factory=list)
+    """How each recorded fact was checked, in stream order, then the facts derived from them."""
 
     @property
     def ok(self) -> bool:
@@ -136,6 +149,14 @@ class ReplayOutcome:
     @property
     def authoritative(self) -> bool:
         return not self.non_authoritative
+
+    @property
+    def reproduced(self) -> bool:
+        """No error, and at least one recorded fact was re-executed and matched."""
+        return self.ok and any(
+            row.check is Check.REEXECUTED and row.sequence_index is not None
+            for row in self.checks
+        )
 
     @classmethod
     def stopped(
@@ -155,6 +176,7 @@ def replay_job(source: ReplaySource, request: ReplayRequest) -> ReplayOutcome:
     replay = _Replay(source, request)
     with contextlib.suppress(_Stopped):  # a stop is recorded in the outcome it returns
         replay.run()
+    replay.close_checks()
     return replay.outcome
 
 
@@ -163,15 +185,19 @@ class _Replay:
         self.source = source
         self.request = request
         self.outcome = ReplayOutcome(request.job_id, request.mode)
+        self.indexed: list[tuple[int, RunEvent]] = []
+        self.rows: dict[int, FactCheck] = {}
+        self.derived: list[FactCheck] = []
 
     def run(self) -> None:
-        job, recorded, completion = self.load_reflective_log()
+        job, completion = self.load_reflective_log()
         ids = self.required_snapshots(job)
         self.no_force_halt(job, ids)
         snapshots = self.verified_snapshots(ids)
-        events = self.ordered_events(recorded)
+        events = self.ordered_events()
         self.seed_rng(job)
         missing = self.persisted_outputs(job, events)
+        self.outside_facts(events, missing)
         body = [event for _, event in events]
         self.reducers(job, snapshots, body, completion)
         computed = self.iterations(job, snapshots, body, missing)
@@ -208,7 +234,7 @@ class _Replay:
 
     # Seed 000 section 6, steps 1 to 9
 
-    def load_reflective_log(self) -> tuple[Job, list[tuple[int, RunEvent]], JobCompleted]:
+    def load_reflective_log(self) -> tuple[Job, JobCompleted]:
         """The job, its recorded facts decoded (once), and its completion."""
         step = "1 load reflective log"
         try:
@@ -218,6 +244,7 @@ class _Replay:
                 raise
             self.stop(ErrorCode.INTEGRITY_FAILURE, step, f"job stream: {exc.message}")
         recorded = recorded_events(job)
+        self.indexed = [(i, e) for i, e in recorded if not isinstance(e, JobCompleted)]
         completion = next((e for _, e in recorded if isinstance(e, JobCompleted)), None)
         if completion is None:
             msg = f"job {job.job_id} is not complete: only completed jobs can be replayed"
@@ -226,7 +253,7 @@ class _Replay:
         self.outcome.snapshot_ids = {k.value: job.snapshot_ids.get(k.value) for k in SnapshotKind}
         detail = f"job {job.job_id}: seed {job.job_seed!r}, capture mode {job.capture_mode}"
         self.step(step, "ok", f"{detail}, {len(job.facts)} recorded events, sealed")
-        return job, recorded, completion
+        return job, completion
 
     def required_snapshots(self, job: Job) -> dict[SnapshotKind, str]:
         step = "2 required snapshots"
@@ -277,8 +304,9 @@ class _Replay:
         self.step(step, "ok", "every snapshot's signature and content address verified")
         return Stage0Snapshots.parse(payloads)
 
-    def ordered_events(self, recorded: list[tuple[int, RunEvent]]) -> list[tuple[int, RunEvent]]:
-        indexed = [(i, e) for i, e in recorded if not isinstance(e, JobCompleted)]
+    def ordered_events(self) -> list[tuple[int, RunEvent]]:
+        """The job's events without its completion, in order (decoded once, at step 1)."""
+        indexed = self.indexed
         self.step(
             "4 load ordered events",
             "ok",
@@ -316,6 +344,57 @@ class _Replay:
         self.step("6 persisted outputs", "ok", detail)
         return missing
 
+    def outside_facts(
+        self, events: Sequence[tuple[int, RunEvent]], missing: list[MissingArtifact]
+    ) -> None:
+        """Facts from outside the runtime: tools re-applied from their recorded results (never a
+        live call), every kept content against its hash, the tool pairs checked again."""
+        step = "6b outside facts"
+        try:
+            check_tool_boundary(tool_steps(e for _, e in events))
+        except ToolBoundaryError as bad:
+            where = events[bad.position][0]
+            self.diverge(
+                Divergence(
+                    ErrorCode.REPLAY_DIVERGENCE, None, "tool_boundary", f"event {where}", str(bad)
+                )
+            )
+        unkept = {m.sequence_index: m for m in missing}
+        for index, event in events:
+            if isinstance(event, _ITERATION_EVENTS):
+                continue
+            if index in unkept:
+                self.rows[index] = unpersisted(unkept[index], event)
+                continue
+            try:
+                self.rows[index] = outside_fact(index, event)
+            except HashMismatch as bad:
+                self.diverge(
+                    Divergence(
+                        ErrorCode.REPLAY_DIVERGENCE, None, bad.field, bad.recorded, bad.computed
+                    )
+                )
+        outside = [row.check for row in self.rows.values()]
+        counts = ", ".join(
+            f"{outside.count(check)} {check.value}"
+            for check in (Check.HASH_COMPARED, Check.TAKEN_AS_RECORDED, Check.MISSING)
+        )
+        self.step(step, "ok", f"{len(outside)} facts from outside the Stage-0 runtime: {counts}")
+
+    def close_checks(self) -> None:
+        """Every recorded fact's row: a fact the replay did not reach is said to be unchecked."""
+        diverged = {d.iteration for d in self.outcome.divergences}
+        rows = [
+            self.rows.get(index)
+            or unreached(
+                index,
+                event,
+                isinstance(event, _ITERATION_EVENTS) and event.iteration in diverged,
+            )
+            for index, event in self.indexed
+        ]
+        self.outcome.checks = rows + self.derived
+
     def reducers(
         self,
         job: Job,
@@ -338,7 +417,9 @@ class _Replay:
                     f"{step}: {name}", "skipped", "not materialised when the job was recorded"
                 )
                 continue
+            subject = f"materialised {name}"
             if was.digest != state.digest:
+                self.derived.append(FactCheck(subject, Check.DIVERGED, "re-folded: differs"))
                 self.diverge(
                     Divergence(
                         ErrorCode.REPLAY_DIVERGENCE,
@@ -349,6 +430,7 @@ class _Replay:
                     )
                 )
                 continue
+            self.derived.append(FactCheck(subject, Check.REEXECUTED, "re-folded by the reducer"))
             self.step(f"{step}: {name}", "ok", f"materialised state digest {state.digest}")
 
     def iterations(
@@ -387,6 +469,12 @@ class _Replay:
             )
             if run is not None:
                 self.compare_events(iteration, [e for _, e in events], run.events)
+            matched = run is not None and all(
+                d.iteration != iteration for d in self.outcome.divergences
+            )
+            for at, event in events:
+                index = self.indexed[at][0]
+                self.rows[index] = iteration_fact(index, event, matched)
             computed = None if run is None else run.final_output
         if self.request.mode is ReplayMode.PRODUCTION and missing:
             self.refuse_unpersisted(missing[0])
@@ -513,10 +601,12 @@ class _Replay:
         step = "9 final answer"
         if computed is None:
             detail = "no iteration was re-run, so the recorded answer is not reproduced"
+            self.derived.append(FactCheck("final answer", Check.TAKEN_AS_RECORDED, detail))
             self.step(step, "skipped", detail)
             self.outcome.non_authoritative.append(f"final answer: {detail}")
             return
         if canonical_json(computed) != canonical_json(completion.final_output):
+            self.derived.append(FactCheck("final answer", Check.DIVERGED, "re-computed: differs"))
             self.diverge(
                 Divergence(
                     ErrorCode.RESULT_MISMATCH,
@@ -527,9 +617,22 @@ class _Replay:
                 )
             )
             return
+        self.derived.append(
+            FactCheck("final answer", Check.REEXECUTED, "the last iteration's answer, re-computed")
+        )
         self.step(step, "ok", "the computed final answer equals the stored final_answer")
 
     def finish(self) -> None:
+        unanswered = [r.subject for r in self.rows.values() if r.check is Check.MISSING]
+        if unanswered:
+            self.outcome.non_authoritative.append(
+                f"missing from the record: {', '.join(unanswered)}"
+            )
+        if not any(r.check in _RE_EXECUTED for r in self.rows.values()):
+            self.outcome.non_authoritative.append(
+                "nothing was re-executed: every recorded fact was taken as recorded or compared"
+                " by its hash"
+            )
         if self.outcome.divergences:
             first = self.outcome.divergences[0]
             self.outcome.error_code = first.code

@@ -12,8 +12,10 @@ from typing import Any
 from domain.canonical import canonical_json
 from domain.governance import Actor
 from projections.replay import ReplayOutcome
+from projections.replay_checks import LABELS, Check, tally
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
+"""2: the verdict leads, over the table of how each recorded fact was checked."""
 
 
 def replay_report(
@@ -27,6 +29,7 @@ def replay_report(
         "actor": actor.as_json(),
         "force_continue": force_continue,
         "ok": outcome.ok,
+        "reproduced": outcome.reproduced,
         "error_code": None if outcome.error_code is None else outcome.error_code.value,
         "error_message": outcome.error_message,
         "authoritative": outcome.authoritative,
@@ -36,17 +39,45 @@ def replay_report(
         "steps": [s.as_json() for s in outcome.steps],
         "divergences": [d.as_json() for d in outcome.divergences],
         "unreconstructable": [m.model_dump() for m in outcome.unreconstructable],
+        "checks": [row.as_json() for row in outcome.checks],
+        "check_counts": tally(outcome.checks),
     }
 
 
+_ALWAYS_COUNTED = (Check.REEXECUTED, Check.HASH_COMPARED, Check.TAKEN_AS_RECORDED, Check.MISSING)
+
+
+def verdict(report: dict[str, Any]) -> str:
+    """The one line a reader needs first: the result, whether it is authoritative, and what it
+    stands on."""
+    if not report["ok"]:
+        result = f"FAILED {report['error_code']}"
+    elif report.get("reproduced", True):  # a version 1 report: ok was its only word
+        result = "REPRODUCED"
+    else:
+        result = "NOT REPRODUCED (no recorded fact could be re-executed)"
+    badge = "authoritative" if report["authoritative"] else "NON-AUTHORITATIVE"
+    counts = report.get("check_counts")
+    if counts is None:  # a version 1 report kept no table
+        return f"{result}, {badge}"
+    shown = [
+        f"{counts[check.value]} {LABELS[check]}"
+        for check in Check
+        if check in _ALWAYS_COUNTED or counts[check.value]
+    ]
+    return f"{result}, {badge}; of {sum(counts.values())} facts: {', '.join(shown)}"
+
+
 def render_markdown(report: dict[str, Any]) -> str:
-    verdict = "OK" if report["ok"] else f"FAILED: {report['error_code']}"
+    result = "OK" if report["ok"] else f"FAILED: {report['error_code']}"
     badge = "authoritative" if report["authoritative"] else "**NON-AUTHORITATIVE**"
     actor = report["actor"]
     lines = [
         f"# Replay report: job `{report['job_id']}`, attempt {report['attempt']}",
         "",
-        f"- Result: **{verdict}** ({badge})",
+        f"**Verdict: {verdict(report)}**",
+        "",
+        f"- Result: **{result}** ({badge})",
         f"- Mode: `{report['mode']}`"
         + (", force-continue requested" if report["force_continue"] else ""),
         f"- Actor: `{actor['actor_id']}` ({', '.join(actor['roles'])})",
@@ -56,6 +87,11 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(f"- Reason: {report['error_message']}")
     for reason in report["non_authoritative_reasons"]:
         lines.append(f"- Not authoritative: {reason}")
+    lines += ["", "## What each recorded fact was checked by", ""]
+    lines += ["| Fact | Check | Detail |", "|---|---|---|"]
+    for row in report["checks"]:
+        detail = row["detail"].replace("|", "\\|")
+        lines.append(f"| {row['subject']} | {LABELS[Check(row['check'])]} | {detail} |")
     lines += ["", "## Snapshots", ""]
     lines += [f"- {kind}: `{sid}`" for kind, sid in sorted(report["snapshot_ids"].items())]
     lines += [

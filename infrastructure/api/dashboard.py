@@ -31,6 +31,7 @@ from infrastructure.application.personal_data import HTTP_CHANNEL
 from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.tokens import Principal
 from projections.read_model_rows import HALTED_SNAPSHOTS, NON_REPLAYABLE, REPLAY_OUTCOMES
+from projections.replay_report import verdict
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 RECENT = 50
@@ -118,7 +119,11 @@ def replay_page(
         record = ctx.ledger.replays.record(job_id, attempt, tenant=who.tenant)
     except NotFoundError:
         raise not_found(f"replay {job_id}#{attempt}") from None
-    return _page("replay.html", who=who, record=record.as_json())
+    shown = record.as_json()
+    report = shown["report"]
+    return _page(
+        "replay.html", who=who, record=shown, verdict=None if report is None else verdict(report)
+    )
 
 
 @router.post("/login", response_class=HTMLResponse)

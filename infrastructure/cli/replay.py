@@ -24,6 +24,8 @@ from infrastructure.cli.common import (
     read_json_object,
 )
 from infrastructure.storage.settings import Settings
+from projections.replay_checks import LABELS, Check
+from projections.replay_report import verdict
 
 REPORT_JSON = "replay_report.json"
 REPORT_MD = "replay_report.md"
@@ -124,14 +126,17 @@ def _prepare(directory: Path) -> None:
             raise UsageError(f"--report-dir {directory}: {name} exists and cannot be overwritten")
 
 
+_SHOWN = frozenset({Check.HASH_COMPARED, Check.TAKEN_AS_RECORDED, Check.MISSING})
+"""The facts a text summary names one by one: those not re-executed, whose check was weaker."""
+
+
 def _print(result: ReplayResult, report_dir: Path | None) -> None:
     report = result.report
     actor = report["actor"]
-    verdict = "OK" if report["ok"] else f"FAILED {report['error_code']}"
-    badge = "authoritative" if report["authoritative"] else "NON-AUTHORITATIVE"
+    print(f"verdict: {verdict(report)}")
     print(
         f"replay of job {report['job_id']} (attempt {result.attempt}, {report['mode']},"
-        f" by {actor['actor_id']} [{', '.join(actor['roles'])}]): {verdict}, {badge}"
+        f" by {actor['actor_id']} [{', '.join(actor['roles'])}])"
     )
     for step in report["steps"]:
         if step["outcome"] != "ok":
@@ -143,6 +148,10 @@ def _print(result: ReplayResult, report_dir: Path | None) -> None:
         print(f"  {divergence['code']} at {where}, field {divergence['field']}:")
         print(f"    recorded: {canonical_json(divergence['recorded']).decode()}")
         print(f"    replayed: {canonical_json(divergence['replayed']).decode()}")
+    # Divergences are printed whole below, and the verdict counts the facts left unchecked.
+    for row in report["checks"]:
+        if row["check"] in _SHOWN:
+            print(f"  {LABELS[Check(row['check'])]}: {row['subject']}: {row['detail']}")
     for missing in report["unreconstructable"]:
         print(f"  cannot reconstruct {missing['step']}: {missing['reason']}")
     if report_dir is not None:

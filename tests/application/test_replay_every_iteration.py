@@ -1,10 +1,8 @@
 """Replay re-runs every iteration and holds the run's own events to it, not only the trace.
 
-Seed 000 section 6 ("persisted output == trace output"), on SQLite and PostgreSQL. The run files
-are written by hand from Run Event Schema v1: what the Stage-0 runtime does for "2 + 3" and
-"4 * 5" under the default snapshots, line by line. Only the BrainState digests in the traces are
-folded by the BrainState reducer (its own golden tests pin it): they hold seeded jitter no one
-would work out by hand.
+Seed 000 section 6 ("persisted output == trace output"), on SQLite and PostgreSQL, with run files
+written by hand (`support.hand_written_runs`): what the Stage-0 runtime does for "2 + 3" and
+"4 * 5" under the default snapshots, and the same with one fact changed.
 """
 
 from __future__ import annotations
@@ -12,103 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-from support.ledger_fixtures import run
+from support.hand_written_runs import (
+    R1,
+    R4,
+    as_auditor,
+    ingest_and_replay,
+    math_iteration,
+    run_file,
+    with_brainstates,
+)
 
-from domain.events import INGEST_LINE, MaterialisedState, RunEvent, hash_of
-from domain.snapshot import SnapshotKind
-from domain.stage0.config import BrainStateConfig, parse_config
-from infrastructure.application.ledger import Ledger
-from infrastructure.application.snapshots import default_snapshots
 from infrastructure.storage.settings import Settings
-from projections.brainstate import fold_brainstate
-
-SEED = "two-steps"
-USER = "default"
-R1 = {"agent": "math_agent", "fallback": None, "rule_id": "R1", "why": "matched_R1_math"}
-R4 = {"agent": "generic_agent", "fallback": None, "rule_id": "R4", "why": "matched_R4_fallback"}
-
-
-def math_iteration(iteration: int, expression: str, value: int) -> list[dict[str, Any]]:
-    """One iteration of the math agent answering ``expression``: its events and its trace."""
-    prompt = {"after_failure": False, "text": expression, "user": USER}
-    answer = f"{expression} = {value}"
-    claims = [{"expression": expression, "value": value}]
-    evidence = [{"agent": "math_agent", "kind": "computation"}]
-    response = {"claims": claims, "evidence": evidence, "text": answer}
-    output = {
-        "agent": "math_agent",
-        "status": "ok",
-        "prompt": prompt,
-        "response": response,
-        "request_hash": hash_of(prompt),
-        "response_hash": hash_of(response),
-        "error": None,
-    }
-    return [
-        {"type": "InputReceived", "iteration": iteration, "text": expression, "user": USER},
-        {"type": "RouterDecision", "iteration": iteration, **R1},
-        {"type": "AgentOutput", "iteration": iteration, **output},
-        {
-            "type": "IterationTrace",
-            "iteration": iteration,
-            "router_decision": R1,
-            "selected_agents": ["math_agent"],
-            "agent_outputs": [output],
-            "sem_reads": [],
-            "sem_writes": [],
-            "final_output": answer,
-            "claims": claims,
-            "evidence_items": evidence,
-        },
-    ]
-
-
-def with_brainstates(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each trace given the BrainState before its iteration and after its last event."""
-    config = parse_config(
-        SnapshotKind.BRAINSTATE, default_snapshots()[SnapshotKind.BRAINSTATE].payload
-    )
-    assert isinstance(config, BrainStateConfig)
-    done: list[dict[str, Any]] = []
-    before: dict[str, Any] | None = None
-    for line in lines:
-        if line["type"] == "InputReceived":
-            before = state(config, done)
-        brainstates = {"brainstate_before": before, "brainstate_after": state(config, done)}
-        done.append({**line, **brainstates} if line["type"] == "IterationTrace" else line)
-    return done
-
-
-def state(config: BrainStateConfig, lines: list[dict[str, Any]]) -> dict[str, Any]:
-    events: list[RunEvent] = [INGEST_LINE.validate_python(line) for line in lines]
-    return MaterialisedState.of(fold_brainstate(config, events, SEED)).model_dump()
-
-
-def run_file(
-    tmp_path: Path,
-    job_id: str,
-    snapshot_ids: dict[str, str],
-    body: list[dict[str, Any]],
-    final_output: str,
-) -> str:
-    started = {
-        "type": "RunStarted",
-        "job_id": job_id,
-        "seed": SEED,
-        "input": "2 + 3",
-        "snapshot_ids": snapshot_ids,
-        "capture_mode": "full_io",
-    }
-    lines = [
-        started,
-        *body,
-        {"type": "RunCompleted", "final_output": final_output},
-    ]
-    path = tmp_path / f"{job_id}.jsonl"
-    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-    return str(path)
 
 
 def edited(lines: list[dict[str, Any]], kind: str, **changes: Any) -> list[dict[str, Any]]:
@@ -121,19 +34,7 @@ TWO_ITERATIONS = with_brainstates([*math_iteration(0, "2 + 3", 5), *math_iterati
 
 @pytest.fixture
 def auditor(cli_env: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("MACE_ACTOR", "ana")
-    monkeypatch.setenv("MACE_ROLES", "admin,auditor")
-    with Ledger.open(cli_env) as ledger:
-        return ledger.snapshots.default_ids()
-
-
-def ingest_and_replay(
-    capsys: pytest.CaptureFixture[str], path: str, job_id: str
-) -> tuple[int, dict[str, Any]]:
-    code, _, err = run(capsys, "ingest", path)
-    assert (code, err) == (0, "")
-    code, out, _ = run(capsys, "replay", job_id, "--mode", "production", "--json")
-    return code, orjson.loads(out)
+    return as_auditor(cli_env, monkeypatch)
 
 
 def steps_of(report: dict[str, Any], iteration: int) -> list[str]:

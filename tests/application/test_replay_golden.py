@@ -100,6 +100,7 @@ PRODUCTION_STEPS = [
     "4 load ordered events",
     "5 seed RNG",
     "6 persisted outputs",
+    "6b outside facts",
     "7 reducers: selfrep",
     "7 reducers: brainstate",
     "8 iteration 0: router_decision",
@@ -109,7 +110,19 @@ PRODUCTION_STEPS = [
     "9 final answer",
     "result",
 ]
-SEED_ORDER = {"1": 1, "2": 2, "2b": 2.5, "3": 3, "4": 4, "5": 5, "6": 6, "7": 7, "8": 8, "9": 9}
+SEED_ORDER = {
+    "1": 1,
+    "2": 2,
+    "2b": 2.5,
+    "3": 3,
+    "4": 4,
+    "5": 5,
+    "6": 6,
+    "6b": 6.5,
+    "7": 7,
+    "8": 8,
+    "9": 9,
+}
 
 FORCE_REQUIRED_TAIL = (
     "; continuing needs an admin's force-continue request and a council approval for this job"

@@ -56,7 +56,9 @@ def test_replay_ok_exits_0_with_text_summary(
     code, out, err = run(capsys, "replay", job_id)
     assert (code, err) == (0, "")
     assert out == (
-        f"replay of job {job_id} (attempt 1, audit, by ana [admin, auditor]): OK, authoritative\n"
+        "verdict: REPRODUCED, authoritative; of 7 facts: 7 re-executed and matched,"
+        " 0 compared by hash, 0 taken as recorded, 0 missing\n"
+        f"replay of job {job_id} (attempt 1, audit, by ana [admin, auditor])\n"
     )
 
 
@@ -346,7 +348,9 @@ def test_reexecute_with_a_mock_is_ok_but_not_authoritative(
     )
     assert (code, err) == (0, "")
     assert out == (
-        f"replay of job {job_id} (attempt 2, reexecute, by rob [operator]): OK, NON-AUTHORITATIVE\n"
+        "verdict: REPRODUCED, NON-AUTHORITATIVE; of 7 facts: 7 re-executed and matched,"
+        " 0 compared by hash, 0 taken as recorded, 0 missing\n"
+        f"replay of job {job_id} (attempt 2, reexecute, by rob [operator])\n"
         "  not authoritative: math_agent answered by a declared mock in iteration 0\n"
     )
 
@@ -675,8 +679,9 @@ def test_halt_and_clear_flow(
     assert code == 1
     assert_failure_line(err, "FORCE_HALT_REPLAY", halted)
     assert out == (
-        f"replay of job {job_id} (attempt 2, audit, by ana [admin, auditor]):"
-        " FAILED FORCE_HALT_REPLAY, authoritative\n"
+        "verdict: FAILED FORCE_HALT_REPLAY, authoritative; of 4 facts: 0 re-executed and"
+        " matched, 0 compared by hash, 0 taken as recorded, 0 missing, 4 not checked\n"
+        f"replay of job {job_id} (attempt 2, audit, by ana [admin, auditor])\n"
         f"  failed: 2b force halts: FORCE_HALT_REPLAY: {halted}\n"
     )
     # A job run later with the same snapshot is halted too.
@@ -899,8 +904,9 @@ def test_ingested_divergence_and_governed_force_continue(
     assert code == 1
     assert_failure_line(err, "REPLAY_DIVERGENCE", differs)
     assert out == (
-        "replay of job diverged-1 (attempt 1, audit, by ana [admin, auditor]):"
-        " FAILED REPLAY_DIVERGENCE, authoritative\n"
+        "verdict: FAILED REPLAY_DIVERGENCE, authoritative; of 6 facts: 2 re-executed and"
+        " matched, 0 compared by hash, 0 taken as recorded, 0 missing, 4 diverged\n"
+        "replay of job diverged-1 (attempt 1, audit, by ana [admin, auditor])\n"
         f"  failed: compare router_decision (iteration 0): REPLAY_DIVERGENCE: {differs}\n"
         "  REPLAY_DIVERGENCE at iteration 0, field router_decision:\n"
         f"    recorded: {canonical_json(WRONG_DECISION).decode()}\n"
@@ -956,7 +962,15 @@ def test_ingested_divergence_and_governed_force_continue(
     assert code == 1
     assert_failure_line(err, "REPLAY_DIVERGENCE", differs)
 
-    forced_message = "forced replay found 1 divergence(s)"
+    forced_message = "forced replay found 2 divergence(s)"
+    # The run's RouterDecision event was changed with its trace: the event diverges too.
+    event_divergence = {
+        "code": "REPLAY_DIVERGENCE",
+        "iteration": 0,
+        "field": "events.RouterDecision",
+        "recorded": [{"iteration": 0, "schema_version": 1, **WRONG_DECISION}],
+        "replayed": [{"iteration": 0, "schema_version": 1, **RIGHT_DECISION}],
+    }
     forced_reason = "forced past divergences with a council-approved force-continue"
     code, report, err = replay_json(capsys, "diverged-1", "--force-continue")
     assert code == 1
@@ -968,7 +982,7 @@ def test_ingested_divergence_and_governed_force_continue(
     )
     assert report["authoritative"] is False
     assert report["non_authoritative_reasons"] == [forced_reason]
-    assert report["divergences"] == [divergence]
+    assert report["divergences"] == [divergence, event_divergence]
     steps = {s["step"]: s for s in report["steps"]}
     assert steps["compare router_decision (iteration 0)"]["detail"] == (
         f"REPLAY_DIVERGENCE: {differs} (forced: continuing)"
@@ -982,15 +996,18 @@ def test_ingested_divergence_and_governed_force_continue(
     assert code == 1
     assert_failure_line(err, "REPLAY_DIVERGENCE", forced_message)
     lines = out.splitlines()
-    assert lines[0] == (
-        "replay of job diverged-1 (attempt 7, audit, by ana [admin, auditor]):"
-        " FAILED REPLAY_DIVERGENCE, NON-AUTHORITATIVE"
-    )
+    assert lines[0].startswith("verdict: FAILED REPLAY_DIVERGENCE, NON-AUTHORITATIVE; of 7 facts:")
+    assert lines[1] == "replay of job diverged-1 (attempt 7, audit, by ana [admin, auditor])"
     assert f"  not authoritative: {forced_reason}" in lines
-    assert lines[-3:] == [
+    assert lines[-6:-3] == [
         "  REPLAY_DIVERGENCE at iteration 0, field router_decision:",
         f"    recorded: {canonical_json(WRONG_DECISION).decode()}",
         f"    replayed: {canonical_json(RIGHT_DECISION).decode()}",
+    ]
+    assert lines[-3:] == [
+        "  REPLAY_DIVERGENCE at iteration 0, field events.RouterDecision:",
+        f"    recorded: {canonical_json(event_divergence['recorded']).decode()}",
+        f"    replayed: {canonical_json(event_divergence['replayed']).decode()}",
     ]
 
     results = [e for e in governance_log(capsys, "diverged-1") if e["event"] == "REPLAY_RESULT"]
@@ -1002,8 +1019,8 @@ def test_ingested_divergence_and_governed_force_continue(
         (3, "FORCE_CONTINUE_REQUIRED", True, 1),
         (4, "FORCE_CONTINUE_REQUIRED", True, 1),
         (5, "REPLAY_DIVERGENCE", True, 1),
-        (6, "REPLAY_DIVERGENCE", False, 1),
-        (7, "REPLAY_DIVERGENCE", False, 1),
+        (6, "REPLAY_DIVERGENCE", False, 2),
+        (7, "REPLAY_DIVERGENCE", False, 2),
     ]
     requests = [e for e in governance_log(capsys, "diverged-1") if e["event"] == "REPLAY_REQUEST"]
     assert [r["force_continue"] for r in requests] == [False, False, True, True, False, True, True]

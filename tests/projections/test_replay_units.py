@@ -29,6 +29,9 @@ from domain.events import (
     RunEvent,
     SemRead,
     SemWrite,
+    ToolCall,
+    ToolResult,
+    hash_of,
 )
 from domain.governance import Actor, Role
 from domain.job import DEFAULT_TENANT, CaptureMode, Job
@@ -46,6 +49,7 @@ from projections.replay import (
     StepLog,
     replay_job,
 )
+from projections.replay_checks import Check, FactCheck
 from projections.replay_report import REPORT_VERSION, render_markdown, replay_report
 from projections.replay_sem import MemoryAsRecorded
 from projections.stage0_runtime import Stage0Snapshots, run_stage0
@@ -459,6 +463,7 @@ SUCCESS_STEPS = [
     "4 load ordered events",
     "5 seed RNG",
     "6 persisted outputs",
+    "6b outside facts",
     "7 reducers: selfrep",
     "7 reducers: brainstate",
     *(f"8 iteration 0: {name}" for name in EQUALITY_FIELDS),
@@ -841,6 +846,11 @@ def handmade_outcome() -> ReplayOutcome:
         ],
         capture_mode="prompts_only",
         snapshot_ids={"router": "r" * 64, "selfrep": None},
+        checks=[
+            FactCheck("event 0 InputReceived", Check.DIVERGED, "the re-run differs", 0),
+            FactCheck("event 1 GateDecision", Check.TAKEN_AS_RECORDED, "not | re-evaluated", 1),
+            FactCheck("final answer", Check.DIVERGED, "re-computed: differs"),
+        ],
     )
 
 
@@ -902,6 +912,35 @@ def test_the_report_holds_every_fact_of_the_outcome() -> None:
                 "reason": "capture mode prompts_only stores the hash of response only",
             }
         ],
+        "reproduced": False,
+        "checks": [
+            {
+                "sequence_index": 0,
+                "subject": "event 0 InputReceived",
+                "check": "diverged",
+                "detail": "the re-run differs",
+            },
+            {
+                "sequence_index": 1,
+                "subject": "event 1 GateDecision",
+                "check": "taken_as_recorded",
+                "detail": "not | re-evaluated",
+            },
+            {
+                "sequence_index": None,
+                "subject": "final answer",
+                "check": "diverged",
+                "detail": "re-computed: differs",
+            },
+        ],
+        "check_counts": {
+            "reexecuted": 0,
+            "hash_compared": 0,
+            "taken_as_recorded": 1,
+            "missing": 0,
+            "diverged": 2,
+            "not_checked": 0,
+        },
     }
     canonical_json(report)  # it is JSON through and through
 
@@ -924,6 +963,15 @@ def test_the_markdown_shows_each_step_divergence_and_unreconstructable_step() ->
     markdown = render_markdown(replay_report(outcome, ANA, 7, True))
     lines = markdown.splitlines()
     assert lines[0] == "# Replay report: job `job-1`, attempt 7"
+    assert lines[2] == (
+        "**Verdict: FAILED REPLAY_DIVERGENCE, NON-AUTHORITATIVE; of 3 facts: 0 re-executed and"
+        " matched, 0 compared by hash, 1 taken as recorded, 0 missing, 2 diverged**"
+    )
+    assert [line for line in lines if line.startswith(("| event", "| final"))] == [
+        "| event 0 InputReceived | diverged | the re-run differs |",
+        "| event 1 GateDecision | taken as recorded | not \\| re-evaluated |",
+        "| final answer | diverged | re-computed: differs |",
+    ]
     assert "- Result: **FAILED: REPLAY_DIVERGENCE** (**NON-AUTHORITATIVE**)" in lines
     assert "- Mode: `reexecute`, force-continue requested" in lines
     assert "- Actor: `ana` (admin, auditor)" in lines
@@ -1019,3 +1067,51 @@ def test_a_mocked_replay_that_stops_on_a_divergence_is_still_non_authoritative()
     outcome = audit(FakeSource(job), mode=ReplayMode.REEXECUTE, mocks={"math_agent": other})
     assert outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
     assert not outcome.authoritative
+
+
+# A signed record the ingest checks never saw (written with the keys, or by an older ledger):
+# replay checks the tool boundary and every kept content's hash again.
+
+TOOL_ARGUMENTS = {"q": "capital of france"}
+
+
+def tool_call(request_hash: str) -> ToolCall:
+    # model_construct: the very check under test would refuse to build it.
+    return ToolCall.model_construct(
+        call_id="c1",
+        tool="search",
+        tool_schema_hash=hash_of({"tool": "search"}),
+        arguments=TOOL_ARGUMENTS,
+        request_hash=request_hash,
+    )
+
+
+def tool_result(call_id: str) -> ToolResult:
+    return ToolResult(call_id=call_id, status="ok", result={"hits": ["paris"]})
+
+
+def test_a_recorded_tool_call_whose_hash_is_not_its_arguments_diverges() -> None:
+    wrong = "0" * 64
+    job, _ = recorded_job("2 + 3", tamper=lambda e: [*e, tool_call(wrong), tool_result("c1")])
+    outcome = audit(FakeSource(job), mode=ReplayMode.PRODUCTION)
+    assert outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
+    assert outcome.divergences == [
+        Divergence(
+            ErrorCode.REPLAY_DIVERGENCE,
+            None,
+            "event 4 ToolCall request_hash",
+            wrong,
+            hash_of(TOOL_ARGUMENTS),
+        )
+    ]
+    assert outcome.steps[-1].step == "compare event 4 ToolCall request_hash (job)"
+
+
+def test_a_recorded_tool_result_for_no_call_diverges_on_the_tool_boundary() -> None:
+    right = hash_of(TOOL_ARGUMENTS)
+    job, _ = recorded_job("2 + 3", tamper=lambda e: [*e, tool_call(right), tool_result("c2")])
+    outcome = audit(FakeSource(job))
+    assert outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
+    (divergence,) = outcome.divergences
+    assert (divergence.field, divergence.recorded) == ("tool_boundary", "event 5")
+    assert divergence.replayed == "ToolResult answers call_id 'c2', which no earlier ToolCall made"

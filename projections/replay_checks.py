@@ -1,0 +1,163 @@
+"""How a replay checked each recorded fact: the table its verdict stands on.
+
+Every event of the job gets one row. An iteration's events are re-executed by the Stage-0 runtime
+and compared; a response kept only as its hash (capture mode) is compared by that hash. Facts
+from outside the ledger (model calls, tool results, retrievals, gates, the rest) cannot be
+re-run: their content is checked against their recorded hashes where it was kept, and they are
+otherwise taken as recorded. A fact production replay would need and the job did not persist is
+missing. A replay that stopped leaves the facts it did not reach unchecked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from domain.events import (
+    AgentOutput,
+    GateDecision,
+    MissingArtifact,
+    ModelCallEnvelope,
+    PolicySnapshotRef,
+    RetrievalRequest,
+    RetrievalResponse,
+    RunEvent,
+    ToolCall,
+    ToolResult,
+    hash_of,
+)
+
+
+class Check(StrEnum):
+    REEXECUTED = "reexecuted"
+    """Re-executed by the replay and equal to the record, bit for bit in canonical form."""
+    HASH_COMPARED = "hash_compared"
+    """Content the replay computed or was given, equal to the hash the record kept."""
+    TAKEN_AS_RECORDED = "taken_as_recorded"
+    """Nothing to recompute it from in this capture mode or outside the ledger: signed, not
+    reproduced."""
+    MISSING = "missing"
+    """Production replay needs it and the job did not persist it."""
+    DIVERGED = "diverged"
+    """Re-executed, and different from the record."""
+    NOT_CHECKED = "not_checked"
+    """The replay stopped before it reached this fact."""
+
+
+LABELS: dict[Check, str] = {
+    Check.REEXECUTED: "re-executed and matched",
+    Check.HASH_COMPARED: "compared by hash",
+    Check.TAKEN_AS_RECORDED: "taken as recorded",
+    Check.MISSING: "missing",
+    Check.DIVERGED: "diverged",
+    Check.NOT_CHECKED: "not checked",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FactCheck:
+    subject: str
+    """The event (``event 3 AgentOutput``) or derived fact (``final answer``) checked."""
+    check: Check
+    detail: str
+    sequence_index: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "sequence_index": self.sequence_index,
+            "subject": self.subject,
+            "check": self.check.value,
+            "detail": self.detail,
+        }
+
+
+class HashMismatch(ValueError):
+    """Recorded content whose hash is not the one recorded beside it."""
+
+    def __init__(self, field: str, recorded: str, computed: str) -> None:
+        super().__init__(f"{field} is not the hash of the recorded content")
+        self.field, self.recorded, self.computed = field, recorded, computed
+
+
+_CONTENT: dict[type[RunEvent], tuple[tuple[str, str], ...]] = {
+    ToolCall: (("arguments", "request_hash"),),
+    ToolResult: (("result", "response_hash"),),
+    ModelCallEnvelope: (("prompt", "request_hash"), ("response", "response_hash")),
+}
+
+
+def outside_fact(index: int, event: RunEvent) -> FactCheck:
+    """The row of a fact from outside the Stage-0 runtime, which no replay can re-execute.
+
+    HashMismatch when kept content does not hash to its recorded hash.
+    """
+    if isinstance(event, RetrievalRequest | RetrievalResponse):
+        detail = "a retrieval from outside the ledger: kept with its hashes, not re-run"
+    elif isinstance(event, GateDecision):
+        detail = "a gate decision: not re-evaluated"
+    elif isinstance(event, PolicySnapshotRef):
+        detail = f"a reference to policy bundle {event.policy_bundle_hash}"
+    elif type(event) in _CONTENT:
+        return _content_check(index, event)
+    else:
+        detail = "a fact of the emitter's: nothing recomputes it"
+    return FactCheck(_subject(index, event), Check.TAKEN_AS_RECORDED, detail, index)
+
+
+def _content_check(index: int, event: RunEvent) -> FactCheck:
+    kept: list[str] = []
+    for content, hash_field in _CONTENT[type(event)]:
+        value, recorded = getattr(event, content), getattr(event, hash_field)
+        if value is None:
+            continue
+        computed = hash_of(value)
+        if computed != recorded:
+            raise HashMismatch(f"{_subject(index, event)} {hash_field}", recorded, computed)
+        kept.append(f"{hash_field} is the hash of its {content}")
+    if not kept:
+        what = "only hashes kept: nothing to check them against"
+        return FactCheck(_subject(index, event), Check.TAKEN_AS_RECORDED, what, index)
+    applied = "re-applied from its recorded result; " if isinstance(event, ToolResult) else ""
+    detail = applied + "; ".join(kept) + " (no live call)"
+    return FactCheck(_subject(index, event), Check.HASH_COMPARED, detail, index)
+
+
+def iteration_fact(index: int, event: RunEvent, matched: bool) -> FactCheck:
+    """The row of an event of an iteration the replay re-ran."""
+    subject = _subject(index, event)
+    if not matched:
+        return FactCheck(subject, Check.DIVERGED, "the re-run differs from the record", index)
+    if isinstance(event, AgentOutput) and event.status == "ok" and event.response is None:
+        detail = "re-executed; the response, kept as its hash, matched it"
+        return FactCheck(subject, Check.HASH_COMPARED, detail, index)
+    return FactCheck(subject, Check.REEXECUTED, "the re-run equals the record", index)
+
+
+def unreached(index: int, event: RunEvent, diverged: bool) -> FactCheck:
+    """The row of a fact the replay stopped at (its iteration diverged) or before."""
+    if diverged:
+        return iteration_fact(index, event, matched=False)
+    return FactCheck(_subject(index, event), Check.NOT_CHECKED, "the replay stopped first", index)
+
+
+def unpersisted(artifact: MissingArtifact, event: RunEvent) -> FactCheck:
+    """The row of an output the job did not keep: missing when it never existed (a call no result
+    answers), taken as recorded when the capture mode or the emitter kept only its hash."""
+    index = artifact.sequence_index
+    assert index is not None
+    what = f"{', '.join(artifact.missing)} not persisted: {artifact.reason}"
+    check = Check.MISSING if isinstance(event, ToolCall) else Check.TAKEN_AS_RECORDED
+    return FactCheck(_subject(index, event), check, what, index)
+
+
+def _subject(index: int, event: RunEvent) -> str:
+    return f"event {index} {event.EVENT_TYPE}"
+
+
+def tally(rows: list[FactCheck]) -> dict[str, int]:
+    """How many facts each kind of check covered, every kind named (zero included)."""
+    counts = dict.fromkeys((c.value for c in Check), 0)
+    for row in rows:
+        counts[row.check.value] += 1
+    return counts

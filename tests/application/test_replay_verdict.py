@@ -1,0 +1,170 @@
+"""A replay's verdict says what it checked, and how, fact by fact; it is never OK for what it
+skipped. On SQLite and PostgreSQL, through ``mace ingest`` and ``mace replay``, with run files
+written by hand from Run Event Schema v1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.hand_written_runs import (
+    as_auditor,
+    ingest_and_replay,
+    math_iteration,
+    run_file,
+    with_brainstates,
+)
+from support.ledger_fixtures import run
+
+from domain.events import hash_of
+from infrastructure.storage.settings import Settings
+
+SCHEMA = hash_of({"tool": "search"})
+ARGUMENTS = {"q": "capital of france"}
+RESULT = {"hits": ["paris"]}
+CALL = {
+    "type": "ToolCall",
+    "call_id": "c1",
+    "tool": "search",
+    "tool_schema_hash": SCHEMA,
+    "arguments": ARGUMENTS,
+}
+ANSWER = {"type": "ToolResult", "call_id": "c1", "status": "ok", "result": RESULT}
+RETRIEVAL = [
+    {
+        "type": "RetrievalRequest",
+        "request_id": "r1",
+        "query": "capital of france",
+        "request_hash": hash_of("capital of france"),
+    },
+    {
+        "type": "RetrievalResponse",
+        "request_id": "r1",
+        "hits": [{"uri": "doc://atlas/france", "score": 0.9}],
+        "response_hash": hash_of(["doc://atlas/france"]),
+    },
+]
+GATE = {"type": "GateDecision", "gate": "publish", "decision": "allow"}
+
+
+@pytest.fixture
+def auditor(cli_env: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    return as_auditor(cli_env, monkeypatch)
+
+
+def rows(report: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(row["subject"], row["check"]) for row in report["checks"]]
+
+
+def test_a_run_nothing_in_which_can_be_re_executed_is_not_reproduced_nor_authoritative(
+    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = run_file(tmp_path, "outside", auditor, [CALL, ANSWER, *RETRIEVAL, GATE], "paris")
+    code, report = ingest_and_replay(capsys, path, "outside")
+    assert code == 0  # nothing failed: every signature and kept hash checked out
+    assert (report["ok"], report["reproduced"], report["authoritative"]) == (True, False, False)
+    assert report["non_authoritative_reasons"] == [
+        "final answer: no iteration was re-run, so the recorded answer is not reproduced",
+        "nothing was re-executed: every recorded fact was taken as recorded or compared by its"
+        " hash",
+    ]
+    assert rows(report) == [
+        ("event 0 ToolCall", "hash_compared"),
+        ("event 1 ToolResult", "hash_compared"),
+        ("event 2 RetrievalRequest", "taken_as_recorded"),
+        ("event 3 RetrievalResponse", "taken_as_recorded"),
+        ("event 4 GateDecision", "taken_as_recorded"),
+        ("materialised selfrep", "reexecuted"),
+        ("materialised brainstate", "reexecuted"),
+        ("final answer", "taken_as_recorded"),
+    ]
+    assert report["checks"][1]["detail"] == (
+        "re-applied from its recorded result; response_hash is the hash of its result"
+        " (no live call)"
+    )
+    assert report["checks"][4]["detail"] == "a gate decision: not re-evaluated"
+    code, out, _ = run(capsys, "replay", "outside")
+    assert code == 0
+    assert out.splitlines()[0] == (
+        "verdict: NOT REPRODUCED (no recorded fact could be re-executed), NON-AUTHORITATIVE;"
+        " of 8 facts: 2 re-executed and matched, 2 compared by hash, 4 taken as recorded,"
+        " 0 missing"
+    )
+    assert "  taken as recorded: event 4 GateDecision: a gate decision: not re-evaluated" in out
+
+
+def test_an_iteration_with_a_tool_pair_is_reproduced_and_says_how_each_fact_was_checked(
+    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = with_brainstates([*math_iteration(0, "2 + 3", 5), CALL, ANSWER])
+    path = run_file(tmp_path, "with-tool", auditor, body, "2 + 3 = 5")
+    code, report = ingest_and_replay(capsys, path, "with-tool")
+    assert (code, report["reproduced"], report["authoritative"]) == (0, True, True)
+    assert rows(report) == [
+        ("event 0 InputReceived", "reexecuted"),
+        ("event 1 RouterDecision", "reexecuted"),
+        ("event 2 AgentOutput", "reexecuted"),
+        ("event 3 IterationTrace", "reexecuted"),
+        ("event 4 ToolCall", "hash_compared"),
+        ("event 5 ToolResult", "hash_compared"),
+        ("materialised selfrep", "reexecuted"),
+        ("materialised brainstate", "reexecuted"),
+        ("final answer", "reexecuted"),
+    ]
+    assert report["check_counts"] == {
+        "reexecuted": 7,
+        "hash_compared": 2,
+        "taken_as_recorded": 0,
+        "missing": 0,
+        "diverged": 0,
+        "not_checked": 0,
+    }
+
+
+def test_a_response_kept_as_its_hash_is_compared_by_it_and_a_result_so_kept_taken_as_recorded(
+    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hashed_answer = {**ANSWER, "result": None, "response_hash": hash_of(RESULT)}
+    iteration = math_iteration(0, "2 + 3", 5, response_kept=False)
+    body = with_brainstates([*iteration, CALL, hashed_answer])
+    path = run_file(tmp_path, "hashes", auditor, body, "2 + 3 = 5", capture_mode="prompts_only")
+    code, report = ingest_and_replay(capsys, path, "hashes", mode="audit")
+    assert (code, report["reproduced"], report["authoritative"]) == (0, True, True)
+    checked = dict(rows(report))
+    assert checked["event 2 AgentOutput"] == "hash_compared"
+    assert checked["event 5 ToolResult"] == "taken_as_recorded"
+    assert report["checks"][5]["detail"] == (
+        "result not persisted: the emitter recorded the hash of result only"
+    )
+
+
+def test_a_call_no_result_answers_is_missing_and_the_audit_is_not_authoritative(
+    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = with_brainstates([*math_iteration(0, "2 + 3", 5), CALL])
+    path = run_file(tmp_path, "unanswered", auditor, body, "2 + 3 = 5")
+    code, report = ingest_and_replay(capsys, path, "unanswered", mode="audit")
+    assert (code, report["ok"], report["authoritative"]) == (0, True, False)
+    assert ("event 4 ToolCall", "missing") in rows(report)
+    assert report["non_authoritative_reasons"] == ["missing from the record: event 4 ToolCall"]
+
+
+def test_a_diverging_iteration_marks_its_facts_diverged_and_what_follows_unchecked(
+    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = with_brainstates([*math_iteration(0, "2 + 3", 6), *math_iteration(1, "4 * 5", 20)])
+    path = run_file(tmp_path, "wrong-first", auditor, body, "4 * 5 = 20")
+    code, report = ingest_and_replay(capsys, path, "wrong-first")
+    assert (code, report["error_code"], report["reproduced"]) == (1, "REPLAY_DIVERGENCE", False)
+    assert [check for _, check in rows(report)] == [
+        *["diverged"] * 4,
+        *["not_checked"] * 4,
+        "reexecuted",  # the reducers ran before the iterations
+        "reexecuted",
+    ]
+    code, out, _ = run(capsys, "replay", "wrong-first")
+    assert out.splitlines()[0] == (
+        "verdict: FAILED REPLAY_DIVERGENCE, authoritative; of 10 facts: 2 re-executed and"
+        " matched, 0 compared by hash, 0 taken as recorded, 0 missing, 4 diverged, 4 not checked"
+    )
