@@ -154,8 +154,7 @@ class ReplayOutcome:
     def reproduced(self) -> bool:
         """No error, and at least one recorded fact was re-executed and matched."""
         return self.ok and any(
-            row.check is Check.REEXECUTED and row.sequence_index is not None
-            for row in self.checks
+            row.check is Check.REEXECUTED and row.sequence_index is not None for row in self.checks
         )
 
     @classmethod

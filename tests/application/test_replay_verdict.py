@@ -31,7 +31,7 @@ CALL = {
     "arguments": ARGUMENTS,
 }
 ANSWER = {"type": "ToolResult", "call_id": "c1", "status": "ok", "result": RESULT}
-RETRIEVAL = [
+RETRIEVAL: list[dict[str, Any]] = [
     {
         "type": "RetrievalRequest",
         "request_id": "r1",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from pydantic import JsonValue
 from support.forbidden_calls import forbid_nondeterminism
 from support.replay_steps import event_steps
 from support.stage0_support import InMemorySem
@@ -1072,7 +1073,7 @@ def test_a_mocked_replay_that_stops_on_a_divergence_is_still_non_authoritative()
 # A signed record the ingest checks never saw (written with the keys, or by an older ledger):
 # replay checks the tool boundary and every kept content's hash again.
 
-TOOL_ARGUMENTS = {"q": "capital of france"}
+TOOL_ARGUMENTS: dict[str, JsonValue] = {"q": "capital of france"}
 
 
 def tool_call(request_hash: str) -> ToolCall:
