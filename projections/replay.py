@@ -388,7 +388,9 @@ class _Replay:
             or unreached(
                 index,
                 event,
-                isinstance(event, _ITERATION_EVENTS) and event.iteration in diverged,
+                event.iteration
+                if isinstance(event, _ITERATION_EVENTS) and event.iteration in diverged
+                else None,
             )
             for index, event in self.indexed
         ]
@@ -473,7 +475,7 @@ class _Replay:
             )
             for at, event in events:
                 index = self.indexed[at][0]
-                self.rows[index] = iteration_fact(index, event, matched)
+                self.rows[index] = iteration_fact(index, event, iteration, matched)
             computed = None if run is None else run.final_output
         if self.request.mode is ReplayMode.PRODUCTION and missing:
             self.refuse_unpersisted(missing[0])

@@ -62,6 +62,8 @@ class FactCheck:
     check: Check
     detail: str
     sequence_index: int | None = None
+    iteration: int | None = None
+    """The iteration an event of the Stage-0 runtime belongs to (not part of the report)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -123,21 +125,24 @@ def _content_check(index: int, event: RunEvent) -> FactCheck:
     return FactCheck(_subject(index, event), Check.HASH_COMPARED, detail, index)
 
 
-def iteration_fact(index: int, event: RunEvent, matched: bool) -> FactCheck:
+def iteration_fact(index: int, event: RunEvent, iteration: int, matched: bool) -> FactCheck:
     """The row of an event of an iteration the replay re-ran."""
     subject = _subject(index, event)
     if not matched:
-        return FactCheck(subject, Check.DIVERGED, "the re-run differs from the record", index)
+        detail = "the re-run differs from the record"
+        return FactCheck(subject, Check.DIVERGED, detail, index, iteration)
     if isinstance(event, AgentOutput) and event.status == "ok" and event.response is None:
         detail = "re-executed; the response, kept as its hash, matched it"
-        return FactCheck(subject, Check.HASH_COMPARED, detail, index)
-    return FactCheck(subject, Check.REEXECUTED, "the re-run equals the record", index)
+        return FactCheck(subject, Check.HASH_COMPARED, detail, index, iteration)
+    detail = "the re-run equals the record"
+    return FactCheck(subject, Check.REEXECUTED, detail, index, iteration)
 
 
-def unreached(index: int, event: RunEvent, diverged: bool) -> FactCheck:
-    """The row of a fact the replay stopped at (its iteration diverged) or before."""
-    if diverged:
-        return iteration_fact(index, event, matched=False)
+def unreached(index: int, event: RunEvent, diverged: int | None) -> FactCheck:
+    """The row of a fact the replay stopped at (in ``diverged``, the iteration that diverged) or
+    before."""
+    if diverged is not None:
+        return iteration_fact(index, event, diverged, matched=False)
     return FactCheck(_subject(index, event), Check.NOT_CHECKED, "the replay stopped first", index)
 
 

@@ -19,6 +19,7 @@ replay already continues, and only past what redaction hid.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -34,6 +35,7 @@ from infrastructure.storage.keyring import load_keyring
 from infrastructure.storage.settings import Settings
 from projections.redaction import MODEL_IO, PII, PII_MARK, strip_model_io
 from projections.replay import Divergence, ReplayOutcome, StepLog
+from projections.replay_checks import Check, FactCheck
 from projections.replay_report import render_markdown, replay_report
 
 NOT_RECORDED: Final = 0
@@ -108,6 +110,10 @@ def replay_bundle_file(
     return replay_bundle(bundle, ReplayMode(mode), actor, force_continue=force_continue).report
 
 
+_MODEL_IO_COMPARISONS = frozenset({"agent_outputs", "events.AgentOutput"})
+"""The comparisons of model calls: the trace's entries and the events themselves."""
+
+
 class RedactionScope:
     """What a redacted bundle's replay cannot compare: where its job had PII taken out."""
 
@@ -135,7 +141,7 @@ class RedactionScope:
 
     def explain(self, divergence: Divergence) -> str | None:
         """Why redaction explains this divergence, or None when it does not."""
-        if divergence.field == "agent_outputs" and canonical_json(
+        if divergence.field in _MODEL_IO_COMPARISONS and canonical_json(
             strip_model_io(divergence.replayed)
         ) == canonical_json(divergence.recorded):
             return f"{MODEL_IO} content redacted; it matches the record by hash"
@@ -160,6 +166,7 @@ def set_aside_redactions(outcome: ReplayOutcome, scope: RedactionScope) -> Repla
         halt_snapshots=outcome.halt_snapshots,
         non_authoritative=[r for r in outcome.non_authoritative if r != FORCED_REASON],
     )
+    hidden: set[int | None] = set()
     divergences = iter(outcome.divergences)
     set_aside = 0
     stopped = False
@@ -169,6 +176,7 @@ def set_aside_redactions(outcome: ReplayOutcome, scope: RedactionScope) -> Repla
             why = scope.explain(divergence)
             if why is not None:
                 result.steps.append(StepLog(step.step, "skipped", f"not compared: {why}"))
+                hidden.add(divergence.iteration)
                 set_aside += 1
                 continue
             result.steps.append(StepLog(step.step, "failed", step.detail.removesuffix(FORCED_STEP)))
@@ -192,4 +200,15 @@ def set_aside_redactions(outcome: ReplayOutcome, scope: RedactionScope) -> Repla
         f"replayed from a redacted bundle ({scope.records} record(s) redacted):"
         f" {set_aside} comparison(s) could not be made"
     )
+    hidden -= {d.iteration for d in result.divergences}
+    result.checks = [_as_redaction_left_it(row, hidden) for row in outcome.checks]
     return result
+
+
+def _as_redaction_left_it(row: FactCheck, hidden: set[int | None]) -> FactCheck:
+    """A fact that differs only where redaction explains it was compared as far as redaction let
+    it be."""
+    if row.check is not Check.DIVERGED or row.iteration not in hidden:
+        return row
+    detail = "re-executed; compared where the bundle's redaction left content, by hash elsewhere"
+    return replace(row, check=Check.HASH_COMPARED, detail=detail)
