@@ -25,6 +25,7 @@ from domain.snapshot import SnapshotKind
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import SQLiteStore
 from infrastructure.storage.store import LedgerStore
+from projections.replay_report import verdict
 
 SEED: Final = "demo"
 JOBS: Final = (
@@ -58,10 +59,8 @@ def run_demo(ledger: Ledger, say: Say) -> bool:
     all_ok = True
     for job_id in job_ids:
         result = ledger.replays.run(job_id, ReplayMode.PRODUCTION, DEMO_ACTOR)
-        verified = sum(step.outcome == "ok" for step in result.outcome.steps)
-        verdict = "OK" if result.outcome.ok else f"FAILED {result.report['error_code']}"
-        say(f"   {job_id[:16]}  {verdict}, {verified} steps verified")
-        all_ok = all_ok and result.outcome.ok
+        say(f"   {job_id[:16]}  {verdict(result.report)}")
+        all_ok = all_ok and result.outcome.reproduced
     say("")
     with tempfile.TemporaryDirectory(prefix="mace-demo-") as scratch:
         copy = _scratch_copy(ledger, Path(scratch))

@@ -968,7 +968,7 @@ def test_governance_flow_force_continue_halt_and_clear(api: Api) -> None:
     assert (forced["ok"], forced["authoritative"]) == (False, False)
     assert forced["error"] == {
         "code": "REPLAY_DIVERGENCE",
-        "message": "forced replay found 1 divergence(s)",
+        "message": "forced replay found 2 divergence(s)",  # the trace's route and the event's
     }
     assert forced["report"]["non_authoritative_reasons"] == [
         "forced past divergences with a council-approved force-continue"

@@ -37,7 +37,7 @@ def test_main_job_command_runs_on_the_sqlite_default(
     out = capsys.readouterr().out
     assert "-> 2 + 3 = 5" in out
     assert "-> Your favorite color is blue." in out
-    assert out.count(", 23 steps verified") == 5
+    assert out.count("  REPRODUCED, authoritative; of ") == 5
     assert "mace replay " in out and "-> REPLAY_DIVERGENCE" in out
     assert '"rule_id":"R1"' in out and '"rule_id":"R4"' in out
     assert "INTEGRITY_FAILURE: the replay fails closed" in out
