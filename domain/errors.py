@@ -20,6 +20,9 @@ class ErrorCode(StrEnum):
     FORCE_CONTINUE_REQUIRED = "FORCE_CONTINUE_REQUIRED"
     REPLAY_TIMEOUT = "REPLAY_TIMEOUT"
     FORCE_HALT_REPLAY = "FORCE_HALT_REPLAY"
+    UNSUPPORTED_RULES = "UNSUPPORTED_RULES"
+    """The job was recorded under a serializer, numeric rules or id generators this ledger does
+    not implement (`domain.provenance`): replaying it could only report false divergences."""
     ACCESS_DENIED = "ACCESS_DENIED"
 
 

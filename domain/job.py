@@ -22,6 +22,7 @@ from domain.canonical import canonical_copy, canonical_json
 from domain.determinism import event_id
 from domain.naming import DEFAULT_TENANT as DEFAULT_TENANT  # noqa: PLC0414 (re-exported)
 from domain.naming import tenant_scoped
+from domain.provenance import job_provenance
 from domain.snapshot import SnapshotKind
 
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -75,18 +76,24 @@ class RecordedFact:
 
 class Job(MaceAggregate):
     class Started(MaceAggregate.Created):
-        # Version 1 had no tenant: every job then belonged to the one default tenant.
-        class_version = 2
+        # Version 1 had no tenant: every job then belonged to the one default tenant. Version 2
+        # did not name the rules it was recorded under (`domain.provenance`): None.
+        class_version = 3
         job_id: str
         job_seed: str
         job_input: str
         snapshot_ids: dict[str, str]
         capture_mode: str
         tenant: str
+        provenance: dict[str, Any] | None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state["tenant"] = DEFAULT_TENANT
+
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            state["provenance"] = None
 
     class Recorded(MaceAggregate.Event):
         sequence_index: int
@@ -123,7 +130,10 @@ class Job(MaceAggregate):
         snapshot_ids: dict[str, str],
         capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY,
         tenant: str = DEFAULT_TENANT,
+        *,
+        job_id_derived: bool = False,
     ) -> Job:
+        """``job_id_derived``: the ledger derived the id (seed 004 D3); the caller named none."""
         cls.check_start(job_id, job_seed, job_input, snapshot_ids)
         return cls(
             job_id=job_id,
@@ -132,6 +142,7 @@ class Job(MaceAggregate):
             snapshot_ids=dict(sorted(snapshot_ids.items())),
             capture_mode=CaptureMode(capture_mode).value,
             tenant=validate_tenant(tenant),
+            provenance=job_provenance(job_id_derived),
         )
 
     @staticmethod
@@ -162,6 +173,7 @@ class Job(MaceAggregate):
         snapshot_ids: dict[str, str],
         capture_mode: str,
         tenant: str,
+        provenance: dict[str, Any] | None,
     ) -> None:
         self.job_id = job_id
         self.job_seed = job_seed
@@ -169,6 +181,7 @@ class Job(MaceAggregate):
         self.snapshot_ids = snapshot_ids
         self.capture_mode = capture_mode
         self.tenant = tenant
+        self.provenance = provenance
         self.next_sequence_index = 0
         self.facts: list[RecordedFact] = []
         self.sealed = False

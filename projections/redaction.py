@@ -2,11 +2,12 @@
 
 Two things never leave the store in a redacted bundle:
 
-- **model I/O** (``model_io``): the content of every prompt and response of ``AgentOutput`` and
-  ``ModelCallEnvelope`` and of every ``ToolResult`` result, in the events themselves and in the
-  iteration traces that repeat them. Their hashes stay, so a replay still checks them by hash.
-  This is what capture mode ``none`` keeps, and stricter than ``prompts_only``: a prompt quotes
-  the user's input verbatim.
+- **model I/O** (``model_io``): every field that can carry model or tool content: the prompt and
+  response of ``AgentOutput`` and ``ModelCallEnvelope``, a ``ToolCall``'s arguments and a
+  ``ToolResult``'s result, in the events themselves and in the iteration traces that repeat
+  them, and the answer: a trace's final output, claims and evidence, and the job's final answer.
+  The hashes stay, so a replay still checks those contents by hash; the answer it cannot compare.
+  This is stricter than capture mode ``none``: a prompt quotes the user's input verbatim.
 - **PII** (``pii``): every value recorded under a SEM key whose attribute the job's privacy
   snapshot denies, and every text of the job that contains such a value (the input, a percept's
   label, an answer): as a substring, or for a value shorter than ``MIN_NEEDLE`` characters as a
@@ -35,11 +36,25 @@ MIN_NEEDLE: Final = 3
 MODEL_IO: Final = "model_io"
 PII: Final = "pii"
 
-MODEL_IO_FIELDS: Final[dict[str, tuple[str, ...]]] = {
-    "AgentOutput": ("prompt", "response"),
-    "ModelCallEnvelope": ("prompt", "response"),
+MODEL_IO_FIELDS: Final[dict[str, dict[str, Any]]] = {
+    "AgentOutput": {"prompt": None, "response": None},
+    "ModelCallEnvelope": {"prompt": None, "response": None},
+    "ToolCall": {"arguments": None},
+    "ToolResult": {"result": None},
+    "IterationTrace": {"final_output": None, "claims": [], "evidence_items": []},
+    "JobCompleted": {"final_output": None},
+}
+"""Each field that can carry model or tool content, by event type, and what a redacted record
+holds in its place (an emptied list where the schema wants a list)."""
+ANSWER_FIELDS: Final = frozenset({"final_output", "claims", "evidence_items", "final_answer"})
+"""The comparisons a replay cannot make once the answer is redacted."""
+FULL_IO_FIELDS: Final[dict[str, tuple[str, ...]]] = {
+    "AgentOutput": ("response",),
+    "ModelCallEnvelope": ("response",),
+    "ToolCall": ("arguments",),
     "ToolResult": ("result",),
 }
+"""What a job keeps beyond capture mode ``prompts_only``: responses, and the tools' content."""
 TRACE_MODEL_IO: Final = ("prompt", "response", "result")
 """What an entry of an iteration trace's ``agent_outputs`` repeats of a model call's content."""
 
@@ -105,6 +120,17 @@ def strip_model_io(entries: Any) -> Any:
     ]
 
 
+def full_io_content(facts: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Where a job's facts (``(event_type, payload)``, in order) keep more than ``prompts_only``
+    would: ``event N ToolResult.result``, ..."""
+    return [
+        f"event {index} {event_type}.{name}"
+        for index, (event_type, payload) in enumerate(facts)
+        for name in FULL_IO_FIELDS.get(event_type, ())
+        if payload.get(name) is not None
+    ]
+
+
 def redact_job_body(
     body: dict[str, Any], started: bool, needles: PrivacyNeedles
 ) -> tuple[dict[str, Any], list[Redaction]]:
@@ -118,9 +144,9 @@ def redact_job_body(
     if not isinstance(payload, dict):  # a seal: nothing to redact
         return out, found
     payload = dict(payload)
-    for name in MODEL_IO_FIELDS.get(str(body.get("event_type")), ()):
-        if payload.get(name) is not None:
-            payload[name] = None
+    for name, emptied in MODEL_IO_FIELDS.get(str(body.get("event_type")), {}).items():
+        if payload.get(name, emptied) != emptied:
+            payload[name] = emptied
             found.append(Redaction(f"payload.{name}", MODEL_IO))
     if body.get("event_type") == "IterationTrace" and "agent_outputs" in payload:
         stripped = strip_model_io(payload["agent_outputs"])

@@ -40,6 +40,7 @@ from domain.events import (
     ToolResult,
 )
 from domain.job import CaptureMode, Job
+from domain.provenance import SERIALIZER, unimplemented
 from domain.replay_access import ReplayMode
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.agents import AGENTS, Agent, AgentReply, AgentRequest, Memory
@@ -250,9 +251,20 @@ class _Replay:
             raise ValueError(msg)
         self.outcome.capture_mode = job.capture_mode
         self.outcome.snapshot_ids = {k.value: job.snapshot_ids.get(k.value) for k in SnapshotKind}
+        rules = self.recorded_rules(job, step)
         detail = f"job {job.job_id}: seed {job.job_seed!r}, capture mode {job.capture_mode}"
-        self.step(step, "ok", f"{detail}, {len(job.facts)} recorded events, sealed")
+        self.step(step, "ok", f"{detail}, {len(job.facts)} recorded events, sealed, {rules}")
         return job, completion
+
+    def recorded_rules(self, job: Job, step: str) -> str:
+        """Which rules the job was recorded under, when this ledger implements them."""
+        if job.provenance is None:
+            return f"rules not recorded (a job from before they were): taken as {SERIALIZER}"
+        problem = unimplemented(job.provenance)
+        if problem is not None:
+            message = f"job {job.job_id} was recorded under {problem}, which this ledger does not"
+            self.stop(ErrorCode.UNSUPPORTED_RULES, step, f"{message} implement")
+        return f"recorded under {SERIALIZER} and its id generators"
 
     def required_snapshots(self, job: Job) -> dict[SnapshotKind, str]:
         step = "2 required snapshots"

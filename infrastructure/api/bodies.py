@@ -76,7 +76,7 @@ class Stage0Job(Body):
     seed: StrictInt | StrictStr
     job_id: JobId | None = None
     user: str = Field(default="default", min_length=1, max_length=200)
-    capture_mode: CaptureMode = CaptureMode.FULL_IO
+    capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY
     snapshot_ids: dict[SnapshotKind, SnapshotId] = Field(default_factory=dict)
 
 

@@ -126,7 +126,7 @@ class JobService:
         *,
         job_id: str | None = None,
         user: str = "default",
-        capture_mode: CaptureMode = CaptureMode.FULL_IO,
+        capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY,
         snapshot_ids: dict[str, str] | None = None,
         tenant: str = DEFAULT_TENANT,
     ) -> ReflectiveLog:
@@ -140,7 +140,9 @@ class JobService:
 
         def attempt() -> ReflectiveLog:
             this_id = self.id_for(job_id, seed, text, tenant)
-            job = Job.start(this_id, seed, text, ids, capture_mode, tenant)
+            job = Job.start(
+                this_id, seed, text, ids, capture_mode, tenant, job_id_derived=job_id is None
+            )
             run = run_stage0(this_id, seed, text, user, snapshots, memory, capture_mode)
             for event in run.events:
                 job.record(event.EVENT_TYPE, event.payload())

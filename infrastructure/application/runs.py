@@ -55,7 +55,15 @@ class RunService:
 
         def attempt() -> ReflectiveLog:
             job_id = self.jobs.id_for(started.job_id, started.seed_text, started.input, tenant)
-            job = Job.start(job_id, started.seed_text, started.input, ids, capture, tenant)
+            job = Job.start(
+                job_id,
+                started.seed_text,
+                started.input,
+                ids,
+                capture,
+                tenant,
+                job_id_derived=started.job_id is None,
+            )
             for event in events:
                 captured = apply_capture(event, capture)
                 job.record(captured.EVENT_TYPE, captured.payload())

@@ -36,7 +36,13 @@ from infrastructure.bundles.format import (
 )
 from infrastructure.bundles.inclusion import Record, checkpoint_member
 from infrastructure.storage.signed_record import SEPARATOR
-from projections.redaction import PrivacyNeedles, leak, redact_job_body, redact_sem_body
+from projections.redaction import (
+    PrivacyNeedles,
+    full_io_content,
+    leak,
+    redact_job_body,
+    redact_sem_body,
+)
 
 STARTED_TOPIC: Final = get_topic(Job.Started)
 
@@ -247,6 +253,17 @@ def _refuse_leaks(job_id: str, stream: BundleStream, needles: PrivacyNeedles) ->
             raise BundleError(msg)
 
 
+def _refuse_full_io(job: Job) -> None:
+    kept = full_io_content((fact.event_type, fact.payload) for fact in job.facts)
+    if kept:
+        shown = ", ".join(kept[:3]) + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")
+        msg = (
+            f"job {job.job_id} keeps model or tool content ({shown}): export it with --redact"
+            " to leave that out, or with --include-full-io to include it"
+        )
+        raise ValueError(msg)
+
+
 def _record_entry(record: StoredEvent, redacted: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "originator_id": str(record.originator_id),
@@ -263,10 +280,21 @@ def _record_entry(record: StoredEvent, redacted: bool) -> dict[str, Any]:
 
 
 def export_bundle(
-    ledger: Ledger, job_id: str, *, tenant: str = DEFAULT_TENANT, redacted: bool = False
+    ledger: Ledger,
+    job_id: str,
+    *,
+    tenant: str = DEFAULT_TENANT,
+    redacted: bool = False,
+    include_full_io: bool = False,
 ) -> bytes:
-    """The bundle of one sealed job of the tenant as canonical JSON bytes (newline-terminated)."""
+    """The bundle of one sealed job of the tenant as canonical JSON bytes (newline-terminated).
+
+    A job that keeps model responses or tool content is exported only redacted, or with
+    ``include_full_io`` said outright: a bundle leaves the ledger's access control behind.
+    """
     job, streams, missing = collect_streams(ledger, job_id, tenant)
+    if not redacted and not include_full_io:
+        _refuse_full_io(job)
     redaction = redact(ledger, job, streams) if redacted else None
     entries: list[dict[str, Any]] = []
     listed: list[dict[str, Any]] = []

@@ -33,7 +33,7 @@ from infrastructure.application.replays import ReplayResult
 from infrastructure.bundles.format import Bundle, BundleError, bundle_ledger, read_bundle
 from infrastructure.storage.keyring import load_keyring
 from infrastructure.storage.settings import Settings
-from projections.redaction import MODEL_IO, PII, PII_MARK, strip_model_io
+from projections.redaction import ANSWER_FIELDS, MODEL_IO, PII, PII_MARK, strip_model_io
 from projections.replay import Divergence, ReplayOutcome, StepLog
 from projections.replay_checks import Check, FactCheck
 from projections.replay_report import render_markdown, replay_report
@@ -117,19 +117,25 @@ _MODEL_IO_COMPARISONS = frozenset({"agent_outputs", "events.AgentOutput"})
 class RedactionScope:
     """What a redacted bundle's replay cannot compare: where its job had PII taken out."""
 
-    def __init__(self, pii_iterations: set[int], pii_in_job: bool, records: int) -> None:
+    def __init__(
+        self, pii_iterations: set[int], pii_in_job: bool, answer_hidden: bool, records: int
+    ) -> None:
         self.pii_iterations = pii_iterations
         self.pii_in_job = pii_in_job
+        self.answer_hidden = answer_hidden
         self.records = records
 
     @classmethod
     def of(cls, bundle: Bundle, job: Job) -> RedactionScope:
         assert bundle.manifest.redaction is not None
         iterations: set[int] = set()
-        in_job = False
+        in_job = answer_hidden = False
         redacted = bundle.manifest.redaction.records
         for record in redacted:
-            if record.stream != f"{Job.NAME_PREFIX}:{job.job_id}" or PII not in record.reasons:
+            if record.stream != f"{Job.NAME_PREFIX}:{job.job_id}":
+                continue
+            answer_hidden = answer_hidden or MODEL_IO in record.reasons
+            if PII not in record.reasons:
                 continue
             in_job = True
             position = record.version - 2  # version 1 starts the job; facts follow
@@ -137,7 +143,7 @@ class RedactionScope:
                 iteration = job.facts[position].payload.get("iteration")
                 if isinstance(iteration, int):
                     iterations.add(iteration)
-        return cls(iterations, in_job, len(redacted))
+        return cls(iterations, in_job, answer_hidden, len(redacted))
 
     def explain(self, divergence: Divergence) -> str | None:
         """Why redaction explains this divergence, or None when it does not."""
@@ -145,6 +151,8 @@ class RedactionScope:
             strip_model_io(divergence.replayed)
         ) == canonical_json(divergence.recorded):
             return f"{MODEL_IO} content redacted; it matches the record by hash"
+        if self.answer_hidden and divergence.field in ANSWER_FIELDS and not divergence.recorded:
+            return f"{MODEL_IO} content redacted: the answer is not in the bundle"
         if divergence.iteration in self.pii_iterations:
             return f"{PII} redacted from iteration {divergence.iteration}"
         if divergence.iteration is None and self.pii_in_job:

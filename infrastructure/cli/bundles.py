@@ -105,7 +105,13 @@ def export_job(args: argparse.Namespace, settings: Settings) -> int:
     if not output.parent.is_dir():
         raise UsageError(f"cannot write {output}: {output.parent} is not a directory")
     with Ledger.open(settings, create=False) as ledger, _bad_input():
-        data = export_bundle(ledger, job_id, tenant=args.tenant, redacted=args.redact)
+        data = export_bundle(
+            ledger,
+            job_id,
+            tenant=args.tenant,
+            redacted=args.redact,
+            include_full_io=args.include_full_io,
+        )
         checkpoints = ledger.store.checkpoints
         assert checkpoints is not None  # a store opened from settings has its checkpoint key
         # What we write reads back, its checkpoint signed by this ledger's own key.
@@ -239,7 +245,9 @@ def export_test(args: argparse.Namespace, settings: Settings) -> int:
     for path in (test_path, bundle_path):
         _refuse_existing(path, args.force)
     with Ledger.open(settings, create=False) as ledger, _bad_input():
-        data = export_bundle(ledger, job_id, tenant=args.tenant)
+        data = export_bundle(
+            ledger, job_id, tenant=args.tenant, include_full_io=args.include_full_io
+        )
         expected = recorded_expectation(ledger, job_id, args.tenant)
         bundle = parse_bundle(data, bundle_name, ledger.store.keyring)
     if expected is None:

@@ -65,6 +65,7 @@ ANSWERS: Final[Mapping[str, Answer]] = {
     ErrorCode.FORCE_CONTINUE_REQUIRED: Answer(409, EXIT_FAILED),
     ErrorCode.REPLAY_TIMEOUT: Answer(409, EXIT_FAILED),
     ErrorCode.FORCE_HALT_REPLAY: Answer(409, EXIT_FAILED),
+    ErrorCode.UNSUPPORTED_RULES: Answer(409, EXIT_FAILED),
     ErrorCode.ACCESS_DENIED: Answer(403, EXIT_FAILED),
     UnreplayableCode.MISSING_POLICY_SNAPSHOT: Answer(422, EXIT_FAILED),
     UnreplayableCode.NESTED_REPLAY: Answer(422, EXIT_FAILED),

@@ -49,7 +49,8 @@ def run_demo(ledger: Ledger, say: Say) -> bool:
     say("1. Record Stage-0 jobs, one per router rule, and a memory write and its read:")
     job_ids = []
     for label, text in JOBS:
-        log = ledger.jobs.run(text, SEED)
+        # full_io: the demo replays in production mode, which needs every response kept.
+        log = ledger.jobs.run(text, SEED, capture_mode=CaptureMode.FULL_IO)
         assert log.completion is not None
         job_ids.append(log.job_id)
         say(f"   {label:<24} {text!r:<34} -> {log.completion.final_output}")

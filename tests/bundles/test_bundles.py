@@ -417,7 +417,17 @@ def test_redacted_bundle_holds_no_pii_and_no_model_io(
     found = MARK.search(full.read_text())
     assert found is not None  # so the search below can fail
     mark = found[0].encode()
-    full_io = export(capsys, io_job, tmp_path / "io-full.json")
+    code, out, err = run(capsys, "export", io_job, "-o", str(tmp_path / "io-plain.json"))
+    assert_usage_error(
+        code,
+        out,
+        err,
+        f"job {io_job} keeps model or tool content (event 4 ModelCallEnvelope.response, event 5"
+        " ToolCall.arguments, event 6 ToolResult.result): export it with --redact to leave that"
+        " out, or with --include-full-io to include it",
+    )
+    assert not (tmp_path / "io-plain.json").exists()
+    full_io = export(capsys, io_job, tmp_path / "io-full.json", "--include-full-io")
     assert all(c.encode() in full_io.read_bytes() for c in CANARIES)
 
     code, out, err = run(
@@ -436,7 +446,11 @@ def test_redacted_bundle_holds_no_pii_and_no_model_io(
     assert set(redaction["policy"]) == {"model_io", "pii", "verification"}
     paths = {(r["version"], p) for r in redaction["records"] for p in r["paths"]}
     assert {(1, "job_input"), (2, "payload.text"), (4, "payload.value")} <= paths
-    assert (5, "payload.response") in paths
+    assert {
+        (5, "payload.prompt"),
+        (6, "payload.final_output"),
+        (7, "payload.final_output"),
+    } <= paths
 
     redacted_io = export(capsys, io_job, tmp_path / "io.json", "--redact")
     raw = redacted_io.read_bytes()
@@ -451,7 +465,14 @@ def test_redacted_bundle_holds_no_pii_and_no_model_io(
     assert (report["ok"], report["authoritative"]) == (True, False)
     assert report["bundle"]["redacted"] is True
     skipped = [s for s in report["steps"] if s["outcome"] == "skipped"]
-    assert skipped and all(s["detail"].startswith("not compared: pii") for s in skipped)
+    assert skipped and all(
+        s["detail"].startswith(("not compared: pii", "not compared: model_io")) for s in skipped
+    )
+    assert {
+        "step": "compare final_answer (job)",
+        "outcome": "skipped",
+        "detail": "not compared: model_io content redacted: the answer is not in the bundle",
+    } in skipped
     code, report, err = bundle_replay(capsys, redacted_io)
     assert (code, err) == (0, ""), err
     assert (report["ok"], report["authoritative"]) == (True, False)

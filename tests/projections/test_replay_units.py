@@ -496,7 +496,8 @@ def test_a_successful_replay_logs_every_step_in_seed_order(text: str) -> None:
     assert outcome.snapshot_ids == IDS
     details = {s.step: s.detail for s in outcome.steps}
     assert details["1 load reflective log"] == (
-        f"job job-1: seed 's1', capture mode full_io, {len(job.facts)} recorded events, sealed"
+        f"job job-1: seed 's1', capture mode full_io, {len(job.facts)} recorded events, sealed,"
+        " recorded under mace-canonical-json/1 and its id generators"
     )
     assert details["2 required snapshots"] == "all 5 declared snapshots present"
     assert details["2b force halts"] == "no declared snapshot is halted"
@@ -1116,3 +1117,53 @@ def test_a_recorded_tool_result_for_no_call_diverges_on_the_tool_boundary() -> N
     (divergence,) = outcome.divergences
     assert (divergence.field, divergence.recorded) == ("tool_boundary", "event 5")
     assert divergence.replayed == "ToolResult answers call_id 'c2', which no earlier ToolCall made"
+
+
+# Provenance: a job recorded under rules this ledger does not implement is refused, not diverged.
+
+
+def test_a_job_recorded_under_another_serializer_is_refused_as_unsupported_rules() -> None:
+    job, _ = recorded_job("2 + 3")
+    assert job.provenance is not None
+    job.provenance = {**job.provenance, "serializer": "json.dumps/sort_keys"}
+    outcome = audit(FakeSource(job))
+    assert outcome.error_code is ErrorCode.UNSUPPORTED_RULES
+    assert outcome.error_message == (
+        "job job-1 was recorded under serializer 'json.dumps/sort_keys' (this ledger writes"
+        " 'mace-canonical-json/1'), which this ledger does not implement"
+    )
+    assert [(s.step, s.outcome) for s in outcome.steps] == [("1 load reflective log", "failed")]
+    assert {row.check.value for row in outcome.checks} == {"not_checked"}
+
+
+@pytest.mark.parametrize(
+    ("where", "change", "named"),
+    [
+        ("numeric", {"precision": 6}, "numeric rules"),
+        (
+            "id_generators",
+            {"event_id": {"function": "uuid4()"}},
+            "id generator event_id: 'uuid4()'",
+        ),
+    ],
+)
+def test_a_job_recorded_under_other_numeric_rules_or_id_generators_is_refused(
+    where: str, change: dict[str, Any], named: str
+) -> None:
+    job, _ = recorded_job("2 + 3")
+    assert job.provenance is not None
+    job.provenance = {**job.provenance, where: {**job.provenance[where], **change}}
+    outcome = audit(FakeSource(job))
+    assert outcome.error_code is ErrorCode.UNSUPPORTED_RULES
+    assert outcome.error_message is not None
+    assert outcome.error_message.startswith(f"job job-1 was recorded under {named}")
+
+
+def test_a_job_from_before_rules_were_recorded_replays_and_says_so() -> None:
+    job, _ = recorded_job("2 + 3")
+    job.provenance = None  # what a version 2 JobStarted is upcast to
+    outcome = audit(FakeSource(job))
+    assert outcome.ok
+    assert outcome.steps[0].detail.endswith(
+        "rules not recorded (a job from before they were): taken as mace-canonical-json/1"
+    )

@@ -20,6 +20,15 @@ def add_public_key_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--public-key", type=Path, metavar="PEM", help=PUBLIC_KEY_HELP)
 
 
+def add_include_full_io_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--include-full-io",
+        action="store_true",
+        help="write the model responses and tool content a job kept into the bundle (a job"
+        " that kept any is refused without it)",
+    )
+
+
 def add_export_arguments(export: argparse.ArgumentParser) -> None:
     export.add_argument("job_id", help="the job to export")
     add_tenant_option(export)
@@ -29,8 +38,10 @@ def add_export_arguments(export: argparse.ArgumentParser) -> None:
     export.add_argument(
         "--redact",
         action="store_true",
-        help="safe export: leave out PII (privacy snapshot) and every model I/O payload",
+        help="safe export: leave out PII (privacy snapshot) and every field that can carry"
+        " model or tool content, the final answer included",
     )
+    add_include_full_io_option(export)
     export.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     export.add_argument("--json", action="store_true", help="print canonical JSON")
     export.set_defaults(handler="infrastructure.cli.bundles:export_job")
@@ -54,5 +65,6 @@ def add_export_test_arguments(regression: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="the folder for the test file and its bundle",
     )
+    add_include_full_io_option(regression)
     regression.add_argument("--force", action="store_true", help="overwrite existing files")
     regression.set_defaults(handler="infrastructure.cli.bundles:export_test")

@@ -1,0 +1,97 @@
+"""Capture modes as seed 003 says: ``prompts_only`` unless asked otherwise, on every way in, and a
+bundle that would carry model or tool content out of the ledger only when someone says so.
+On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from support.api_support import Api
+from support.cli_output import assert_failure_line, assert_usage_error
+from support.ledger_fixtures import run
+
+from infrastructure.storage.settings import Settings
+
+
+def job_of(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, object]:
+    code, out, err = run(capsys, "run", "2 + 3", "--seed", "cap", "--json", *extra)
+    assert (code, err) == (0, "")
+    answer = orjson.loads(out)
+    assert isinstance(answer, dict)
+    return answer
+
+
+def test_mace_run_keeps_prompts_only_unless_asked_and_production_replay_says_why_it_cannot(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = job_of(capsys)
+    assert (job["capture_mode"], job["replayable"]) == ("prompts_only", False)
+    code, out, _ = run(capsys, "events", str(job["job_id"]), "--json")
+    entries = [orjson.loads(line) for line in out.splitlines()]
+    output = next(e for e in entries if e["event_type"] == "AgentOutput")
+    assert output["payload"]["response"] is None
+    assert output["payload"]["response_hash"] is not None
+
+    monkeypatch.setenv("MACE_ACTOR", "ana")
+    monkeypatch.setenv("MACE_ROLES", "admin,auditor")
+    code, _, err = run(capsys, "replay", str(job["job_id"]), "--mode", "production")
+    assert code == 1
+    assert_failure_line(
+        err,
+        "MISSING_PERSISTED_AGENT_OUTPUT",
+        "iteration 0 agent math_agent (event 2): response not persisted: capture mode"
+        " prompts_only stores the hash of response only",
+    )
+    code, out, _ = run(capsys, "replay", str(job["job_id"]))
+    assert code == 0
+    assert out.startswith("verdict: REPRODUCED, authoritative; of 7 facts: 6 re-executed and")
+
+    full = job_of(capsys, "--capture", "full_io", "--job-id", "full")
+    assert (full["capture_mode"], full["replayable"]) == ("full_io", True)
+
+
+def test_http_jobs_and_ingested_runs_keep_prompts_only_unless_asked(
+    api: Api, tmp_path: Path
+) -> None:
+    job_id = api.new_job()
+    assert api.get(f"/v1/jobs/{job_id}").json()["capture_mode"] == "prompts_only"
+    asked = api.new_job(seed="s2", capture_mode="full_io")
+    assert api.get(f"/v1/jobs/{asked}").json()["capture_mode"] == "full_io"
+    run_id = api.open_run({"seed": "r1", "input": "look it up"})
+    response = api.post(f"/v1/runs/{run_id}/complete", {"final_output": "done"})
+    assert response.status_code == 200, response.content
+    ingested = response.json()["job_id"]
+    assert api.get(f"/v1/jobs/{ingested}").json()["capture_mode"] == "prompts_only"
+
+
+def test_export_of_a_job_that_kept_responses_needs_redact_or_include_full_io(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    plain = job_of(capsys)
+    bundle = tmp_path / "plain.json"
+    assert run(capsys, "export", str(plain["job_id"]), "-o", str(bundle))[0] == 0
+
+    full = str(job_of(capsys, "--capture", "full_io", "--job-id", "full")["job_id"])
+    refused = tmp_path / "refused.json"
+    code, out, err = run(capsys, "export", full, "-o", str(refused))
+    assert_usage_error(
+        code,
+        out,
+        err,
+        "job full keeps model or tool content (event 2 AgentOutput.response): export it with"
+        " --redact to leave that out, or with --include-full-io to include it",
+    )
+    assert not refused.exists()
+    code, out, err = run(capsys, "export-test", full, "-o", str(tmp_path / "regression"))
+    assert code == 2 and "--include-full-io" in err
+    assert not (tmp_path / "regression").exists() or not any((tmp_path / "regression").iterdir())
+
+    code, out, _ = run(capsys, "export", full, "-o", str(refused), "--include-full-io")
+    assert code == 0 and b"2 + 3 = 5" in refused.read_bytes()
+    redacted = tmp_path / "redacted.json"
+    code, out, _ = run(capsys, "export", full, "-o", str(redacted), "--redact")
+    assert code == 0
+    assert b"2 + 3 = 5" not in redacted.read_bytes()
+    assert "payload.response" in out and "payload.final_output" in out
