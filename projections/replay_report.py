@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain.canonical import canonical_json
+from domain.evidence_uri import event_uri, report_uri
 from domain.governance import Actor
 from projections.replay import ReplayOutcome
 from projections.replay_checks import LABELS, Check, tally
@@ -19,10 +20,13 @@ REPORT_VERSION = 2
 
 
 def replay_report(
-    outcome: ReplayOutcome, actor: Actor, attempt: int, force_continue: bool
+    outcome: ReplayOutcome, actor: Actor, attempt: int, force_continue: bool, tenant: str
 ) -> dict[str, Any]:
+    """``attempt`` 0: a replay that is not recorded (from a bundle), so its report has no URI."""
     return {
         "report_version": REPORT_VERSION,
+        "uri": report_uri(tenant, outcome.job_id, attempt) if attempt else None,
+        "tenant": tenant,
         "job_id": outcome.job_id,
         "attempt": attempt,
         "mode": outcome.mode.value,
@@ -39,7 +43,15 @@ def replay_report(
         "steps": [s.as_json() for s in outcome.steps],
         "divergences": [d.as_json() for d in outcome.divergences],
         "unreconstructable": [m.model_dump() for m in outcome.unreconstructable],
-        "checks": [row.as_json() for row in outcome.checks],
+        "checks": [
+            {
+                **row.as_json(),
+                "uri": None
+                if row.sequence_index is None
+                else event_uri(tenant, outcome.job_id, row.sequence_index),
+            }
+            for row in outcome.checks
+        ],
         "check_counts": tally(outcome.checks),
     }
 
@@ -77,6 +89,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"**Verdict: {verdict(report)}**",
         "",
+        f"- Report: `{report['uri']}`" if report["uri"] else "- Report: not recorded",
         f"- Result: **{result}** ({badge})",
         f"- Mode: `{report['mode']}`"
         + (", force-continue requested" if report["force_continue"] else ""),
@@ -91,7 +104,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += ["| Fact | Check | Detail |", "|---|---|---|"]
     for row in report["checks"]:
         detail = row["detail"].replace("|", "\\|")
-        lines.append(f"| {row['subject']} | {LABELS[Check(row['check'])]} | {detail} |")
+        fact = row["subject"] if row["uri"] is None else f"[{row['subject']}]({row['uri']})"
+        lines.append(f"| {fact} | {LABELS[Check(row['check'])]} | {detail} |")
     lines += ["", "## Snapshots", ""]
     lines += [f"- {kind}: `{sid}`" for kind, sid in sorted(report["snapshot_ids"].items())]
     lines += [

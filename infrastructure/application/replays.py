@@ -207,7 +207,7 @@ class ReplayService:
             )
             production_approved = record.approved(Motion.PRODUCTION_REPLAY)
             outcome = self._decided(source, request, actor, production_approved)
-            report = replay_report(outcome, actor, attempt, force_continue)
+            report = replay_report(outcome, actor, attempt, force_continue, tenant)
             markdown = render_markdown(report)
             seconds = watch()
             # The result goes onto the record as this replay saved it; if the save loses a race

@@ -71,7 +71,7 @@ def replay_bundle(
         if bundle.redacted and outcome.error_code is not ErrorCode.ACCESS_DENIED:
             job = ledger.jobs.get(bundle.job_id, tenant=bundle.tenant)
             outcome = set_aside_redactions(outcome, RedactionScope.of(bundle, job))
-    report = replay_report(outcome, actor, NOT_RECORDED, force_continue)
+    report = replay_report(outcome, actor, NOT_RECORDED, force_continue, bundle.tenant)
     report["bundle"] = {
         "file": bundle.name,
         "recorded": False,

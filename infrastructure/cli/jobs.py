@@ -9,7 +9,7 @@ from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
 from domain.events import ALL_TYPES
-from domain.evidence_uri import SCHEME, parse_evidence_uri
+from domain.evidence_uri import SCHEME, EvidenceUri, parse_evidence_uri
 from domain.job import DEFAULT_TENANT, CaptureMode
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.personal_data import CLI_CHANNEL
@@ -67,7 +67,10 @@ def run_job(args: argparse.Namespace, settings: Settings) -> int:
 def job_events(args: argparse.Namespace, settings: Settings) -> int:
     if args.event_type is not None and args.event_type not in STREAM_TYPES:
         raise UsageError(f"unknown event type {args.event_type!r}: expected one of {STREAM_TYPES}")
-    job_id, tenant, chosen = _events_chosen(args)
+    named = _evidence_named(args)
+    if named is not None and named.kind == "report":
+        return _stored_report(named, args, settings)
+    job_id, tenant, chosen = _events_chosen(args, named)
     reader = acting_actor(settings) if settings.actor or settings.roles else None
     with Ledger.open(settings, create=False) as ledger:
         try:
@@ -94,22 +97,46 @@ def job_events(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def _events_chosen(
-    args: argparse.Namespace,
-) -> tuple[str, str, Callable[[dict[str, Any]], bool]]:
-    """The job, tenant and events ``mace events`` prints: a job's (of ``--type``), or the one
-    fact an evidence URI names (its tenant is the URI's; another ``--tenant`` is refused)."""
-    of_type = args.event_type
+def _evidence_named(args: argparse.Namespace) -> EvidenceUri | None:
+    """The evidence URI given in place of a job id (its tenant is the URI's; another
+    ``--tenant`` is refused), or None for a plain job id."""
     if not args.job_id.startswith(SCHEME):
-        return args.job_id, args.tenant, lambda e: of_type is None or e["event_type"] == of_type
+        return None
     try:
         uri = parse_evidence_uri(args.job_id)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if uri.kind != "event":
-        raise UsageError(f"{args.job_id} names a replay report: mace events resolves events")
     if args.tenant not in (DEFAULT_TENANT, uri.tenant):
         raise UsageError(f"{args.job_id} is tenant {uri.tenant}'s, not {args.tenant}'s")
+    return uri
+
+
+def _stored_report(uri: EvidenceUri, args: argparse.Namespace, settings: Settings) -> int:
+    """The replay report a report URI names, as stored: JSON with --json, else its Markdown."""
+    if args.event_type is not None:
+        raise UsageError(f"{args.job_id} names a replay report: --type applies to events")
+    with Ledger.open(settings, create=False) as ledger:
+        try:
+            record = ledger.replays.record(uri.job_id, uri.number, tenant=uri.tenant)
+        except NotFoundError:
+            raise NotFoundError(f"no replay report at {args.job_id}") from None
+    if record.report is None:
+        raise NotFoundError(f"no replay report at {args.job_id}: the attempt has no result yet")
+    if args.json:
+        emit_json(record.report)
+    else:
+        print(record.markdown or "", end="")
+    return EXIT_OK
+
+
+def _events_chosen(
+    args: argparse.Namespace, uri: EvidenceUri | None
+) -> tuple[str, str, Callable[[dict[str, Any]], bool]]:
+    """The job, tenant and events ``mace events`` prints: a job's (of ``--type``), or the one
+    fact an evidence URI names."""
+    of_type = args.event_type
+    if uri is None:
+        return args.job_id, args.tenant, lambda e: of_type is None or e["event_type"] == of_type
     return (
         uri.job_id,
         uri.tenant,

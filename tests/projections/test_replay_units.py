@@ -857,9 +857,11 @@ def handmade_outcome() -> ReplayOutcome:
 
 
 def test_the_report_holds_every_fact_of_the_outcome() -> None:
-    report = replay_report(handmade_outcome(), ANA, 7, True)
+    report = replay_report(handmade_outcome(), ANA, 7, True, "acme")
     assert report == {
         "report_version": REPORT_VERSION,
+        "uri": "mace://acme/job/job-1/replay/7/report",
+        "tenant": "acme",
         "job_id": "job-1",
         "attempt": 7,
         "mode": "reexecute",
@@ -921,18 +923,21 @@ def test_the_report_holds_every_fact_of_the_outcome() -> None:
                 "subject": "event 0 InputReceived",
                 "check": "diverged",
                 "detail": "the re-run differs",
+                "uri": "mace://acme/job/job-1/event/0",
             },
             {
                 "sequence_index": 1,
                 "subject": "event 1 GateDecision",
                 "check": "taken_as_recorded",
                 "detail": "not | re-evaluated",
+                "uri": "mace://acme/job/job-1/event/1",
             },
             {
                 "sequence_index": None,
                 "subject": "final answer",
                 "check": "diverged",
                 "detail": "re-computed: differs",
+                "uri": None,
             },
         ],
         "check_counts": {
@@ -948,30 +953,32 @@ def test_the_report_holds_every_fact_of_the_outcome() -> None:
 
 
 def test_the_same_outcome_gives_the_same_bytes() -> None:
-    first = replay_report(handmade_outcome(), ANA, 7, True)
-    second = replay_report(handmade_outcome(), ANA, 7, True)
+    first = replay_report(handmade_outcome(), ANA, 7, True, "acme")
+    second = replay_report(handmade_outcome(), ANA, 7, True, "acme")
     assert canonical_json(first) == canonical_json(second)
     assert render_markdown(first).encode() == render_markdown(second).encode()
 
 
 def test_the_markdown_is_rendered_from_the_json_alone() -> None:
-    report = replay_report(handmade_outcome(), ANA, 7, True)
+    report = replay_report(handmade_outcome(), ANA, 7, True, "acme")
     through_json = json.loads(canonical_json(report))
     assert render_markdown(through_json) == render_markdown(report)
 
 
 def test_the_markdown_shows_each_step_divergence_and_unreconstructable_step() -> None:
     outcome = handmade_outcome()
-    markdown = render_markdown(replay_report(outcome, ANA, 7, True))
+    markdown = render_markdown(replay_report(outcome, ANA, 7, True, "acme"))
     lines = markdown.splitlines()
     assert lines[0] == "# Replay report: job `job-1`, attempt 7"
     assert lines[2] == (
         "**Verdict: FAILED REPLAY_DIVERGENCE, NON-AUTHORITATIVE; of 3 facts: 0 re-executed and"
         " matched, 0 compared by hash, 1 taken as recorded, 0 missing, 2 diverged**"
     )
-    assert [line for line in lines if line.startswith(("| event", "| final"))] == [
-        "| event 0 InputReceived | diverged | the re-run differs |",
-        "| event 1 GateDecision | taken as recorded | not \\| re-evaluated |",
+    assert "- Report: `mace://acme/job/job-1/replay/7/report`" in lines
+    assert [line for line in lines if line.startswith(("| [event", "| final"))] == [
+        "| [event 0 InputReceived](mace://acme/job/job-1/event/0) | diverged | the re-run differs |",
+        "| [event 1 GateDecision](mace://acme/job/job-1/event/1) | taken as recorded"
+        " | not \\| re-evaluated |",
         "| final answer | diverged | re-computed: differs |",
     ]
     assert "- Result: **FAILED: REPLAY_DIVERGENCE** (**NON-AUTHORITATIVE**)" in lines
@@ -1010,7 +1017,7 @@ def test_the_markdown_shows_each_step_divergence_and_unreconstructable_step() ->
 def test_a_clean_report_is_authoritative_and_says_none() -> None:
     job, _ = recorded_job("2 + 3")
     outcome = audit(FakeSource(job))
-    report = replay_report(outcome, ANA, 1, False)
+    report = replay_report(outcome, ANA, 1, False, DEFAULT_TENANT)
     assert report["ok"] is True
     assert report["authoritative"] is True
     assert report["error_code"] is None
@@ -1031,7 +1038,7 @@ def test_reports_of_real_replays_are_byte_identical() -> None:
 
     def rendered() -> tuple[bytes, bytes]:
         outcome = audit(FakeSource(job), force_continue=True, force_approved=True)
-        report = replay_report(outcome, ANA, 2, True)
+        report = replay_report(outcome, ANA, 2, True, DEFAULT_TENANT)
         return canonical_json(report), render_markdown(report).encode()
 
     first, second = rendered(), rendered()
