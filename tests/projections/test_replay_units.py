@@ -976,7 +976,8 @@ def test_the_markdown_shows_each_step_divergence_and_unreconstructable_step() ->
     )
     assert "- Report: `mace://acme/job/job-1/replay/7/report`" in lines
     assert [line for line in lines if line.startswith(("| [event", "| final"))] == [
-        "| [event 0 InputReceived](mace://acme/job/job-1/event/0) | diverged | the re-run differs |",
+        "| [event 0 InputReceived](mace://acme/job/job-1/event/0) | diverged"
+        " | the re-run differs |",
         "| [event 1 GateDecision](mace://acme/job/job-1/event/1) | taken as recorded"
         " | not \\| re-evaluated |",
         "| final answer | diverged | re-computed: differs |",
