@@ -4,7 +4,8 @@
 response's hash, ``none`` the hashes only. Hashes are always kept, so a later replay can still
 prove what was said even where it cannot say it again. A job is replayable only if production
 replay would find everything it needs: every declared snapshot in the ledger, the content of
-every model and tool output, and a result for every tool call (`domain.tool_boundary`).
+every model and tool output, a result for every tool call (`domain.tool_boundary`), and every
+policy bundle a gate decision or policy reference names.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from typing import Any, TypeVar, cast
 
 from domain.events import (
     AgentOutput,
+    GateDecision,
     MissingArtifact,
     ModelCallEnvelope,
+    PolicySnapshotRef,
     RunEvent,
     ToolCall,
     ToolResult,
@@ -62,13 +65,26 @@ def _missing_content(event: RunEvent) -> list[str]:
     return []
 
 
+def policy_bundles_named(events: Iterable[RunEvent]) -> set[str]:
+    """The policy bundle hashes a run's gate decisions and policy references name."""
+    return {
+        e.policy_bundle_hash
+        for e in events
+        if isinstance(e, PolicySnapshotRef | GateDecision) and e.policy_bundle_hash is not None
+    }
+
+
 def missing_artifacts(
     snapshot_ids: dict[str, str],
     stored_snapshots: Set[str],
     events: Iterable[tuple[int, RunEvent]],
     mode: CaptureMode,
+    held_bundles: Set[str] = frozenset(),
 ) -> list[MissingArtifact]:
-    """What production replay of this job would lack, in stream order, snapshots first."""
+    """What production replay of this job would lack, in stream order, snapshots first.
+
+    ``held_bundles``: the hashes of the policy bundles the ledger holds for the job's tenant.
+    """
     missing: list[MissingArtifact] = []
     for kind in SnapshotKind:
         snapshot_id = snapshot_ids.get(kind.value)
@@ -90,6 +106,21 @@ def missing_artifacts(
     indexed = list(events)
     unanswered = {indexed[p][0] for p in unanswered_calls(tool_steps(e for _, e in indexed))}
     for index, event in indexed:
+        if (
+            isinstance(event, PolicySnapshotRef | GateDecision)
+            and event.policy_bundle_hash is not None
+            and event.policy_bundle_hash not in held_bundles
+        ):
+            missing.append(
+                MissingArtifact(
+                    sequence_index=index,
+                    event_type=event.EVENT_TYPE,
+                    step=f"policy bundle {event.policy_bundle_hash}",
+                    missing=["policy_bundle"],
+                    reason="the ledger holds no policy bundle with this hash",
+                )
+            )
+            continue
         if index in unanswered and isinstance(event, ToolCall):
             missing.append(
                 MissingArtifact(

@@ -320,13 +320,29 @@ class PatchApply(RunEvent):
     applied: bool
 
 
+class GateSubject(BaseModel):
+    """What a gate decided about, as a policy bundle's rules see it (seed 001): one memory (its
+    kind and labels) and the caller asking for it. With it, replay re-evaluates the gate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_kind: Literal["fact", "episode"]
+    labels: list[Name] = Field(default_factory=list)
+    caller_id: Name
+    caller_roles: list[Name] = Field(default_factory=list)
+
+
 class GateDecision(RunEvent):
+    """A gate's decision; under ``policy_bundle_hash`` about ``subject``, replay decides it again
+    by that bundle (the recorded one, never the bundle in force now) and compares."""
+
     type: Literal["GateDecision"] = "GateDecision"
     EVENT_TYPE = "GateDecision"
     gate: Name
-    decision: Literal["allow", "deny", "escalate"]
+    decision: Literal["allow", "deny", "escalate", "redact"]
     reason: str | None = None
     policy_bundle_hash: Sha256 | None = None
+    subject: GateSubject | None = None
 
 
 class ErrorEvent(RunEvent):

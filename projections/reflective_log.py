@@ -38,12 +38,13 @@ def complete_job(
     stored_snapshots: Set[str],
     selfrep: SelfRepConfig | None,
     brainstate: BrainStateConfig | None,
+    held_bundles: Set[str] = frozenset(),
 ) -> JobCompleted:
     """The job's closing verdict over everything it recorded: answer, states, replayability."""
     indexed = recorded_events(job)
     events = [event for _, event in indexed]
     missing = missing_artifacts(
-        job.snapshot_ids, stored_snapshots, indexed, CaptureMode(job.capture_mode)
+        job.snapshot_ids, stored_snapshots, indexed, CaptureMode(job.capture_mode), held_bundles
     )
     return JobCompleted(
         final_output=final_output,

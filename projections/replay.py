@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
 from domain.canonical import canonical_json
-from domain.capture import missing_artifacts
+from domain.capture import missing_artifacts, policy_bundles_named
 from domain.errors import ErrorCode, MaceError
 from domain.events import (
     EQUALITY_FIELDS,
@@ -51,6 +51,7 @@ from projections.reflective_log import recorded_events
 from projections.replay_checks import (
     Check,
     FactCheck,
+    GateMismatch,
     HashMismatch,
     iteration_fact,
     outside_fact,
@@ -83,6 +84,10 @@ class ReplaySource(SemHistory, Protocol):
 
     def halt_reason(self, tenant: str, snapshot_id: str) -> str | None:
         """Why the tenant's replays touching the snapshot are halted, or None when they are not."""
+
+    def policy_bundles(self, tenant: str) -> Mapping[str, str]:
+        """The policy bundles the ledger holds for the tenant (its own and store-wide ones, every
+        one ever put in force): YAML by bundle hash, verified."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +193,7 @@ class _Replay:
         self.indexed: list[tuple[int, RunEvent]] = []
         self.rows: dict[int, FactCheck] = {}
         self.derived: list[FactCheck] = []
+        self.bundles: Mapping[str, str] = {}
 
     def run(self) -> None:
         job, completion = self.load_reflective_log()
@@ -334,9 +340,13 @@ class _Replay:
     ) -> list[MissingArtifact]:
         present = set(job.snapshot_ids.values())
         capture = CaptureMode(job.capture_mode)
+        if policy_bundles_named(e for _, e in events):
+            self.bundles = self.source.policy_bundles(job.tenant)
         missing = [
             m
-            for m in missing_artifacts(job.snapshot_ids, present, events, capture)
+            for m in missing_artifacts(
+                job.snapshot_ids, present, events, capture, set(self.bundles)
+            )
             if m.sequence_index is not None
         ]
         self.outcome.unreconstructable = missing
@@ -350,6 +360,12 @@ class _Replay:
             # Tools are re-applied from their recorded results only: production has nothing to
             # re-apply for a call no result answers, or a result kept as its hash.
             for artifact in missing:
+                if "policy_bundle" in artifact.missing:
+                    message = (
+                        f"{artifact.step} (event {artifact.sequence_index} {artifact.event_type})"
+                        f": {artifact.reason}"
+                    )
+                    self.stop(ErrorCode.MISSING_SNAPSHOT, "6 persisted outputs", message)
                 if artifact.event_type in _TOOL_EVENTS:
                     self.refuse_unpersisted(artifact, "6 persisted outputs")
         self.step("6 persisted outputs", "ok", detail)
@@ -378,11 +394,17 @@ class _Replay:
                 self.rows[index] = unpersisted(unkept[index], event)
                 continue
             try:
-                self.rows[index] = outside_fact(index, event)
+                self.rows[index] = outside_fact(index, event, self.bundles)
             except HashMismatch as bad:
                 self.diverge(
                     Divergence(
                         ErrorCode.REPLAY_DIVERGENCE, None, bad.field, bad.recorded, bad.computed
+                    )
+                )
+            except GateMismatch as gate:
+                self.diverge(
+                    Divergence(
+                        ErrorCode.REPLAY_DIVERGENCE, None, gate.field, gate.recorded, gate.decided
                     )
                 )
         outside = [row.check for row in self.rows.values()]

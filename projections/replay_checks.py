@@ -10,6 +10,7 @@ missing. A replay that stopped leaves the facts it did not reach unchecked.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -27,6 +28,7 @@ from domain.events import (
     ToolResult,
     hash_of,
 )
+from domain.policy import Subject, parse_bundle
 
 
 class Check(StrEnum):
@@ -89,22 +91,55 @@ _CONTENT: dict[type[RunEvent], tuple[tuple[str, str], ...]] = {
 }
 
 
-def outside_fact(index: int, event: RunEvent) -> FactCheck:
-    """The row of a fact from outside the Stage-0 runtime, which no replay can re-execute.
+class GateMismatch(ValueError):
+    """A gate decision its recorded policy bundle decides otherwise."""
 
-    HashMismatch when kept content does not hash to its recorded hash.
+    def __init__(self, field: str, recorded: str, decided: str) -> None:
+        super().__init__(f"{field}: the recorded policy bundle decides {decided}")
+        self.field, self.recorded, self.decided = field, recorded, decided
+
+
+def outside_fact(index: int, event: RunEvent, bundles: Mapping[str, str]) -> FactCheck:
+    """The row of a fact from outside the Stage-0 runtime. ``bundles``: the policy bundles the
+    ledger holds (YAML by hash), under which a gate decision is decided again.
+
+    HashMismatch when kept content does not hash to its recorded hash, GateMismatch when a gate's
+    recorded bundle decides its subject otherwise.
     """
     if isinstance(event, RetrievalRequest | RetrievalResponse):
         detail = "a retrieval from outside the ledger: kept with its hashes, not re-run"
     elif isinstance(event, GateDecision):
-        detail = "a gate decision: not re-evaluated"
+        return _gate_check(index, event, bundles)
     elif isinstance(event, PolicySnapshotRef):
-        detail = f"a reference to policy bundle {event.policy_bundle_hash}"
+        detail = f"policy bundle {event.policy_bundle_hash} is held by the ledger"
+        return FactCheck(_subject(index, event), Check.HASH_COMPARED, detail, index)
     elif type(event) in _CONTENT:
         return _content_check(index, event)
     else:
         detail = "a fact of the emitter's: nothing recomputes it"
     return FactCheck(_subject(index, event), Check.TAKEN_AS_RECORDED, detail, index)
+
+
+def _gate_check(index: int, event: GateDecision, bundles: Mapping[str, str]) -> FactCheck:
+    subject = _subject(index, event)
+    if event.policy_bundle_hash is None or event.subject is None:
+        detail = "a gate decision naming no policy bundle and subject: nothing to decide it by"
+        return FactCheck(subject, Check.TAKEN_AS_RECORDED, detail, index)
+    bundle = parse_bundle(bundles[event.policy_bundle_hash])
+    rule = bundle.decide(
+        Subject(
+            memory_kind=event.subject.memory_kind,
+            labels=frozenset(event.subject.labels),
+            caller_id=event.subject.caller_id,
+            caller_roles=frozenset(event.subject.caller_roles),
+        )
+    )
+    decided = "allow" if rule is None else rule.action.value
+    if decided != event.decision:
+        raise GateMismatch(f"{subject} decision", event.decision, decided)
+    why = "no rule matches" if rule is None else f"rule {rule.rule_id}"
+    detail = f"decided again under policy bundle {event.policy_bundle_hash}: {decided} ({why})"
+    return FactCheck(subject, Check.REEXECUTED, detail, index)
 
 
 def _content_check(index: int, event: RunEvent) -> FactCheck:
@@ -148,11 +183,13 @@ def unreached(index: int, event: RunEvent, diverged: int | None) -> FactCheck:
 
 def unpersisted(artifact: MissingArtifact, event: RunEvent) -> FactCheck:
     """The row of an output the job did not keep: missing when it never existed (a call no result
-    answers), taken as recorded when the capture mode or the emitter kept only its hash."""
+    answers, a policy bundle the ledger does not hold), taken as recorded when the capture mode or
+    the emitter kept only its hash."""
     index = artifact.sequence_index
     assert index is not None
     what = f"{', '.join(artifact.missing)} not persisted: {artifact.reason}"
-    check = Check.MISSING if isinstance(event, ToolCall) else Check.TAKEN_AS_RECORDED
+    absent = isinstance(event, ToolCall) or "policy_bundle" in artifact.missing
+    check = Check.MISSING if absent else Check.TAKEN_AS_RECORDED
     return FactCheck(_subject(index, event), check, what, index)
 
 

@@ -10,7 +10,7 @@ full: versions, MACs, seal and witness.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -206,6 +206,7 @@ class JobService:
         stored: set[str] | None = None,
         *,
         derived: bool = False,
+        held_bundles: Set[str] = frozenset(),
     ) -> ReflectiveLog:
         """Close, seal and store a job built in memory, all in one transaction.
 
@@ -213,6 +214,7 @@ class JobService:
         it, a completed run draft). ``stored``: the
         declared snapshot ids the caller already knows are in the ledger (else each is looked up).
         ``derived``: the id was derived (`id_for`), not named by the caller, and found free.
+        ``held_bundles``: the policy bundles the ledger holds that the job's events name.
         """
         # A derived id was found free in this same attempt (`id_for`): a writer that took it
         # since makes the insert conflict, and `retrying` counts on.
@@ -221,7 +223,7 @@ class JobService:
         if stored is None:
             stored = self.snapshots.stored_ids(job.snapshot_ids.values())
         stored |= {s.snapshot_id for s in with_job if isinstance(s, Snapshot)}
-        completion = complete_job(job, final_output, stored, *configs)
+        completion = complete_job(job, final_output, stored, *configs, held_bundles)
         job.record(JobCompleted.EVENT_TYPE, completion.payload())
         events = list(job.collect_events())
         signed = self.store.verifying_store.signed_mapper.sign_ahead(events)

@@ -48,15 +48,17 @@ class Ledger:
         self.sem = SemService(store, self.snapshots)
         self.jobs = JobService(store, self.snapshots, self.sem)
         self.privacy = PrivacyRules(self.snapshots)
-        self.runs = RunService(self.jobs, self.snapshots, self.privacy)
+        self.policy = PolicyService(store)
+        self.runs = RunService(self.jobs, self.snapshots, self.privacy, self.policy)
         self.run_ingest = RunIngest(store, self.runs, self.jobs)
         self.run_intake = RunIntake(store, self.runs, self.jobs)
         self.personal_data = PersonalDataReads(store, self.jobs, self.privacy)
         self.governance = GovernanceService(store, self.jobs, leases)
-        self.replays = ReplayService(store, self.jobs, self.snapshots, self.governance)
+        self.replays = ReplayService(
+            store, self.jobs, self.snapshots, self.governance, self.policy
+        )
         self.audits = AuditService(store, self.jobs, self.replays)
         self.memories = MemoryService(store)
-        self.policy = PolicyService(store)
         self.read_models = ReadModels(store)
         self.receipts = ReceiptService(store, self.memories, self.policy, self.read_models)
 

@@ -48,6 +48,17 @@ class PolicyService:
 
         self.store.retrying(attempt, f"policy bundle for {scope_of(tenant)}")
 
+    def held_bundles(self, tenant: str) -> dict[str, str]:
+        """Every policy bundle ever put in force for the tenant or store-wide, by its hash: the
+        YAML as recorded (verified), which a run's gate decisions and policy references name."""
+        held: dict[str, str] = {}
+        for scope_tenant in (None, tenant):
+            stream = PolicyBook.id_for(scope_of(scope_tenant))
+            for stored in self.store.verifying_store.get(stream):
+                if isinstance(stored, PolicyBook.BundleSet):
+                    held[stored.bundle_hash] = stored.bundle_yaml
+        return held
+
     def bundle_in_force(self, tenant: str) -> PolicyBook | None:
         """The book whose bundle applies to ``tenant``: its own, else the global one, else none."""
         for scope_tenant in (tenant, None):

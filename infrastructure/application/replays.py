@@ -50,6 +50,7 @@ from domain.snapshot import Snapshot
 from domain.stage0.agents import AgentReply
 from infrastructure.application.governance import GovernanceService, halt_reason_in
 from infrastructure.application.jobs import JobService
+from infrastructure.application.policy import PolicyService
 from infrastructure.application.snapshots import SnapshotService, content_checked
 from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.ops_clock import recorded_at, stopwatch
@@ -105,6 +106,9 @@ class LedgerReplaySource:
         own, store_wide = (self._governance(scope) for scope in halt_scopes(snapshot_id, tenant))
         return halt_reason_in(snapshot_id, own, store_wide)
 
+    def policy_bundles(self, tenant: str) -> dict[str, str]:
+        return self._replays.policy.held_bundles(tenant)
+
     def sem_events(self, tenant: str, key: str) -> list[SemEntry.Event]:
         events = self._replays.store.verifying_store.get(SemEntry.id_in(tenant, key))
         return [e for e in events if isinstance(e, SemEntry.Event)]
@@ -156,11 +160,13 @@ class ReplayService:
         jobs: JobService,
         snapshots: SnapshotService,
         governance: GovernanceService,
+        policy: PolicyService,
     ) -> None:
         self.store = store
         self.jobs = jobs
         self.snapshots = snapshots
         self.governance = governance
+        self.policy = policy
 
     def run(
         self,

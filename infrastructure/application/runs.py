@@ -8,13 +8,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from domain.aggregate import MaceAggregate
-from domain.capture import apply_capture
+from domain.capture import apply_capture, policy_bundles_named
 from domain.events import RunCompleted, RunEvent, RunStarted
 from domain.job import DEFAULT_TENANT, CaptureMode, Job, validate_tenant
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.config import parse_config
 from domain.tool_boundary import check_tool_boundary, tool_steps
 from infrastructure.application.jobs import JobService
+from infrastructure.application.policy import PolicyService
 from infrastructure.application.privacy_rules import PrivacyRules
 from infrastructure.application.snapshots import SnapshotService
 from infrastructure.storage.store import ID_RACES
@@ -22,10 +23,17 @@ from projections.reflective_log import ReflectiveLog
 
 
 class RunService:
-    def __init__(self, jobs: JobService, snapshots: SnapshotService, privacy: PrivacyRules) -> None:
+    def __init__(
+        self,
+        jobs: JobService,
+        snapshots: SnapshotService,
+        privacy: PrivacyRules,
+        policy: PolicyService,
+    ) -> None:
         self.jobs = jobs
         self.snapshots = snapshots
         self.privacy = privacy
+        self.policy = policy
 
     def record(
         self,
@@ -48,6 +56,8 @@ class RunService:
         held = self.snapshots.held(ids.values())
         found = {kind: held.get(sid) for kind, sid in ids.items()}
         stored = set(held)
+        named = policy_bundles_named(events)
+        bundles = named & self.policy.held_bundles(tenant).keys() if named else set()
         configs = (
             _config_if_usable(found.get(SnapshotKind.SELFREP.value), SnapshotKind.SELFREP),
             _config_if_usable(found.get(SnapshotKind.BRAINSTATE.value), SnapshotKind.BRAINSTATE),
@@ -74,6 +84,7 @@ class RunService:
                 alongside(job_id),
                 set(stored),
                 derived=started.job_id is None,
+                held_bundles=bundles,
             )
 
         return self.jobs.store.retrying(attempt, "record run", ID_RACES)

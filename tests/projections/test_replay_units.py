@@ -441,6 +441,11 @@ class FakeSource:
         self.calls.append(f"halt_reason {snapshot_id}")
         return self.halts.get(snapshot_id)
 
+    def policy_bundles(self, tenant: str) -> dict[str, str]:
+        assert tenant == self.job.tenant
+        self.calls.append("policy_bundles")
+        return {}
+
     def sem_events(self, tenant: str, key: str) -> Sequence[SemEntry.Event]:
         self.calls.append(f"sem_events {key}")
         return self.sem.sem_events(tenant, key)
