@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from domain.canonical import canonical_json, digest
+from domain.context_assembly import ContextRequest
 from domain.job import MAX_INPUT_CHARS, CaptureMode, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, SnapshotKind
 
@@ -260,12 +261,24 @@ class PolicySnapshotRef(RunEvent):
 
 
 class RetrievalRequest(RunEvent):
+    """A retrieval. ``memory_position``: served from the ledger's own tenant memories as the log
+    stood at that position (`domain.retrieval`), which replay serves again; without it, from an
+    outside system, and taken as recorded."""
+
     type: Literal["RetrievalRequest"] = "RetrievalRequest"
     EVENT_TYPE = "RetrievalRequest"
     request_id: Name
     query: str
     retrieval_config_hash: Sha256 | None = None
     request_hash: Sha256
+    memory_position: Annotated[int, Field(ge=1, le=2**62)] | None = None
+    max_entries: Annotated[int, Field(ge=1, le=100)] = 10
+
+    @model_validator(mode="after")
+    def _servable(self) -> RetrievalRequest:
+        if self.memory_position is not None:
+            ContextRequest(self.query, self.max_entries)  # the ledger could not have served it
+        return self
 
 
 class RetrievalHit(BaseModel):

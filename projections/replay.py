@@ -32,6 +32,8 @@ from domain.events import (
     MaterialisedState,
     MissingArtifact,
     ModelCallEnvelope,
+    RetrievalRequest,
+    RetrievalResponse,
     RouterDecision,
     RunEvent,
     SemRead,
@@ -40,8 +42,10 @@ from domain.events import (
     ToolResult,
 )
 from domain.job import CaptureMode, Job
+from domain.memories import Memory as StoredMemory
 from domain.provenance import SERIALIZER, unimplemented
 from domain.replay_access import ReplayMode
+from domain.retrieval import SCORE_EPSILON, ledger_hits, same_hits
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.agents import AGENTS, Agent, AgentReply, AgentRequest, Memory
 from domain.stage0.config import parse_config
@@ -84,6 +88,10 @@ class ReplaySource(SemHistory, Protocol):
 
     def halt_reason(self, tenant: str, snapshot_id: str) -> str | None:
         """Why the tenant's replays touching the snapshot are halted, or None when they are not."""
+
+    def memories_at(self, tenant: str, position: int) -> Sequence[StoredMemory] | None:
+        """The tenant's live memories as its memory log stood at ``position``, verified; None
+        when the log never reached that position."""
 
     def policy_bundles(self, tenant: str) -> Mapping[str, str]:
         """The policy bundles the ledger holds for the tenant (its own and store-wide ones, every
@@ -194,6 +202,8 @@ class _Replay:
         self.rows: dict[int, FactCheck] = {}
         self.derived: list[FactCheck] = []
         self.bundles: Mapping[str, str] = {}
+        self.tenant = ""
+        """The job's tenant, once it is loaded: whose memories and bundles the replay reads."""
 
     def run(self) -> None:
         job, completion = self.load_reflective_log()
@@ -249,6 +259,7 @@ class _Replay:
             if exc.code is not ErrorCode.INTEGRITY_FAILURE:
                 raise
             self.stop(ErrorCode.INTEGRITY_FAILURE, step, f"job stream: {exc.message}")
+        self.tenant = job.tenant
         recorded = recorded_events(job)
         self.indexed = [(i, e) for i, e in recorded if not isinstance(e, JobCompleted)]
         completion = next((e for _, e in recorded if isinstance(e, JobCompleted)), None)
@@ -387,8 +398,9 @@ class _Replay:
                 )
             )
         unkept = {m.sequence_index: m for m in missing}
+        self.retrievals(events)
         for index, event in events:
-            if isinstance(event, _ITERATION_EVENTS):
+            if isinstance(event, _ITERATION_EVENTS) or index in self.rows:
                 continue
             if index in unkept:
                 self.rows[index] = unpersisted(unkept[index], event)
@@ -413,6 +425,51 @@ class _Replay:
             for check in (Check.HASH_COMPARED, Check.TAKEN_AS_RECORDED, Check.MISSING)
         )
         self.step(step, "ok", f"{len(outside)} facts from outside the Stage-0 runtime: {counts}")
+
+    def retrievals(self, events: Sequence[tuple[int, RunEvent]]) -> None:
+        """Each retrieval served from the tenant's own memories served again, at the memory log
+        position it names, and its hits compared with the response's (`domain.retrieval`)."""
+        responses = {e.request_id: (i, e) for i, e in events if isinstance(e, RetrievalResponse)}
+        tenant = self.tenant
+        for index, request in events:
+            if not isinstance(request, RetrievalRequest) or request.memory_position is None:
+                continue
+            subject = f"event {index} RetrievalRequest"
+            position = request.memory_position
+            memories = self.source.memories_at(tenant, position)
+            answered = responses.get(request.request_id)
+            if memories is None or answered is None:
+                what = "memory_position" if memories is None else "response"
+                self.diverge(
+                    Divergence(
+                        ErrorCode.REPLAY_DIVERGENCE,
+                        None,
+                        f"{subject} {what}",
+                        position if memories is None else None,
+                        None if memories is None else request.request_id,
+                    )
+                )
+                continue
+            at, response = answered
+            hits = ledger_hits(tenant, memories, request.query, request.max_entries)
+            recorded = [hit.model_dump(mode="json") for hit in response.hits]
+            if not same_hits(recorded, hits):
+                self.diverge(
+                    Divergence(
+                        ErrorCode.REPLAY_DIVERGENCE,
+                        None,
+                        f"event {at} RetrievalResponse hits",
+                        recorded,
+                        hits,
+                    )
+                )
+                continue
+            served = f"served again from the tenant's memory log at position {position}"
+            self.rows[index] = FactCheck(subject, Check.REEXECUTED, served, index)
+            matched = f"{len(hits)} hits equal the re-served ones (scores within {SCORE_EPSILON:g})"
+            self.rows[at] = FactCheck(
+                f"event {at} RetrievalResponse", Check.REEXECUTED, matched, at
+            )
 
     def close_checks(self) -> None:
         """Every recorded fact's row: a fact the replay did not reach is said to be unchecked."""

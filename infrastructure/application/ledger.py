@@ -54,11 +54,11 @@ class Ledger:
         self.run_intake = RunIntake(store, self.runs, self.jobs)
         self.personal_data = PersonalDataReads(store, self.jobs, self.privacy)
         self.governance = GovernanceService(store, self.jobs, leases)
+        self.memories = MemoryService(store)
         self.replays = ReplayService(
-            store, self.jobs, self.snapshots, self.governance, self.policy
+            store, self.jobs, self.snapshots, self.governance, self.policy, self.memories
         )
         self.audits = AuditService(store, self.jobs, self.replays)
-        self.memories = MemoryService(store)
         self.read_models = ReadModels(store)
         self.receipts = ReceiptService(store, self.memories, self.policy, self.read_models)
 

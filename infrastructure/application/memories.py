@@ -81,6 +81,14 @@ class MemoryService:
         log = self.log(tenant)
         return [] if log is None else log.live()
 
+    def live_at(self, tenant: str, position: int) -> list[Memory] | None:
+        """The tenant's live memories as the log stood at ``position``; None when the log never
+        reached it."""
+        if self.store.stream_version(MemoryLog.id_for(validate_tenant(tenant))) < position:
+            return None
+        log = self.log(tenant, position)
+        return [] if log is None else log.live()
+
     def remember_fact(
         self, tenant: str, key: str, value: Any, labels: list[str], actor: Actor, origin: Any
     ) -> Memory:

@@ -42,6 +42,7 @@ from domain.governance import (
     replay_requested,
 )
 from domain.job import Job
+from domain.memories import Memory
 from domain.naming import DEFAULT_TENANT
 from domain.replay_access import ReplayMode, check_mocks_allowed, replay_refusal
 from domain.replay_record import ReplayRecord, replay_record_name
@@ -50,6 +51,7 @@ from domain.snapshot import Snapshot
 from domain.stage0.agents import AgentReply
 from infrastructure.application.governance import GovernanceService, halt_reason_in
 from infrastructure.application.jobs import JobService
+from infrastructure.application.memories import MemoryService
 from infrastructure.application.policy import PolicyService
 from infrastructure.application.snapshots import SnapshotService, content_checked
 from infrastructure.storage.errors import NotFoundError
@@ -106,6 +108,9 @@ class LedgerReplaySource:
         own, store_wide = (self._governance(scope) for scope in halt_scopes(snapshot_id, tenant))
         return halt_reason_in(snapshot_id, own, store_wide)
 
+    def memories_at(self, tenant: str, position: int) -> list[Memory] | None:
+        return self._replays.memories.live_at(tenant, position)
+
     def policy_bundles(self, tenant: str) -> dict[str, str]:
         return self._replays.policy.held_bundles(tenant)
 
@@ -161,12 +166,14 @@ class ReplayService:
         snapshots: SnapshotService,
         governance: GovernanceService,
         policy: PolicyService,
+        memories: MemoryService,
     ) -> None:
         self.store = store
         self.jobs = jobs
         self.snapshots = snapshots
         self.governance = governance
         self.policy = policy
+        self.memories = memories
 
     def run(
         self,

@@ -36,6 +36,7 @@ from domain.events import (
 )
 from domain.governance import Actor, Role
 from domain.job import DEFAULT_TENANT, CaptureMode, Job
+from domain.memories import Memory as StoredMemory
 from domain.replay_access import REPLAY_ROLES, ReplayMode, parse_mode, replay_refusal
 from domain.replay_record import ReplayRecord, replay_record_name
 from domain.sem import SemEntry
@@ -445,6 +446,11 @@ class FakeSource:
         assert tenant == self.job.tenant
         self.calls.append("policy_bundles")
         return {}
+
+    def memories_at(self, tenant: str, position: int) -> list[StoredMemory] | None:
+        assert tenant == self.job.tenant
+        self.calls.append(f"memories_at {position}")
+        return None
 
     def sem_events(self, tenant: str, key: str) -> Sequence[SemEntry.Event]:
         self.calls.append(f"sem_events {key}")

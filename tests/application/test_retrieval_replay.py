@@ -1,0 +1,162 @@
+"""Retrievals from the ledger's own memories are served again at replay (seed 003: exact replay
+is retrieval + events), on SQLite and PostgreSQL, with run files written by hand: a retrieval
+names the memory log position it was served from; replay serves it again there and compares the
+hits, their scores (within 1e-9) and explain fields. One from an outside system is taken as
+recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from support.hand_written_runs import (
+    as_auditor,
+    ingest_and_replay,
+    math_iteration,
+    run_file,
+    with_brainstates,
+)
+from support.ledger_fixtures import run
+
+from domain.events import hash_of
+from infrastructure.storage.settings import Settings
+
+QUERY = "when is the launch"
+
+
+@pytest.fixture
+def remembered(
+    cli_env: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """The default snapshots' ids, and three episodes remembered."""
+    ids = as_auditor(cli_env, monkeypatch)
+    memories = []
+    for text in ("the launch moved to friday", "lunch is at noon", "the launch needs a review"):
+        code, out, err = run(capsys, "memories", "add", "--episode", text, "--json")
+        assert (code, err) == (0, ""), err
+        memories.append(orjson.loads(out))
+    return ids, memories
+
+
+def request(position: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "RetrievalRequest",
+        "request_id": "r1",
+        "query": QUERY,
+        "request_hash": hash_of(QUERY),
+        "memory_position": position,
+        **extra,
+    }
+
+
+def response(hits: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "type": "RetrievalResponse",
+        "request_id": "r1",
+        "hits": hits,
+        "response_hash": hash_of(hits),
+    }
+
+
+def hit(memory: dict[str, Any], rank: int, score: float) -> dict[str, Any]:
+    return {
+        "uri": f"mace://default/memory/{memory['memory_id']}",
+        "score": score,
+        "explain": {"rank": rank, "position": memory["position"], "retriever": "ledger"},
+    }
+
+
+def test_a_retrieval_from_the_ledgers_memories_is_served_again_at_its_position(
+    remembered: tuple[dict[str, str], list[dict[str, Any]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ids, (moved, lunch, review) = remembered
+    # Served when the log held the three: both launch episodes hold "the" and "launch" (score 2,
+    # the later first), the lunch one "is" (score 1). A memory remembered afterwards does not
+    # change the replay; a score written a hair off still matches.
+    hits = [hit(review, 1, 2.0), hit(moved, 2, 2.0000000001), hit(lunch, 3, 1.0)]
+    at = review["position"]
+    body = with_brainstates([*math_iteration(0, "2 + 3", 5), request(at), response(hits)])
+    path = run_file(tmp_path, "retrieved", ids, body, "2 + 3 = 5")
+    assert run(capsys, "memories", "add", "--episode", "the launch is tomorrow")[0] == 0
+    code, report = ingest_and_replay(capsys, path, "retrieved")
+    assert (code, report["reproduced"], report["authoritative"]) == (0, True, True), report
+    checked = {r["subject"]: (r["check"], r["detail"]) for r in report["checks"]}
+    assert checked["event 4 RetrievalRequest"] == (
+        "reexecuted",
+        f"served again from the tenant's memory log at position {at}",
+    )
+    assert checked["event 5 RetrievalResponse"] == (
+        "reexecuted",
+        "3 hits equal the re-served ones (scores within 1e-09)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "changed"),
+    [
+        ("a hit left out", lambda m, lunch, r: [hit(r, 1, 2.0), hit(m, 2, 2.0)]),
+        (
+            "a score changed",
+            lambda m, lunch, r: [hit(r, 1, 2.5), hit(m, 2, 2.0), hit(lunch, 3, 1.0)],
+        ),
+        ("ranks swapped", lambda m, lunch, r: [hit(m, 1, 2.0), hit(r, 2, 2.0), hit(lunch, 3, 1.0)]),
+    ],
+)
+def test_hits_the_memories_did_not_give_diverge(
+    remembered: tuple[dict[str, str], list[dict[str, Any]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
+    changed: Any,
+) -> None:
+    ids, (moved, lunch, review) = remembered
+    served = request(review["position"])
+    body = with_brainstates(
+        [*math_iteration(0, "2 + 3", 5), served, response(changed(moved, lunch, review))]
+    )
+    path = run_file(tmp_path, "lied", ids, body, "2 + 3 = 5")
+    code, report = ingest_and_replay(capsys, path, "lied")
+    assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE"), case
+    (divergence,) = report["divergences"]
+    assert divergence["field"] == "event 5 RetrievalResponse hits"
+    assert [h["uri"] for h in divergence["replayed"]] == [
+        f"mace://default/memory/{m['memory_id']}" for m in (review, moved, lunch)
+    ]
+
+
+def test_a_position_the_memory_log_never_reached_diverges(
+    remembered: tuple[dict[str, str], list[dict[str, Any]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ids, _ = remembered
+    body = with_brainstates([*math_iteration(0, "2 + 3", 5), request(99), response([])])
+    path = run_file(tmp_path, "future", ids, body, "2 + 3 = 5")
+    code, report = ingest_and_replay(capsys, path, "future")
+    assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE")
+    assert report["divergences"][0]["field"] == "event 4 RetrievalRequest memory_position"
+
+
+def test_a_retrieval_from_outside_is_taken_as_recorded_and_a_bad_ledger_query_refused(
+    remembered: tuple[dict[str, str], list[dict[str, Any]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ids, _ = remembered
+    outside = {k: v for k, v in request(3).items() if k != "memory_position"}
+    body = with_brainstates([*math_iteration(0, "2 + 3", 5), outside, response([])])
+    path = run_file(tmp_path, "outside", ids, body, "2 + 3 = 5")
+    code, report = ingest_and_replay(capsys, path, "outside")
+    assert code == 0
+    checked = {r["subject"]: r["check"] for r in report["checks"]}
+    assert checked["event 4 RetrievalRequest"] == "taken_as_recorded"
+
+    wordless = with_brainstates([*math_iteration(0, "2 + 3", 5), request(3, query="?!")])
+    path = run_file(tmp_path, "wordless", ids, wordless, "2 + 3 = 5")
+    code, out, err = run(capsys, "ingest", path)
+    assert (code, out) == (2, "")
+    assert "query: expected at least one word to match memories by" in err
