@@ -43,6 +43,12 @@ def ledger_hits(
     ]
 
 
+def memory_of(tenant: str, uri: str) -> str | None:
+    """The memory id a hit's ``uri`` names among the tenant's memories (None: it names none)."""
+    prefix = memory_uri(tenant, "")
+    return uri.removeprefix(prefix) if uri.startswith(prefix) else None
+
+
 def same_hits(recorded: Sequence[dict[str, Any]], replayed: Sequence[dict[str, Any]]) -> bool:
     """The same hits in the same order, scores within `SCORE_EPSILON`, the same explained
     fields (an emitter may explain more; those are taken as recorded)."""

@@ -8,9 +8,10 @@ the number of events in the log, only with its live memories.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from domain.events import RetrievalRequest, RetrievalResponse, RunEvent
 from domain.governance import Actor
 from domain.job import validate_tenant
 from domain.memories import (
@@ -21,6 +22,7 @@ from domain.memories import (
     MemorySnapshot,
     UnknownMemory,
 )
+from domain.retrieval import memory_of
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.repository import fold_events
 from infrastructure.storage.signed_record import IntegrityFailure
@@ -80,6 +82,31 @@ class MemoryService:
     def memories(self, tenant: str) -> list[Memory]:
         log = self.log(tenant)
         return [] if log is None else log.live()
+
+    def unresolved_hits(self, tenant: str, events: Sequence[tuple[int, RunEvent]]) -> list[str]:
+        """For every retrieval among a job's ``(index, event)`` served from the tenant's
+        memories: each hit that is no memory the log held at the position the retrieval names,
+        said in one line (none: every hit resolves)."""
+        responses = {e.request_id: (i, e) for i, e in events if isinstance(e, RetrievalResponse)}
+        problems: list[str] = []
+        for index, request in events:
+            if not isinstance(request, RetrievalRequest) or request.memory_position is None:
+                continue
+            where = f"retrieval {request.request_id} (event {index})"
+            position = request.memory_position
+            live = self.live_at(tenant, position)
+            if live is None:
+                problems.append(f"{where}: the memory log never reached position {position}")
+                continue
+            held = {memory.memory_id for memory in live}
+            answered = responses.get(request.request_id)
+            hits = [] if answered is None else answered[1].hits
+            problems += [
+                f"{where}: hit {hit.uri} is no memory the log held at position {position}"
+                for hit in hits
+                if memory_of(tenant, hit.uri) not in held
+            ]
+        return problems
 
     def live_at(self, tenant: str, position: int) -> list[Memory] | None:
         """The tenant's live memories as the log stood at ``position``; None when the log never

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from domain.checkpoint import Checkpoint
-from domain.errors import MaceError
+from domain.errors import ErrorCode, MaceError
+from domain.events import RetrievalRequest
 from domain.job import DEFAULT_TENANT
 from infrastructure.application.governance import ABANDONED, RUNNING, UNRESOLVED
 from infrastructure.application.ledger import Ledger
@@ -22,6 +23,7 @@ from infrastructure.cli.read_store import print_read_store, read_store_note
 from infrastructure.storage.checkpoint_proofs import check_extends
 from infrastructure.storage.exported_checkpoints import verified_exported
 from infrastructure.storage.settings import Settings
+from projections.reflective_log import recorded_events
 
 
 def verify_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -33,6 +35,8 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("--tenant names the tenant of one job: --all verifies every tenant's")
     if args.checkpoint is not None and not args.all:
         raise UsageError("--checkpoint applies to --all: the whole store must extend it")
+    if args.all and args.check_retrievals:
+        raise UsageError("--check-retrievals applies to one job: name a JOB_ID")
     # Integrity only, nothing written: MACE_READ_STORE answers when set (named in the output).
     with Ledger.open_for_reading(settings) as ledger:
         note = read_store_note(ledger)
@@ -68,10 +72,15 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
         )
     else:
         sequence = ", sequence and event ids checked" if args.check_sequence else ""
+        retrievals = (
+            f", {counts['retrievals_checked']} retrievals' hits resolve to stored memories"
+            if args.check_retrievals
+            else ""
+        )
         print(
             f"ok: job {counts['job_id']}: {counts['events']} events verified"
             f" ({'sealed' if counts['sealed'] else 'open'}), {counts['snapshots']} snapshots"
-            f" verified{sequence}"
+            f" verified{sequence}{retrievals}"
         )
     return EXIT_OK
 
@@ -146,10 +155,25 @@ def _verify_job(ledger: Ledger, args: argparse.Namespace) -> dict[str, Any]:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return {
+    counts: dict[str, Any] = {
         "job_id": result.job_id,
         "events": result.events,
         "sealed": result.sealed,
         "snapshots": result.snapshots,
         "sequence_checked": result.sequence_checked,
     }
+    if args.check_retrievals:
+        counts["retrievals_checked"] = _check_retrievals(ledger, args)
+    return counts
+
+
+def _check_retrievals(ledger: Ledger, args: argparse.Namespace) -> int:
+    """How many retrievals served from the tenant's memories were checked; INTEGRITY_FAILURE
+    naming the first hit that is no memory the log held where the retrieval says it stood."""
+    tenant = args.tenant or DEFAULT_TENANT
+    events = recorded_events(ledger.jobs.get(args.job_id, tenant=tenant))
+    problems = ledger.memories.unresolved_hits(tenant, events)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise MaceError(ErrorCode.INTEGRITY_FAILURE, problems[0] + more, problems=problems)
+    return sum(isinstance(e, RetrievalRequest) and e.memory_position is not None for _, e in events)

@@ -160,3 +160,35 @@ def test_a_retrieval_from_outside_is_taken_as_recorded_and_a_bad_ledger_query_re
     code, out, err = run(capsys, "ingest", path)
     assert (code, out) == (2, "")
     assert "query: expected at least one word to match memories by" in err
+
+
+def test_verify_check_retrievals_resolves_every_hit_at_its_position(
+    remembered: tuple[dict[str, str], list[dict[str, Any]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ids, (moved, lunch, review) = remembered
+    good = [hit(review, 1, 2.0), hit(moved, 2, 2.0), hit(lunch, 3, 1.0)]
+    at = review["position"]
+    body = with_brainstates([*math_iteration(0, "2 + 3", 5), request(at), response(good)])
+    assert run(capsys, "ingest", run_file(tmp_path, "good", ids, body, "2 + 3 = 5"))[0] == 0
+    code, out, err = run(capsys, "verify", "good", "--check-retrievals")
+    assert (code, err) == (0, "")
+    assert out.rstrip().endswith(", 1 retrievals' hits resolve to stored memories")
+    code, out, _ = run(capsys, "verify", "good", "--check-retrievals", "--json")
+    assert orjson.loads(out)["retrievals_checked"] == 1
+
+    # Served before the review was remembered, yet naming it: it was not there to be found.
+    early = with_brainstates(
+        [*math_iteration(0, "2 + 3", 5), request(moved["position"]), response(good)]
+    )
+    assert run(capsys, "ingest", run_file(tmp_path, "early", ids, early, "2 + 3 = 5"))[0] == 0
+    code, out, err = run(capsys, "verify", "early", "--check-retrievals")
+    assert (code, out) == (1, "")
+    assert err == (
+        f"mace: INTEGRITY_FAILURE: retrieval r1 (event 4): hit {good[0]['uri']} is no memory the"
+        f" log held at position {moved['position']} (and 1 more)\n"
+    )
+    code, out, err = run(capsys, "verify", "--all", "--check-retrievals")
+    assert (code, out) == (2, "")
+    assert "--check-retrievals applies to one job: name a JOB_ID" in err

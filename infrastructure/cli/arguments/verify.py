@@ -18,6 +18,12 @@ def add_verify_arguments(verify: argparse.ArgumentParser) -> None:
         help="also check event_sequence_index order and seed-derived event ids",
     )
     verify.add_argument(
+        "--check-retrievals",
+        action="store_true",
+        help="also check that every hit of each retrieval served from the tenant's memories is a"
+        " memory the log held at the position the retrieval names",
+    )
+    verify.add_argument(
         "--checkpoint",
         type=Path,
         metavar="FILE",
