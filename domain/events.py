@@ -289,13 +289,41 @@ class RetrievalHit(BaseModel):
     explain: dict[str, JsonValue] = Field(default_factory=dict)
 
 
+def hits_hash(hits: list[dict[str, Any]]) -> str:
+    """A retrieval's ``response_hash``: the hash of its hits, each with every field written."""
+    return hash_of([RetrievalHit.model_validate(h).model_dump(mode="json") for h in hits])
+
+
 class RetrievalResponse(RunEvent):
+    """A retrieval's answer; ``response_hash`` is the hash of its hits (`hits_hash`), computed
+    when left out and refused when it differs."""
+
     type: Literal["RetrievalResponse"] = "RetrievalResponse"
     EVENT_TYPE = "RetrievalResponse"
     request_id: Name
     hits: list[RetrievalHit]
     retrieved_context_hashes: list[Sha256] = Field(default_factory=list)
-    response_hash: Sha256
+    response_hash: Sha256 | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hash_of_hits(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict) or (info.context or {}).get(RECORDED):
+            return data
+        hits = data.get("hits")
+        if not isinstance(hits, list) or not all(isinstance(h, dict | RetrievalHit) for h in hits):
+            return data  # the field's own validation says what is wrong
+        try:
+            computed = hits_hash(
+                [h.model_dump(mode="json") if isinstance(h, RetrievalHit) else h for h in hits]
+            )
+        except ValueError:
+            return data
+        given = data.get("response_hash")
+        if given is not None and given != computed:
+            msg = "response_hash does not match the sha256 of the canonical JSON of hits"
+            raise ValueError(msg)
+        return {**data, "response_hash": computed}
 
 
 class ToolCall(_HashedContent):

@@ -27,6 +27,7 @@ from domain.events import (
     ToolCall,
     ToolResult,
     hash_of,
+    hits_hash,
 )
 from domain.policy import Subject, parse_bundle
 
@@ -106,8 +107,14 @@ def outside_fact(index: int, event: RunEvent, bundles: Mapping[str, str]) -> Fac
     HashMismatch when kept content does not hash to its recorded hash, GateMismatch when a gate's
     recorded bundle decides its subject otherwise.
     """
-    if isinstance(event, RetrievalRequest | RetrievalResponse):
-        detail = "a retrieval from outside the ledger: kept with its hashes, not re-run"
+    if isinstance(event, RetrievalResponse):
+        computed = hits_hash([hit.model_dump(mode="json") for hit in event.hits])
+        if computed != event.response_hash:
+            subject = f"{_subject(index, event)} response_hash"
+            raise HashMismatch(subject, str(event.response_hash), computed)
+        detail = "a retrieval from outside the ledger: response_hash is the hash of its hits"
+    elif isinstance(event, RetrievalRequest):
+        detail = "a retrieval from outside the ledger: not re-run"
     elif isinstance(event, GateDecision):
         return _gate_check(index, event, bundles)
     elif isinstance(event, PolicySnapshotRef):

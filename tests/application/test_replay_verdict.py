@@ -42,7 +42,6 @@ RETRIEVAL: list[dict[str, Any]] = [
         "type": "RetrievalResponse",
         "request_id": "r1",
         "hits": [{"uri": "doc://atlas/france", "score": 0.9}],
-        "response_hash": hash_of(["doc://atlas/france"]),
     },
 ]
 GATE = {"type": "GateDecision", "gate": "publish", "decision": "allow"}
@@ -83,7 +82,9 @@ def test_a_run_nothing_in_which_can_be_re_executed_is_not_reproduced_nor_authori
         "re-applied from its recorded result; response_hash is the hash of its result"
         " (no live call)"
     )
-    assert report["checks"][4]["detail"] == "a gate decision: not re-evaluated"
+    assert report["checks"][4]["detail"] == (
+        "a gate decision naming no policy bundle and subject: nothing to decide it by"
+    )
     code, out, _ = run(capsys, "replay", "outside")
     assert code == 0
     assert out.splitlines()[0] == (
@@ -91,7 +92,10 @@ def test_a_run_nothing_in_which_can_be_re_executed_is_not_reproduced_nor_authori
         " of 8 facts: 2 re-executed and matched, 2 compared by hash, 4 taken as recorded,"
         " 0 missing"
     )
-    assert "  taken as recorded: event 4 GateDecision: a gate decision: not re-evaluated" in out
+    assert (
+        "  taken as recorded: event 4 GateDecision: a gate decision naming no policy bundle and"
+        " subject: nothing to decide it by"
+    ) in out
 
 
 def test_an_iteration_with_a_tool_pair_is_reproduced_and_says_how_each_fact_was_checked(

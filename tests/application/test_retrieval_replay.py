@@ -192,3 +192,20 @@ def test_verify_check_retrievals_resolves_every_hit_at_its_position(
     code, out, err = run(capsys, "verify", "--all", "--check-retrievals")
     assert (code, out) == (2, "")
     assert "--check-retrievals applies to one job: name a JOB_ID" in err
+
+
+def test_a_response_hash_that_is_not_the_hash_of_its_hits_is_refused_with_its_line(
+    remembered: tuple[dict[str, str], list[dict[str, Any]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ids, (moved, _, _) = remembered
+    zeros = {**response([hit(moved, 1, 1.0)]), "response_hash": "0" * 64}
+    body = [*math_iteration(0, "2 + 3", 5), request(moved["position"]), zeros]
+    path = run_file(tmp_path, "zeros", ids, with_brainstates(body), "2 + 3 = 5")
+    code, out, err = run(capsys, "ingest", path)
+    assert (code, out) == (2, "")
+    assert (
+        f"{path} line 7: response_hash does not match the sha256 of the canonical JSON of hits"
+        in err
+    )

@@ -131,7 +131,6 @@ SAMPLES: list[RunEvent] = [
         request_id="r1",
         hits=[RetrievalHit(uri="mv2://doc/1", score=0.75, explain={"bm25": 1.5})],
         retrieved_context_hashes=[OTHER],
-        response_hash=H,
     ),
     ToolCall(call_id="c1", tool="search", tool_schema_hash=H, arguments={"q": 1}),
     ToolResult.model_validate({"call_id": "c1", "status": "ok", "result": {"hits": 2}}),
@@ -424,7 +423,17 @@ STORED = frozenset(ALL_SNAPSHOTS.values())
 
 def test_nothing_is_missing_from_a_full_io_job() -> None:
     events = list(enumerate(SAMPLES))
-    assert missing_artifacts(ALL_SNAPSHOTS, STORED, events, CaptureMode.FULL_IO) == []
+    held = {H}  # the policy bundle the samples' gate and policy reference name
+    assert missing_artifacts(ALL_SNAPSHOTS, STORED, events, CaptureMode.FULL_IO, held) == []
+
+
+def test_a_policy_bundle_the_ledger_does_not_hold_is_missing() -> None:
+    events = list(enumerate(SAMPLES))
+    missing = missing_artifacts(ALL_SNAPSHOTS, STORED, events, CaptureMode.FULL_IO)
+    assert [(m.event_type, m.step, m.missing) for m in missing] == [
+        (kind, f"policy bundle {H}", ["policy_bundle"])
+        for kind in ("PolicySnapshotRef", "GateDecision")
+    ]
 
 
 def test_missing_snapshots_come_first_in_snapshot_order() -> None:

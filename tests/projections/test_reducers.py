@@ -90,9 +90,7 @@ EVENTS: st.SearchStrategy[RunEvent] = st.one_of(
     ),
     st.builds(lambda c: ToolResult(call_id=c, status="ok", response_hash=H), st.just("call")),
     st.builds(
-        lambda r: RetrievalResponse(
-            request_id=r, hits=[RetrievalHit(uri="u", score=0.5)], response_hash=H
-        ),
+        lambda r: RetrievalResponse(request_id=r, hits=[RetrievalHit(uri="u", score=0.5)]),
         st.just("req"),
     ),
     st.builds(lambda s: StageTransition(to_stage=s), st.just("act")),
