@@ -26,12 +26,14 @@ from domain.errors import ErrorCode, MaceError
 from domain.events import (
     EQUALITY_FIELDS,
     AgentOutput,
+    GateDecision,
     InputReceived,
     IterationTrace,
     JobCompleted,
     MaterialisedState,
     MissingArtifact,
     ModelCallEnvelope,
+    PolicySnapshotRef,
     RetrievalRequest,
     RetrievalResponse,
     RouterDecision,
@@ -76,6 +78,10 @@ _RE_EXECUTED = frozenset({Check.REEXECUTED, Check.DIVERGED})
 
 class ReplaySource(SemHistory, Protocol):
     """What a replay reads from the ledger; every read is verified before it is returned."""
+
+    carries_tenant_state: bool
+    """Whether the tenant's memory log and policy books are here to read (a run bundle holds a
+    job's own records only): without them, what they decide is taken as recorded."""
 
     def load_job(self, job_id: str) -> Job:
         """The job, its MACs, versions, seal and witness verified (MaceError otherwise)."""
@@ -351,13 +357,14 @@ class _Replay:
     ) -> list[MissingArtifact]:
         present = set(job.snapshot_ids.values())
         capture = CaptureMode(job.capture_mode)
-        if policy_bundles_named(e for _, e in events):
+        named = policy_bundles_named(e for _, e in events)
+        if named and self.source.carries_tenant_state:
             self.bundles = self.source.policy_bundles(job.tenant)
+        # Bundles a source does not carry are not said to be missing: they may be in the ledger.
+        held = set(self.bundles) if self.source.carries_tenant_state else named
         missing = [
             m
-            for m in missing_artifacts(
-                job.snapshot_ids, present, events, capture, set(self.bundles)
-            )
+            for m in missing_artifacts(job.snapshot_ids, present, events, capture, held)
             if m.sequence_index is not None
         ]
         self.outcome.unreconstructable = missing
@@ -405,6 +412,14 @@ class _Replay:
             if index in unkept:
                 self.rows[index] = unpersisted(unkept[index], event)
                 continue
+            if (
+                isinstance(event, GateDecision | PolicySnapshotRef)
+                and event.policy_bundle_hash is not None
+                and not self.source.carries_tenant_state
+            ):
+                subject = f"event {index} {event.EVENT_TYPE}"
+                self.not_carried(index, subject, f"policy bundle {event.policy_bundle_hash}")
+                continue
             try:
                 self.rows[index] = outside_fact(index, event, self.bundles)
             except HashMismatch as bad:
@@ -436,6 +451,9 @@ class _Replay:
                 continue
             subject = f"event {index} RetrievalRequest"
             position = request.memory_position
+            if not self.source.carries_tenant_state:
+                self.not_carried(index, subject, "the tenant's memory log")
+                continue
             memories = self.source.memories_at(tenant, position)
             answered = responses.get(request.request_id)
             if memories is None or answered is None:
@@ -470,6 +488,17 @@ class _Replay:
             self.rows[at] = FactCheck(
                 f"event {at} RetrievalResponse", Check.REEXECUTED, matched, at
             )
+
+    def not_carried(self, index: int, subject: str, what: str) -> None:
+        """A fact decided by the tenant's state, which the replayed records do not hold."""
+        detail = f"{what} is not among the records replayed: not decided again"
+        self.rows[index] = FactCheck(subject, Check.TAKEN_AS_RECORDED, detail, index)
+        reason = (
+            "the tenant's memory log and policy bundles are not among the records replayed:"
+            " what they decide is taken as recorded"
+        )
+        if reason not in self.outcome.non_authoritative:
+            self.outcome.non_authoritative.append(reason)
 
     def close_checks(self) -> None:
         """Every recorded fact's row: a fact the replay did not reach is said to be unchecked."""

@@ -80,13 +80,22 @@ class LedgerReplaySource:
     """
 
     def __init__(
-        self, replays: ReplayService, job: Job | None, tenant: str, scope: str | None = None
+        self,
+        replays: ReplayService,
+        job: Job | None,
+        tenant: str,
+        scope: str | None = None,
+        *,
+        carries_tenant_state: bool = True,
     ) -> None:
-        """``scope``: the job's governance record, read with the others (`governance_record`)."""
+        """``scope``: the job's governance record, read with the others (`governance_record`).
+        ``carries_tenant_state``: the store holds the tenant's memory log and policy books (a
+        bundle's records do not)."""
         self._replays = replays
         self._job = job
         self._tenant = tenant
         self._scope = scope
+        self.carries_tenant_state = carries_tenant_state
         self._read: dict[UUID, Sequence[StoredEvent]] = {}
 
     def load_job(self, job_id: str) -> Job:
@@ -268,13 +277,16 @@ class ReplayService:
         run_on: bool = False,
         mocks: Mapping[str, AgentReply] | None = None,
         elapsed: Callable[[], float] | None = None,
+        carries_tenant_state: bool = True,
     ) -> ReplayOutcome:
         """Seed 000 section 6 for the tenant's job as `run` does it, nothing recorded: access and
         force-continue decided on the job's governance record as it stands.
 
         ``run_on``: carry on past every divergence, as an approved force-continue does, for a
         caller that judges the divergences itself (a redacted bundle sets aside what redaction
-        hid).
+        hid). ``carries_tenant_state``: False when the store holds only a job's own records (a
+        bundle's): retrievals from the tenant's memories and gates under its policy bundles are
+        then taken as recorded, never said to be missing or to differ.
         """
         name = self.jobs.owned_name(job_id, tenant)
         scope = governance_scope_of_job(name)
@@ -291,9 +303,8 @@ class ReplayService:
             mocks or {},
             elapsed or stopwatch(),
         )
-        return self._decided(
-            LedgerReplaySource(self, job, tenant), request, actor, production_approved
-        )
+        source = LedgerReplaySource(self, job, tenant, carries_tenant_state=carries_tenant_state)
+        return self._decided(source, request, actor, production_approved)
 
     def replay_verified(self, job: Job) -> ReplayOutcome:
         """An audit-mode replay of ``job``, already read and verified whole by the caller (an

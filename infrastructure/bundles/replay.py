@@ -66,6 +66,7 @@ def replay_bundle(
             run_on=bundle.redacted,
             mocks=mocks,
             elapsed=elapsed,
+            carries_tenant_state=False,
         )
         # ACCESS_DENIED: refused before it ran, so there is nothing redaction could explain.
         if bundle.redacted and outcome.error_code is not ErrorCode.ACCESS_DENIED:

@@ -209,3 +209,36 @@ def test_a_response_hash_that_is_not_the_hash_of_its_hits_is_refused_with_its_li
         f"{path} line 7: response_hash does not match the sha256 of the canonical JSON of hits"
         in err
     )
+
+
+def test_a_bundle_replay_takes_retrievals_and_gates_as_recorded_and_says_so(
+    remembered: tuple[dict[str, str], list[dict[str, Any]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ids, (moved, lunch, review) = remembered
+    good = [hit(review, 1, 2.0), hit(moved, 2, 2.0), hit(lunch, 3, 1.0)]
+    gate = {
+        "type": "GateDecision",
+        "gate": "context",
+        "decision": "allow",
+        "policy_bundle_hash": "cd" * 32,
+        "subject": {"memory_kind": "fact", "caller_id": "bot"},
+    }
+    events = [*math_iteration(0, "2 + 3", 5), request(review["position"]), response(good), gate]
+    path = run_file(tmp_path, "bundled", ids, with_brainstates(events), "2 + 3 = 5")
+    assert run(capsys, "ingest", path)[0] == 0
+    bundle = tmp_path / "bundled.json"
+    code, _, err = run(capsys, "export", "bundled", "-o", str(bundle), "--include-full-io")
+    assert (code, err) == (0, ""), err
+    code, out, err = run(capsys, "replay", "--bundle", str(bundle), "--json")
+    assert (code, err) == (0, ""), err
+    report = orjson.loads(out)
+    assert (report["ok"], report["reproduced"], report["authoritative"]) == (True, True, False)
+    assert report["non_authoritative_reasons"] == [
+        "the tenant's memory log and policy bundles are not among the records replayed: what"
+        " they decide is taken as recorded"
+    ]
+    checked = {r["subject"]: r["check"] for r in report["checks"]}
+    assert checked["event 4 RetrievalRequest"] == "taken_as_recorded"
+    assert checked["event 6 GateDecision"] == "taken_as_recorded"

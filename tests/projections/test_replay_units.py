@@ -442,6 +442,8 @@ class FakeSource:
         self.calls.append(f"halt_reason {snapshot_id}")
         return self.halts.get(snapshot_id)
 
+    carries_tenant_state = True
+
     def policy_bundles(self, tenant: str) -> dict[str, str]:
         assert tenant == self.job.tenant
         self.calls.append("policy_bundles")
