@@ -74,6 +74,19 @@ def policy_bundles_named(events: Iterable[RunEvent]) -> set[str]:
     }
 
 
+def _never_recorded(
+    index: int, event: RunEvent, step: str, what: str, reason: str
+) -> MissingArtifact:
+    """An artifact the run names and nothing in the ledger holds."""
+    return MissingArtifact(
+        sequence_index=index,
+        event_type=event.EVENT_TYPE,
+        step=step,
+        missing=[what],
+        reason=reason,
+    )
+
+
 def missing_artifacts(
     snapshot_ids: dict[str, str],
     stored_snapshots: Set[str],
@@ -111,26 +124,14 @@ def missing_artifacts(
             and event.policy_bundle_hash is not None
             and event.policy_bundle_hash not in held_bundles
         ):
-            missing.append(
-                MissingArtifact(
-                    sequence_index=index,
-                    event_type=event.EVENT_TYPE,
-                    step=f"policy bundle {event.policy_bundle_hash}",
-                    missing=["policy_bundle"],
-                    reason="the ledger holds no policy bundle with this hash",
-                )
-            )
+            bundle = f"policy bundle {event.policy_bundle_hash}"
+            unheld = "the ledger holds no policy bundle with this hash"
+            missing.append(_never_recorded(index, event, bundle, "policy_bundle", unheld))
             continue
         if index in unanswered and isinstance(event, ToolCall):
-            missing.append(
-                MissingArtifact(
-                    sequence_index=index,
-                    event_type=event.EVENT_TYPE,
-                    step=f"tool call {event.call_id} ({event.tool})",
-                    missing=["result"],
-                    reason="no ToolResult in the run answers it",
-                )
-            )
+            call = f"tool call {event.call_id} ({event.tool})"
+            unanswered_why = "no ToolResult in the run answers it"
+            missing.append(_never_recorded(index, event, call, "result", unanswered_why))
             continue
         absent = _missing_content(event)
         step = _step(event)

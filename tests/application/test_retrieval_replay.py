@@ -68,6 +68,18 @@ def hit(memory: dict[str, Any], rank: int, score: float) -> dict[str, Any]:
     }
 
 
+def served(
+    memories: list[dict[str, Any]], hits: list[dict[str, Any]] | None = None, *more: Any
+) -> list[dict[str, Any]]:
+    """A run whose one iteration is followed by a retrieval served when the log held all three
+    memories (``hits``: as the ledger serves it, unless given) and ``more`` events."""
+    moved, lunch, review = memories
+    if hits is None:
+        hits = [hit(review, 1, 2.0), hit(moved, 2, 2.0), hit(lunch, 3, 1.0)]
+    retrieval = [request(review["position"]), response(hits)]
+    return with_brainstates([*math_iteration(0, "2 + 3", 5), *retrieval, *more])
+
+
 def test_a_retrieval_from_the_ledgers_memories_is_served_again_at_its_position(
     remembered: tuple[dict[str, str], list[dict[str, Any]]],
     tmp_path: Path,
@@ -79,7 +91,7 @@ def test_a_retrieval_from_the_ledgers_memories_is_served_again_at_its_position(
     # change the replay; a score written a hair off still matches.
     hits = [hit(review, 1, 2.0), hit(moved, 2, 2.0000000001), hit(lunch, 3, 1.0)]
     at = review["position"]
-    body = with_brainstates([*math_iteration(0, "2 + 3", 5), request(at), response(hits)])
+    body = served([moved, lunch, review], hits)
     path = run_file(tmp_path, "retrieved", ids, body, "2 + 3 = 5")
     assert run(capsys, "memories", "add", "--episode", "the launch is tomorrow")[0] == 0
     code, report = ingest_and_replay(capsys, path, "retrieved")
@@ -113,18 +125,15 @@ def test_hits_the_memories_did_not_give_diverge(
     case: str,
     changed: Any,
 ) -> None:
-    ids, (moved, lunch, review) = remembered
-    served = request(review["position"])
-    body = with_brainstates(
-        [*math_iteration(0, "2 + 3", 5), served, response(changed(moved, lunch, review))]
-    )
+    ids, memories = remembered
+    body = served(memories, changed(*memories))
     path = run_file(tmp_path, "lied", ids, body, "2 + 3 = 5")
     code, report = ingest_and_replay(capsys, path, "lied")
     assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE"), case
     (divergence,) = report["divergences"]
     assert divergence["field"] == "event 5 RetrievalResponse hits"
     assert [h["uri"] for h in divergence["replayed"]] == [
-        f"mace://default/memory/{m['memory_id']}" for m in (review, moved, lunch)
+        f"mace://default/memory/{m['memory_id']}" for m in (memories[2], memories[0], memories[1])
     ]
 
 
@@ -167,10 +176,10 @@ def test_verify_check_retrievals_resolves_every_hit_at_its_position(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    ids, (moved, lunch, review) = remembered
+    ids, memories = remembered
+    moved, lunch, review = memories
     good = [hit(review, 1, 2.0), hit(moved, 2, 2.0), hit(lunch, 3, 1.0)]
-    at = review["position"]
-    body = with_brainstates([*math_iteration(0, "2 + 3", 5), request(at), response(good)])
+    body = served(memories)
     assert run(capsys, "ingest", run_file(tmp_path, "good", ids, body, "2 + 3 = 5"))[0] == 0
     code, out, err = run(capsys, "verify", "good", "--check-retrievals")
     assert (code, err) == (0, "")
@@ -216,8 +225,7 @@ def test_a_bundle_replay_takes_retrievals_and_gates_as_recorded_and_says_so(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    ids, (moved, lunch, review) = remembered
-    good = [hit(review, 1, 2.0), hit(moved, 2, 2.0), hit(lunch, 3, 1.0)]
+    ids, memories = remembered
     gate = {
         "type": "GateDecision",
         "gate": "context",
@@ -225,8 +233,7 @@ def test_a_bundle_replay_takes_retrievals_and_gates_as_recorded_and_says_so(
         "policy_bundle_hash": "cd" * 32,
         "subject": {"memory_kind": "fact", "caller_id": "bot"},
     }
-    events = [*math_iteration(0, "2 + 3", 5), request(review["position"]), response(good), gate]
-    path = run_file(tmp_path, "bundled", ids, with_brainstates(events), "2 + 3 = 5")
+    path = run_file(tmp_path, "bundled", ids, served(memories, None, gate), "2 + 3 = 5")
     assert run(capsys, "ingest", path)[0] == 0
     bundle = tmp_path / "bundled.json"
     code, _, err = run(capsys, "export", "bundled", "-o", str(bundle), "--include-full-io")
