@@ -762,7 +762,7 @@ REPLAY_KEYS = {"job_id", "attempt", "ok", "authoritative", "error", "report", "r
 
 
 def test_replays_over_http_are_recorded_as_the_caller(api: Api) -> None:
-    job_id = api.new_job()
+    job_id = api.new_job(capture_mode="full_io")  # replayed in production below
     for attempt, (mode, who) in enumerate(
         [("audit", "operator"), ("production", "admin_auditor")], start=1
     ):
@@ -925,7 +925,7 @@ def _record_diverging_run(api: Api, real_job: str, run_id: str) -> None:
 
 
 def test_governance_flow_force_continue_halt_and_clear(api: Api) -> None:
-    real = api.new_job()
+    real = api.new_job(capture_mode="full_io")  # its run is recorded again as full_io below
     _record_diverging_run(api, real, "diverged-1")
     differs = "iteration 0: router_decision differs from the record"
 
@@ -1280,7 +1280,7 @@ def test_metrics_are_prometheus_text_counting_the_tenants_own_data(api: Api) -> 
     assert math.isnan(empty.value("mace_replay_mean_time_to_reproduce_seconds", tenant="acme"))
     assert empty.value("mace_jobs", tenant="acme") == 0
 
-    replayable = api.new_job()
+    replayable = api.new_job(capture_mode="full_io")
     api.new_job("2 * 3", capture_mode="none")
     api.new_job("hello", "s3", who="beta_operator")
     assert api.replay(replayable, "audit", "operator").status_code == 200

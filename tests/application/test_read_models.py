@@ -33,9 +33,10 @@ AUDITOR = Actor.of("ana", ["admin", "auditor"])
 
 
 def record_some(ledger: Ledger) -> list[str]:
+    """Two replayable jobs (full_io) and one that kept nothing (capture mode none)."""
     ids = [
-        ledger.jobs.run("2 + 3", "s1").job_id,
-        ledger.jobs.run("my favorite color is blue", "s1").job_id,
+        ledger.jobs.run("2 + 3", "s1", capture_mode=CaptureMode.FULL_IO).job_id,
+        ledger.jobs.run("my favorite color is blue", "s1", capture_mode=CaptureMode.FULL_IO).job_id,
         ledger.jobs.run("what is my favorite color", "s1", capture_mode=CaptureMode.NONE).job_id,
     ]
     ledger.replays.run(ids[0], ReplayMode.PRODUCTION, AUDITOR)

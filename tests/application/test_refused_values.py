@@ -14,7 +14,7 @@ from support.ledger_fixtures import RawTable
 
 from domain.determinism import derive_id
 from domain.governance import Actor
-from domain.job import Job
+from domain.job import CaptureMode, Job
 from domain.replay_access import ReplayMode
 from domain.snapshot import Snapshot
 from domain.stage0.config import DEFAULT_ROUTER
@@ -56,7 +56,8 @@ def test_a_refused_value_is_stored_nowhere_only_its_mark(
 def test_a_job_with_a_refused_value_replays_in_production_authoritatively(
     ledger: Ledger,
 ) -> None:
-    job_id = ledger.jobs.run(f"Remember that my password is {SECRET}.", "s1", user="alice").job_id
+    text = f"Remember that my password is {SECRET}."
+    job_id = ledger.jobs.run(text, "s1", user="alice", capture_mode=CaptureMode.FULL_IO).job_id
     result = ledger.replays.run(job_id, ReplayMode.PRODUCTION, ADMIN_AUDITOR)
     report = result.report
     assert (report["ok"], report["error_code"], report["authoritative"]) == (True, None, True)
@@ -97,7 +98,8 @@ def test_a_refusal_that_masking_would_change_is_refused_with_nothing_written(
 def test_over_http_the_refused_value_is_answered_as_its_mark_and_replays(
     api: Api, raw_table: RawTable
 ) -> None:
-    response = api.post("/v1/jobs", {"input": f"remember my ssn is {SECRET}", "seed": 7})
+    body = {"input": f"remember my ssn is {SECRET}", "seed": 7, "capture_mode": "full_io"}
+    response = api.post("/v1/jobs", body)
     assert response.status_code == 201, response.content
     assert SECRET.encode() not in response.content
     assert response.json()["input"].startswith("remember my ssn is [refused:ssn:hmac-sha256:k1:")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from eventsourcing.utils import get_topic
 
 from domain.governance import Actor, Governance, Motion, Vote
+from domain.job import CaptureMode
 from domain.replay_access import ReplayMode
 from domain.replay_record import ReplayRecord
 from infrastructure.application.ledger import Ledger
@@ -67,7 +68,7 @@ def test_a_refused_first_replay_stores_three_events_too(ledger: Ledger) -> None:
 
 
 def test_a_first_replay_after_a_vote_appends_its_request_to_the_record(ledger: Ledger) -> None:
-    job_id = ledger.jobs.run("2 + 3", "s1").job_id
+    job_id = ledger.jobs.run("2 + 3", "s1", capture_mode=CaptureMode.FULL_IO).job_id
     ledger.governance.vote(job_id, Motion.PRODUCTION_REPLAY, Vote.APPROVE, COUNCIL)
 
     replayed, topics = stored_by(ledger, ReplayMode.PRODUCTION, job_id)

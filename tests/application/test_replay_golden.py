@@ -35,6 +35,7 @@ from domain.events import (
     decode_recorded,
     hash_of,
 )
+from domain.evidence_uri import report_uri
 from domain.governance import AccessDenied, Actor, GovernanceError, Motion, Vote
 from domain.job import DEFAULT_TENANT, CaptureMode
 from domain.replay_access import ReplayMode
@@ -289,7 +290,7 @@ ROUTED = [
 def test_REPLAY_01_production_replay_reproduces_one_job_per_rule(ledger: Ledger) -> None:
     ledger.sem.put("world/country/france/capital", "Paris")
     for text, rule, agent, answer in ROUTED:
-        log = ledger.jobs.run(text, SEED)
+        log = ledger.jobs.run(text, SEED, capture_mode=CaptureMode.FULL_IO)
         assert log.completion is not None and log.completion.replayable
         trace = log.iteration_trace[0]
         assert (trace["router_decision"]["rule_id"], trace["selected_agents"]) == (rule, [agent])
@@ -317,8 +318,12 @@ def test_REPLAY_01_production_replay_reproduces_one_job_per_rule(ledger: Ledger)
 
 
 def test_REPLAY_01_sem_write_then_read_replay_with_the_reads_recorded(ledger: Ledger) -> None:
-    write = ledger.jobs.run("my favorite color is blue", SEED, job_id="job-write")
-    read = ledger.jobs.run("what is my favorite color", SEED, job_id="job-read")
+    write = ledger.jobs.run(
+        "my favorite color is blue", SEED, job_id="job-write", capture_mode=CaptureMode.FULL_IO
+    )
+    read = ledger.jobs.run(
+        "what is my favorite color", SEED, job_id="job-read", capture_mode=CaptureMode.FULL_IO
+    )
     written = recorded_trace(ledger, write.job_id)["sem_writes"]
     read_back = recorded_trace(ledger, read.job_id)["sem_reads"]
     assert [(w["key"], w["value"], w["status"]) for w in written] == [
@@ -334,8 +339,10 @@ def test_REPLAY_01_sem_write_then_read_replay_with_the_reads_recorded(ledger: Le
 
 
 def test_REPLAY_01_replaying_twice_gives_identical_reports(ledger: Ledger) -> None:
-    ledger.jobs.run("my favorite color is blue", SEED)
-    job_id = ledger.jobs.run("what is my favorite color", SEED).job_id
+    ledger.jobs.run("my favorite color is blue", SEED, capture_mode=CaptureMode.FULL_IO)
+    job_id = ledger.jobs.run(
+        "what is my favorite color", SEED, capture_mode=CaptureMode.FULL_IO
+    ).job_id
 
     first = replay(ledger, job_id)
     second = replay(ledger, job_id)
@@ -344,13 +351,20 @@ def test_REPLAY_01_replaying_twice_gives_identical_reports(ledger: Ledger) -> No
     assert (first.report["attempt"], second.report["attempt"]) == (1, 2)
     assert_reproduced(first)
     assert_reproduced(second)
-    assert canonical_json({**first.report, "attempt": 0}) == canonical_json(
-        {**second.report, "attempt": 0}
+    # Each report has its own address, which names its attempt; apart from those, they are equal.
+    for result in (first, second):
+        assert result.report["uri"] == report_uri(DEFAULT_TENANT, job_id, result.attempt)
+    assert canonical_json({**first.report, "attempt": 0, "uri": None}) == canonical_json(
+        {**second.report, "attempt": 0, "uri": None}
     )
     heading = f"# Replay report: job `{job_id}`, attempt "
-    assert first.markdown.replace(heading + "1\n", "") == second.markdown.replace(
-        heading + "2\n", ""
-    )
+
+    def without_attempt(result: ReplayResult) -> str:
+        own = f"{heading}{result.attempt}\n", f"- Report: `{result.report['uri']}`\n"
+        assert all(line in result.markdown for line in own)
+        return result.markdown.replace(own[0], "").replace(own[1], "")
+
+    assert without_attempt(first) == without_attempt(second)
     for result in (first, second):
         stored = ledger.replays.record(job_id, result.attempt)
         assert canonical_json(stored.report) == canonical_json(result.report)
@@ -388,8 +402,10 @@ def test_REPLAY_02_deleted_snapshot_fails_missing_snapshot(
 def test_REPLAY_03_flipped_snapshot_byte_fails_integrity_and_halts_until_council_clears(
     ledger: Ledger, raw_table: RawTable
 ) -> None:
-    job_id = ledger.jobs.run(SUM, SEED, job_id="job-03").job_id
-    other_job = ledger.jobs.run("hello", SEED, job_id="job-03-other").job_id
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-03", capture_mode=CaptureMode.FULL_IO).job_id
+    other_job = ledger.jobs.run(
+        "hello", SEED, job_id="job-03-other", capture_mode=CaptureMode.FULL_IO
+    ).job_id
     snapshot_id = snapshot_id_of(ledger, job_id, SnapshotKind.ROUTER)
     assert snapshot_id_of(ledger, other_job, SnapshotKind.ROUTER) == snapshot_id
     stream = Snapshot.id_for(snapshot_id)
@@ -563,7 +579,9 @@ FORCED_DIFFS = [
 def _record_four_divergences(ledger: Ledger, job_id: str) -> str:
     """A run recorded routed by R4 with the answer "wrong": four divergences from the replay (the
     trace's route and answer, the RouterDecision event, the final answer)."""
-    base = ledger.jobs.run(SUM, SEED, job_id=f"{job_id}-base").job_id
+    base = ledger.jobs.run(
+        SUM, SEED, job_id=f"{job_id}-base", capture_mode=CaptureMode.FULL_IO
+    ).job_id
 
     def change(event: RunEvent) -> RunEvent:
         event = route_as(R4_DECISION)(event)
@@ -736,7 +754,7 @@ def _expected_mock_diff(ledger: Ledger, job_id: str) -> bytes:
 def test_REPLAY_07_reexecute_with_a_different_mock_diverges_on_agent_outputs(
     ledger: Ledger,
 ) -> None:
-    job_id = ledger.jobs.run(SUM, SEED, job_id="job-07").job_id
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-07", capture_mode=CaptureMode.FULL_IO).job_id
 
     result = replay(ledger, job_id, ReplayMode.REEXECUTE, mocks={"math_agent": WRONG_REPLY})
 
@@ -907,7 +925,7 @@ def test_time_cap_of_the_governance_snapshot_stops_replay_with_timeout(ledger: L
 
 
 def test_a_recorded_final_answer_that_differs_is_a_result_mismatch(ledger: Ledger) -> None:
-    base = ledger.jobs.run(SUM, SEED, job_id="job-rm-base").job_id
+    base = ledger.jobs.run(SUM, SEED, job_id="job-rm-base", capture_mode=CaptureMode.FULL_IO).job_id
     job_id = record_variant(ledger, base, "job-rm", final_output="2 + 3 = 6")
     assert recorded_trace(ledger, job_id) == recorded_trace(ledger, base)
 
@@ -927,9 +945,15 @@ def test_a_recorded_final_answer_that_differs_is_a_result_mismatch(ledger: Ledge
 
 
 def test_replay_reads_memory_as_the_job_saw_it_after_a_later_overwrite(ledger: Ledger) -> None:
-    first_write = ledger.jobs.run("my favorite color is blue", SEED, job_id="job-blue").job_id
-    read = ledger.jobs.run("what is my favorite color", SEED, job_id="job-read-blue").job_id
-    overwrite = ledger.jobs.run("my favorite color is green", SEED, job_id="job-green").job_id
+    first_write = ledger.jobs.run(
+        "my favorite color is blue", SEED, job_id="job-blue", capture_mode=CaptureMode.FULL_IO
+    ).job_id
+    read = ledger.jobs.run(
+        "what is my favorite color", SEED, job_id="job-read-blue", capture_mode=CaptureMode.FULL_IO
+    ).job_id
+    overwrite = ledger.jobs.run(
+        "my favorite color is green", SEED, job_id="job-green", capture_mode=CaptureMode.FULL_IO
+    ).job_id
     key, now = ledger.sem.get("user/person/default/favorite_color")
     assert (now.exists, now.value) == (True, "green")
     seen = recorded_trace(ledger, read)["sem_reads"]
@@ -948,7 +972,9 @@ def test_an_unrecorded_replay_obeys_the_same_access_rules_and_records_nothing(
     ledger: Ledger,
 ) -> None:
     # What a bundle replay runs: the rules on the job's governance record as it stands.
-    job_id = ledger.jobs.run(SUM, SEED, job_id="job-unrecorded").job_id
+    job_id = ledger.jobs.run(
+        SUM, SEED, job_id="job-unrecorded", capture_mode=CaptureMode.FULL_IO
+    ).job_id
     head = ledger.store.recorder.max_notification_id()
 
     refused = ledger.replays.replay_unrecorded(job_id, ReplayMode.PRODUCTION, OLI)
@@ -968,7 +994,7 @@ def test_an_unrecorded_replay_obeys_the_same_access_rules_and_records_nothing(
 
 
 def test_every_attempt_is_recorded_in_governance_and_its_replay_record(ledger: Ledger) -> None:
-    job_id = ledger.jobs.run(SUM, SEED, job_id="job-log").job_id
+    job_id = ledger.jobs.run(SUM, SEED, job_id="job-log", capture_mode=CaptureMode.FULL_IO).job_id
 
     results = [
         replay(ledger, job_id, ReplayMode.PRODUCTION, ANA),
@@ -1044,7 +1070,9 @@ def test_every_attempt_is_recorded_in_governance_and_its_replay_record(ledger: L
 
 
 def test_a_replay_never_changes_the_job(ledger: Ledger, raw_table: RawTable) -> None:
-    job_id = ledger.jobs.run("my favorite color is blue", SEED, job_id="job-same").job_id
+    job_id = ledger.jobs.run(
+        "my favorite color is blue", SEED, job_id="job-same", capture_mode=CaptureMode.FULL_IO
+    ).job_id
     diverging = _record_four_divergences(ledger, "job-same-diverging")
     jobs = [job_id, diverging]
     before = {j: canonical_json(ledger.jobs.stream(j)) for j in jobs}
@@ -1108,7 +1136,9 @@ ACCESS_CASES = [
 def test_replay_roles_are_enforced_and_a_refusal_is_recorded(
     ledger: Ledger, mode: ReplayMode, actor: Actor, approved: bool, refusal: str | None
 ) -> None:
-    job_id = ledger.jobs.run(SUM, SEED, job_id="job-access").job_id
+    job_id = ledger.jobs.run(
+        SUM, SEED, job_id="job-access", capture_mode=CaptureMode.FULL_IO
+    ).job_id
     if approved:
         ledger.governance.vote(job_id, Motion.PRODUCTION_REPLAY, Vote.APPROVE, DAN)
 

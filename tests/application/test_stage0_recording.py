@@ -115,7 +115,7 @@ RULES = {
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_each_router_rule_is_recorded_as_a_sealed_reflective_log(ledger: Ledger, rule: str) -> None:
     text, agent, why, answer = RULES[rule]
-    log = ledger.jobs.run(text, "seed-1")
+    log = ledger.jobs.run(text, "seed-1", capture_mode=CaptureMode.FULL_IO)
     data = log.as_json()
 
     assert data["job_id"] == log.job_id
@@ -236,7 +236,8 @@ def test_f3_no_agent_available(ledger: Ledger) -> None:
     }
     custom, created = ledger.snapshots.put(Snapshot.declare("selfrep", selfrep))
     assert created
-    log = ledger.jobs.run("2 + 3", "s1", snapshot_ids={"selfrep": custom.snapshot_id})
+    ids = {"selfrep": custom.snapshot_id}
+    log = ledger.jobs.run("2 + 3", "s1", snapshot_ids=ids, capture_mode=CaptureMode.FULL_IO)
     data = log.as_json()
     assert data["selfrep_snapshot_id"] == custom.snapshot_id
     defaults = ledger.snapshots.default_ids()
@@ -257,7 +258,7 @@ def test_f3_no_agent_available(ledger: Ledger) -> None:
 
 
 def test_f4_failing_agent_is_degraded_and_the_job_still_sealed(ledger: Ledger) -> None:
-    log = ledger.jobs.run("4 / 0", "s1")
+    log = ledger.jobs.run("4 / 0", "s1", capture_mode=CaptureMode.FULL_IO)
     data = log.as_json()
     assert data["final_answer"] == F4_AGENT_FAILURE
     trace = trace_of(log)
@@ -524,12 +525,14 @@ def test_capture_modes_decide_replayability(ledger: Ledger) -> None:
             }
         ]
         assert ledger.jobs.reflective_log(log.job_id).as_json()["replayable"] is False
+    # Not asked for one, the Python API keeps prompts_only (seed 003), as `mace run` does.
+    assert ledger.jobs.run("2 + 3", "s2").as_json()["capture_mode"] == "prompts_only"
     ledger.store.verify_all()
 
 
 def test_declined_agent_under_full_io_is_replayable(ledger: Ledger) -> None:
     # A declined agent (F3 hand-off) has no response to store: nothing is missing.
-    log = ledger.jobs.run("I love my favorite band", "s1")
+    log = ledger.jobs.run("I love my favorite band", "s1", capture_mode=CaptureMode.FULL_IO)
     trace = trace_of(log)
     assert trace["selected_agents"] == ["profile_agent", "generic_agent"]
     assert trace["agent_outputs"][0]["status"] == "declined"

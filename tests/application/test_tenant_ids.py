@@ -347,7 +347,12 @@ def test_every_job_command_takes_the_tenant(
         (SHARED, "beta"),
     ]
     code, out, _ = run(capsys, "jobs", "--tenant", "acme")
-    assert out.splitlines() == [f"{SHARED}  sealed  replayable  tenant acme"]
+    # Run with the default capture mode, prompts_only: kept, but not replayable in production.
+    assert out.splitlines() == [
+        f"{SHARED}  sealed  NOT replayable  tenant acme",
+        "    missing response of iteration 0 agent math_agent: capture mode prompts_only stores"
+        " the hash of response only",
+    ]
 
     bundle = tmp_path / "acme.bundle.json"
     code, out, _ = run(capsys, "export", SHARED, "--tenant", "acme", "-o", str(bundle), "--json")

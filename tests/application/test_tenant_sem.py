@@ -21,7 +21,7 @@ from support.ledger_fixtures import RawTable, run
 from support.replay_cli import act, replay_json
 
 from domain.governance import Actor
-from domain.job import DEFAULT_TENANT
+from domain.job import DEFAULT_TENANT, CaptureMode
 from domain.naming import aggregate_id
 from domain.replay_access import ReplayMode
 from domain.sem import SemEntry, SemKeyError, validate_key
@@ -38,9 +38,9 @@ UNKNOWN = "I don\u2019t have this information stored yet."
 ANA = Actor.of("ana", ["admin", "auditor"])
 
 
-def answer(capsys: pytest.CaptureFixture[str], text: str, seed: str, *tenant: str) -> Any:
-    """``mace run TEXT --user u1 [--tenant T] --json``: the recorded report."""
-    code, out, err = run(capsys, "run", text, "--seed", seed, "--user", "u1", *tenant, "--json")
+def answer(capsys: pytest.CaptureFixture[str], text: str, seed: str, *options: str) -> Any:
+    """``mace run TEXT --user u1 [--tenant T] [--capture MODE] --json``: the recorded report."""
+    code, out, err = run(capsys, "run", text, "--seed", seed, "--user", "u1", *options, "--json")
     assert (code, err) == (0, ""), err
     return canonical_line(out)
 
@@ -173,7 +173,8 @@ def test_a_beta_jobs_production_replay_reads_betas_memory(
 ) -> None:
     beta = ("--tenant", "beta")
     answer(capsys, "my favorite color is red", "s1", *beta)
-    asked = answer(capsys, "what is my favorite color", "s2", *beta)
+    # full_io: a production replay needs the job's agent responses.
+    asked = answer(capsys, "what is my favorite color", "s2", *beta, "--capture", "full_io")
     assert asked["final_output"] == RED
     # Later writes, in beta and in acme under the same key, are not what the job saw.
     answer(capsys, "my favorite color is blue", "s3", "--tenant", "acme")
@@ -185,7 +186,9 @@ def test_a_beta_jobs_production_replay_reads_betas_memory(
     assert (report["ok"], report["authoritative"]) == (True, True)
 
     path = tmp_path / "beta.json"
-    code, _, err = run(capsys, "export", asked["job_id"], *beta, "-o", str(path))
+    code, _, err = run(
+        capsys, "export", asked["job_id"], *beta, "-o", str(path), "--include-full-io"
+    )
     assert (code, err) == (0, ""), err
     manifest = orjson.loads(path.read_bytes())["manifest"]
     sem = [s["name"] for s in manifest["streams"] if s["role"] == "sem"]
@@ -199,7 +202,10 @@ def test_replay_reads_the_jobs_tenant_not_the_default_one(ledger: Ledger) -> Non
     """A beta job read beta's fact; its replay folds beta's entry, never the default tenant's."""
     ledger.sem.put(KEY, "red", tenant="beta")
     ledger.sem.put(KEY, "blue")
-    log = ledger.jobs.run("what is my favorite color", "s1", user="u1", tenant="beta")
+    full_io = CaptureMode.FULL_IO  # a production replay needs the job's agent responses
+    log = ledger.jobs.run(
+        "what is my favorite color", "s1", user="u1", tenant="beta", capture_mode=full_io
+    )
     (read,) = run_report(log)["sem_reads"]
     beta = ledger.sem.get(KEY, tenant="beta")[1]
     assert (read["value"], read["last_updated"]) == ("red", beta.last_updated)
@@ -210,8 +216,8 @@ def test_replay_reads_the_jobs_tenant_not_the_default_one(ledger: Ledger) -> Non
 # --- through HTTP: the token's tenant ------------------------------------------------------------
 
 
-def http_answer(api: Api, text: str, seed: str, who: str) -> Any:
-    response = api.post("/v1/jobs", {"input": text, "seed": seed, "user": "u1"}, who)
+def http_answer(api: Api, text: str, seed: str, who: str, **extra: Any) -> Any:
+    response = api.post("/v1/jobs", {"input": text, "seed": seed, "user": "u1", **extra}, who)
     assert response.status_code == 201, response.content
     return response.json()
 
@@ -221,9 +227,12 @@ def test_http_sem_is_the_tokens_tenants(api: Api) -> None:
     asked = http_answer(api, "what is my favorite color", "s2", "beta_operator")
     assert asked["final_output"] == UNKNOWN
     http_answer(api, "my favorite color is red", "s3", "beta_operator")
-    mine = http_answer(api, "what is my favorite color", "s4", "operator")
+    # full_io: both reads are replayed in production below.
+    mine = http_answer(api, "what is my favorite color", "s4", "operator", capture_mode="full_io")
     assert mine["final_output"] == BLUE
-    theirs = http_answer(api, "what is my favorite color", "s5", "beta_operator")
+    theirs = http_answer(
+        api, "what is my favorite color", "s5", "beta_operator", capture_mode="full_io"
+    )
     assert theirs["final_output"] == RED
     assert api.ledger.sem.get(KEY, tenant="acme")[1].value == "blue"
     assert api.ledger.sem.get(KEY, tenant="beta")[1].value == "red"

@@ -21,7 +21,7 @@ from support.store_copies import fingerprint
 
 from domain.audit_record import AuditRecord
 from domain.canonical import digest
-from domain.job import Job, JobSealWitness
+from domain.job import CaptureMode, Job, JobSealWitness
 from domain.naming import tenant_scoped
 from domain.run_file import parse_run
 from domain.sem import SemEntry
@@ -49,9 +49,12 @@ def ingest(ledger: Ledger, lines: list[dict[str, Any]], tenant: str = "default")
 
 def record_clean(settings: Settings) -> dict[str, str]:
     """Two Stage-0 jobs, a faithful ingested copy of one, a run without snapshots, an open job:
-    each job's id by what it is."""
+    each job's id by what it is. The copied job keeps its responses (full_io, as the copy's run
+    file says); the other keeps the default, prompts_only."""
     with Ledger.open(settings) as ledger:
-        first = ledger.jobs.run(SUM, "s1", job_id="stage0-sum").job_id
+        first = ledger.jobs.run(
+            SUM, "s1", job_id="stage0-sum", capture_mode=CaptureMode.FULL_IO
+        ).job_id
         second = ledger.jobs.run("What is the capital of France?", "s2", job_id="stage0-fr").job_id
         copy = ingest(ledger, run_lines(ledger.jobs.stream(first), "ingested-copy"))
         bare = ingest(

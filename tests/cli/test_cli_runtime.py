@@ -40,7 +40,7 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
 
 
 def test_run_json_report(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
-    report = run_json(capsys, "run", "2 + 3", "--seed", "s1")
+    report = run_json(capsys, "run", "2 + 3", "--seed", "s1", "--capture", "full_io")
     assert report["job_id"] == derive_id("s1", "job", "2 + 3", 0)
     assert (report["job_seed"], report["input"], report["capture_mode"]) == (
         "s1",
@@ -74,7 +74,9 @@ def test_run_json_report(cli_env: Settings, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_run_text_mode(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "run", "what is the capital of France?", "--seed", "7")
+    code, out, err = run(
+        capsys, "run", "what is the capital of France?", "--seed", "7", "--capture", "full_io"
+    )
     job_id = derive_id("7", "job", "what is the capital of France?", 0)
     assert (code, err) == (0, "")
     assert out == (
@@ -298,7 +300,7 @@ def test_events_bad_input(cli_env: Settings, capsys: pytest.CaptureFixture[str])
 
 
 def test_jobs_lists_replayability(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
-    first = run_json(capsys, "run", "2 + 3", "--seed", "s1")["job_id"]
+    first = run_json(capsys, "run", "2 + 3", "--seed", "s1", "--capture", "full_io")["job_id"]
     second = run_json(capsys, "run", "2 * 3", "--seed", "s1", "--capture", "none")["job_id"]
     third = run_json(capsys, "run", "4 / 0", "--seed", "s1", "--capture", "prompts_only")["job_id"]
 
@@ -388,7 +390,8 @@ def write_lines(tmp_path: Path, lines: list[Any], name: str = "run.jsonl") -> st
 def test_ingest_records_a_sealed_job(
     cli_env: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run(capsys, "run", "hello", "--seed", "s0")[0] == 0  # store the default snapshots
+    # Store the default snapshots (full_io: only the prompts_only job below is non-replayable).
+    assert run(capsys, "run", "hello", "--seed", "s0", "--capture", "full_io")[0] == 0
     result = run_json(capsys, "ingest", write_lines(tmp_path, run_lines(job_id="ext-1")))
     assert result == {
         "job_id": "ext-1",

@@ -51,7 +51,7 @@ from projections.replay_report import render_markdown
 def test_replay_ok_exits_0_with_text_summary(
     cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    job_id = new_job(capsys)
+    job_id = new_job(capsys, capture="full_io")
     act(monkeypatch, "ana", "auditor,admin")
     code, out, err = run(capsys, "replay", job_id)
     assert (code, err) == (0, "")
@@ -65,7 +65,7 @@ def test_replay_ok_exits_0_with_text_summary(
 def test_replay_json_report_is_canonical(
     cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    job_id = new_job(capsys)
+    job_id = new_job(capsys, capture="full_io")
     act(monkeypatch, "ana", "admin,auditor")
     code, report, _ = replay_json(capsys, job_id)
     assert code == 0
@@ -328,7 +328,7 @@ def test_reexecute_with_a_mock_is_ok_but_not_authoritative(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    job_id = new_job(capsys)
+    job_id = new_job(capsys, capture="full_io")
     act(monkeypatch, "rob", "operator")
     mock = tmp_path / "math.json"
     mock.write_text(
@@ -361,7 +361,7 @@ def test_reexecute_stopped_after_a_mock_answered_is_not_authoritative(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    job_id = new_job(capsys)
+    job_id = new_job(capsys, capture="full_io")
     act(monkeypatch, "rob", "operator")
     mock = tmp_path / "math.json"
     mock.write_text('{"text": "2 + 3 = 6"}')
@@ -417,7 +417,7 @@ def test_access_matrix(
     mode: str,
     roles: str,
 ) -> None:
-    job_id = new_job(capsys)
+    job_id = new_job(capsys, capture="full_io")
     act(monkeypatch, "dora", ROLE_SETS[roles])
     held = sorted(ROLE_SETS[roles].split(","))
     code, report, err = replay_json(capsys, job_id, "--mode", mode)
@@ -460,7 +460,7 @@ def test_access_matrix(
 def test_production_replay_after_council_approval(
     cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    job_id = new_job(capsys)
+    job_id = new_job(capsys, capture="full_io")
     act(monkeypatch, "olga", "operator")
     code, _, err = run(capsys, "replay", job_id, "--mode", "production")
     assert code == 1
@@ -480,7 +480,7 @@ def test_production_replay_after_council_approval(
     assert (code, report["ok"], report["authoritative"], report["attempt"]) == (0, True, True, 3)
 
     # The approval is for that job only.
-    other = new_job(capsys, "hello", "s2")
+    other = new_job(capsys, "hello", "s2", capture="full_io")
     code, _, err = run(capsys, "replay", other, "--mode", "production")
     assert code == 1
     assert_failure_line(err, "ACCESS_DENIED", refusal("production", "olga", ["operator"]))
@@ -878,7 +878,7 @@ def test_ingested_divergence_and_governed_force_continue(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    real = new_job(capsys)
+    real = new_job(capsys, capture="full_io")
     code, out, err = run(
         capsys, "ingest", write_run_file(tmp_path, diverging_run(capsys, real)), "--json"
     )

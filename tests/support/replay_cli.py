@@ -50,8 +50,16 @@ def act(monkeypatch: pytest.MonkeyPatch, actor: str, roles: str) -> None:
     monkeypatch.setenv("MACE_ROLES", roles)
 
 
-def new_job(capsys: pytest.CaptureFixture[str], text: str = "2 + 3", seed: str = "s1") -> str:
-    code, out, err = run(capsys, "run", text, "--seed", seed, "--json")
+def new_job(
+    capsys: pytest.CaptureFixture[str],
+    text: str = "2 + 3",
+    seed: str = "s1",
+    capture: str | None = None,
+) -> str:
+    """``mace run TEXT --seed SEED``: the new job's id. ``capture`` is its ``--capture`` mode
+    when given (``full_io`` for a job a production replay must reproduce), else the default."""
+    argv = ("--capture", capture) if capture is not None else ()
+    code, out, err = run(capsys, "run", text, "--seed", seed, *argv, "--json")
     assert (code, err) == (0, ""), err
     job_id = canonical_line(out)["job_id"]
     assert isinstance(job_id, str)
