@@ -142,9 +142,8 @@ def prepare_store(base_url: str, tokens: dict[str, str]) -> Store:
         ("facts-1", "what is 7 * 6", 2),
         ("chat-1", "hello there", 3),
     ):
-        assert call("ana", "/v1/jobs", {"input": text, "seed": seed, "job_id": job_id}, 201)[
-            "replayable"
-        ]
+        body = {"input": text, "seed": seed, "job_id": job_id, "capture_mode": "full_io"}
+        assert call("ana", "/v1/jobs", body, 201)["replayable"]
     gap = call(
         "ana",
         "/v1/jobs",
@@ -346,9 +345,11 @@ def test_a_person_reads_the_dashboard_without_javascript(
             f"{base_url}/v1/jobs/math-1/replays/{diverged.attempt}",
             headers={"Authorization": f"Bearer {store.token}"},
         ).json()
-        assert page.locator("main section >> nth=0").locator("tbody tr").count() == len(
-            recorded["steps"]
-        )
+        assert page.locator("#steps tbody tr").count() == len(recorded["steps"])
+        checks = recorded["report"]["checks"]
+        assert page.locator("#checks tbody tr").count() == len(checks)
+        verdict = flat(page.inner_text("#verdict"))
+        assert verdict.startswith("Verdict: FAILED REPLAY_DIVERGENCE, NON-AUTHORITATIVE"), verdict
         steps = flat(page.inner_text("main section >> nth=0"))
         assert f"Replay #{diverged.attempt} of math-1 (reexecute)" in steps
         assert "1 load reflective log ok" in steps, steps
