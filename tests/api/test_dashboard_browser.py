@@ -142,8 +142,8 @@ def prepare_store(base_url: str, tokens: dict[str, str]) -> Store:
         ("facts-1", "what is 7 * 6", 2),
         ("chat-1", "hello there", 3),
     ):
-        body = {"input": text, "seed": seed, "job_id": job_id, "capture_mode": "full_io"}
-        assert call("ana", "/v1/jobs", body, 201)["replayable"]
+        recorded = {"input": text, "seed": seed, "job_id": job_id, "capture_mode": "full_io"}
+        assert call("ana", "/v1/jobs", recorded, 201)["replayable"]
     gap = call(
         "ana",
         "/v1/jobs",
