@@ -199,7 +199,10 @@ def _attack(table: RawTable, kind: str, attack: str) -> None:
         other, other_version = (stream, 2) if length > 1 else (others[0], 1)
         _swap_positions(table, (stream, 1), (other, other_version))
     elif attack == "change topic":
-        topic = table.rows(others[0])[0][1]
+        # Another kind's topic: another stream of the same kind has the very same one, and
+        # writing a row's own topic back is no attack (which stream comes first varies).
+        own = table.rows(stream)[middle - 1][1]
+        topic = next(t for t in (table.rows(o)[0][1] for o in others) if t != own)
         table.set_column(stream, middle, "topic", topic)
     elif attack == "change version":
         table.set_column(stream, last, "originator_version", last + 1)
