@@ -5,7 +5,8 @@ Two things never leave the store in a redacted bundle:
 - **model I/O** (``model_io``): every field that can carry model or tool content: the prompt and
   response of ``AgentOutput`` and ``ModelCallEnvelope``, a ``ToolCall``'s arguments and a
   ``ToolResult``'s result, in the events themselves and in the iteration traces that repeat
-  them, and the answer: a trace's final output, claims and evidence, and the job's final answer.
+  them, the answer (a trace's final output, claims and evidence, and the job's final answer), an
+  error's message and a retrieval's query (a tool's or a model's words, as often as not).
   The hashes stay, so a replay still checks those contents by hash; the answer it cannot compare.
   This is stricter than capture mode ``none``: a prompt quotes the user's input verbatim.
 - **PII** (``pii``): every value recorded under a SEM key whose attribute the job's privacy
@@ -43,6 +44,8 @@ MODEL_IO_FIELDS: Final[dict[str, dict[str, Any]]] = {
     "ToolResult": {"result": None},
     "IterationTrace": {"final_output": None, "claims": [], "evidence_items": []},
     "JobCompleted": {"final_output": None},
+    "ErrorEvent": {"message": ""},
+    "RetrievalRequest": {"query": ""},
 }
 """Each field that can carry model or tool content, by event type, and what a redacted record
 holds in its place (an emptied list where the schema wants a list)."""

@@ -40,7 +40,14 @@ from projections.redaction import PII_MARK
 
 PROJECT = Path(__file__).parents[2]
 PII_VALUE = "zq81xvpii"
-CANARIES = ("PROMPT-CANARY-7f3a", "RESPONSE-CANARY-9c1b", "TOOL-CANARY-4d2e")
+CANARIES = (
+    "PROMPT-CANARY-7f3a",
+    "RESPONSE-CANARY-9c1b",
+    "TOOL-CANARY-4d2e",
+    "ARGS-CANARY-2a6d",
+    "ERROR-CANARY-1e5f",
+    "QUERY-CANARY-8b0c",
+)
 ZERO_HASH = "0" * 64
 
 
@@ -392,9 +399,17 @@ def model_io_job(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> str:
             "call_id": "t1",
             "tool": "lookup",
             "tool_schema_hash": ZERO_HASH,
-            "arguments": {"q": "x"},
+            "arguments": {"q": CANARIES[3]},
         },
         {"type": "ToolResult", "call_id": "t1", "status": "ok", "result": {"out": CANARIES[2]}},
+        {"type": "ErrorEvent", "code": "TOOL_DOWN", "message": CANARIES[4]},
+        {
+            "type": "RetrievalRequest",
+            "request_id": "r1",
+            "query": CANARIES[5],
+            "request_hash": ZERO_HASH,
+        },
+        {"type": "RetrievalResponse", "request_id": "r1", "hits": []},
         {"type": "RunCompleted", "final_output": "2 + 3 = 5"},
     ]
     code, _, err = run(capsys, "ingest", write_run_file(tmp_path, lines, "model-io.jsonl"))
