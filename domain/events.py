@@ -260,17 +260,18 @@ class PolicySnapshotRef(RunEvent):
     uri: str | None = None
 
 
-class RetrievalRequest(RunEvent):
+class RetrievalRequest(_HashedContent):
     """A retrieval. ``memory_position``: served from the ledger's own tenant memories as the log
     stood at that position (`domain.retrieval`), which replay serves again; without it, from an
-    outside system, and taken as recorded."""
+    outside system, and taken as recorded. ``request_hash`` is the hash of ``query``."""
 
     type: Literal["RetrievalRequest"] = "RetrievalRequest"
     EVENT_TYPE = "RetrievalRequest"
+    CONTENT_FIELDS = (("query", "request_hash"),)
     request_id: Name
     query: str
     retrieval_config_hash: Sha256 | None = None
-    request_hash: Sha256
+    request_hash: Sha256 | None = None
     memory_position: Annotated[int, Field(ge=1, le=2**62)] | None = None
     max_entries: Annotated[int, Field(ge=1, le=100)] = 10
 

@@ -61,6 +61,8 @@ from projections.replay_checks import (
     HashMismatch,
     iteration_fact,
     outside_fact,
+    request_checked,
+    response_checked,
     unpersisted,
     unreached,
 )
@@ -423,11 +425,7 @@ class _Replay:
             try:
                 self.rows[index] = outside_fact(index, event, self.bundles)
             except HashMismatch as bad:
-                self.diverge(
-                    Divergence(
-                        ErrorCode.REPLAY_DIVERGENCE, None, bad.field, bad.recorded, bad.computed
-                    )
-                )
+                self.hash_differs(bad)
             except GateMismatch as gate:
                 self.diverge(
                     Divergence(
@@ -454,8 +452,15 @@ class _Replay:
             if not self.source.carries_tenant_state:
                 self.not_carried(index, subject, "the tenant's memory log")
                 continue
-            memories = self.source.memories_at(tenant, position)
             answered = responses.get(request.request_id)
+            try:
+                request_checked(index, request)
+                if answered is not None:
+                    response_checked(*answered)
+            except HashMismatch as bad:
+                self.hash_differs(bad)
+                continue
+            memories = self.source.memories_at(tenant, position)
             if memories is None or answered is None:
                 what = "memory_position" if memories is None else "response"
                 self.diverge(
@@ -482,12 +487,23 @@ class _Replay:
                     )
                 )
                 continue
-            served = f"served again from the tenant's memory log at position {position}"
+            served = (
+                f"served again from the tenant's memory log at position {position};"
+                " request_hash is the hash of its query"
+            )
             self.rows[index] = FactCheck(subject, Check.REEXECUTED, served, index)
-            matched = f"{len(hits)} hits equal the re-served ones (scores within {SCORE_EPSILON:g})"
+            matched = (
+                f"{len(hits)} hits equal the re-served ones (scores within {SCORE_EPSILON:g});"
+                " response_hash is the hash of its hits"
+            )
             self.rows[at] = FactCheck(
                 f"event {at} RetrievalResponse", Check.REEXECUTED, matched, at
             )
+
+    def hash_differs(self, bad: HashMismatch) -> None:
+        self.diverge(
+            Divergence(ErrorCode.REPLAY_DIVERGENCE, None, bad.field, bad.recorded, bad.computed)
+        )
 
     def not_carried(self, index: int, subject: str, what: str) -> None:
         """A fact decided by the tenant's state, which the replayed records do not hold."""

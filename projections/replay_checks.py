@@ -108,13 +108,10 @@ def outside_fact(index: int, event: RunEvent, bundles: Mapping[str, str]) -> Fac
     recorded bundle decides its subject otherwise.
     """
     if isinstance(event, RetrievalResponse):
-        computed = hits_hash([hit.model_dump(mode="json") for hit in event.hits])
-        if computed != event.response_hash:
-            subject = f"{_subject(index, event)} response_hash"
-            raise HashMismatch(subject, str(event.response_hash), computed)
+        response_checked(index, event)
         detail = "a retrieval from outside the ledger: response_hash is the hash of its hits"
     elif isinstance(event, RetrievalRequest):
-        detail = "a retrieval from outside the ledger: not re-run"
+        detail = f"a retrieval from outside the ledger, not re-run: {request_checked(index, event)}"
     elif isinstance(event, GateDecision):
         return _gate_check(index, event, bundles)
     elif isinstance(event, PolicySnapshotRef):
@@ -125,6 +122,26 @@ def outside_fact(index: int, event: RunEvent, bundles: Mapping[str, str]) -> Fac
     else:
         detail = "a fact of the emitter's: nothing recomputes it"
     return FactCheck(_subject(index, event), Check.TAKEN_AS_RECORDED, detail, index)
+
+
+def response_checked(index: int, event: RetrievalResponse) -> None:
+    """HashMismatch when a retrieval's ``response_hash`` is not the hash of its hits."""
+    computed = hits_hash([hit.model_dump(mode="json") for hit in event.hits])
+    if computed != event.response_hash:
+        subject = f"{_subject(index, event)} response_hash"
+        raise HashMismatch(subject, str(event.response_hash), computed)
+
+
+def request_checked(index: int, event: RetrievalRequest) -> str:
+    """What was checked of a retrieval's ``request_hash`` against its query: HashMismatch when it
+    is not the query's hash. A redacted copy keeps the hash beside an emptied query (ingest
+    refuses any other hash that is not its query's): that hash is taken as recorded."""
+    computed = hash_of(event.query)
+    if computed == event.request_hash:
+        return "request_hash is the hash of its query"
+    if event.query == "":
+        return "its query is not kept (redacted), request_hash taken as recorded"
+    raise HashMismatch(f"{_subject(index, event)} request_hash", str(event.request_hash), computed)
 
 
 def _gate_check(index: int, event: GateDecision, bundles: Mapping[str, str]) -> FactCheck:

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
+from support.api_support import Api, assert_error
 from support.hand_written_runs import (
     as_auditor,
     ingest_and_replay,
@@ -99,11 +100,13 @@ def test_a_retrieval_from_the_ledgers_memories_is_served_again_at_its_position(
     checked = {r["subject"]: (r["check"], r["detail"]) for r in report["checks"]}
     assert checked["event 4 RetrievalRequest"] == (
         "reexecuted",
-        f"served again from the tenant's memory log at position {at}",
+        f"served again from the tenant's memory log at position {at};"
+        " request_hash is the hash of its query",
     )
     assert checked["event 5 RetrievalResponse"] == (
         "reexecuted",
-        "3 hits equal the re-served ones (scores within 1e-09)",
+        "3 hits equal the re-served ones (scores within 1e-09); response_hash is the hash of its"
+        " hits",
     )
 
 
@@ -164,7 +167,9 @@ def test_a_retrieval_from_outside_is_taken_as_recorded_and_a_bad_ledger_query_re
     checked = {r["subject"]: r["check"] for r in report["checks"]}
     assert checked["event 4 RetrievalRequest"] == "taken_as_recorded"
 
-    wordless = with_brainstates([*math_iteration(0, "2 + 3", 5), request(3, query="?!")])
+    wordless = with_brainstates(
+        [*math_iteration(0, "2 + 3", 5), request(3, query="?!", request_hash=hash_of("?!"))]
+    )
     path = run_file(tmp_path, "wordless", ids, wordless, "2 + 3 = 5")
     code, out, err = run(capsys, "ingest", path)
     assert (code, out) == (2, "")
@@ -218,6 +223,68 @@ def test_a_response_hash_that_is_not_the_hash_of_its_hits_is_refused_with_its_li
         f"{path} line 7: response_hash does not match the sha256 of the canonical JSON of hits"
         in err
     )
+
+
+@pytest.mark.parametrize("served", [True, False], ids=["from the ledger", "from outside"])
+def test_a_request_hash_that_is_not_the_hash_of_its_query_is_refused_with_its_line(
+    remembered: tuple[dict[str, str], list[dict[str, Any]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    served: bool,
+) -> None:
+    ids, (moved, _, _) = remembered
+    zeros = {**request(moved["position"]), "request_hash": "0" * 64}
+    if not served:
+        del zeros["memory_position"]
+    body = [*math_iteration(0, "2 + 3", 5), zeros]  # the line refused is the last one
+    path = run_file(tmp_path, "zeros", ids, with_brainstates(body), "2 + 3 = 5")
+    code, out, err = run(capsys, "ingest", path)
+    assert (code, out) == (2, "")
+    assert (
+        f"{path} line 6: request_hash does not match the sha256 of the canonical JSON of query"
+        in err
+    )
+    code, out, _ = run(capsys, "jobs", "--json")
+    assert "zeros" not in out
+
+
+def test_a_batch_with_a_retrieval_hash_that_is_not_its_content_is_refused(api: Api) -> None:
+    run_id = api.open_run({"seed": "r-2", "input": "look it up"})
+    before = api.position()
+    outside = {k: v for k, v in request(3).items() if k != "memory_position"}
+    for event, field in (
+        (
+            {**outside, "request_hash": "0" * 64},
+            "request_hash does not match the sha256 of the canonical JSON of query",
+        ),
+        (
+            {**response([]), "response_hash": "0" * 64},
+            "response_hash does not match the sha256 of the canonical JSON of hits",
+        ),
+    ):
+        where = f"body.events.0.event.{event['type']}"
+        assert_error(
+            api.send(run_id, [{"event_id": "e1", "event": event}]),
+            422,
+            "INVALID_INPUT",
+            f"{where}: {field}",
+            where,
+        )
+    assert api.position() == before
+
+
+def test_a_request_hash_left_out_is_the_hash_of_the_query(
+    remembered: tuple[dict[str, str], list[dict[str, Any]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ids, _ = remembered
+    bare = {k: v for k, v in request(3).items() if k not in {"request_hash", "memory_position"}}
+    body = with_brainstates([*math_iteration(0, "2 + 3", 5), bare, response([])])
+    assert run(capsys, "ingest", run_file(tmp_path, "bare", ids, body, "2 + 3 = 5"))[0] == 0
+    code, out, _ = run(capsys, "events", "bare", "--type", "RetrievalRequest", "--json")
+    assert code == 0
+    assert orjson.loads(out)["payload"]["request_hash"] == hash_of(QUERY)
 
 
 def test_a_bundle_replay_takes_retrievals_and_gates_as_recorded_and_says_so(

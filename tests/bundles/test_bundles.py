@@ -407,7 +407,6 @@ def model_io_job(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> str:
             "type": "RetrievalRequest",
             "request_id": "r1",
             "query": CANARIES[5],
-            "request_hash": ZERO_HASH,
         },
         {"type": "RetrievalResponse", "request_id": "r1", "hits": []},
         {"type": "RunCompleted", "final_output": "2 + 3 = 5"},
@@ -492,6 +491,12 @@ def test_redacted_bundle_holds_no_pii_and_no_model_io(
     assert (code, err) == (0, ""), err
     assert (report["ok"], report["authoritative"]) == (True, False)
     assert {m["step"] for m in report["unreconstructable"]} >= {"model call c1 (m 1)"}
+    retrieval = {r["subject"]: r for r in report["checks"]}["event 8 RetrievalRequest"]
+    assert (retrieval["check"], retrieval["detail"]) == (
+        "taken_as_recorded",
+        "a retrieval from outside the ledger, not re-run: its query is not kept (redacted),"
+        " request_hash taken as recorded",
+    )
 
     code, out, err = run(capsys, "replay", "--bundle", str(pii), "--force-continue")
     assert_usage_error(code, out, err, "--force-continue is not available on redacted bundle")

@@ -126,7 +126,9 @@ SAMPLES: list[RunEvent] = [
     ),
     StageTransition(from_stage="plan", to_stage="act", reason="ready"),
     PolicySnapshotRef(policy_bundle_hash=H, snapshot_id=OTHER, uri="mv2://policy/1"),
-    RetrievalRequest(request_id="r1", query="capital of france", request_hash=H),
+    RetrievalRequest(
+        request_id="r1", query="capital of france", request_hash=hash_of("capital of france")
+    ),
     RetrievalResponse(
         request_id="r1",
         hits=[RetrievalHit(uri="mv2://doc/1", score=0.75, explain={"bm25": 1.5})],

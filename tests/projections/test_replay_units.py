@@ -27,12 +27,15 @@ from domain.events import (
     IterationTrace,
     JobCompleted,
     MissingArtifact,
+    RetrievalRequest,
+    RetrievalResponse,
     RunEvent,
     SemRead,
     SemWrite,
     ToolCall,
     ToolResult,
     hash_of,
+    hits_hash,
 )
 from domain.governance import Actor, Role
 from domain.job import DEFAULT_TENANT, CaptureMode, Job
@@ -1138,6 +1141,82 @@ def test_a_recorded_tool_result_for_no_call_diverges_on_the_tool_boundary() -> N
     (divergence,) = outcome.divergences
     assert (divergence.field, divergence.recorded) == ("tool_boundary", "event 5")
     assert divergence.replayed == "ToolResult answers call_id 'c2', which no earlier ToolCall made"
+
+
+QUERY = "capital of france"
+
+
+def retrieval(request_hash: str, **extra: Any) -> list[RunEvent]:
+    # model_construct: ingest would refuse a request whose hash is not its query's.
+    request = RetrievalRequest.model_construct(
+        request_id="r1", query=QUERY, request_hash=request_hash, max_entries=10, **extra
+    )
+    return [request, RetrievalResponse(request_id="r1", hits=[])]
+
+
+@pytest.mark.parametrize("served_at", [None, 1], ids=["from outside", "from the ledger"])
+def test_a_recorded_retrieval_whose_request_hash_is_not_its_query_diverges(
+    served_at: int | None,
+) -> None:
+    wrong = "0" * 64
+    extra = {} if served_at is None else {"memory_position": served_at}
+    job, _ = recorded_job("2 + 3", tamper=lambda e: [*e, *retrieval(wrong, **extra)])
+    outcome = audit(FakeSource(job), mode=ReplayMode.PRODUCTION)
+    assert outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
+    assert outcome.divergences[0] == Divergence(
+        ErrorCode.REPLAY_DIVERGENCE,
+        None,
+        "event 4 RetrievalRequest request_hash",
+        wrong,
+        hash_of(QUERY),
+    )
+
+
+@pytest.mark.parametrize("served_at", [None, 1], ids=["from outside", "from the ledger"])
+def test_a_recorded_retrieval_whose_response_hash_is_not_its_hits_diverges(
+    served_at: int | None,
+) -> None:
+    wrong = "0" * 64
+    extra = {} if served_at is None else {"memory_position": served_at}
+    request, _ = retrieval(hash_of(QUERY), **extra)
+    response = RetrievalResponse.model_construct(request_id="r1", hits=[], response_hash=wrong)
+    job, _ = recorded_job("2 + 3", tamper=lambda e: [*e, request, response])
+    outcome = audit(FakeSource(job), mode=ReplayMode.PRODUCTION)
+    assert outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
+    assert outcome.divergences[0] == Divergence(
+        ErrorCode.REPLAY_DIVERGENCE,
+        None,
+        "event 5 RetrievalResponse response_hash",
+        wrong,
+        hits_hash([]),
+    )
+
+
+def test_a_recorded_retrieval_from_outside_with_its_query_hash_is_taken_as_recorded() -> None:
+    job, _ = recorded_job("2 + 3", tamper=lambda e: [*e, *retrieval(hash_of(QUERY))])
+    outcome = audit(FakeSource(job), mode=ReplayMode.PRODUCTION)
+    assert outcome.ok, outcome.error_message
+    row = {r.subject: r for r in outcome.checks}["event 4 RetrievalRequest"]
+    assert (row.check, row.detail) == (
+        Check.TAKEN_AS_RECORDED,
+        "a retrieval from outside the ledger, not re-run: request_hash is the hash of its query",
+    )
+
+
+def test_a_redacted_query_leaves_its_request_hash_taken_as_recorded() -> None:
+    redacted = RetrievalRequest.model_construct(
+        request_id="r1", query="", request_hash=hash_of(QUERY), max_entries=10
+    )
+    empty = RetrievalResponse(request_id="r1", hits=[])
+    job, _ = recorded_job("2 + 3", tamper=lambda e: [*e, redacted, empty])
+    outcome = audit(FakeSource(job), mode=ReplayMode.PRODUCTION)
+    assert outcome.ok, outcome.error_message
+    row = {r.subject: r for r in outcome.checks}["event 4 RetrievalRequest"]
+    assert (row.check, row.detail) == (
+        Check.TAKEN_AS_RECORDED,
+        "a retrieval from outside the ledger, not re-run: its query is not kept (redacted),"
+        " request_hash taken as recorded",
+    )
 
 
 # Provenance: a job recorded under rules this ledger does not implement is refused, not diverged.
