@@ -767,8 +767,8 @@ class _Replay:
             )
         if not any(r.check in _RE_EXECUTED for r in self.rows.values()):
             self.outcome.non_authoritative.append(
-                "nothing was re-executed: every recorded fact was taken as recorded or compared"
-                " by its hash"
+                "none of the run's events was re-executed: each was taken as recorded or"
+                " compared by its hash"
             )
         if self.outcome.divergences:
             first = self.outcome.divergences[0]

@@ -67,7 +67,7 @@ def verdict(report: dict[str, Any]) -> str:
     elif report.get("reproduced", True):  # a version 1 report: ok was its only word
         result = "REPRODUCED"
     else:
-        result = "NOT REPRODUCED (no recorded fact could be re-executed)"
+        result = "NOT REPRODUCED (none of the run's events could be re-executed)"
     badge = "authoritative" if report["authoritative"] else "NON-AUTHORITATIVE"
     counts = report.get("check_counts")
     if counts is None:  # a version 1 report kept no table

@@ -65,8 +65,8 @@ def test_a_run_nothing_in_which_can_be_re_executed_is_not_reproduced_nor_authori
     assert (report["ok"], report["reproduced"], report["authoritative"]) == (True, False, False)
     assert report["non_authoritative_reasons"] == [
         "final answer: no iteration was re-run, so the recorded answer is not reproduced",
-        "nothing was re-executed: every recorded fact was taken as recorded or compared by its"
-        " hash",
+        "none of the run's events was re-executed: each was taken as recorded or compared by"
+        " its hash",
     ]
     assert rows(report) == [
         ("event 0 ToolCall", "hash_compared"),
@@ -88,9 +88,9 @@ def test_a_run_nothing_in_which_can_be_re_executed_is_not_reproduced_nor_authori
     code, out, _ = run(capsys, "replay", "outside")
     assert code == 0
     assert out.splitlines()[0] == (
-        "verdict: NOT REPRODUCED (no recorded fact could be re-executed), NON-AUTHORITATIVE;"
-        " of 8 facts: 2 re-executed and matched, 2 compared by hash, 4 taken as recorded,"
-        " 0 missing"
+        "verdict: NOT REPRODUCED (none of the run's events could be re-executed),"
+        " NON-AUTHORITATIVE; of 8 facts: 2 re-executed and matched, 2 compared by hash,"
+        " 4 taken as recorded, 0 missing"
     )
     assert (
         "  taken as recorded: event 4 GateDecision: a gate decision naming no policy bundle and"
