@@ -16,6 +16,7 @@ from typing import Any, TypeVar, cast
 from domain.events import (
     AgentOutput,
     GateDecision,
+    IterationTrace,
     MissingArtifact,
     ModelCallEnvelope,
     PolicySnapshotRef,
@@ -37,10 +38,20 @@ _KEEPS: dict[CaptureMode, frozenset[str]] = {
 
 
 def apply_capture(event: E, mode: CaptureMode) -> E:
-    """The event as the capture mode lets it be stored (model I/O only; hashes always kept)."""
+    """The event as the capture mode lets it be stored (model I/O only; hashes always kept).
+
+    An iteration trace repeats each agent output: its entries lose what the outputs lose, as
+    the runtime's own trace, built from the outputs as stored, does; else a run sent in with
+    ``prompts_only`` could keep its responses in the trace."""
+    dropped = {"prompt", "response"} - _KEEPS[mode]
+    if isinstance(event, IterationTrace):
+        entries = [
+            {k: (None if k in dropped else v) for k, v in entry.items()}
+            for entry in event.agent_outputs
+        ]
+        return cast(E, event.model_copy(update={"agent_outputs": entries}))
     if not isinstance(event, AgentOutput | ModelCallEnvelope):
         return event
-    dropped = {"prompt", "response"} - _KEEPS[mode]
     return cast(E, event.model_copy(update=dict.fromkeys(dropped)))
 
 

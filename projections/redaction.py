@@ -125,13 +125,24 @@ def strip_model_io(entries: Any) -> Any:
 
 def full_io_content(facts: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
     """Where a job's facts (``(event_type, payload)``, in order) keep more than ``prompts_only``
-    would: ``event N ToolResult.result``, ..."""
-    return [
-        f"event {index} {event_type}.{name}"
-        for index, (event_type, payload) in enumerate(facts)
-        for name in FULL_IO_FIELDS.get(event_type, ())
-        if payload.get(name) is not None
-    ]
+    would: ``event N ToolResult.result``, ... and an iteration trace's copy of a response."""
+    found = []
+    for index, (event_type, payload) in enumerate(facts):
+        found += [
+            f"event {index} {event_type}.{name}"
+            for name in FULL_IO_FIELDS.get(event_type, ())
+            if payload.get(name) is not None
+        ]
+        if event_type == "IterationTrace" and _keeps_responses(payload.get("agent_outputs")):
+            found.append(f"event {index} IterationTrace.agent_outputs")
+    return found
+
+
+def _keeps_responses(entries: Any) -> bool:
+    return isinstance(entries, list) and any(
+        isinstance(e, dict) and any(e.get(k) is not None for k in ("response", "result"))
+        for e in entries
+    )
 
 
 def redact_job_body(

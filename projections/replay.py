@@ -73,6 +73,7 @@ from projections.stage0_runtime import Stage0Run, Stage0Snapshots, run_iteration
 _TOOL_EVENTS = frozenset({ToolCall.EVENT_TYPE, ToolResult.EVENT_TYPE})
 _ITERATION_EVENTS = (InputReceived, RouterDecision, SemRead, SemWrite, AgentOutput, IterationTrace)
 """The events an iteration of the Stage-0 runtime emits; each carries its iteration."""
+_RETRIEVALS = (RetrievalRequest, RetrievalResponse)
 _COMPARED_EVENTS = (InputReceived, RouterDecision, AgentOutput, SemRead, SemWrite)
 """The iteration's events compared with the re-run besides its trace (compared field by field)."""
 _RE_EXECUTED = frozenset({Check.REEXECUTED, Check.DIVERGED})
@@ -395,16 +396,16 @@ class _Replay:
         self, events: Sequence[tuple[int, RunEvent]], missing: list[MissingArtifact]
     ) -> None:
         """Facts from outside the runtime: tools re-applied from their recorded results (never a
-        live call), every kept content against its hash, the tool pairs checked again."""
+        live call), every kept content against its hash, the tool and retrieval pairs checked
+        again."""
         step = "6b outside facts"
         try:
             check_tool_boundary(tool_steps(e for _, e in events))
         except ToolBoundaryError as bad:
-            where = events[bad.position][0]
+            where, event = events[bad.position]
+            field = "retrieval_boundary" if isinstance(event, _RETRIEVALS) else "tool_boundary"
             self.diverge(
-                Divergence(
-                    ErrorCode.REPLAY_DIVERGENCE, None, "tool_boundary", f"event {where}", str(bad)
-                )
+                Divergence(ErrorCode.REPLAY_DIVERGENCE, None, field, f"event {where}", str(bad))
             )
         unkept = {m.sequence_index: m for m in missing}
         self.retrievals(events)
@@ -583,6 +584,8 @@ class _Replay:
         if not recorded:
             detail = "the job recorded no iterations: there is no routing to re-decide"
             self.step("8 iterations", "skipped", detail)
+        else:
+            self.iterations_in_place(job, body, recorded)
         computed: Any = None
         limits = snapshots.governance
         for position, iteration in enumerate(sorted(recorded)):
@@ -616,6 +619,26 @@ class _Replay:
         if self.request.mode is ReplayMode.PRODUCTION and missing:
             self.refuse_unpersisted(missing[0])
         return computed
+
+    def iterations_in_place(
+        self, job: Job, body: list[RunEvent], recorded: dict[int, list[tuple[int, RunEvent]]]
+    ) -> None:
+        """The iterations a run recorded are 0, 1, 2, ... one after the other in the stream, as
+        the runtime runs them, and the first took in the job's input: a run that skips, reorders
+        or interleaves iterations, or whose input is not what its first iteration read, is not
+        the run its answer and its iterations' re-runs stand for."""
+        in_stream = [e.iteration for e in body if isinstance(e, _ITERATION_EVENTS)]
+        expected = list(range(len(recorded)))
+        if sorted(recorded) != expected or in_stream != sorted(in_stream):
+            shown = [n for at, n in enumerate(in_stream) if at == 0 or in_stream[at - 1] != n]
+            self.diverge(
+                Divergence(ErrorCode.REPLAY_DIVERGENCE, None, "iterations", shown, expected)
+            )
+        first = next((e for _, e in recorded.get(0, []) if isinstance(e, InputReceived)), None)
+        if first is not None and first.text != job.job_input:
+            self.diverge(
+                Divergence(ErrorCode.REPLAY_DIVERGENCE, 0, "job_input", job.job_input, first.text)
+            )
 
     def within_limits(self, position: int, iteration: int, cap: int, seconds: float) -> None:
         step = f"8 iteration {iteration}: limits"

@@ -106,3 +106,63 @@ def test_an_agent_output_event_that_contradicts_its_trace_diverges(
     assert (divergence["iteration"], divergence["field"]) == (0, "events.AgentOutput")
     assert divergence["recorded"][0]["response"]["text"] == "2 + 3 = 6"
     assert divergence["replayed"][0]["response"]["text"] == "2 + 3 = 5"
+
+
+def renumbered(lines: list[dict[str, Any]], iteration: int) -> list[dict[str, Any]]:
+    return [{**line, "iteration": iteration} for line in lines]
+
+
+@pytest.mark.parametrize(
+    ("case", "body", "recorded", "expected"),
+    [
+        (
+            "a gap",
+            [*math_iteration(0, "2 + 3", 5), *renumbered(math_iteration(1, "4 * 5", 20), 7)],
+            [0, 7],
+            [0, 1],
+        ),
+        (
+            "reordered",
+            [*math_iteration(1, "4 * 5", 20), *math_iteration(0, "2 + 3", 5)],
+            [1, 0],
+            [0, 1],
+        ),
+    ],
+)
+def test_iterations_a_run_skips_or_reorders_diverge(
+    auditor: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
+    body: list[dict[str, Any]],
+    recorded: list[int],
+    expected: list[int],
+) -> None:
+    # Each iteration re-runs faithfully on its own: only their places in the run are wrong.
+    path = run_file(tmp_path, "placed", auditor, with_brainstates(body), "4 * 5 = 20")
+    code, report = ingest_and_replay(capsys, path, "placed")
+    assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE"), case
+    assert report["divergences"][0] == {
+        "code": "REPLAY_DIVERGENCE",
+        "field": "iterations",
+        "iteration": None,
+        "recorded": recorded,
+        "replayed": expected,
+    }
+
+
+def test_a_job_input_its_first_iteration_did_not_read_diverges(
+    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The run says it was asked one thing; its first iteration read another.
+    body = with_brainstates(math_iteration(0, "4 * 5", 20))
+    path = run_file(tmp_path, "asked", auditor, body, "4 * 5 = 20")  # input: "2 + 3"
+    code, report = ingest_and_replay(capsys, path, "asked")
+    assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE")
+    assert report["divergences"][0] == {
+        "code": "REPLAY_DIVERGENCE",
+        "field": "job_input",
+        "iteration": 0,
+        "recorded": "2 + 3",
+        "replayed": "4 * 5",
+    }

@@ -6,6 +6,7 @@ recorded."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -271,6 +272,44 @@ def test_a_batch_with_a_retrieval_hash_that_is_not_its_content_is_refused(api: A
             where,
         )
     assert api.position() == before
+
+
+Lines = Callable[[dict[str, Any], list[dict[str, Any]]], list[dict[str, Any]]]
+
+RETRIEVALS_OUT_OF_PLACE: dict[str, tuple[Lines, str]] = {
+    "a second response": (
+        lambda r, h: [r, response(h), response([])],
+        "line 8: RetrievalResponse answers request_id 'r1' a second time",
+    ),
+    "a response before its request": (
+        lambda r, h: [response(h), r],
+        "line 6: RetrievalResponse answers request_id 'r1', which no earlier RetrievalRequest made",
+    ),
+    "a request made twice": (
+        lambda r, h: [r, r],
+        "line 7: RetrievalRequest 'r1' is made a second time in this run",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RETRIEVALS_OUT_OF_PLACE))
+def test_a_retrieval_request_or_response_out_of_place_is_refused_with_its_line(
+    remembered: tuple[dict[str, str], list[dict[str, Any]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
+) -> None:
+    # A forged answer beside the true one: replay compared only the last answer, and took the
+    # other as a retrieval from outside.
+    ids, (moved, lunch, review) = remembered
+    hits = [hit(review, 1, 2.0), hit(moved, 2, 2.0), hit(lunch, 3, 1.0)]
+    lines, message = RETRIEVALS_OUT_OF_PLACE[case]
+    body = [*math_iteration(0, "2 + 3", 5), *lines(request(review["position"]), hits)]
+    path = run_file(tmp_path, "twice", ids, with_brainstates(body), "2 + 3 = 5")
+    code, out, err = run(capsys, "ingest", path)
+    assert (code, out) == (2, "")
+    assert err == f"mace: INVALID_INPUT: {path} {message}\n"
+    assert "twice" not in run(capsys, "jobs", "--json")[1]
 
 
 def test_a_request_hash_left_out_is_the_hash_of_the_query(

@@ -10,6 +10,7 @@ import orjson
 import pytest
 from support.api_support import Api
 from support.cli_output import assert_failure_line, assert_usage_error
+from support.hand_written_runs import as_auditor, math_iteration, run_file, with_brainstates
 from support.ledger_fixtures import run
 
 from infrastructure.storage.settings import Settings
@@ -80,8 +81,9 @@ def test_export_of_a_job_that_kept_responses_needs_redact_or_include_full_io(
         code,
         out,
         err,
-        "job full keeps model or tool content (event 2 AgentOutput.response): export it with"
-        " --redact to leave that out, or with --include-full-io to include it",
+        "job full keeps model or tool content (event 2 AgentOutput.response, event 3"
+        " IterationTrace.agent_outputs): export it with --redact to leave that out, or with"
+        " --include-full-io to include it",
     )
     assert not refused.exists()
     code, out, err = run(capsys, "export-test", full, "-o", str(tmp_path / "regression"))
@@ -95,3 +97,32 @@ def test_export_of_a_job_that_kept_responses_needs_redact_or_include_full_io(
     assert code == 0
     assert b"2 + 3 = 5" not in redacted.read_bytes()
     assert "payload.response" in out and "payload.final_output" in out
+
+
+def test_a_prompts_only_run_keeps_no_response_in_its_trace_either(
+    cli_env: Settings,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The trace repeats each agent output: a response left there was stored, and exported
+    # without --include-full-io, from a job that says it kept prompts only.
+    ids = as_auditor(cli_env, monkeypatch)
+    canary = "CANARY-TRACE-RESPONSE"
+    lines = math_iteration(0, "2 + 3", 5)
+    trace = lines[-1]
+    trace["agent_outputs"][0]["response"] = {**trace["agent_outputs"][0]["response"]}
+    trace["agent_outputs"][0]["response"]["text"] = canary
+    for line in lines:
+        if line["type"] == "AgentOutput":
+            line["response"] = None
+    path = run_file(tmp_path, "leaky", ids, with_brainstates(lines), "2 + 3 = 5", "prompts_only")
+    assert run(capsys, "ingest", path)[0] == 0
+    code, out, _ = run(capsys, "events", "leaky", "--type", "IterationTrace", "--json")
+    assert code == 0
+    assert orjson.loads(out)["payload"]["agent_outputs"][0]["response"] is None
+    bundle = tmp_path / "leaky.json"
+    assert run(capsys, "export", "leaky", "-o", str(bundle))[0] == 0
+    assert canary.encode() not in bundle.read_bytes()
+    code, out, _ = run(capsys, "replay", "leaky", "--json")
+    assert (code, orjson.loads(out)["reproduced"]) == (0, True)

@@ -413,8 +413,28 @@ def test_apply_capture_keeps_what_the_mode_says_and_every_hash(
 @pytest.mark.parametrize("mode", list(CaptureMode))
 def test_apply_capture_leaves_other_events_alone(mode: CaptureMode) -> None:
     for event in SAMPLES:
-        if not isinstance(event, AgentOutput | ModelCallEnvelope):
+        if not isinstance(event, AgentOutput | ModelCallEnvelope | IterationTrace):
             assert apply_capture(event, mode) is event
+
+
+@pytest.mark.parametrize(
+    ("mode", "kept"),
+    [
+        (CaptureMode.FULL_IO, {"prompt", "response"}),
+        (CaptureMode.PROMPTS_ONLY, {"prompt"}),
+        (CaptureMode.NONE, set()),
+    ],
+)
+def test_apply_capture_takes_from_a_traces_agent_outputs_what_it_takes_from_the_outputs(
+    mode: CaptureMode, kept: set[str]
+) -> None:
+    # A run sent in with prompts_only kept its responses in the trace's copy of each output.
+    (trace,) = [e for e in SAMPLES if isinstance(e, IterationTrace)]
+    entry = {"agent": "a", "prompt": "p", "response": "r", "response_hash": H, "error": None}
+    captured = apply_capture(trace.model_copy(update={"agent_outputs": [entry]}), mode)
+    (stored,) = captured.agent_outputs
+    assert {k for k in ("prompt", "response") if stored[k] is not None} == kept
+    assert (stored["response_hash"], stored["agent"]) == (H, "a")
 
 
 # Missing artifacts

@@ -1192,6 +1192,20 @@ def test_a_recorded_retrieval_whose_response_hash_is_not_its_hits_diverges(
     )
 
 
+def test_a_recorded_second_response_to_one_retrieval_diverges_on_the_retrieval_boundary() -> None:
+    request, answer = retrieval(hash_of(QUERY), memory_position=1)
+    job, _ = recorded_job("2 + 3", tamper=lambda e: [*e, request, answer, answer])
+    outcome = audit(FakeSource(job), mode=ReplayMode.PRODUCTION)
+    assert outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
+    assert outcome.divergences[0] == Divergence(
+        ErrorCode.REPLAY_DIVERGENCE,
+        None,
+        "retrieval_boundary",
+        "event 6",
+        "RetrievalResponse answers request_id 'r1' a second time",
+    )
+
+
 def test_a_recorded_retrieval_from_outside_with_its_query_hash_is_taken_as_recorded() -> None:
     job, _ = recorded_job("2 + 3", tamper=lambda e: [*e, *retrieval(hash_of(QUERY))])
     outcome = audit(FakeSource(job), mode=ReplayMode.PRODUCTION)
