@@ -19,7 +19,8 @@ replay already continues, and only past what redaction hid.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 from typing import Any, Final
 
@@ -146,21 +147,67 @@ class RedactionScope:
                     iterations.add(iteration)
         return cls(iterations, in_job, answer_hidden, len(redacted))
 
-    def explain(self, divergence: Divergence) -> str | None:
-        """Why redaction explains this divergence, or None when it does not."""
+    def explain(self, divergence: Divergence) -> tuple[Hidden, str] | None:
+        """How and why redaction explains this divergence, or None when it does not."""
         if divergence.field in _MODEL_IO_COMPARISONS and canonical_json(
             strip_model_io(divergence.replayed)
         ) == canonical_json(divergence.recorded):
-            return f"{MODEL_IO} content redacted; it matches the record by hash"
+            return Hidden.BY_HASH, f"{MODEL_IO} content redacted; it matches the record by hash"
         if self.answer_hidden and divergence.field in ANSWER_FIELDS and not divergence.recorded:
-            return f"{MODEL_IO} content redacted: the answer is not in the bundle"
+            return Hidden.ANSWER, f"{MODEL_IO} content redacted: the answer is not in the bundle"
         if divergence.iteration in self.pii_iterations:
-            return f"{PII} redacted from iteration {divergence.iteration}"
+            return Hidden.PII, f"{PII} redacted from iteration {divergence.iteration}"
         if divergence.iteration is None and self.pii_in_job:
-            return f"{PII} redacted from the job"
+            return Hidden.PII, f"{PII} redacted from the job"
         if PII_MARK in canonical_json(divergence.recorded).decode():
-            return f"{PII} redacted from the recorded value"
+            return Hidden.PII, f"{PII} redacted from the recorded value"
         return None
+
+
+_HOLD_MODEL_IO: Final = (" AgentOutput", " IterationTrace")
+"""The rows of the events whose model I/O content a redacted bundle empties."""
+
+
+class Hidden(Enum):
+    """How redaction hid what a divergence compared: model I/O content emptied while its hashes
+    still match (compared by hash), the answer left out, or PII taken out (not compared)."""
+
+    BY_HASH = "by hash"
+    ANSWER = "answer"
+    PII = "pii"
+
+
+@dataclass
+class HiddenFacts:
+    """What redaction hid, by iteration (None: the job's own facts): a row diverged there is
+    said to be compared as far as redaction let it be, or not compared, and why."""
+
+    by_iteration: dict[int | None, dict[Hidden, str]] = field(default_factory=dict)
+
+    def add(self, iteration: int | None, hidden: Hidden, why: str) -> None:
+        self.by_iteration.setdefault(iteration, {}).setdefault(hidden, why)
+
+    def without(self, iterations: set[int | None]) -> HiddenFacts:
+        kept = {k: v for k, v in self.by_iteration.items() if k not in iterations}
+        return HiddenFacts(kept)
+
+    def as_left(self, row: FactCheck) -> FactCheck:
+        """``row`` as redaction left it: a row diverged only where redaction explains it."""
+        hidden = self.by_iteration.get(row.iteration)
+        if row.check is not Check.DIVERGED or hidden is None:
+            return row
+        holds_answer = row.subject == "final answer" or row.subject.endswith(" IterationTrace")
+        for kind in (Hidden.PII, Hidden.ANSWER):
+            if kind in hidden and (kind is Hidden.PII or holds_answer):
+                detail = f"not compared: {hidden[kind]}"
+                return replace(row, check=Check.TAKEN_AS_RECORDED, detail=detail)
+        if Hidden.BY_HASH in hidden and row.subject.endswith(_HOLD_MODEL_IO):
+            detail = (
+                "re-executed; compared where the bundle's redaction left content, by hash elsewhere"
+            )
+            return replace(row, check=Check.HASH_COMPARED, detail=detail)
+        detail = "re-executed and equal to the record (redaction hid other facts of its iteration)"
+        return replace(row, check=Check.REEXECUTED, detail=detail)
 
 
 def set_aside_redactions(outcome: ReplayOutcome, scope: RedactionScope) -> ReplayOutcome:
@@ -175,17 +222,18 @@ def set_aside_redactions(outcome: ReplayOutcome, scope: RedactionScope) -> Repla
         halt_snapshots=outcome.halt_snapshots,
         non_authoritative=[r for r in outcome.non_authoritative if r != FORCED_REASON],
     )
-    hidden: set[int | None] = set()
+    hidden = HiddenFacts()
     divergences = iter(outcome.divergences)
     set_aside = 0
     stopped = False
     for step in outcome.steps:
         if step.outcome == "failed" and step.detail.endswith(FORCED_STEP):
             divergence = next(divergences)
-            why = scope.explain(divergence)
-            if why is not None:
+            explained = scope.explain(divergence)
+            if explained is not None:
+                kind, why = explained
                 result.steps.append(StepLog(step.step, "skipped", f"not compared: {why}"))
-                hidden.add(divergence.iteration)
+                hidden.add(divergence.iteration, kind, why)
                 set_aside += 1
                 continue
             result.steps.append(StepLog(step.step, "failed", step.detail.removesuffix(FORCED_STEP)))
@@ -209,15 +257,6 @@ def set_aside_redactions(outcome: ReplayOutcome, scope: RedactionScope) -> Repla
         f"replayed from a redacted bundle ({scope.records} record(s) redacted):"
         f" {set_aside} comparison(s) could not be made"
     )
-    hidden -= {d.iteration for d in result.divergences}
-    result.checks = [_as_redaction_left_it(row, hidden) for row in outcome.checks]
+    left = hidden.without({d.iteration for d in result.divergences})
+    result.checks = [left.as_left(row) for row in outcome.checks]
     return result
-
-
-def _as_redaction_left_it(row: FactCheck, hidden: set[int | None]) -> FactCheck:
-    """A fact that differs only where redaction explains it was compared as far as redaction let
-    it be."""
-    if row.check is not Check.DIVERGED or row.iteration not in hidden:
-        return row
-    detail = "re-executed; compared where the bundle's redaction left content, by hash elsewhere"
-    return replace(row, check=Check.HASH_COMPARED, detail=detail)

@@ -1,0 +1,85 @@
+"""What a redacted bundle's replay says of the facts redaction hid, on SQLite and PostgreSQL:
+content emptied but matching by hash is `hash_compared`; a fact in an iteration PII was taken
+from, or an answer the bundle does not hold, could not be compared at all, and says so; a fact
+redaction left alone was re-executed and compared in full."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.bundle_files import bundle_replay, export
+from support.hand_written_runs import R4, as_auditor, math_iteration, run_file, with_brainstates
+from support.ledger_fixtures import run
+
+from domain.events import hash_of
+from infrastructure.storage.settings import Settings
+
+PII_USER = "bob [refused:"
+"""A user name that holds the opening of a refusal mark: redaction takes it for PII."""
+
+
+def misrouted_with_pii() -> list[dict[str, Any]]:
+    """One iteration whose router decision (event and trace) is not what its RouterConfig
+    decides, in an iteration that holds PII."""
+    iteration = math_iteration(0, "2 + 3", 5)
+    percept, _, output, trace = iteration
+    percept["user"] = PII_USER
+    output["prompt"] = {**output["prompt"], "user": PII_USER}
+    output["request_hash"] = hash_of(output["prompt"])
+    trace["agent_outputs"] = [{k: v for k, v in output.items() if k not in {"type", "iteration"}}]
+    trace["router_decision"] = R4
+    return with_brainstates(
+        [percept, {"type": "RouterDecision", "iteration": 0, **R4}, output, trace]
+    )
+
+
+def test_facts_hidden_by_pii_redaction_are_taken_as_recorded_never_compared_by_hash(
+    cli_env: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    ids = as_auditor(cli_env, monkeypatch)
+    path = run_file(tmp_path, "hidden", ids, misrouted_with_pii(), "2 + 3 = 5")
+    assert run(capsys, "ingest", path)[0] == 0
+    code, _, _ = run(capsys, "replay", "hidden")
+    assert code == 1  # in the ledger, the routing diverges
+    redacted = export(capsys, "hidden", tmp_path / "hidden.json", "--redact")
+    code, report, err = bundle_replay(capsys, redacted)
+    assert (code, err) == (0, ""), err
+    assert (report["reproduced"], report["authoritative"]) == (False, False)
+    checked = {row["subject"]: (row["check"], row["detail"]) for row in report["checks"]}
+    assert checked["event 1 RouterDecision"] == (
+        "taken_as_recorded",
+        "not compared: pii redacted from iteration 0",
+    )
+    assert "hash_compared" not in {check for check, _ in checked.values()}
+
+
+def test_model_io_redaction_leaves_the_outputs_compared_by_hash(
+    cli_env: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    ids = as_auditor(cli_env, monkeypatch)
+    body = with_brainstates(math_iteration(0, "2 + 3", 5))
+    assert run(capsys, "ingest", run_file(tmp_path, "plain", ids, body, "2 + 3 = 5"))[0] == 0
+    redacted = export(capsys, "plain", tmp_path / "plain.json", "--redact")
+    code, report, err = bundle_replay(capsys, redacted)
+    assert (code, err) == (0, ""), err
+    checked = {row["subject"]: (row["check"], row["detail"]) for row in report["checks"]}
+    assert checked["event 2 AgentOutput"] == (
+        "hash_compared",
+        "re-executed; compared where the bundle's redaction left content, by hash elsewhere",
+    )
+    assert checked["event 3 IterationTrace"] == (
+        "taken_as_recorded",
+        "not compared: model_io content redacted: the answer is not in the bundle",
+    )
+    assert checked["final answer"][0] == "taken_as_recorded"
+    # Routing was re-decided and compared in full: redaction left it alone.
+    assert checked["event 1 RouterDecision"][0] == "reexecuted"
+    assert (report["reproduced"], report["authoritative"]) == (True, False)
