@@ -38,7 +38,7 @@ MODEL_IO: Final = "model_io"
 PII: Final = "pii"
 
 MODEL_IO_FIELDS: Final[dict[str, dict[str, Any]]] = {
-    "AgentOutput": {"prompt": None, "response": None},
+    "AgentOutput": {"prompt": None, "response": None, "error": None},
     "ModelCallEnvelope": {"prompt": None, "response": None},
     "ToolCall": {"arguments": None},
     "ToolResult": {"result": None},
@@ -58,7 +58,7 @@ FULL_IO_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "ToolResult": ("result",),
 }
 """What a job keeps beyond capture mode ``prompts_only``: responses, and the tools' content."""
-TRACE_MODEL_IO: Final = ("prompt", "response", "result")
+TRACE_MODEL_IO: Final = ("prompt", "response", "result", "error")
 """What an entry of an iteration trace's ``agent_outputs`` repeats of a model call's content."""
 
 STRUCTURAL: Final = frozenset(

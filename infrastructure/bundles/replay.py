@@ -152,7 +152,7 @@ class RedactionScope:
         if divergence.field in _MODEL_IO_COMPARISONS and canonical_json(
             strip_model_io(divergence.replayed)
         ) == canonical_json(divergence.recorded):
-            return Hidden.BY_HASH, f"{MODEL_IO} content redacted; it matches the record by hash"
+            return Hidden.BY_HASH, f"{MODEL_IO} content redacted; the rest matches the record"
         if self.answer_hidden and divergence.field in ANSWER_FIELDS and not divergence.recorded:
             return Hidden.ANSWER, f"{MODEL_IO} content redacted: the answer is not in the bundle"
         if divergence.iteration in self.pii_iterations:
@@ -203,7 +203,8 @@ class HiddenFacts:
                 return replace(row, check=Check.TAKEN_AS_RECORDED, detail=detail)
         if Hidden.BY_HASH in hidden and row.subject.endswith(_HOLD_MODEL_IO):
             detail = (
-                "re-executed; compared where the bundle's redaction left content, by hash elsewhere"
+                "re-executed; compared where the bundle's redaction left content, emptied"
+                " content by its hash where it has one"
             )
             return replace(row, check=Check.HASH_COMPARED, detail=detail)
         detail = "re-executed and equal to the record (redaction hid other facts of its iteration)"

@@ -73,7 +73,8 @@ def test_model_io_redaction_leaves_the_outputs_compared_by_hash(
     checked = {row["subject"]: (row["check"], row["detail"]) for row in report["checks"]}
     assert checked["event 2 AgentOutput"] == (
         "hash_compared",
-        "re-executed; compared where the bundle's redaction left content, by hash elsewhere",
+        "re-executed; compared where the bundle's redaction left content, emptied content by its"
+        " hash where it has one",
     )
     assert checked["event 3 IterationTrace"] == (
         "taken_as_recorded",
@@ -83,3 +84,25 @@ def test_model_io_redaction_leaves_the_outputs_compared_by_hash(
     # Routing was re-decided and compared in full: redaction left it alone.
     assert checked["event 1 RouterDecision"][0] == "reexecuted"
     assert (report["reproduced"], report["authoritative"]) == (True, False)
+
+
+def test_a_failed_agents_error_text_is_redacted_with_its_trace_copy(
+    cli_env: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    # What an agent raised may quote the model or a tool: it is model I/O content.
+    ids = as_auditor(cli_env, monkeypatch)
+    canary = "CANARY-AGENT-ERROR"
+    lines = math_iteration(0, "2 + 3", 5)
+    output, trace = lines[2], lines[3]
+    output.update(status="failed", response=None, response_hash=hash_of(None), error=canary)
+    trace["agent_outputs"] = [{k: v for k, v in output.items() if k not in {"type", "iteration"}}]
+    path = run_file(tmp_path, "raised", ids, with_brainstates(lines), "2 + 3 = 5")
+    assert run(capsys, "ingest", path)[0] == 0
+    code, out, err = run(capsys, "export", "raised", "-o", str(tmp_path / "r.json"), "--redact")
+    assert (code, err) == (0, ""), err
+    assert canary.encode() not in (tmp_path / "r.json").read_bytes()
+    assert "payload.error" in out
+    assert "payload.agent_outputs" in out
