@@ -496,6 +496,10 @@ class _Replay:
             matched = (
                 f"{len(hits)} hits equal the re-served ones (scores within {SCORE_EPSILON:g});"
                 " response_hash is the hash of its hits"
+            ) + (
+                "; retrieved_context_hashes taken as recorded"
+                if response.retrieved_context_hashes
+                else ""
             )
             self.rows[at] = FactCheck(
                 f"event {at} RetrievalResponse", Check.REEXECUTED, matched, at

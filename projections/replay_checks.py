@@ -115,7 +115,10 @@ def outside_fact(index: int, event: RunEvent, bundles: Mapping[str, str]) -> Fac
     elif isinstance(event, GateDecision):
         return _gate_check(index, event, bundles)
     elif isinstance(event, PolicySnapshotRef):
-        detail = f"policy bundle {event.policy_bundle_hash} is held by the ledger"
+        unchecked = [name for name in ("snapshot_id", "uri") if getattr(event, name) is not None]
+        detail = f"policy bundle {event.policy_bundle_hash} is held by the ledger" + (
+            f"; {' and '.join(unchecked)} taken as recorded" if unchecked else ""
+        )
         return FactCheck(_subject(index, event), Check.HASH_COMPARED, detail, index)
     elif type(event) in _CONTENT:
         return _content_check(index, event)

@@ -164,4 +164,26 @@ def test_a_held_policy_reference_is_checked_against_the_ledger(
     code, report = ingest_and_replay(capsys, path, "referenced")
     assert (code, report["reproduced"], report["authoritative"]) == (0, True, True)
     row = next(r for r in report["checks"] if r["subject"] == "event 4 PolicySnapshotRef")
-    assert row["check"] == "hash_compared"
+    assert (row["check"], row["detail"]) == (
+        "hash_compared",
+        f"policy bundle {DENIED_HASH} is held by the ledger",
+    )
+
+
+def test_what_a_policy_reference_says_besides_its_bundle_is_taken_as_recorded(
+    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Nothing here holds the outside system's snapshot id or address: the row says so.
+    event = {
+        "type": "PolicySnapshotRef",
+        "policy_bundle_hash": DENIED_HASH,
+        "snapshot_id": "0" * 64,
+        "uri": "s3://nowhere/policy",
+    }
+    path = run_file(tmp_path, "addressed", auditor, body(event), "2 + 3 = 5")
+    code, report = ingest_and_replay(capsys, path, "addressed")
+    assert code == 0
+    row = next(r for r in report["checks"] if r["subject"] == "event 4 PolicySnapshotRef")
+    assert row["detail"] == (
+        f"policy bundle {DENIED_HASH} is held by the ledger; snapshot_id and uri taken as recorded"
+    )

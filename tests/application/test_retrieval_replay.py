@@ -111,6 +111,25 @@ def test_a_retrieval_from_the_ledgers_memories_is_served_again_at_its_position(
     )
 
 
+def test_retrieved_context_hashes_beside_a_served_retrieval_are_said_to_be_taken_as_recorded(
+    remembered: tuple[dict[str, str], list[dict[str, Any]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ids, memories = remembered
+    body = served(memories)
+    for line in body:
+        if line["type"] == "RetrievalResponse":
+            line["retrieved_context_hashes"] = ["0" * 64]
+    path = run_file(tmp_path, "context", ids, body, "2 + 3 = 5")
+    code, report = ingest_and_replay(capsys, path, "context")
+    assert code == 0
+    checked = {r["subject"]: r["detail"] for r in report["checks"]}
+    assert checked["event 5 RetrievalResponse"].endswith(
+        "; retrieved_context_hashes taken as recorded"
+    )
+
+
 @pytest.mark.parametrize(
     ("case", "changed"),
     [
