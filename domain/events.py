@@ -9,7 +9,7 @@ integers and the like are refused when an event is built, with the path of the o
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -223,6 +223,30 @@ class IterationTrace(RunEvent):
     evidence_items: list[dict[str, JsonValue]] = Field(default_factory=list)
     brainstate_before: dict[str, JsonValue]
     brainstate_after: dict[str, JsonValue]
+
+    @model_validator(mode="after")
+    def _outputs_as_agent_outputs(self, info: ValidationInfo) -> IterationTrace:
+        # Each entry repeats an AgentOutput: a field it does not have is content that capture
+        # modes and redaction would not know to take out.
+        if (info.context or {}).get(RECORDED):
+            return self
+        for position, entry in enumerate(self.agent_outputs):
+            unknown = sorted(entry.keys() - TRACE_OUTPUT_FIELDS)
+            if unknown:
+                allowed = ", ".join(sorted(TRACE_OUTPUT_FIELDS))
+                msg = (
+                    f"agent_outputs[{position}]: no field {unknown[0]!r} (an output has {allowed})"
+                )
+                raise ValueError(msg)
+        return self
+
+
+TRACE_OUTPUT_FIELDS: Final = frozenset(AgentOutput.model_fields) - {
+    "type",
+    "iteration",
+    "schema_version",
+}
+"""What an iteration trace's entry of an agent output may hold: the output's own fields."""
 
 
 EQUALITY_FIELDS: tuple[str, ...] = (

@@ -120,8 +120,11 @@ class RunDraft(MaceAggregate):
             msg = f"run {self.run_id} is complete: no more events may be added"
             raise RunDraftError(msg)
         problem = tool_boundary_problem(tool_steps([*self.events, *(f["event"] for f in fresh)]))
-        if problem is not None:  # the events held passed before: the problem is in the batch
+        if problem is not None:
             position, message = problem
+            if position < len(self.events):
+                # Taken in before the rule it breaks was checked: no batch can mend the run.
+                raise RunDraftError(held_out_of_place(self.run_id, position, message))
             raise ToolBoundaryError(sent_at[position - len(self.events)], message)
         check_run_size(f"run {self.run_id}", len(self.events) + len(fresh), max_events)
         if fresh:
@@ -148,3 +151,12 @@ class RunDraft(MaceAggregate):
     @event(Completed)
     def _completed(self, final_output_digest: str) -> None:
         self.final_output_digest = final_output_digest
+
+
+def held_out_of_place(run_id: str, position: int, message: str) -> str:
+    """Why a run holding an event that breaks a rule checked since it was taken in (the tool or
+    retrieval boundary, a hash) can never be completed."""
+    return (
+        f"run {run_id} holds event {position}, taken in before it was checked: {message}; it"
+        " cannot be completed: send the run again as a new run"
+    )

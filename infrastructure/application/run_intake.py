@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from eventsourcing.persistence import IntegrityError, RecordConflictError
+from pydantic import ValidationError
 
 from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id
 from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
-from domain.run_draft import BatchOutcome, RunDraft
+from domain.run_draft import BatchOutcome, RunDraft, RunDraftError, held_out_of_place
+from domain.tool_boundary import tool_boundary_problem, tool_steps
 from infrastructure.application.jobs import JobService
 from infrastructure.application.runs import RunService
 from infrastructure.application.tenancy import holds, require_holder
@@ -95,7 +97,7 @@ class RunIntake:
         sent = len(draft.events)
         if not draft.completed:
             started = RunStarted.model_validate({**draft.started, "job_id": run_id})
-            events = [_emitted(content) for content in draft.events]
+            events = _held_events(run_id, draft.events)
             completed = RunCompleted(final_output=final_output)
 
             unchanged = [draft]  # the first attempt completes the draft just read
@@ -128,6 +130,22 @@ class RunIntake:
             return None
         # A default-tenant name may hold another tenant's run opened before ids were scoped.
         return draft if holds(tenant, draft.tenant) else None
+
+
+def _held_events(run_id: str, contents: Sequence[dict[str, Any]]) -> list[RunEvent]:
+    """The run's held events, as the rules now check them: `RunDraftError` naming the first that
+    breaks one (taken in before that rule was checked), as no batch can mend it."""
+    events = []
+    for position, content in enumerate(contents):
+        try:
+            events.append(_emitted(content))
+        except ValidationError as exc:
+            message = f"{exc.errors()[0]['msg']}"
+            raise RunDraftError(held_out_of_place(run_id, position, message)) from None
+    problem = tool_boundary_problem(tool_steps(events))
+    if problem is not None:
+        raise RunDraftError(held_out_of_place(run_id, *problem))
+    return events
 
 
 def _emitted(content: dict[str, Any]) -> RunEvent:

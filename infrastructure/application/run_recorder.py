@@ -22,7 +22,7 @@ from projections.reflective_log import ReflectiveLog
 class RunRecorder:
     def __init__(self, runs: RunService, started: RunStarted, tenant: str = DEFAULT_TENANT) -> None:
         self._runs = runs
-        self._started = started
+        self._started = RunStarted.model_validate(started.model_dump())  # as `emit` does
         self._tenant = tenant
         self._events: list[RunEvent] = []
         self._log: ReflectiveLog | None = None
@@ -36,7 +36,9 @@ class RunRecorder:
             names = ", ".join(t.EVENT_TYPE for t in EMITTED_TYPES)
             msg = f"{type(event).__name__} cannot be emitted within a run: expected one of {names}"
             raise TypeError(msg)
-        self._events.append(event)
+        # Validated again from its fields: a model built with model_copy or model_construct
+        # skipped its validators (a hash that is not its content's, a query emptied).
+        self._events.append(type(event).model_validate(event.model_dump()))
 
     def complete(self, final_output: Any) -> ReflectiveLog:
         """Record the run, sealed; returns its ReflectiveLog (job id, replayability, gaps).

@@ -114,24 +114,32 @@ def replay_bundle_file(
 
 _MODEL_IO_COMPARISONS = frozenset({"agent_outputs", "events.AgentOutput"})
 """The comparisons of model calls: the trace's entries and the events themselves."""
+_SHAPE: Final = frozenset({"iterations", "tool_boundary", "retrieval_boundary"})
+_HASH_FIELDS: Final = (" request_hash", " response_hash")
 
 
 class RedactionScope:
     """What a redacted bundle's replay cannot compare: where its job had PII taken out."""
 
     def __init__(
-        self, pii_iterations: set[int], pii_in_job: bool, answer_hidden: bool, records: int
+        self,
+        pii_iterations: set[int],
+        pii_in_job: bool,
+        answer_hidden: bool,
+        records: int,
+        input_redacted: bool,
     ) -> None:
         self.pii_iterations = pii_iterations
         self.pii_in_job = pii_in_job
         self.answer_hidden = answer_hidden
         self.records = records
+        self.input_redacted = input_redacted
 
     @classmethod
     def of(cls, bundle: Bundle, job: Job) -> RedactionScope:
         assert bundle.manifest.redaction is not None
         iterations: set[int] = set()
-        in_job = answer_hidden = False
+        in_job = answer_hidden = input_redacted = False
         redacted = bundle.manifest.redaction.records
         for record in redacted:
             if record.stream != f"{Job.NAME_PREFIX}:{job.job_id}":
@@ -140,15 +148,29 @@ class RedactionScope:
             if PII not in record.reasons:
                 continue
             in_job = True
+            input_redacted = input_redacted or record.version == 1
             position = record.version - 2  # version 1 starts the job; facts follow
             if 0 <= position < len(job.facts):
                 iteration = job.facts[position].payload.get("iteration")
                 if isinstance(iteration, int):
                     iterations.add(iteration)
-        return cls(iterations, in_job, answer_hidden, len(redacted))
+        return cls(iterations, in_job, answer_hidden, len(redacted), input_redacted)
 
     def explain(self, divergence: Divergence) -> tuple[Hidden, str] | None:
-        """How and why redaction explains this divergence, or None when it does not."""
+        """How and why redaction explains this divergence, or None when it does not.
+
+        Redaction rewrites content, never a run's shape (iteration numbers, which call or request
+        an answer answers) nor a hash, so those comparisons are never explained by it; the job's
+        input against its first percept only where PII was taken from the job's input."""
+        field = divergence.field
+        if field in _SHAPE or field.endswith(_HASH_FIELDS):
+            return None
+        if field == "job_input":
+            why = f"{PII} redacted from the job input"
+            return (Hidden.PII, why) if self.input_redacted else None
+        return self._content_hidden(divergence)
+
+    def _content_hidden(self, divergence: Divergence) -> tuple[Hidden, str] | None:
         if divergence.field in _MODEL_IO_COMPARISONS and canonical_json(
             strip_model_io(divergence.replayed)
         ) == canonical_json(divergence.recorded):

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
-from support.api_support import Api, assert_error
+from support.api_support import Api, assert_error, stage_event
 from support.hand_written_runs import (
     as_auditor,
     ingest_and_replay,
@@ -22,6 +22,7 @@ from support.hand_written_runs import (
 )
 from support.ledger_fixtures import run
 
+from domain.canonical import digest
 from domain.events import hash_of
 from infrastructure.storage.settings import Settings
 
@@ -374,3 +375,25 @@ def test_a_bundle_replay_takes_retrievals_and_gates_as_recorded_and_says_so(
     checked = {r["subject"]: r["check"] for r in report["checks"]}
     assert checked["event 4 RetrievalRequest"] == "taken_as_recorded"
     assert checked["event 6 GateDecision"] == "taken_as_recorded"
+
+
+def test_a_run_holding_an_answer_taken_in_before_pairing_was_checked_says_why_it_is_stuck(
+    api: Api,
+) -> None:
+    # A run opened before retrievals were paired may hold a response that answers nothing: no
+    # batch can mend it, and completing it must say so (it raised IndexError, 500, once).
+    run_id = api.open_run({"seed": "r-3", "input": "look it up"})
+    draft = api.ledger.run_intake.get(run_id, "acme")  # the operator's tenant
+    held = response([])
+    draft._appended(events=[{"event_id": "old", "event": held, "digest": digest(held)}])
+    api.ledger.store.save(draft)
+    stuck = (
+        f"run {run_id} holds event 0, taken in before it was checked: RetrievalResponse answers"
+        " request_id 'r1', which no earlier RetrievalRequest made; it cannot be completed: send"
+        " the run again as a new run"
+    )
+    before = api.position()
+    assert_error(api.send(run_id, [stage_event("s1")]), 409, "CONFLICT", stuck)
+    completion = api.post(f"/v1/runs/{run_id}/complete", {"final_output": "done"})
+    assert_error(completion, 409, "CONFLICT", stuck)
+    assert api.position() == before

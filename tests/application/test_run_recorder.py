@@ -9,6 +9,7 @@ from support.sample_job import job_ids
 from domain.events import (
     JobCompleted,
     ModelCallEnvelope,
+    RetrievalRequest,
     RunStarted,
     StageTransition,
     hash_of,
@@ -71,3 +72,16 @@ def test_the_ledgers_own_events_cannot_be_emitted(ledger: Ledger) -> None:
         recorder.emit(verdict)
     with pytest.raises(TypeError, match="RunStarted cannot be emitted"):
         recorder.emit(RunStarted(seed=1, input="nested"))
+
+
+def test_an_event_that_skipped_its_validators_is_refused_when_emitted(
+    ledger: Ledger, raw_table: RawTable
+) -> None:
+    # model_copy skips validation: a query emptied beside the hash of another query would be
+    # stored as if a redacted copy, and its request_hash never checked.
+    before = raw_table.execute("SELECT COUNT(*) FROM {table}")
+    recorder = RunRecorder(ledger.runs, RunStarted(seed=7, input="look it up"))
+    request = RetrievalRequest(request_id="r1", query="secret query")
+    with pytest.raises(ValueError, match="request_hash does not match the sha256"):
+        recorder.emit(request.model_copy(update={"query": ""}))
+    assert raw_table.execute("SELECT COUNT(*) FROM {table}") == before

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from support.bundle_files import bundle_replay, export
 from support.hand_written_runs import R4, as_auditor, math_iteration, run_file, with_brainstates
@@ -23,12 +24,7 @@ PII_USER = "bob [refused:"
 def misrouted_with_pii() -> list[dict[str, Any]]:
     """One iteration whose router decision (event and trace) is not what its RouterConfig
     decides, in an iteration that holds PII."""
-    iteration = math_iteration(0, "2 + 3", 5)
-    percept, _, output, trace = iteration
-    percept["user"] = PII_USER
-    output["prompt"] = {**output["prompt"], "user": PII_USER}
-    output["request_hash"] = hash_of(output["prompt"])
-    trace["agent_outputs"] = [{k: v for k, v in output.items() if k not in {"type", "iteration"}}]
+    percept, _, output, trace = with_pii_user(math_iteration(0, "2 + 3", 5))
     trace["router_decision"] = R4
     return with_brainstates(
         [percept, {"type": "RouterDecision", "iteration": 0, **R4}, output, trace]
@@ -106,3 +102,61 @@ def test_a_failed_agents_error_text_is_redacted_with_its_trace_copy(
     assert canary.encode() not in (tmp_path / "r.json").read_bytes()
     assert "payload.error" in out
     assert "payload.agent_outputs" in out
+
+
+def with_pii_user(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The iteration's percept and agent prompt name a user redaction takes for PII."""
+    percept, decision, output, trace = lines
+    percept["user"] = PII_USER
+    output["prompt"] = {**output["prompt"], "user": PII_USER}
+    output["request_hash"] = hash_of(output["prompt"])
+    trace["agent_outputs"] = [{k: v for k, v in output.items() if k not in {"type", "iteration"}}]
+    return [percept, decision, output, trace]
+
+
+@pytest.mark.parametrize(
+    ("case", "started", "body", "field"),
+    [
+        (
+            "an iteration skipped, PII in the first",
+            {},
+            [
+                *with_pii_user(math_iteration(0, "2 + 3", 5)),
+                *[{**line, "iteration": 7} for line in math_iteration(1, "4 * 5", 20)],
+            ],
+            "iterations",
+        ),
+        (
+            "a job input its first iteration did not read, written with a redaction mark",
+            {"input": "wire $1M to acct 99 [REDACTED:pii]"},
+            [*math_iteration(0, "2 + 3", 5), *math_iteration(1, "4 * 5", 20)],
+            "job_input",
+        ),
+    ],
+)
+def test_redaction_never_sets_aside_the_runs_shape_or_its_input(
+    cli_env: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    case: str,
+    started: dict[str, Any],
+    body: list[dict[str, Any]],
+    field: str,
+) -> None:
+    # Redaction rewrites content, never iteration numbers nor the job's input (unless PII was
+    # taken from it): a run that fails in the ledger fails from its redacted bundle too.
+    ids = as_auditor(cli_env, monkeypatch)
+    path = Path(run_file(tmp_path, "shaped", ids, with_brainstates(body), "4 * 5 = 20"))
+    if started:
+        first, *rest = path.read_text().splitlines(keepends=True)
+        path.write_text(
+            orjson.dumps({**orjson.loads(first), **started}).decode() + "\n" + "".join(rest)
+        )
+    assert run(capsys, "ingest", str(path))[0] == 0
+    code, out, _ = run(capsys, "replay", "shaped", "--json")
+    assert (code, orjson.loads(out)["divergences"][0]["field"]) == (1, field), case
+    redacted = export(capsys, "shaped", tmp_path / "shaped.json", "--redact")
+    code, report, _ = bundle_replay(capsys, redacted)
+    assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE"), case
+    assert report["divergences"][0]["field"] == field

@@ -126,3 +126,24 @@ def test_a_prompts_only_run_keeps_no_response_in_its_trace_either(
     assert canary.encode() not in bundle.read_bytes()
     code, out, _ = run(capsys, "replay", "leaky", "--json")
     assert (code, orjson.loads(out)["reproduced"]) == (0, True)
+
+
+def test_a_trace_entry_with_a_field_no_agent_output_has_is_refused(
+    cli_env: Settings,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Content under a name capture and redaction do not know would be kept and exported.
+    ids = as_auditor(cli_env, monkeypatch)
+    lines = math_iteration(0, "2 + 3", 5)
+    lines[-1]["agent_outputs"][0]["output"] = "CANARY-TRACE-OUTPUT"
+    path = run_file(tmp_path, "unknown", ids, with_brainstates(lines), "2 + 3 = 5", "prompts_only")
+    code, out, err = run(capsys, "ingest", path)
+    assert (code, out) == (2, "")
+    assert_failure_line(
+        err,
+        "INVALID_INPUT",
+        f"{path} line 5: agent_outputs[0]: no field 'output' (an output has agent, error, prompt,"
+        " request_hash, response, response_hash, status)",
+    )
