@@ -31,6 +31,13 @@ def misrouted_with_pii() -> list[dict[str, Any]]:
     )
 
 
+def redacted_replay(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, job_id: str
+) -> tuple[int, dict[str, Any], str]:
+    """The job exported with --redact, then replayed from that bundle: exit code, report, err."""
+    return bundle_replay(capsys, export(capsys, job_id, tmp_path / f"{job_id}.json", "--redact"))
+
+
 def test_facts_hidden_by_pii_redaction_are_taken_as_recorded_never_compared_by_hash(
     cli_env: Settings,
     monkeypatch: pytest.MonkeyPatch,
@@ -42,8 +49,7 @@ def test_facts_hidden_by_pii_redaction_are_taken_as_recorded_never_compared_by_h
     assert run(capsys, "ingest", path)[0] == 0
     code, _, _ = run(capsys, "replay", "hidden")
     assert code == 1  # in the ledger, the routing diverges
-    redacted = export(capsys, "hidden", tmp_path / "hidden.json", "--redact")
-    code, report, err = bundle_replay(capsys, redacted)
+    code, report, err = redacted_replay(capsys, tmp_path, "hidden")
     assert (code, err) == (0, ""), err
     assert (report["reproduced"], report["authoritative"]) == (False, False)
     checked = {row["subject"]: (row["check"], row["detail"]) for row in report["checks"]}
@@ -63,8 +69,7 @@ def test_model_io_redaction_leaves_the_outputs_compared_by_hash(
     ids = as_auditor(cli_env, monkeypatch)
     body = with_brainstates(math_iteration(0, "2 + 3", 5))
     assert run(capsys, "ingest", run_file(tmp_path, "plain", ids, body, "2 + 3 = 5"))[0] == 0
-    redacted = export(capsys, "plain", tmp_path / "plain.json", "--redact")
-    code, report, err = bundle_replay(capsys, redacted)
+    code, report, err = redacted_replay(capsys, tmp_path, "plain")
     assert (code, err) == (0, ""), err
     checked = {row["subject"]: (row["check"], row["detail"]) for row in report["checks"]}
     assert checked["event 2 AgentOutput"] == (
@@ -156,7 +161,6 @@ def test_redaction_never_sets_aside_the_runs_shape_or_its_input(
     assert run(capsys, "ingest", str(path))[0] == 0
     code, out, _ = run(capsys, "replay", "shaped", "--json")
     assert (code, orjson.loads(out)["divergences"][0]["field"]) == (1, field), case
-    redacted = export(capsys, "shaped", tmp_path / "shaped.json", "--redact")
-    code, report, _ = bundle_replay(capsys, redacted)
+    code, report, _ = redacted_replay(capsys, tmp_path, "shaped")
     assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE"), case
     assert report["divergences"][0]["field"] == field

@@ -1155,41 +1155,23 @@ def retrieval(request_hash: str, **extra: Any) -> list[RunEvent]:
 
 
 @pytest.mark.parametrize("served_at", [None, 1], ids=["from outside", "from the ledger"])
-def test_a_recorded_retrieval_whose_request_hash_is_not_its_query_diverges(
-    served_at: int | None,
+@pytest.mark.parametrize("broken", ["RetrievalRequest", "RetrievalResponse"])
+def test_a_recorded_retrieval_whose_hash_is_not_its_content_diverges(
+    served_at: int | None, broken: str
 ) -> None:
     wrong = "0" * 64
     extra = {} if served_at is None else {"memory_position": served_at}
-    job, _ = recorded_job("2 + 3", tamper=lambda e: [*e, *retrieval(wrong, **extra)])
-    outcome = audit(FakeSource(job), mode=ReplayMode.PRODUCTION)
-    assert outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
-    assert outcome.divergences[0] == Divergence(
-        ErrorCode.REPLAY_DIVERGENCE,
-        None,
-        "event 4 RetrievalRequest request_hash",
-        wrong,
-        hash_of(QUERY),
-    )
-
-
-@pytest.mark.parametrize("served_at", [None, 1], ids=["from outside", "from the ledger"])
-def test_a_recorded_retrieval_whose_response_hash_is_not_its_hits_diverges(
-    served_at: int | None,
-) -> None:
-    wrong = "0" * 64
-    extra = {} if served_at is None else {"memory_position": served_at}
-    request, _ = retrieval(hash_of(QUERY), **extra)
-    response = RetrievalResponse.model_construct(request_id="r1", hits=[], response_hash=wrong)
+    request, response = retrieval(hash_of(QUERY), **extra)
+    if broken == "RetrievalRequest":
+        request = request.model_copy(update={"request_hash": wrong})
+        expected = ("event 4 RetrievalRequest request_hash", wrong, hash_of(QUERY))
+    else:
+        response = RetrievalResponse.model_construct(request_id="r1", hits=[], response_hash=wrong)
+        expected = ("event 5 RetrievalResponse response_hash", wrong, hits_hash([]))
     job, _ = recorded_job("2 + 3", tamper=lambda e: [*e, request, response])
     outcome = audit(FakeSource(job), mode=ReplayMode.PRODUCTION)
     assert outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
-    assert outcome.divergences[0] == Divergence(
-        ErrorCode.REPLAY_DIVERGENCE,
-        None,
-        "event 5 RetrievalResponse response_hash",
-        wrong,
-        hits_hash([]),
-    )
+    assert outcome.divergences[0] == Divergence(ErrorCode.REPLAY_DIVERGENCE, None, *expected)
 
 
 def test_a_recorded_second_response_to_one_retrieval_diverges_on_the_retrieval_boundary() -> None:
