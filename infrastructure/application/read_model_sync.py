@@ -7,9 +7,8 @@ pull loop serves both backends: SQLite cannot subscribe, and a command-line read
 wants the view current *now*, not when a subscriber gets to it. Every notification is verified
 (its MAC) before it is decoded.
 
-On PostgreSQL, `follow` keeps the views current as events are committed: eventsourcing's
-`ApplicationSubscription` (LISTEN/NOTIFY) feeds the same projection, one event and its tracking
-record per transaction.
+On PostgreSQL, `follow` keeps the views current as events are committed: it LISTENs for the
+recorder's NOTIFY and catches up on each (and every `FOLLOW_POLL` seconds without one).
 
 `rebuild` first brings the live views up to date and takes their digests (the recorded ones),
 then empties them and projects the whole log again from position 0, and compares.
@@ -28,11 +27,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, cached_property
-from threading import Event, Lock, Thread
+from threading import Event, Lock
 from typing import Any, Final
 
 from eventsourcing.persistence import IntegrityError, Tracking
-from eventsourcing.projection import ApplicationSubscription, Projection
+from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.projection import Projection
+from psycopg.sql import SQL, Identifier
 
 from domain.snapshot import Snapshot
 from infrastructure.storage.read_model_memory import MemoryReadModelView
@@ -55,6 +56,8 @@ from projections.read_model_rows import (
 )
 
 PAGE: Final = 1000
+FOLLOW_POLL: Final = 1.0
+"""Seconds `follow` waits for a notification before it catches up anyway."""
 ATTEMPTS: Final = 5
 Progress = Callable[[int, int], None]
 """Called with (position reached, head of the log) after each page."""
@@ -166,25 +169,30 @@ class ReadModels:
         return applied
 
     def follow(self, stop: Event) -> None:
-        """PostgreSQL only: apply events as they are committed, until ``stop`` is set."""
+        """PostgreSQL only: apply events as they are committed, until ``stop`` is set.
+
+        It listens before it first catches up, so that no commit falls between the two unseen
+        (eventsourcing's subscription reads before its LISTEN is in place, and a commit in that
+        gap waited for the next one); then each notification, or `FOLLOW_POLL` seconds without
+        one, catches the views up again."""
         if isinstance(self.store.location, SQLiteStore):
             msg = "SQLite cannot notify subscribers: its read models catch up when they are read"
             raise ValueError(msg)
-        self.catch_up()
-        with ApplicationSubscription(self.store, gt=self.position(), topics=TOPICS) as events:
-
-            def stop_when_asked() -> None:
-                stop.wait()
-                events.stop()
-
-            stopper = Thread(target=stop_when_asked, name="read-models-stop")
-            stopper.start()
+        recorder = self.store.recorder
+        assert isinstance(recorder, PostgresApplicationRecorder)
+        channel = Identifier(recorder.channel_name)
+        with recorder.datastore.get_connection() as conn:
+            conn.execute(SQL("LISTEN {0}").format(channel))
+            conn.commit()
             try:
-                for event, tracking in events:
-                    self.projection.process_event(event, tracking)
-            finally:
-                stop.set()
-                stopper.join()
+                self.catch_up()
+                while not stop.is_set():
+                    for _ in conn.notifies(timeout=FOLLOW_POLL, stop_after=1):
+                        pass
+                    self.catch_up()
+            finally:  # the connection goes back to the pool: it must not keep collecting
+                conn.execute(SQL("UNLISTEN {0}").format(channel))
+                conn.commit()
 
     def rows(self, view: str) -> list[Row]:
         """The view's rows, current; the job views with the snapshots found gone since
