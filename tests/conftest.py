@@ -17,7 +17,12 @@ from support.postgres_server import (
 )
 
 # Stores, ledgers and raw table access for storage tests (SQLite and PostgreSQL); the HTTP client.
-pytest_plugins = ["support.ledger_fixtures", "support.api_support", "support.store_copies"]
+pytest_plugins = [
+    "support.ledger_fixtures",
+    "support.api_support",
+    "support.store_copies",
+    "support.hand_written_runs",
+]
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -14,14 +14,11 @@ import pytest
 from support.hand_written_runs import (
     R1,
     R4,
-    as_auditor,
     ingest_and_replay,
     math_iteration,
     run_file,
     with_brainstates,
 )
-
-from infrastructure.storage.settings import Settings
 
 
 def edited(lines: list[dict[str, Any]], kind: str, **changes: Any) -> list[dict[str, Any]]:
@@ -30,11 +27,6 @@ def edited(lines: list[dict[str, Any]], kind: str, **changes: Any) -> list[dict[
 
 TWO_ITERATIONS = with_brainstates([*math_iteration(0, "2 + 3", 5), *math_iteration(1, "4 * 5", 20)])
 """A faithful run: what the runtime does for "2 + 3", then for "4 * 5"."""
-
-
-@pytest.fixture
-def auditor(cli_env: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    return as_auditor(cli_env, monkeypatch)
 
 
 def steps_of(report: dict[str, Any], iteration: int) -> list[str]:

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from support.hand_written_runs import (
-    as_auditor,
     ingest_and_replay,
     math_iteration,
     run_file,
@@ -18,7 +17,6 @@ from support.hand_written_runs import (
 from support.ledger_fixtures import run
 
 from domain.events import hash_of
-from infrastructure.storage.settings import Settings
 
 SCHEMA = hash_of({"tool": "search"})
 ARGUMENTS = {"q": "capital of france"}
@@ -45,11 +43,6 @@ RETRIEVAL: list[dict[str, Any]] = [
     },
 ]
 GATE = {"type": "GateDecision", "gate": "publish", "decision": "allow"}
-
-
-@pytest.fixture
-def auditor(cli_env: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    return as_auditor(cli_env, monkeypatch)
 
 
 def rows(report: dict[str, Any]) -> list[tuple[str, str]]:

@@ -11,11 +11,10 @@ from typing import Any
 import orjson
 import pytest
 from support.bundle_files import bundle_replay, export
-from support.hand_written_runs import R4, as_auditor, math_iteration, run_file, with_brainstates
+from support.hand_written_runs import R4, math_iteration, run_file, with_brainstates
 from support.ledger_fixtures import run
 
 from domain.events import hash_of
-from infrastructure.storage.settings import Settings
 
 PII_USER = "bob [refused:"
 """A user name that holds the opening of a refusal mark: redaction takes it for PII."""
@@ -39,12 +38,11 @@ def redacted_replay(
 
 
 def test_facts_hidden_by_pii_redaction_are_taken_as_recorded_never_compared_by_hash(
-    cli_env: Settings,
-    monkeypatch: pytest.MonkeyPatch,
+    auditor: dict[str, str],
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
-    ids = as_auditor(cli_env, monkeypatch)
+    ids = auditor
     path = run_file(tmp_path, "hidden", ids, misrouted_with_pii(), "2 + 3 = 5")
     assert run(capsys, "ingest", path)[0] == 0
     code, _, _ = run(capsys, "replay", "hidden")
@@ -61,12 +59,11 @@ def test_facts_hidden_by_pii_redaction_are_taken_as_recorded_never_compared_by_h
 
 
 def test_model_io_redaction_leaves_the_outputs_compared_by_hash(
-    cli_env: Settings,
-    monkeypatch: pytest.MonkeyPatch,
+    auditor: dict[str, str],
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
-    ids = as_auditor(cli_env, monkeypatch)
+    ids = auditor
     body = with_brainstates(math_iteration(0, "2 + 3", 5))
     assert run(capsys, "ingest", run_file(tmp_path, "plain", ids, body, "2 + 3 = 5"))[0] == 0
     code, report, err = redacted_replay(capsys, tmp_path, "plain")
@@ -88,13 +85,12 @@ def test_model_io_redaction_leaves_the_outputs_compared_by_hash(
 
 
 def test_a_failed_agents_error_text_is_redacted_with_its_trace_copy(
-    cli_env: Settings,
-    monkeypatch: pytest.MonkeyPatch,
+    auditor: dict[str, str],
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
     # What an agent raised may quote the model or a tool: it is model I/O content.
-    ids = as_auditor(cli_env, monkeypatch)
+    ids = auditor
     canary = "CANARY-AGENT-ERROR"
     lines = math_iteration(0, "2 + 3", 5)
     output, trace = lines[2], lines[3]
@@ -140,8 +136,7 @@ def with_pii_user(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ],
 )
 def test_redaction_never_sets_aside_the_runs_shape_or_its_input(
-    cli_env: Settings,
-    monkeypatch: pytest.MonkeyPatch,
+    auditor: dict[str, str],
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     case: str,
@@ -151,7 +146,7 @@ def test_redaction_never_sets_aside_the_runs_shape_or_its_input(
 ) -> None:
     # Redaction rewrites content, never iteration numbers nor the job's input (unless PII was
     # taken from it): a run that fails in the ledger fails from its redacted bundle too.
-    ids = as_auditor(cli_env, monkeypatch)
+    ids = auditor
     path = Path(run_file(tmp_path, "shaped", ids, with_brainstates(body), "4 * 5 = 20"))
     if started:
         first, *rest = path.read_text().splitlines(keepends=True)

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from support.api_support import Api
 from support.cli_output import assert_failure_line, assert_usage_error
-from support.hand_written_runs import as_auditor, math_iteration, run_file, with_brainstates
+from support.hand_written_runs import math_iteration, run_file, with_brainstates
 from support.ledger_fixtures import run
 
 from infrastructure.storage.settings import Settings
@@ -100,14 +100,13 @@ def test_export_of_a_job_that_kept_responses_needs_redact_or_include_full_io(
 
 
 def test_a_prompts_only_run_keeps_no_response_in_its_trace_either(
-    cli_env: Settings,
+    auditor: dict[str, str],
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The trace repeats each agent output: a response left there was stored, and exported
     # without --include-full-io, from a job that says it kept prompts only.
-    ids = as_auditor(cli_env, monkeypatch)
+    ids = auditor
     canary = "CANARY-TRACE-RESPONSE"
     lines = math_iteration(0, "2 + 3", 5)
     trace = lines[-1]
@@ -129,13 +128,12 @@ def test_a_prompts_only_run_keeps_no_response_in_its_trace_either(
 
 
 def test_a_trace_entry_with_a_field_no_agent_output_has_is_refused(
-    cli_env: Settings,
+    auditor: dict[str, str],
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Content under a name capture and redaction do not know would be kept and exported.
-    ids = as_auditor(cli_env, monkeypatch)
+    ids = auditor
     lines = math_iteration(0, "2 + 3", 5)
     lines[-1]["agent_outputs"][0]["output"] = "CANARY-TRACE-OUTPUT"
     path = run_file(tmp_path, "unknown", ids, with_brainstates(lines), "2 + 3 = 5", "prompts_only")

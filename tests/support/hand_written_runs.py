@@ -125,6 +125,12 @@ def as_auditor(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str,
         return ledger.snapshots.default_ids()
 
 
+@pytest.fixture
+def auditor(cli_env: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """`as_auditor` as a fixture: the caller an admin and auditor, the default snapshots' ids."""
+    return as_auditor(cli_env, monkeypatch)
+
+
 def ingest_and_replay(
     capsys: pytest.CaptureFixture[str], path: str, job_id: str, mode: str = "production"
 ) -> tuple[int, dict[str, Any]]:
