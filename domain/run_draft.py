@@ -119,7 +119,9 @@ class RunDraft(MaceAggregate):
         if fresh and self.completed:  # a batch re-sent whole after completion is duplicates
             msg = f"run {self.run_id} is complete: no more events may be added"
             raise RunDraftError(msg)
-        problem = tool_boundary_problem(tool_steps([*self.events, *(f["event"] for f in fresh)]))
+        # Only new events are checked: a batch that is all duplicates was taken in before.
+        steps = tool_steps([*self.events, *(f["event"] for f in fresh)])
+        problem = tool_boundary_problem(steps) if fresh else None
         if problem is not None:
             position, message = problem
             if position < len(self.events):

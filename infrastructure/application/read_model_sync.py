@@ -191,8 +191,9 @@ class ReadModels:
                         pass
                     self.catch_up()
             finally:  # the connection goes back to the pool: it must not keep collecting
-                conn.execute(SQL("UNLISTEN {0}").format(channel))
-                conn.commit()
+                if not conn.broken:  # a lost connection is discarded; its error stands
+                    conn.execute(SQL("UNLISTEN {0}").format(channel))
+                    conn.commit()
 
     def rows(self, view: str) -> list[Row]:
         """The view's rows, current; the job views with the snapshots found gone since

@@ -23,7 +23,7 @@ from support.hand_written_runs import (
 from support.ledger_fixtures import run
 
 from domain.canonical import digest
-from domain.events import hash_of
+from domain.events import RetrievalResponse, hash_of
 from infrastructure.storage.settings import Settings
 
 QUERY = "when is the launch"
@@ -397,3 +397,18 @@ def test_a_run_holding_an_answer_taken_in_before_pairing_was_checked_says_why_it
     completion = api.post(f"/v1/runs/{run_id}/complete", {"final_output": "done"})
     assert_error(completion, 409, "CONFLICT", stuck)
     assert api.position() == before
+
+
+def test_a_completed_run_holding_such_an_answer_still_takes_its_batch_again_as_duplicates(
+    api: Api,
+) -> None:
+    # A client retrying after a lost response re-sends a batch the run holds whole.
+    run_id = api.open_run({"seed": "r-4", "input": "look it up"})
+    draft = api.ledger.run_intake.get(run_id, "acme")  # the operator's tenant
+    held = RetrievalResponse.model_validate(response([])).model_dump(mode="json")  # as kept
+    draft._appended(events=[{"event_id": "old", "event": held, "digest": digest(held)}])
+    draft.complete("done")
+    api.ledger.store.save(draft)
+    again = api.send(run_id, [{"event_id": "old", "event": held}])
+    assert again.status_code == 200, again.content
+    assert (again.json()["accepted"], again.json()["duplicates"]) == (0, 1)
