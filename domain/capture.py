@@ -45,6 +45,9 @@ def apply_capture(event: E, mode: CaptureMode) -> E:
     ``prompts_only`` could keep its responses in the trace."""
     dropped = {"prompt", "response"} - _KEEPS[mode]
     if isinstance(event, IterationTrace):
+        # The runtime's own traces hold nothing to drop: they are kept as they are, uncopied.
+        if not any(entry.get(k) is not None for entry in event.agent_outputs for k in dropped):
+            return event
         entries = [
             {k: (None if k in dropped else v) for k, v in entry.items()}
             for entry in event.agent_outputs

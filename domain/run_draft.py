@@ -120,8 +120,11 @@ class RunDraft(MaceAggregate):
             msg = f"run {self.run_id} is complete: no more events may be added"
             raise RunDraftError(msg)
         # Only new events are checked: a batch that is all duplicates was taken in before.
-        steps = tool_steps([*self.events, *(f["event"] for f in fresh)])
-        problem = tool_boundary_problem(steps) if fresh else None
+        problem = (
+            tool_boundary_problem(tool_steps([*self.events, *(f["event"] for f in fresh)]))
+            if fresh
+            else None
+        )
         if problem is not None:
             position, message = problem
             if position < len(self.events):

@@ -20,7 +20,7 @@ from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id
 from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
 from domain.run_draft import BatchOutcome, RunDraft, RunDraftError, held_out_of_place
-from domain.tool_boundary import tool_boundary_problem, tool_steps
+from domain.tool_boundary import ToolBoundaryError
 from infrastructure.application.jobs import JobService
 from infrastructure.application.runs import RunService
 from infrastructure.application.tenancy import holds, require_holder
@@ -114,6 +114,8 @@ class RunIntake:
             try:
                 log = self.runs.record(started, events, completed, tenant, completed_draft)
                 return log, sent
+            except ToolBoundaryError as bad:  # held since before the pairing was checked
+                raise RunDraftError(held_out_of_place(run_id, bad.position, str(bad))) from None
             except ConflictError:
                 # A completion racing this one may have got there first: then answer as it did.
                 draft = self.get(run_id, tenant)
@@ -133,8 +135,9 @@ class RunIntake:
 
 
 def _held_events(run_id: str, contents: Sequence[dict[str, Any]]) -> list[RunEvent]:
-    """The run's held events, as the rules now check them: `RunDraftError` naming the first that
-    breaks one (taken in before that rule was checked), as no batch can mend it."""
+    """The run's held events, validated as they are now: `RunDraftError` naming the first that
+    fails (taken in before that check), as no batch can mend it. Their tool and retrieval
+    pairing is checked where the run is recorded (`RunService.record`)."""
     events = []
     for position, content in enumerate(contents):
         try:
@@ -142,9 +145,6 @@ def _held_events(run_id: str, contents: Sequence[dict[str, Any]]) -> list[RunEve
         except ValidationError as exc:
             message = f"{exc.errors()[0]['msg']}"
             raise RunDraftError(held_out_of_place(run_id, position, message)) from None
-    problem = tool_boundary_problem(tool_steps(events))
-    if problem is not None:
-        raise RunDraftError(held_out_of_place(run_id, *problem))
     return events
 
 
