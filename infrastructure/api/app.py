@@ -31,11 +31,11 @@ from infrastructure.api.context import Service
 from infrastructure.api.errors import ERROR_ANSWERS, ApiError, invalid
 from infrastructure.api.limits import BodyLimit
 from infrastructure.api.responses import CanonicalJSONResponse
+from infrastructure.application.errors import ERRORS, Code, failure_of
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.notary import Notary
-from infrastructure.storage.error_table import ERRORS, Code, failure_of
+from infrastructure.application.tokens import Tokens
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.tokens import Tokens
 
 
 def create_app(

@@ -18,8 +18,8 @@ from fastapi.responses import PlainTextResponse, Response
 from domain.governance import Role
 from infrastructure.api.context import Caller, Ctx, Service, require
 from infrastructure.api.errors import documented, not_found
-from infrastructure.storage.checkpoint_key import CheckpointKey
-from infrastructure.storage.checkpoints import Checkpoints
+from infrastructure.storage.checkpoints.chain import Checkpoints
+from infrastructure.storage.keys.checkpoint_key import CheckpointKey
 
 router = APIRouter(prefix="/v1/checkpoints", tags=["checkpoints"])
 READERS: Final = (Role.ADMIN, Role.AUDITOR)

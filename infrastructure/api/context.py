@@ -14,10 +14,10 @@ from domain.job import JOB_ID_PATTERN, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, check_snapshot_id
 from infrastructure.api.bodies import ReplayAsk
 from infrastructure.api.errors import refusal
+from infrastructure.application.errors import Code
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.error_table import Code
+from infrastructure.application.tokens import Principal, Tokens
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.tokens import Principal, Tokens
 
 SESSION_COOKIE = "mace_session"
 """The dashboard's cookie: the bearer token a person entered on the login form."""

@@ -28,8 +28,8 @@ from infrastructure.api.errors import ApiError, not_found
 from infrastructure.api.metrics import tenant_evidence, tenant_replays
 from infrastructure.application.governance import ABANDONED
 from infrastructure.application.personal_data import HTTP_CHANNEL
+from infrastructure.application.tokens import Principal
 from infrastructure.storage.errors import NotFoundError
-from infrastructure.storage.tokens import Principal
 from projections.read_model_rows import HALTED_SNAPSHOTS, NON_REPLAYABLE, REPLAY_OUTCOMES
 from projections.replay_report import verdict
 

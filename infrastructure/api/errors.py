@@ -2,7 +2,7 @@
 
 Every error answers ``{"error": {"code", "message"}}`` (422 adds ``field``, the path of the first
 invalid value). Codes and statuses come from the one error table
-(`infrastructure.storage.error_table`), the same the command line answers by. A job or run of
+(`infrastructure.application.errors`), the same the command line answers by. A job or run of
 another tenant is answered exactly as one that does not exist.
 """
 
@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from domain.canonical import canonical_json
 from domain.errors import ErrorCode
-from infrastructure.storage.error_table import ANSWERS, Code, Failure, failure
+from infrastructure.application.errors import ANSWERS, Code, Failure, failure
 
 
 class ApiError(Exception):

@@ -14,8 +14,8 @@ from fastapi import APIRouter
 from infrastructure.api.bodies import CouncilVote, ForceContinueAsk, HaltAsk, HaltClearAsk
 from infrastructure.api.context import Caller, Ctx, OwnedJobId, ReadJobId, SnapshotIdPath
 from infrastructure.api.errors import invalid
+from infrastructure.application.tokens import Principal
 from infrastructure.storage.errors import ConflictError
-from infrastructure.storage.tokens import Principal
 
 router = APIRouter(tags=["governance"])
 

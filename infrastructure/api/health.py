@@ -2,7 +2,7 @@
 tokens).
 
 Ready means the store answers, no configured key contradicts it (a key whose secret is not the one
-the store was signed with, `infrastructure.storage.key_checks`, makes the service not ready,
+the store was signed with, `infrastructure.storage.records.key_checks`, makes the service not ready,
 and every write it tries is refused with 503 ``KEY_MISMATCH``) and the tokens file is usable.
 
 Both answer without a token, and then say only whether: ``{"status": "ready"}`` or 503
@@ -24,9 +24,9 @@ from fastapi import APIRouter
 from domain.governance import Role
 from infrastructure.api.context import Ctx, MaybeCaller, Service
 from infrastructure.api.errors import documented, refusal
-from infrastructure.storage.error_table import Code
-from infrastructure.storage.key_checks import KeyMismatch, KeyStatus
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.application.errors import Code
+from infrastructure.storage.records.key_checks import KeyMismatch, KeyStatus
+from infrastructure.storage.records.signed_record import IntegrityFailure
 
 router = APIRouter(tags=["operations"])
 

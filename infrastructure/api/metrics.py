@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 
 from infrastructure.api.context import Caller, Ctx, Service
-from infrastructure.storage.tokens import Principal
+from infrastructure.application.tokens import Principal
 from projections.read_model_rows import JOB_INDEX, REPLAY_OUTCOMES, Row
 from projections.replay_evidence import ReplayEvidence, replay_evidence
 

@@ -20,7 +20,7 @@ from infrastructure.api.bodies import ContextAsk, HandoffAsk
 from infrastructure.api.context import Caller, Ctx, Service
 from infrastructure.api.errors import ApiError, documented, invalid
 from infrastructure.application.receipts import LIST_LIMIT, Assembly
-from infrastructure.storage.tokens import Principal
+from infrastructure.application.tokens import Principal
 
 router = APIRouter(tags=["receipts"])
 NO_RECEIPT = (404, "no such receipt for this tenant (NOT_FOUND)")

@@ -14,8 +14,8 @@ from domain.tool_boundary import ToolBoundaryError
 from infrastructure.api.bodies import EventBatch, RunCompletion
 from infrastructure.api.context import Caller, Ctx, RunIdPath, require
 from infrastructure.api.errors import invalid, refusal, too_large
+from infrastructure.application.errors import Code
 from infrastructure.application.privacy_rules import ClearPrivateValue
-from infrastructure.storage.error_table import Code
 from projections.job_summaries import recorded_run
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])

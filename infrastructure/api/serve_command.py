@@ -13,9 +13,13 @@ import uvicorn
 
 from infrastructure.api.app import create_app, reading_ledger
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.tokens import (
+    TokensFileError,
+    WatchedTokensFile,
+    configured_tokens_file,
+)
 from infrastructure.storage.errors import EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.tokens import TokensFileError, WatchedTokensFile, configured_tokens_file
 
 
 def serve_http(args: argparse.Namespace, settings: Settings) -> int:

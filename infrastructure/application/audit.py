@@ -27,12 +27,12 @@ from domain.replay_access import ReplayMode, replay_refusal
 from infrastructure.application.audit_scan import AuditWindow, RangeAudit
 from infrastructure.application.jobs import JobService
 from infrastructure.application.replays import ReplayService
-from infrastructure.storage.checkpoint_verification import proven_heads
-from infrastructure.storage.integrity import SealFacts, check_witness
 from infrastructure.storage.ops_clock import recorded_at
-from infrastructure.storage.scan import StoreReader, StreamRange
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.records.integrity import SealFacts, check_witness
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
+from infrastructure.storage.verification.checkpoint_chain import proven_heads
+from infrastructure.storage.verification.scan import StoreReader, StreamRange
 from projections.audit import (
     AuditFindings,
     AuditReport,

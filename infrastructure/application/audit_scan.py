@@ -27,17 +27,17 @@ from domain.errors import MaceError
 from domain.job import DEFAULT_TENANT
 from infrastructure.application.jobs import JobService
 from infrastructure.application.replays import ReplayService
-from infrastructure.storage.integrity import SEAL_TOPIC, verify_stream
-from infrastructure.storage.keyring import Keyring
-from infrastructure.storage.scan import StoreReader, StreamRange
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.keys.keyring import Keyring
+from infrastructure.storage.records.integrity import SEAL_TOPIC, verify_stream
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
-from infrastructure.storage.verification import (
+from infrastructure.storage.verification.ledger import (
     JOB_STARTED_TOPIC,
     WITNESS_TOPIC,
     job_name,
     seal_facts,
 )
+from infrastructure.storage.verification.scan import StoreReader, StreamRange
 from projections.audit import (
     AuditFindings,
     AuditScope,

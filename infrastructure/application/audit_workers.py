@@ -32,9 +32,9 @@ from uuid import UUID
 from infrastructure.application.audit import AuditService
 from infrastructure.application.audit_scan import AuditWindow
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.scan import StreamRange
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.side_pass import may_fork
+from infrastructure.storage.verification.scan import StreamRange
+from infrastructure.storage.verification.side_pass import may_fork
 from projections.audit import AuditFindings
 
 UUID_SPACE: Final = 2**128

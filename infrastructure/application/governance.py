@@ -32,11 +32,11 @@ from domain.job import validate_tenant
 from domain.naming import DEFAULT_TENANT, tenant_and_key
 from domain.snapshot import Snapshot, check_snapshot_id
 from infrastructure.application.jobs import JobService
+from infrastructure.storage.backends.replay_leases import replay_leases
 from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.ops_clock import recorded_at
-from infrastructure.storage.replay_leases import replay_leases
+from infrastructure.storage.records.signed_record import IntegrityFailure, verify_record
 from infrastructure.storage.settings import Store
-from infrastructure.storage.signed_record import IntegrityFailure, verify_record
 from infrastructure.storage.store import LedgerStore
 
 GOVERNANCE_EVENTS = (

@@ -41,9 +41,9 @@ from infrastructure.application.sem import SemService
 from infrastructure.application.snapshots import SnapshotService, default_snapshots
 from infrastructure.application.tenancy import holds, require_holder
 from infrastructure.storage.errors import ConflictError
-from infrastructure.storage.integrity import SealFacts, check_witness, verify_stream
-from infrastructure.storage.repository import fold_events
-from infrastructure.storage.signed_record import (
+from infrastructure.storage.records.integrity import SealFacts, check_witness, verify_stream
+from infrastructure.storage.records.repository import fold_events
+from infrastructure.storage.records.signed_record import (
     IntegrityFailure,
     VerifiedRecord,
     mac_digest,

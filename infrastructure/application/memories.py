@@ -24,8 +24,8 @@ from domain.memories import (
 )
 from domain.retrieval import memory_of
 from infrastructure.storage.ops_clock import recorded_at
-from infrastructure.storage.repository import fold_events
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.records.repository import fold_events
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
 
 SNAPSHOTS_TRIED: Final = 3

@@ -29,8 +29,8 @@ from contextlib import contextmanager
 from threading import Event, Thread
 from typing import Self
 
-from infrastructure.storage.checkpoints import Checkpoints
-from infrastructure.storage.error_table import failure_of
+from infrastructure.application.errors import failure_of
+from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.store import LedgerStore
 
 logger = logging.getLogger("mace.checkpoints")

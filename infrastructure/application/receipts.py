@@ -48,10 +48,14 @@ from infrastructure.application.policy import PolicyService
 from infrastructure.application.read_model_sync import ReadModels
 from infrastructure.application.tenancy import require_holder
 from infrastructure.storage.errors import StoreBusyError
-from infrastructure.storage.integrity import verify_stream
+from infrastructure.storage.keys.receipt_signing import Verdict, sign_receipt, verify_receipt
 from infrastructure.storage.ops_clock import recorded_at
-from infrastructure.storage.receipt_signing import Verdict, sign_receipt, verify_receipt
-from infrastructure.storage.signed_record import SEPARATOR, IntegrityFailure, UnknownSigningKey
+from infrastructure.storage.records.integrity import verify_stream
+from infrastructure.storage.records.signed_record import (
+    SEPARATOR,
+    IntegrityFailure,
+    UnknownSigningKey,
+)
 from infrastructure.storage.store import ID_RACES, LedgerStore
 from projections.receipts import receipt_diff
 

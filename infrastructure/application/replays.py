@@ -56,7 +56,7 @@ from infrastructure.application.policy import PolicyService
 from infrastructure.application.snapshots import SnapshotService, content_checked
 from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.ops_clock import recorded_at, stopwatch
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
 from projections.replay import ReplayOutcome, ReplayRequest, replay_job
 from projections.replay_report import render_markdown, replay_report

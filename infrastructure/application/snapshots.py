@@ -15,7 +15,7 @@ from domain.snapshot import Snapshot, SnapshotKind, check_snapshot_id
 from domain.stage0.config import DEFAULT_CONFIGS, parse_config
 from domain.validation_messages import first_problem
 from infrastructure.storage.errors import NotFoundError, SnapshotError
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
 from projections.stage0_runtime import Stage0Snapshots
 

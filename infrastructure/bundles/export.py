@@ -35,7 +35,7 @@ from infrastructure.bundles.format import (
     Role,
 )
 from infrastructure.bundles.inclusion import Record, checkpoint_member
-from infrastructure.storage.signed_record import SEPARATOR
+from infrastructure.storage.records.signed_record import SEPARATOR
 from projections.redaction import (
     PrivacyNeedles,
     full_io_content,

@@ -50,11 +50,11 @@ from infrastructure.bundles.inclusion import (
     checked_inclusion,
     integrity_failure,
 )
-from infrastructure.storage.checkpoint_key import PublicCheckpointKey
-from infrastructure.storage.integrity import verify_stream
-from infrastructure.storage.keyring import Keyring
+from infrastructure.storage.keys.checkpoint_key import PublicCheckpointKey
+from infrastructure.storage.keys.keyring import Keyring
+from infrastructure.storage.records.integrity import verify_stream
+from infrastructure.storage.records.signed_record import SEPARATOR, IntegrityFailure, mac_message
 from infrastructure.storage.settings import Store
-from infrastructure.storage.signed_record import SEPARATOR, IntegrityFailure, mac_message
 from infrastructure.storage.store import LedgerStore
 from projections.redaction import Redaction
 

@@ -28,15 +28,15 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint
 from domain.errors import ErrorCode, MaceError
-from infrastructure.storage.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
-from infrastructure.storage.checkpoints import SignedCheckpoint, decoded, signature_problem
-from infrastructure.storage.inclusion_proofs import (
+from infrastructure.storage.checkpoints.chain import SignedCheckpoint, decoded, signature_problem
+from infrastructure.storage.checkpoints.inclusion_proofs import (
     InclusionProof,
     check_inclusion,
     event_key,
     inclusion_proofs,
 )
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
 
 NO_CHECKPOINT = "not provable: no checkpoint"

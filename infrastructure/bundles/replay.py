@@ -32,7 +32,7 @@ from domain.replay_access import ReplayMode, check_mocks_allowed
 from domain.stage0.agents import AgentReply
 from infrastructure.application.replays import ReplayResult
 from infrastructure.bundles.format import Bundle, BundleError, bundle_ledger, read_bundle
-from infrastructure.storage.keyring import load_keyring
+from infrastructure.storage.keys.keyring import load_keyring
 from infrastructure.storage.settings import Settings
 from projections.redaction import ANSWER_FIELDS, MODEL_IO, PII, PII_MARK, strip_model_io
 from projections.replay import Divergence, ReplayOutcome, StepLog

@@ -4,7 +4,7 @@ Exit codes: 0 success; 1 the operation ran and failed (integrity failure, unreac
 2 bad usage, input or configuration (a signing key the store contradicts), in which case nothing
 has been written; 130 Ctrl-C. Errors are one line on stderr, ``mace: CODE: message``, or with
 ``--json`` the JSON error ``{"error": {"code", "message"}}``: codes, exit codes and HTTP statuses
-come from one table (`infrastructure.storage.error_table`). The parser and the commands are in
+come from one table (`infrastructure.application.errors`). The parser and the commands are in
 `command_line`.
 """
 

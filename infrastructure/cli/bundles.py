@@ -36,8 +36,8 @@ from infrastructure.bundles.regression import (
 )
 from infrastructure.bundles.replay import REGRESSION_ACTOR, check_replay_options, replay_bundle
 from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
-from infrastructure.storage.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
-from infrastructure.storage.keyring import load_keyring
+from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
+from infrastructure.storage.keys.keyring import load_keyring
 from infrastructure.storage.settings import Settings
 
 

@@ -10,16 +10,17 @@ from typing import Any
 
 from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint
 from infrastructure.application.ledger import Ledger
-from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
-from infrastructure.storage.checkpoint_proofs import consistency
-from infrastructure.storage.checkpoints import Checkpoints
-from infrastructure.storage.exported_checkpoints import (
+from infrastructure.bundles.exported_checkpoints import (
     read_public_key,
     verified_exported,
     write_exported,
 )
+from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
+from infrastructure.storage.checkpoints.chain import Checkpoints
+from infrastructure.storage.checkpoints.proofs import consistency
+from infrastructure.storage.keys.checkpoint_key import load_checkpoint_key
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.signed_record import IntegrityFailure
 
 
 def write_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
@@ -46,7 +47,7 @@ def write_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
 
 def print_public_key(args: argparse.Namespace, settings: Settings) -> int:
     # The key alone, so that `mace checkpoint public-key > checkpoint.pub` is the file to hand out.
-    key = settings.load_checkpoint_key()
+    key = load_checkpoint_key(settings)
     if args.json:
         emit_json({"key_id": key.key_id, "public_key": key.public_pem()})
     else:

@@ -14,9 +14,9 @@ from importlib.metadata import version
 
 from pydantic import ValidationError
 
+from infrastructure.application.errors import failure_of
 from infrastructure.cli.command_table import ENVIRONMENT, CommandsOnUse, add_commands, overview
 from infrastructure.cli.common import EXIT_OK, Parser, UsageError
-from infrastructure.storage.error_table import failure_of
 from infrastructure.storage.errors import EXIT_INTERRUPTED
 from infrastructure.storage.settings import Settings, SettingsError
 

@@ -8,9 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
-from infrastructure.storage.settings import Settings
-from infrastructure.storage.tokens import (
+from infrastructure.application.tokens import (
     TokensFileError,
     add_token,
     configured_tokens_file,
@@ -18,6 +16,8 @@ from infrastructure.storage.tokens import (
     revoke_token,
     token_id_of,
 )
+from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
+from infrastructure.storage.settings import Settings
 
 
 def new_token(args: argparse.Namespace, settings: Settings) -> int:

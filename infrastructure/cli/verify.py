@@ -13,6 +13,7 @@ from domain.events import RetrievalRequest
 from domain.job import DEFAULT_TENANT
 from infrastructure.application.governance import ABANDONED, RUNNING, UNRESOLVED
 from infrastructure.application.ledger import Ledger
+from infrastructure.bundles.exported_checkpoints import verified_exported
 from infrastructure.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -20,8 +21,7 @@ from infrastructure.cli.common import (
     emit_json,
 )
 from infrastructure.cli.read_store import print_read_store, read_store_note
-from infrastructure.storage.checkpoint_proofs import check_extends
-from infrastructure.storage.exported_checkpoints import verified_exported
+from infrastructure.storage.checkpoints.proofs import check_extends
 from infrastructure.storage.settings import Settings
 from projections.reflective_log import recorded_events
 

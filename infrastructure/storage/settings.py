@@ -24,10 +24,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from infrastructure.storage.checkpoint_key import CheckpointKey, load_checkpoint_key
-
 DEFAULT_STORE = "sqlite:///./mace.db"
-READ_ONLY_FACTORY: Final = "infrastructure.storage.read_only_postgres:ReadOnlyPostgresFactory"
+READ_ONLY_FACTORY: Final = (
+    "infrastructure.storage.backends.read_only_postgres:ReadOnlyPostgresFactory"
+)
 
 
 class SettingsError(ValueError):
@@ -56,7 +56,7 @@ class SQLiteStore:
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",
             "SQLITE_DBNAME": dbname,
             "APPLICATION_RECORDER_TOPIC": (
-                "infrastructure.storage.sqlite_recorder:LedgerSQLiteRecorder"
+                "infrastructure.storage.backends.sqlite_recorder:LedgerSQLiteRecorder"
             ),
         }
 
@@ -97,7 +97,7 @@ class PostgresStore:
             # Fails closed on a row whose state was set to NULL (eventsourcing's would crash),
             # and writes large saves in chunks (eventsourcing's never finished them).
             "APPLICATION_RECORDER_TOPIC": (
-                "infrastructure.storage.postgres_recorder:LedgerPostgresRecorder"
+                "infrastructure.storage.backends.postgres_recorder:LedgerPostgresRecorder"
             ),
         }
 
@@ -197,9 +197,3 @@ class Settings(BaseSettings):
     def parsed_read_store(self) -> Store | None:
         """MACE_READ_STORE as a read-only store; None when it is unset or empty."""
         return parse_store(self.read_store, read_only=True) if self.read_store else None
-
-    def load_checkpoint_key(self, *, create: bool = True) -> CheckpointKey:
-        """The key that signs checkpoints: read when a command needs it, not on every start.
-
-        ``create=False`` (a read store's reader) never makes the development key file."""
-        return load_checkpoint_key(self, create=create)

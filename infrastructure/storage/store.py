@@ -25,33 +25,33 @@ from eventsourcing.persistence import (
 from domain.aggregate import MaceAggregate
 from domain.checkpoint import Checkpoint
 from domain.key_check import KeyCheck
-from infrastructure.storage.checkpoint_key import CheckpointKey
-from infrastructure.storage.checkpoint_tables import AlsoWrite, CheckpointTables, SavesWithIndex
-from infrastructure.storage.checkpoints import Checkpoints
-from infrastructure.storage.connection import check_reachable
-from infrastructure.storage.errors import ConflictError, NotFoundError, StoreBusyError
-from infrastructure.storage.event_store import VerifyingEventStore
-from infrastructure.storage.head_check import HeadCheck, HeadCheckedReads
-from infrastructure.storage.integrity import verify_stream
-from infrastructure.storage.io_tally import IoTally, TalliedIo
-from infrastructure.storage.key_checks import KeyChecks
-from infrastructure.storage.keyring import Keyring, load_keyring
-from infrastructure.storage.mapper import SignedMapper
-from infrastructure.storage.read_model_tables import (
-    PostgresReadModelView,
-    ReadModelView,
-    SQLiteReadModelView,
-)
-from infrastructure.storage.repository import LedgerRepository, fold_events
-from infrastructure.storage.schema import StoreSchema
-from infrastructure.storage.settings import Settings, SettingsError, SQLiteStore, Store
-from infrastructure.storage.signed_record import IntegrityFailure
-from infrastructure.storage.sqlite_file import (
+from infrastructure.storage.backends.connection import check_reachable
+from infrastructure.storage.backends.io_tally import IoTally, TalliedIo
+from infrastructure.storage.backends.schema import StoreSchema
+from infrastructure.storage.backends.sqlite_file import (
     refuse_other_files,
     require_write_ahead_log,
     use_write_ahead_log,
 )
-from infrastructure.storage.verification import LedgerVerification, verify_ledger
+from infrastructure.storage.checkpoints.chain import Checkpoints
+from infrastructure.storage.checkpoints.head_check import HeadCheck, HeadCheckedReads
+from infrastructure.storage.checkpoints.tables import AlsoWrite, CheckpointTables, SavesWithIndex
+from infrastructure.storage.errors import ConflictError, NotFoundError, StoreBusyError
+from infrastructure.storage.keys.checkpoint_key import CheckpointKey, load_checkpoint_key
+from infrastructure.storage.keys.keyring import Keyring, load_keyring
+from infrastructure.storage.read_models.tables import (
+    PostgresReadModelView,
+    ReadModelView,
+    SQLiteReadModelView,
+)
+from infrastructure.storage.records.event_store import VerifyingEventStore
+from infrastructure.storage.records.integrity import verify_stream
+from infrastructure.storage.records.key_checks import KeyChecks
+from infrastructure.storage.records.mapper import SignedMapper
+from infrastructure.storage.records.repository import LedgerRepository, fold_events
+from infrastructure.storage.records.signed_record import IntegrityFailure
+from infrastructure.storage.settings import Settings, SettingsError, SQLiteStore, Store
+from infrastructure.storage.verification.ledger import LedgerVerification, verify_ledger
 
 A = TypeVar("A", bound=MaceAggregate)
 T = TypeVar("T")
@@ -115,7 +115,7 @@ class LedgerStore(Application[UUID]):
         # The keys are MACE_STORE's (its development files, beside its SQLite file), whichever
         # store is opened: a read store holds the same ledger, signed with the same keys.
         keyring = load_keyring(settings, create=create)
-        checkpoint_key = settings.load_checkpoint_key(create=not location.read_only)
+        checkpoint_key = load_checkpoint_key(settings, create=not location.read_only)
         check_reachable(location, settings.connect_timeout)
         if isinstance(location, SQLiteStore):
             if location.read_only:

@@ -16,7 +16,7 @@ each round does the same work on fresh names, so every round writes as much as t
   Merkle tree recomputed over the log. `tree_cost` is its time over the read's (at most 1.25),
   fastest run against fastest run within a round, median over rounds; `tree_cpu_cost` the same
   for the processor time of all its processes (the stream pass runs in a child or a thread
-  beside the tree: `infrastructure.storage.side_pass`).
+  beside the tree: `infrastructure.storage.verification.side_pass`).
 - ``scan``: `mace audit`'s reading of the whole log with one worker (every event verified, every
   completed job replayed in audit mode, every stream held to the newest checkpoint), its record
   left out: events read per second, beside the raw read of as many rows.
@@ -61,7 +61,7 @@ from domain.run_file import parse_run
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
-from infrastructure.storage.io_tally import IoTally
+from infrastructure.storage.backends.io_tally import IoTally
 from infrastructure.storage.settings import Settings
 from infrastructure.tooling.bench_http import HTTP_BATCHES, http_runs
 from infrastructure.tooling.bench_raw import RawStore, Row, raw_seconds, raw_store

@@ -10,8 +10,8 @@ import argparse
 import sys
 
 from domain.canonical import canonical_json
+from infrastructure.application.errors import Code, failure
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.error_table import Code, failure
 from infrastructure.storage.errors import EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings
 from infrastructure.tooling.bench import FLAT_SMALL, Bench, BenchError, Figure, HttpLoad

@@ -29,8 +29,8 @@ from typing import Any, Final, Protocol
 import orjson
 from psycopg import sql
 
-from infrastructure.storage.connection import connect_postgres
-from infrastructure.storage.io_tally import IoTally
+from infrastructure.storage.backends.connection import connect_postgres
+from infrastructure.storage.backends.io_tally import IoTally
 from infrastructure.storage.settings import PostgresStore, SQLiteStore, Store
 from infrastructure.storage.store import LedgerStore
 

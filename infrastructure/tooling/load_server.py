@@ -21,8 +21,8 @@ from types import TracebackType
 
 import httpx
 
+from infrastructure.application.tokens import add_token
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.tokens import add_token
 
 TENANT = "loadtest"
 ACTOR = "load-driver"

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from domain.canonical import canonical_json
-from infrastructure.storage.error_table import Code, failure
+from infrastructure.application.errors import Code, failure
 from infrastructure.storage.errors import EXIT_FAILED, EXIT_OK, UsageError
 from infrastructure.storage.settings import PostgresStore, Settings
 from infrastructure.tooling.load_server import LoadSetupError

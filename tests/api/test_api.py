@@ -47,8 +47,7 @@ from domain.snapshot import Snapshot
 from infrastructure.api.app import create_app
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.snapshots import default_snapshots
-from infrastructure.storage.settings import Settings
-from infrastructure.storage.tokens import (
+from infrastructure.application.tokens import (
     TokenBook,
     Tokens,
     TokensFileError,
@@ -58,6 +57,7 @@ from infrastructure.storage.tokens import (
     revoke_token,
     token_id_of,
 )
+from infrastructure.storage.settings import Settings
 
 DEFAULT_IDS = {kind.value: s.snapshot_id for kind, s in default_snapshots().items()}
 ROUTER_ID = DEFAULT_IDS["router"]

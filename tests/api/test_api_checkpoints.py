@@ -12,8 +12,8 @@ from support.ledger_fixtures import TEST_CHECKPOINT_KEY, RawTable
 
 from domain.canonical import canonical_json
 from domain.checkpoint import CHECKPOINT_STREAM
-from infrastructure.storage.checkpoint_key import PublicCheckpointKey, read_checkpoint_key
-from infrastructure.storage.checkpoints import Checkpoints
+from infrastructure.storage.checkpoints.chain import Checkpoints
+from infrastructure.storage.keys.checkpoint_key import PublicCheckpointKey, read_checkpoint_key
 from infrastructure.storage.settings import Settings
 
 NEWEST = "/v1/checkpoints/newest"

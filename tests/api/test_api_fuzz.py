@@ -54,8 +54,8 @@ from domain.governance import Role
 from domain.job import Job
 from infrastructure.api.app import create_app
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.tokens import TokenBook, TokenEntry, token_hash
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.tokens import TokenBook, TokenEntry, token_hash
 
 TENANT = "acme"
 TOKEN = "fuzz-token-acme-all-roles"

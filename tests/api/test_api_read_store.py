@@ -20,8 +20,8 @@ from support.store_copies import fingerprint
 
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings, parse_store
-from infrastructure.storage.signed_record import IntegrityFailure
 
 ROUTER = {"rules": [{"rule_id": "R1", "pattern": "x", "agent": "generic_agent", "why": "only"}]}
 OTHER_ROUTER = {"rules": [{"rule_id": "R2", "pattern": "y", "agent": "generic_agent", "why": "z"}]}

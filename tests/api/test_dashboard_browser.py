@@ -33,8 +33,8 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from infrastructure.api.app import create_app
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.tokens import TokenBook, add_token
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.tokens import TokenBook, add_token
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -13,8 +13,8 @@ from support.ledger_fixtures import RawTable
 from domain.governance import Actor
 from domain.memories import SNAPSHOT_INTERVAL, MemoryLog, MemorySnapshot
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.signed_record import IntegrityFailure
 
 TENANT = "acme"
 WRITER = Actor.of("mia", ["operator"])

@@ -21,7 +21,7 @@ from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints
 from domain.sem import SemEntry
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.notary import Notary
-from infrastructure.storage.checkpoints import Checkpoints
+from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.store import LedgerStore
 

@@ -15,7 +15,7 @@ from domain.governance import Actor
 from domain.job import DEFAULT_TENANT, CaptureMode, Job
 from domain.replay_access import ReplayMode
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.read_model_tables import TABLE
+from infrastructure.storage.read_models.tables import TABLE
 from infrastructure.storage.settings import Settings, SQLiteStore
 from projections.read_model_rows import (
     HALTED_SNAPSHOTS,

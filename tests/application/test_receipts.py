@@ -32,8 +32,8 @@ from domain.receipt import (
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
 from infrastructure.storage.errors import NotFoundError
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.signed_record import IntegrityFailure
 
 WRITER = Actor.of("writer", ["operator"])
 AUDITOR = Actor.of("ada", ["auditor"])

@@ -32,9 +32,13 @@ from domain.replay_record import ReplayRecord, replay_record_name
 from infrastructure.application.governance import ABANDONED, RUNNING
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.replays import ReplayService
-from infrastructure.storage.connection import connect_postgres
+from infrastructure.storage.backends.connection import connect_postgres
+from infrastructure.storage.records.signed_record import (
+    IntegrityFailure,
+    sign_record,
+    verify_record,
+)
 from infrastructure.storage.settings import PostgresStore, Settings, SQLiteStore
-from infrastructure.storage.signed_record import IntegrityFailure, sign_record, verify_record
 
 AUDITOR = Actor.of("aude", ["auditor"])
 CONCURRENT = 24

@@ -35,8 +35,8 @@ from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.replies import F1_SEM_MISS, F3_NO_AGENT, F4_AGENT_FAILURE, F5_SEM_WRITE_FAILURE
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.errors import ConflictError
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.signed_record import IntegrityFailure
 from projections.reflective_log import ReflectiveLog
 
 # --- helpers ------------------------------------------------------------------------------------

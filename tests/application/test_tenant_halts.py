@@ -24,8 +24,8 @@ from domain.governance import Actor, Governance, HaltCause
 from domain.replay_access import ReplayMode
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.records.signed_record import sign_record
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.signed_record import sign_record
 from projections.read_model_rows import HALTED_SNAPSHOTS
 
 REASON = "acme key leaked"

@@ -34,10 +34,10 @@ from domain.replay_access import ReplayMode
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
 from infrastructure.bundles.format import SIGNING_CONTEXT
-from infrastructure.storage.checkpoint_key import PublicCheckpointKey
-from infrastructure.storage.keyring import load_keyring
+from infrastructure.storage.keys.checkpoint_key import PublicCheckpointKey
+from infrastructure.storage.keys.keyring import load_keyring
+from infrastructure.storage.records.signed_record import SEPARATOR, mac_message
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.signed_record import SEPARATOR, mac_message
 
 ATTACKER_KEY = Ed25519PrivateKey.generate()
 

@@ -27,8 +27,8 @@ from domain.run_file import parse_run
 from domain.sem import SemEntry
 from infrastructure.application.audit_scan import AuditWindow
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.records.signed_record import sign_record
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.signed_record import sign_record
 from projections.audit import AuditScope
 
 SUM = "What is 2 + 3?"

@@ -22,8 +22,8 @@ from domain.canonical import canonical_json
 from domain.checkpoint import CHECKPOINT_STREAM
 from domain.merkle import verify_consistency
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.checkpoint_key import read_checkpoint_key
-from infrastructure.storage.checkpoint_tables import HEAD_BUCKETS, HEAD_NODES, TABLES
+from infrastructure.storage.checkpoints.tables import HEAD_BUCKETS, HEAD_NODES, TABLES
+from infrastructure.storage.keys.checkpoint_key import read_checkpoint_key
 from infrastructure.storage.settings import Settings, SQLiteStore
 
 KEY = read_checkpoint_key(TEST_CHECKPOINT_KEY)

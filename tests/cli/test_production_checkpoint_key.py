@@ -12,7 +12,7 @@ import pytest
 from support.ledger_fixtures import MACE_MAIN, RawTable, run, settings_for, subprocess_env
 
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.tokens import add_token
+from infrastructure.application.tokens import add_token
 
 REFUSAL = (
     "mace: INVALID_INPUT: MACE_ENV=production requires MACE_CHECKPOINT_KEY"

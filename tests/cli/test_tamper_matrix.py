@@ -28,7 +28,7 @@ from support.store_copies import copy_store
 from support.tamper_scenario import KINDS, record_everything, stream_kinds
 
 from infrastructure.cli import main
-from infrastructure.storage import verification
+from infrastructure.storage.verification import ledger as verification
 
 # Streams that hold one event by design: "the middle one" is no attack on them.
 SINGLE_EVENT = {"witnesses", "snapshots", "receipts", "key checks"}

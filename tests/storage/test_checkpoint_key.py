@@ -16,10 +16,11 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from support.ledger_fixtures import settings_for
 
-from infrastructure.storage.checkpoint_key import (
+from infrastructure.storage.keys.checkpoint_key import (
     CheckpointKey,
     CheckpointKeyError,
     PublicCheckpointKey,
+    load_checkpoint_key,
     read_checkpoint_key,
     verify,
 )
@@ -113,7 +114,7 @@ def test_every_bad_key_file_is_refused_in_one_line_naming_it(case: str, tmp_path
     path = make(tmp_path)
     content = path.read_bytes() if path.is_file() else b""
     with pytest.raises(CheckpointKeyError) as refused:
-        Settings(store=f"sqlite:///{tmp_path}/m.db", checkpoint_key=path).load_checkpoint_key()
+        load_checkpoint_key(Settings(store=f"sqlite:///{tmp_path}/m.db", checkpoint_key=path))
     text = str(refused.value)
     assert text.startswith(message.format(path=path)), text
     assert "\n" not in text
@@ -126,7 +127,7 @@ def test_every_bad_key_file_is_refused_in_one_line_naming_it(case: str, tmp_path
 
 def test_a_configured_key_is_used_as_it_is(tmp_path: Path) -> None:
     path = write_key(tmp_path, rfc8032_pem())
-    key = Settings(store=f"sqlite:///{tmp_path}/m.db", checkpoint_key=path).load_checkpoint_key()
+    key = load_checkpoint_key(Settings(store=f"sqlite:///{tmp_path}/m.db", checkpoint_key=path))
     assert key.public.verify(b"", RFC8032_SIGNATURE)
     assert key.source == f"checkpoint key {path}"
     assert sorted(tmp_path.iterdir()) == [path]
@@ -185,14 +186,14 @@ def test_development_key_is_made_once_beside_sqlite_private_and_announced_once(
     settings = Settings(store=f"sqlite:///{tmp_path}/m.db")
     path = tmp_path / "m.db.checkpoint-key.pem"
     with caplog.at_level(logging.WARNING, logger="mace.keys"):
-        first = settings.load_checkpoint_key()
+        first = load_checkpoint_key(settings)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert caplog.messages == [
         f"created development checkpoint key {path}; set MACE_CHECKPOINT_KEY for real use"
     ]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="mace.keys"):
-        again = settings.load_checkpoint_key()
+        again = load_checkpoint_key(settings)
     assert caplog.messages == []  # announced once, when it was made
     assert again.key_id == first.key_id
     assert again.public.verify(b"x", first.sign(b"x"))
@@ -207,7 +208,7 @@ def test_production_refuses_to_start_without_a_checkpoint_key(kind: str, tmp_pat
         CheckpointKeyError,
         match=r"^MACE_ENV=production requires MACE_CHECKPOINT_KEY \(the path of an Ed25519",
     ):
-        settings.load_checkpoint_key()
+        load_checkpoint_key(settings)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -216,10 +217,10 @@ def test_postgres_without_a_checkpoint_key_is_refused_naming_the_variable(
 ) -> None:
     settings = settings_for(store_url).model_copy(update={"checkpoint_key": None})
     if store_url.startswith("sqlite"):
-        assert settings.load_checkpoint_key().source.endswith(".checkpoint-key.pem")
+        assert load_checkpoint_key(settings).source.endswith(".checkpoint-key.pem")
         return
     with pytest.raises(CheckpointKeyError, match="set MACE_CHECKPOINT_KEY") as refused:
-        settings.load_checkpoint_key()
+        load_checkpoint_key(settings)
     assert "postgresql://" in str(refused.value)
     assert settings.parsed_store().describe() in str(refused.value)  # never the password
 

@@ -20,10 +20,10 @@ from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints, leaf_data
 from domain.job import Job
 from domain.merkle import leaf_hash
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.checkpoint_tables import LOG_NODES
-from infrastructure.storage.scan import StoreReader
+from infrastructure.storage.checkpoints.tables import LOG_NODES
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import SQLiteStore
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.verification.scan import StoreReader
 
 JOB = Job.id_for("job-1")
 OTHER = Job.id_for("job-2")

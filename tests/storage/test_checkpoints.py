@@ -23,9 +23,9 @@ from support.replay_cli import ROUTER_ID, act, new_job, write_run_file
 from domain.merkle import EMPTY_ROOT
 from domain.sem import SemEntry
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage import checkpoints as checkpoints_module
+from infrastructure.storage.checkpoints import chain as checkpoints_module
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.signed_record import IntegrityFailure
 
 Capsys = pytest.CaptureFixture[str]
 

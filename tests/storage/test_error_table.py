@@ -11,14 +11,14 @@ from pydantic import BaseModel, ValidationError
 from domain.errors import ErrorCode, MaceError
 from domain.governance import AccessDenied
 from domain.receipt import Unreplayable, UnreplayableCode
-from infrastructure.storage.checkpoint_key import CheckpointKeyError
-from infrastructure.storage.error_table import (
+from infrastructure.application.errors import (
     ANSWERS,
     ERRORS,
     Code,
     Failure,
     failure_of,
 )
+from infrastructure.storage.backends.schema import StoreNotSetUp
 from infrastructure.storage.errors import (
     ConflictError,
     NotFoundError,
@@ -26,11 +26,11 @@ from infrastructure.storage.errors import (
     StoreBusyError,
     UsageError,
 )
-from infrastructure.storage.key_checks import KeyMismatch
-from infrastructure.storage.keyring import Keyring, KeyringError
-from infrastructure.storage.schema import StoreNotSetUp
+from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError
+from infrastructure.storage.keys.keyring import Keyring, KeyringError
+from infrastructure.storage.records.key_checks import KeyMismatch
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import SettingsError
-from infrastructure.storage.signed_record import IntegrityFailure
 
 
 class _Port(BaseModel):

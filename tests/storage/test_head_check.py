@@ -1,7 +1,7 @@
-"""The head check under every read of a stream (`infrastructure.storage.head_check`), on SQLite
-and PostgreSQL: which reads it holds to the checkpointed head, the head index proven against the
-checkpoint (an edited index fails closed), a stale checkpoint re-read, and what it leaves alone
-(events newer than the newest checkpoint)."""
+"""The head check under every read of a stream (`infrastructure.storage.checkpoints.head_check`),
+on SQLite and PostgreSQL: which reads it holds to the checkpointed head, the head index proven
+against the checkpoint (an edited index fails closed), a stale checkpoint re-read, and what it
+leaves alone (events newer than the newest checkpoint)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from domain.sem import SemEntry
 from domain.stream_heads import bucket_of, path_positions
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.errors import NotFoundError
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.signed_record import IntegrityFailure
 
 KEY = "user/customer/alice/plan"
 STREAM = SemEntry.id_for(KEY)

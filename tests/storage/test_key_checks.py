@@ -21,8 +21,8 @@ from support.ledger_fixtures import TEST_CHECKPOINT_KEY, TEST_SECRETS, RawTable,
 from domain.checkpoint import CHECKPOINT_STREAM
 from domain.key_check import KeyCheck
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.checkpoint_tables import TABLES
-from infrastructure.storage.key_checks import CHECK_TOPIC, KeyMismatch
+from infrastructure.storage.checkpoints.tables import TABLES
+from infrastructure.storage.records.key_checks import CHECK_TOPIC, KeyMismatch
 from infrastructure.storage.settings import Settings
 
 WRONG = b"\x33" * 32

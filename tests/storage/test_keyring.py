@@ -13,7 +13,12 @@ import pytest
 from pydantic import SecretStr
 
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.keyring import Keyring, KeyringError, load_keyring, parse_signing_keys
+from infrastructure.storage.keys.keyring import (
+    Keyring,
+    KeyringError,
+    load_keyring,
+    parse_signing_keys,
+)
 from infrastructure.storage.settings import Settings
 
 SECRET = b"\xab" * 32

@@ -19,7 +19,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from support.ledger_fixtures import run, settings_for, subprocess_env
 
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.postgres_recorder import (
+from infrastructure.storage.backends.postgres_recorder import (
     CHUNK_BYTES,
     CHUNK_ROWS,
     ChunkedPostgresRecorder,

@@ -16,7 +16,7 @@ from domain.receipt import BODY_KEYS, Receipt
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.errors import ConflictError, NotFoundError
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.records.signed_record import IntegrityFailure
 
 
 def test_snapshot_is_content_addressed_and_stored_once(ledger: Ledger) -> None:

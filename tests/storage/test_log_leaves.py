@@ -11,10 +11,10 @@ from eventsourcing.persistence import StoredEvent
 
 from domain.checkpoint import CHECKPOINT_STREAM
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.checkpoint_tables import EventKey
-from infrastructure.storage.checkpoints import Checkpoints
-from infrastructure.storage.inclusion_proofs import inclusion_proofs
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.checkpoints.chain import Checkpoints
+from infrastructure.storage.checkpoints.inclusion_proofs import inclusion_proofs
+from infrastructure.storage.checkpoints.tables import EventKey
+from infrastructure.storage.records.signed_record import IntegrityFailure
 
 
 def checkpoints_of(ledger: Ledger) -> Checkpoints:

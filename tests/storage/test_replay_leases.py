@@ -1,5 +1,5 @@
-"""Replay leases (`infrastructure.storage.replay_leases`) on SQLite and PostgreSQL: a lease is
-held exactly while its block runs, and on PostgreSQL the connection kept for the next lease
+"""Replay leases (`infrastructure.storage.backends.replay_leases`) on SQLite and PostgreSQL: a
+lease is held exactly while its block runs, and on PostgreSQL the connection kept for the next lease
 neither holds an old one nor outlives the ledger, and is replaced when the server drops it."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import psycopg
 import pytest
 
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.connection import connect_postgres
-from infrastructure.storage.replay_leases import LEASE_APPLICATION
+from infrastructure.storage.backends.connection import connect_postgres
+from infrastructure.storage.backends.replay_leases import LEASE_APPLICATION
 from infrastructure.storage.settings import PostgresStore, Settings
 
 KEPT = (

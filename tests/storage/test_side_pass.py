@@ -21,10 +21,10 @@ from support.sample_job import record_sample_job
 
 from domain.job import Job
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage import verification
+from infrastructure.storage.records.signed_record import IntegrityFailure, UnknownSigningKey
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.side_pass import SidePass, Stopped, may_fork
-from infrastructure.storage.signed_record import IntegrityFailure, UnknownSigningKey
+from infrastructure.storage.verification import ledger as verification
+from infrastructure.storage.verification.side_pass import SidePass, Stopped, may_fork
 
 STREAM = UUID(int=7)
 MODES = pytest.mark.parametrize("fork", [True, False], ids=["forked", "thread"])

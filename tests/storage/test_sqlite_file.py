@@ -15,9 +15,9 @@ import pytest
 from eventsourcing.persistence import OperationalError
 from support.ledger_fixtures import run
 
+from infrastructure.storage.backends.sqlite_file import use_write_ahead_log
 from infrastructure.storage.errors import StoreBusyError
 from infrastructure.storage.settings import SQLiteStore
-from infrastructure.storage.sqlite_file import use_write_ahead_log
 
 ROUNDS = 25
 OPENERS = 8

@@ -30,7 +30,7 @@ from support.postgres_server import PostgresServer
 from support.sample_job import job_ids
 
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.schema import StoreNotSetUp
+from infrastructure.storage.backends.schema import StoreNotSetUp
 from infrastructure.storage.settings import PostgresStore, Settings, SQLiteStore
 
 HANG_GUARD_SECONDS = 300

@@ -15,9 +15,9 @@ from domain.sem import SemEntry
 from domain.snapshot import Snapshot
 from domain.stream_heads import bucket_of
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage import head_check
+from infrastructure.storage.checkpoints import head_check
+from infrastructure.storage.records.signed_record import NO_STATE, IntegrityFailure
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.signed_record import NO_STATE, IntegrityFailure
 
 KEYS = [f"user/customer/{name}/plan" for name in ("alice", "bob", "carol", "dave", "erin")]
 STREAMS = [SemEntry.id_for(key) for key in KEYS]

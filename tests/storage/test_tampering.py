@@ -20,8 +20,8 @@ from domain.errors import ErrorCode
 from domain.job import Job, JobSealWitness
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage import verification
-from infrastructure.storage.signed_record import IntegrityFailure, mac_message
+from infrastructure.storage.records.signed_record import IntegrityFailure, mac_message
+from infrastructure.storage.verification import ledger as verification
 
 JOB = Job.id_for("job-1")
 

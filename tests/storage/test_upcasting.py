@@ -15,7 +15,7 @@ from domain.naming import DEFAULT_TENANT
 from domain.replay_record import ReplayRecord, replay_record_name
 from domain.run_draft import RunDraft, RunDraftError
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.signed_record import sign_record
+from infrastructure.storage.records.signed_record import sign_record
 
 Bodies = list[tuple[type, dict[str, object]]]
 

@@ -23,8 +23,8 @@ from domain.canonical import canonical_json
 from domain.governance import Role
 from infrastructure.api.app import create_app
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.tokens import TokenBook, TokenEntry
 from infrastructure.storage.settings import Settings
-from infrastructure.storage.tokens import TokenBook, TokenEntry
 
 
 @dataclass(frozen=True)

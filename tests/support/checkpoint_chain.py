@@ -7,7 +7,7 @@ from uuid import UUID
 from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint, LedgerCheckpoints, leaf_data
 from domain.merkle import leaf_hash, root
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.checkpoints import Checkpoints, SignedCheckpoint
+from infrastructure.storage.checkpoints.chain import Checkpoints, SignedCheckpoint
 from infrastructure.storage.settings import Settings, SQLiteStore
 from support.ledger_fixtures import RawTable
 

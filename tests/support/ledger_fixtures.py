@@ -19,8 +19,8 @@ from pydantic import SecretStr
 from domain.checkpoint import CHECKPOINT_STREAM
 from infrastructure.application.ledger import Ledger
 from infrastructure.cli import main
-from infrastructure.storage.checkpoint_tables import TABLES as CHECKPOINT_TABLES
-from infrastructure.storage.connection import connect_postgres
+from infrastructure.storage.backends.connection import connect_postgres
+from infrastructure.storage.checkpoints.tables import TABLES as CHECKPOINT_TABLES
 from infrastructure.storage.settings import PostgresStore, Settings, SQLiteStore
 
 TEST_SECRETS = {"k1": b"\x11" * 32, "k2": b"\x22" * 32}

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from psycopg import sql
 
-from infrastructure.storage.connection import connect_postgres
+from infrastructure.storage.backends.connection import connect_postgres
 from infrastructure.storage.settings import PostgresStore, SQLiteStore, parse_store
 from support.postgres_server import PostgresServer, copy_database, drop_database
 

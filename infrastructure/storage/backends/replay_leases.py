@@ -26,7 +26,7 @@ from typing import Final
 
 import psycopg
 
-from infrastructure.storage.connection import connect_postgres
+from infrastructure.storage.backends.connection import connect_postgres
 from infrastructure.storage.settings import PostgresStore, SQLiteStore, Store
 
 LEASE_PATTERN: Final = re.compile(r"^[0-9a-f]{16}$")

@@ -17,10 +17,10 @@ from eventsourcing.persistence import ApplicationRecorder, IntegrityError
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-from infrastructure.storage.checkpoint_tables import TABLES as CHECKPOINT_TABLES
-from infrastructure.storage.checkpoint_tables import CheckpointTables
+from infrastructure.storage.checkpoints.tables import TABLES as CHECKPOINT_TABLES
+from infrastructure.storage.checkpoints.tables import CheckpointTables
 from infrastructure.storage.errors import NotFoundError
-from infrastructure.storage.read_model_tables import ReadModelView
+from infrastructure.storage.read_models.tables import ReadModelView
 from infrastructure.storage.settings import Store
 
 SCHEMA_LOCK: Final = int.from_bytes(b"mace:ddl", "big", signed=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
 from domain.receipt import SIGNATURE_ALGORITHM
-from infrastructure.storage.keyring import Keyring
+from infrastructure.storage.keys.keyring import Keyring
 
 
 class VerifyReason(StrEnum):

@@ -30,8 +30,12 @@ from eventsourcing.persistence import ApplicationRecorder, Notification, StoredE
 from eventsourcing.utils import get_topic
 
 from domain.key_check import KeyCheck
-from infrastructure.storage.keyring import Keyring
-from infrastructure.storage.signed_record import IntegrityFailure, signer_prefix, verify_record
+from infrastructure.storage.keys.keyring import Keyring
+from infrastructure.storage.records.signed_record import (
+    IntegrityFailure,
+    signer_prefix,
+    verify_record,
+)
 
 CHECK_TOPIC: Final = get_topic(KeyCheck.Recorded)
 SEARCH_PAGE: Final = 500

@@ -18,7 +18,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composed, Identifier
 
-from infrastructure.storage.signed_record import NO_STATE, IntegrityFailure
+from infrastructure.storage.records.signed_record import NO_STATE, IntegrityFailure
 
 
 class CheckedPostgresRecorder(PostgresApplicationRecorder):

@@ -37,8 +37,8 @@ from domain.stream_heads import (
     path_positions,
     root_from_path,
 )
-from infrastructure.storage.checkpoint_tables import CheckpointTables
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.checkpoints.tables import CheckpointTables
+from infrastructure.storage.records.signed_record import IntegrityFailure
 
 STREAMS_PER_QUERY: Final = 500
 """Streams `HeadCheckedReads.select_streams` reads in one statement (SQLite allows 32,766

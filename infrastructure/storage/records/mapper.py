@@ -21,8 +21,8 @@ from eventsourcing.utils import get_topic, resolve_topic
 from domain.aggregate import DomainEvent
 from domain.canonical import canonical_json
 from domain.key_check import KeyCheck
-from infrastructure.storage.keyring import Keyring
-from infrastructure.storage.signed_record import VerifiedRecord, sign_record, verify_record
+from infrastructure.storage.keys.keyring import Keyring
+from infrastructure.storage.records.signed_record import VerifiedRecord, sign_record, verify_record
 
 ENVELOPE_FIELDS = frozenset({"originator_id", "originator_version"})
 

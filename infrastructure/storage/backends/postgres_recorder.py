@@ -23,10 +23,10 @@ from eventsourcing.postgres import PostgresAggregateRecorder
 from eventsourcing.utils import retry
 from psycopg.sql import SQL
 
-from infrastructure.storage.checked_recorder import CheckedPostgresRecorder
-from infrastructure.storage.checkpoint_tables import AlsoWrite
-from infrastructure.storage.head_check import HeadCheckedReads
-from infrastructure.storage.io_tally import TalliedIo
+from infrastructure.storage.backends.checked_recorder import CheckedPostgresRecorder
+from infrastructure.storage.backends.io_tally import TalliedIo
+from infrastructure.storage.checkpoints.head_check import HeadCheckedReads
+from infrastructure.storage.checkpoints.tables import AlsoWrite
 
 CHUNK_ROWS: Final = 1000
 CHUNK_BYTES: Final = 1 << 20

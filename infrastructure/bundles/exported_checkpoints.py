@@ -21,10 +21,10 @@ from pydantic import ValidationError
 
 from domain.canonical import canonical_json
 from domain.checkpoint import ALGORITHM, CHECKPOINT_STREAM, Checkpoint
-from infrastructure.storage.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
-from infrastructure.storage.checkpoints import SignedCheckpoint, signature_problem
+from infrastructure.storage.checkpoints.chain import SignedCheckpoint, signature_problem
 from infrastructure.storage.errors import UsageError
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
+from infrastructure.storage.records.signed_record import IntegrityFailure
 
 MAX_FILE_BYTES: Final = 1 << 20
 """An exported checkpoint is under 10 KB (its peaks grow with log2 of the tree size)."""

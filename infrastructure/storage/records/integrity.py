@@ -20,8 +20,8 @@ from eventsourcing.utils import get_topic
 
 from domain.events import JobCompleted
 from domain.job import Job
-from infrastructure.storage.keyring import Keyring
-from infrastructure.storage.signed_record import (
+from infrastructure.storage.keys.keyring import Keyring
+from infrastructure.storage.records.signed_record import (
     IntegrityFailure,
     VerifiedRecord,
     mac_digest,

@@ -26,9 +26,9 @@ from psycopg import sql
 from psycopg.types.string import ByteaBinaryLoader
 
 from domain.checkpoint import stream_leaf_hash
-from infrastructure.storage.connection import connect_postgres
+from infrastructure.storage.backends.connection import connect_postgres
+from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import PostgresStore, SQLiteStore, Store
-from infrastructure.storage.signed_record import IntegrityFailure
 
 SCAN_PAGE = 2000
 UUID_BYTES: Final = 16

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint, LedgerCheckpoints
 from domain.merkle import consistency_proof_from_nodes, verify_consistency
-from infrastructure.storage.checkpoint_tables import CheckpointTables
-from infrastructure.storage.checkpoints import Checkpoints, SignedCheckpoint
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.checkpoints.chain import Checkpoints, SignedCheckpoint
+from infrastructure.storage.checkpoints.tables import CheckpointTables
+from infrastructure.storage.records.signed_record import IntegrityFailure
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from infrastructure.storage.development_files import create_development_file
+from infrastructure.storage.keys.development_files import create_development_file
 
 if TYPE_CHECKING:
     from infrastructure.storage.settings import Settings

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from eventsourcing.persistence import Tracking
 
-from infrastructure.storage.read_model_tables import Changes, Row
+from infrastructure.storage.read_models.tables import Changes, Row
 
 
 class MemoryReadModelView:

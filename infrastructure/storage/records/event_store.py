@@ -10,10 +10,14 @@ from uuid import UUID
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import AggregateRecorder, EventStore
 
-from infrastructure.storage.integrity import verify_stream
-from infrastructure.storage.keyring import Keyring
-from infrastructure.storage.mapper import SignedMapper
-from infrastructure.storage.signed_record import IntegrityFailure, VerifiedRecord, verify_record
+from infrastructure.storage.keys.keyring import Keyring
+from infrastructure.storage.records.integrity import verify_stream
+from infrastructure.storage.records.mapper import SignedMapper
+from infrastructure.storage.records.signed_record import (
+    IntegrityFailure,
+    VerifiedRecord,
+    verify_record,
+)
 
 
 class VerifyingEventStore(EventStore[UUID]):

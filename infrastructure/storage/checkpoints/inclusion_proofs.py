@@ -18,8 +18,8 @@ from eventsourcing.persistence import StoredEvent
 
 from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint, leaf_data
 from domain.merkle import HASH_SIZE, inclusion_proof_from_nodes, leaf_hash, verify_inclusion
-from infrastructure.storage.checkpoint_tables import CheckpointTables, EventKey, Position
-from infrastructure.storage.signed_record import IntegrityFailure
+from infrastructure.storage.checkpoints.tables import CheckpointTables, EventKey, Position
+from infrastructure.storage.records.signed_record import IntegrityFailure
 
 _PLACEHOLDER: Final = bytes(HASH_SIZE)
 

@@ -20,7 +20,7 @@ from eventsourcing.persistence import StoredEvent
 
 from domain.canonical import INT64_MAX, INT64_MIN, canonical_json
 from domain.errors import ErrorCode, MaceError
-from infrastructure.storage.keyring import Keyring
+from infrastructure.storage.keys.keyring import Keyring
 
 MAGIC = b"mace1"
 SEPARATOR = b"."

@@ -15,12 +15,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, Notification, RecordConflictError
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    IntegrityError,
+    Mapper,
+    Notification,
+    RecordConflictError,
+    StoredEvent,
+)
 
 from domain.canonical import canonical_json
 from domain.checkpoint import (
@@ -40,20 +47,42 @@ from domain.stream_heads import (
     merge_heads,
     path_positions,
 )
-from infrastructure.storage.checkpoint_key import CheckpointKey, PublicCheckpointKey
-from infrastructure.storage.checkpoint_tables import (
+from infrastructure.storage.checkpoints.head_check import bucket_entries, disagrees, path_root
+from infrastructure.storage.checkpoints.tables import (
     AlsoWrite,
     CheckpointTables,
     EventKey,
     Position,
 )
 from infrastructure.storage.errors import StoreBusyError
-from infrastructure.storage.head_check import bucket_entries, disagrees, path_root
+from infrastructure.storage.keys.checkpoint_key import CheckpointKey, PublicCheckpointKey
+from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.ops_clock import recorded_at
-from infrastructure.storage.signed_record import IntegrityFailure, verify_record
+from infrastructure.storage.records.event_store import VerifyingEventStore
+from infrastructure.storage.records.signed_record import IntegrityFailure, verify_record
 
-if TYPE_CHECKING:
-    from infrastructure.storage.store import LedgerStore
+
+class CheckpointedLog(Protocol):
+    """What the checkpoint chain needs of the log it signs (`LedgerStore` is one)."""
+
+    @property
+    def recorder(self) -> ApplicationRecorder: ...
+
+    @property
+    def keyring(self) -> Keyring: ...
+
+    @property
+    def mapper(self) -> Mapper[UUID]: ...
+
+    @property
+    def verifying_store(self) -> VerifyingEventStore: ...
+
+    def insert_records(self, records: Sequence[StoredEvent], also: AlsoWrite | None = None) -> None:
+        """Store signed records as they are, with ``also``'s writes in the same transaction."""
+
+    def checkpoint_saved(self) -> None:
+        """A checkpoint was saved: reads are held to it from now on."""
+
 
 PAGE: Final = 1000
 WINDOW: Final = 50_000
@@ -124,7 +153,7 @@ class Written:
 
 
 class Checkpoints:
-    def __init__(self, store: LedgerStore, key: CheckpointKey) -> None:
+    def __init__(self, store: CheckpointedLog, key: CheckpointKey) -> None:
         self.store = store
         self.key = key
         self.tables = CheckpointTables(store.recorder)

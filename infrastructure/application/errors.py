@@ -20,7 +20,6 @@ from pydantic import ValidationError
 from domain.canonical import canonical_json
 from domain.errors import ErrorCode, MaceError
 from domain.receipt import Unreplayable, UnreplayableCode
-from infrastructure.storage.checkpoint_key import CheckpointKeyError
 from infrastructure.storage.errors import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -30,8 +29,9 @@ from infrastructure.storage.errors import (
     StoreBusyError,
     UsageError,
 )
-from infrastructure.storage.key_checks import KeyMismatch
-from infrastructure.storage.keyring import KeyringError
+from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError
+from infrastructure.storage.keys.keyring import KeyringError
+from infrastructure.storage.records.key_checks import KeyMismatch
 from infrastructure.storage.settings import SettingsError
 
 

@@ -23,7 +23,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.hmac import HMAC
 
-from infrastructure.storage.development_files import create_development_file
+from infrastructure.storage.keys.development_files import create_development_file
 from infrastructure.storage.settings import Settings
 
 KEY_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

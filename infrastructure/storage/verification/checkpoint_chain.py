@@ -20,20 +20,17 @@ from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 from uuid import UUID
 
 from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints
 from domain.merkle import HASH_SIZE, MerkleBuilder, leaf_hash
 from domain.stream_heads import HeadsTree
-from infrastructure.storage.checkpoint_tables import CheckpointTables
-from infrastructure.storage.checkpoints import Checkpoints, SignedCheckpoint
-from infrastructure.storage.head_check import bucket_entries, disagrees
-from infrastructure.storage.scan import Leaf, LeafPage, StoreReader
-from infrastructure.storage.signed_record import IntegrityFailure
-
-if TYPE_CHECKING:
-    from infrastructure.storage.store import LedgerStore
+from infrastructure.storage.checkpoints.chain import CheckpointedLog, Checkpoints, SignedCheckpoint
+from infrastructure.storage.checkpoints.head_check import bucket_entries, disagrees
+from infrastructure.storage.checkpoints.tables import CheckpointTables
+from infrastructure.storage.records.signed_record import IntegrityFailure
+from infrastructure.storage.verification.scan import Leaf, LeafPage, StoreReader
 
 PAGE: Final = 500
 """Checkpoint events read per page: the chain is walked, never held whole."""
@@ -123,7 +120,7 @@ class _LeafFeed:
                 return True
 
 
-def _chain(store: LedgerStore, through: int) -> Iterator[LedgerCheckpoints.Signed]:
+def _chain(store: CheckpointedLog, through: int) -> Iterator[LedgerCheckpoints.Signed]:
     """Checkpoint events 1..``through`` in order, each MAC verified as it is read, by pages."""
     last = 0
     while last < through:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from eventsourcing.postgres import PostgresFactory
 from eventsourcing.utils import Environment, EnvType
 
-from infrastructure.storage.connection import READ_ONLY_OPTIONS
+from infrastructure.storage.backends.connection import READ_ONLY_OPTIONS
 
 
 class ReadOnlyPostgresFactory(PostgresFactory):

@@ -31,20 +31,33 @@ from domain.events import JobCompleted
 from domain.job import DEFAULT_TENANT, Job, JobSealWitness
 from domain.naming import tenant_scoped
 from domain.snapshot import Snapshot
-from infrastructure.storage.checkpoint_verification import TreeVerification, verify_checkpoints
-from infrastructure.storage.checkpoints import Checkpoints
-from infrastructure.storage.integrity import SEAL_TOPIC, SealFacts, check_witness, verify_stream
-from infrastructure.storage.keyring import Keyring
-from infrastructure.storage.scan import LOOKUPS_PER_QUERY, Position, StoreReader, StreamRange
+from infrastructure.storage.checkpoints.chain import Checkpoints
+from infrastructure.storage.keys.keyring import Keyring
+from infrastructure.storage.records.integrity import (
+    SEAL_TOPIC,
+    SealFacts,
+    check_witness,
+    verify_stream,
+)
+from infrastructure.storage.records.signed_record import IntegrityFailure, verify_record
 from infrastructure.storage.settings import Store
-from infrastructure.storage.side_pass import (
+from infrastructure.storage.verification.checkpoint_chain import (
+    TreeVerification,
+    verify_checkpoints,
+)
+from infrastructure.storage.verification.scan import (
+    LOOKUPS_PER_QUERY,
+    Position,
+    StoreReader,
+    StreamRange,
+)
+from infrastructure.storage.verification.side_pass import (
     PassStopped,
     SidePass,
     Stopped,
     may_fork,
     never_stopped,
 )
-from infrastructure.storage.signed_record import IntegrityFailure, verify_record
 
 JOB_STARTED_TOPIC = get_topic(Job.Started)
 WITNESS_TOPIC = get_topic(JobSealWitness.Witnessed)

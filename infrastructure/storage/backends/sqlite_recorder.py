@@ -14,9 +14,9 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-from infrastructure.storage.checkpoint_tables import AlsoWrite
-from infrastructure.storage.head_check import HeadCheckedReads
-from infrastructure.storage.io_tally import TalliedIo
+from infrastructure.storage.backends.io_tally import TalliedIo
+from infrastructure.storage.checkpoints.head_check import HeadCheckedReads
+from infrastructure.storage.checkpoints.tables import AlsoWrite
 
 
 class IndexedSQLiteRecorder(HeadCheckedReads, SQLiteApplicationRecorder):
