@@ -18,6 +18,8 @@ from typing import Any, Final
 
 import orjson
 
+from domain.errors import InvalidInput
+
 NUMERIC_PRECISION: Final = 9
 """Decimal places every float is rounded to before it is written."""
 
@@ -60,7 +62,7 @@ _ESCAPES: Final[dict[int, str]] = {
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-class CanonicalJSONError(ValueError):
+class CanonicalJSONError(InvalidInput):
     """A value has no canonical encoding; ``path`` says where it sits (``$`` is the root)."""
 
     def __init__(self, reason: str, path: str) -> None:

@@ -14,9 +14,12 @@ exported checkpoint kept elsewhere protects the newest ones.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -110,3 +113,30 @@ class LedgerCheckpoints(MaceAggregate):
 
 
 CHECKPOINT_STREAM: Final = LedgerCheckpoints.id_for(LedgerCheckpoints.LEDGER)
+
+
+@dataclass(frozen=True)
+class SignedCheckpoint:
+    """A checkpoint with its signature, as stored and as exported."""
+
+    checkpoint: Checkpoint
+    key_id: str
+    signature: bytes
+
+    def exported(self) -> dict[str, Any]:
+        """The export format: ``{"algorithm", "key_id", "checkpoint", "signature"}``."""
+        return {
+            "algorithm": ALGORITHM,
+            "key_id": self.key_id,
+            "checkpoint": self.checkpoint.model_dump(mode="json"),
+            "signature": base64.b64encode(self.signature).decode("ascii"),
+        }
+
+
+def decoded(signature: str) -> bytes:
+    """A stored or bundled signature's bytes; one that is not base64 is empty, which no key
+    verifies."""
+    try:
+        return base64.b64decode(signature, validate=True)
+    except (binascii.Error, ValueError):
+        return b""

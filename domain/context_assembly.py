@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from domain.canonical import canonical_json, digest
+from domain.errors import InvalidInput
 from domain.memories import Memory
 from domain.policy import Action, PolicyBundle, Subject
 
@@ -31,7 +32,7 @@ MAX_ENTRIES_LIMIT: Final = 100
 _TERM: Final = re.compile(r"\w+")
 
 
-class ContextRequestError(ValueError):
+class ContextRequestError(InvalidInput):
     """A context request that cannot be assembled; the message names the field."""
 
 

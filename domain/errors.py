@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from typing import Any
+from uuid import UUID
 
 
 class ErrorCode(StrEnum):
@@ -34,3 +35,44 @@ class MaceError(Exception):
         self.code = code
         self.message = message
         self.details = details
+
+
+class InvalidInput(ValueError):
+    """What the caller sent cannot be used (a bad argument, file, body or reference): the one
+    error for bad input, answered ``INVALID_INPUT`` (HTTP 422, exit 2); nothing is written."""
+
+
+class SnapshotError(InvalidInput):
+    """A snapshot named for a job is absent, of the wrong kind, or unusable for its kind."""
+
+
+class NotFoundError(LookupError):
+    """The named job, snapshot or other record is not in the ledger."""
+
+
+class ConflictError(ValueError):
+    """The record already exists, or changed underneath this command."""
+
+
+class StoreBusyError(Exception):
+    """Other writers kept winning the race for the same records: nothing was written; try again."""
+
+
+class IntegrityFailure(MaceError):
+    """Stored bytes that do not verify: the stream and version are named, nothing is decoded."""
+
+    def __init__(self, stream: UUID | str, version: int, reason: str) -> None:
+        super().__init__(
+            ErrorCode.INTEGRITY_FAILURE,
+            f"stream {stream} version {version}: {reason}",
+            stream=str(stream),
+            version=version,
+            reason=reason,
+        )
+        self.stream = str(stream)
+        self.version = version
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[IntegrityFailure], tuple[str, int, str]]:
+        # Made again from its parts, as it was raised: `side_pass` sends it between processes.
+        return type(self), (self.stream, self.version, self.reason)

@@ -34,7 +34,7 @@ from eventsourcing.domain import event
 from pydantic import BaseModel, ConfigDict
 
 from domain.aggregate import MaceAggregate
-from domain.errors import ErrorCode, MaceError
+from domain.errors import ErrorCode, InvalidInput, MaceError
 from domain.naming import tenant_and_key, tenant_scoped
 
 SCOPE_PATTERN = re.compile(
@@ -73,7 +73,7 @@ class HaltCause(StrEnum):
     SECURITY_INCIDENT = "SECURITY_INCIDENT"
 
 
-class GovernanceError(ValueError):
+class GovernanceError(InvalidInput):
     """A governance command that the record does not allow."""
 
 

@@ -16,6 +16,7 @@ import json
 from typing import Any, Final
 
 from domain.canonical import CanonicalJSONError, canonical_json
+from domain.errors import InvalidInput
 
 _INT64_DIGITS: Final = len(str(-(2**63)))
 _BEYOND_INT64: Final = 2**64
@@ -28,7 +29,7 @@ def _integer(literal: str) -> int:
     return int(literal) if len(literal) <= _INT64_DIGITS else _BEYOND_INT64
 
 
-class JSONInputError(ValueError):
+class JSONInputError(InvalidInput):
     """JSON holding a value that cannot be stored as given; the message names it and its path."""
 
 

@@ -27,6 +27,7 @@ from eventsourcing.domain import event
 from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_copy
 from domain.determinism import derive_id
+from domain.errors import InvalidInput
 from domain.policy import MemoryKind
 from domain.sem import validate_key, validate_value
 from domain.stage0.config import DEFAULT_PRIVACY, PrivacyPolicy
@@ -46,7 +47,7 @@ are held to the default one, the same list ``mace sem put`` applies unless told 
 """
 
 
-class MemoryLogError(ValueError):
+class MemoryLogError(InvalidInput):
     """A write the memory log refuses; the message names what was wrong."""
 
 

@@ -22,6 +22,7 @@ from typing import Any, Final
 import yaml
 
 from domain.canonical import CanonicalJSONError, canonical_copy, digest
+from domain.errors import InvalidInput
 
 BUNDLE_VERSION: Final = 1
 MAX_BUNDLE_BYTES: Final = 64 * 1024
@@ -29,7 +30,7 @@ MAX_BUNDLE_BYTES: Final = 64 * 1024
 NO_ALIASES: Final = "YAML anchors and aliases are not allowed in a policy bundle"
 
 
-class PolicyError(ValueError):
+class PolicyError(InvalidInput):
     """A bundle that cannot be loaded; the message names the rule (when there is one) and why."""
 
 

@@ -19,6 +19,7 @@ from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
 from domain.canonical import digest
+from domain.errors import InvalidInput
 from domain.job import validate_tenant
 from domain.naming import tenant_scoped
 from domain.tool_boundary import ToolBoundaryError, tool_boundary_problem, tool_steps
@@ -26,7 +27,7 @@ from domain.tool_boundary import ToolBoundaryError, tool_boundary_problem, tool_
 CLIENT_EVENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 
-class RunDraftError(ValueError):
+class RunDraftError(InvalidInput):
     """What a draft refuses: its state (complete), or an event id re-used for other content."""
 
 

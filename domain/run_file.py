@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from domain.errors import InvalidInput
 from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
 from domain.json_input import JSONInputError, parse_json_input
 from domain.tool_boundary import ToolBoundaryError, check_tool_boundary, tool_steps
@@ -23,7 +24,7 @@ LINE_TYPES = (
 )
 
 
-class RunFileError(ValueError):
+class RunFileError(InvalidInput):
     def __init__(self, line: int, message: str) -> None:
         super().__init__(f"line {line}: {message}")
         self.line = line

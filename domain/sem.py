@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from domain.aggregate import MaceAggregate
 from domain.canonical import CanonicalJSONError, canonical_copy, canonical_json
 from domain.determinism import iso_text
+from domain.errors import InvalidInput
 from domain.naming import DEFAULT_TENANT, tenant_scoped
 
 KEY_PATTERN: Final = re.compile(r"^[a-z0-9_\/]+$")
@@ -41,7 +42,7 @@ MAX_VALUE_BYTES: Final = 4096
 """S6: SEM keeps stable-ish facts, not chat logs; a value's canonical JSON stays small."""
 
 
-class SemKeyError(ValueError):
+class SemKeyError(InvalidInput):
     """A key that breaks one of S1-S3; ``rule`` names which."""
 
     def __init__(self, key: str, rule: str, reason: str) -> None:
@@ -50,7 +51,7 @@ class SemKeyError(ValueError):
         self.rule = rule
 
 
-class SemValueError(ValueError):
+class SemValueError(InvalidInput):
     """A value SEM does not store (rule S6 or the canonical serializer)."""
 
 

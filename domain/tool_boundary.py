@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
+from domain.errors import InvalidInput
+
 TOOL_CALL = "ToolCall"
 TOOL_RESULT = "ToolResult"
 RETRIEVAL_REQUEST = "RetrievalRequest"
@@ -29,7 +31,7 @@ _ASKING: Final = {question: name for question, name in _ANSWERING.values()}
 _KEY: Final = {**_ASKING, **{answer: name for answer, (_, name) in _ANSWERING.items()}}
 
 
-class ToolBoundaryError(ValueError):
+class ToolBoundaryError(InvalidInput):
     """A run's tool call or result out of place; ``position`` is the event's, in what was
     checked (a run's events, a batch)."""
 

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from domain.errors import InvalidInput
 from domain.sem import SNAKE_CASE, SemValueError, SemVocabulary
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.validation_messages import first_problem
@@ -158,7 +159,7 @@ def parse_config(kind: SnapshotKind, payload: dict[str, Any]) -> Any:
     return CONFIG_MODELS[kind].model_validate(payload)
 
 
-class UnusableSnapshot(ValueError):
+class UnusableSnapshot(InvalidInput):
     """A snapshot payload its kind's parser refuses; the message names the kind and the field."""
 
 

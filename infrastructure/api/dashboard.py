@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from domain.canonical import canonical_json
+from domain.errors import NotFoundError
 from infrastructure.api.context import (
     SESSION_COOKIE,
     Caller,
@@ -29,7 +30,6 @@ from infrastructure.api.metrics import tenant_evidence, tenant_replays
 from infrastructure.application.governance import ABANDONED
 from infrastructure.application.personal_data import HTTP_CHANNEL
 from infrastructure.application.tokens import Principal
-from infrastructure.storage.errors import NotFoundError
 from projections.read_model_rows import HALTED_SNAPSHOTS, NON_REPLAYABLE, REPLAY_OUTCOMES
 from projections.replay_report import verdict
 

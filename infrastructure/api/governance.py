@@ -11,11 +11,11 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from domain.errors import ConflictError
 from infrastructure.api.bodies import CouncilVote, ForceContinueAsk, HaltAsk, HaltClearAsk
 from infrastructure.api.context import Caller, Ctx, OwnedJobId, ReadJobId, SnapshotIdPath
 from infrastructure.api.errors import invalid
 from infrastructure.application.tokens import Principal
-from infrastructure.storage.errors import ConflictError
 
 router = APIRouter(tags=["governance"])
 

@@ -21,12 +21,12 @@ from typing import Any
 from eventsourcing.persistence import PersistenceError
 from fastapi import APIRouter
 
+from domain.errors import IntegrityFailure
 from domain.governance import Role
 from infrastructure.api.context import Ctx, MaybeCaller, Service
 from infrastructure.api.errors import documented, refusal
 from infrastructure.application.errors import Code
 from infrastructure.storage.records.key_checks import KeyMismatch, KeyStatus
-from infrastructure.storage.records.signed_record import IntegrityFailure
 
 router = APIRouter(tags=["operations"])
 

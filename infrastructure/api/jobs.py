@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query
 
 from domain.canonical import CanonicalJSONError, canonical_json
+from domain.errors import ConflictError, NotFoundError, SnapshotError
 from domain.governance import Role
 from infrastructure.api.bodies import Stage0Job
 from infrastructure.api.context import (
@@ -18,7 +19,6 @@ from infrastructure.api.context import (
 )
 from infrastructure.api.errors import invalid, not_found
 from infrastructure.application.personal_data import HTTP_CHANNEL, JobRead
-from infrastructure.storage.errors import ConflictError, NotFoundError, SnapshotError
 from projections.job_summaries import job_listing, run_report
 from projections.read_model_rows import JOB_INDEX
 

@@ -11,24 +11,25 @@ import argparse
 
 import uvicorn
 
+from domain.errors import InvalidInput
 from infrastructure.api.app import create_app, reading_ledger
+from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.tokens import (
     TokensFileError,
     WatchedTokensFile,
     configured_tokens_file,
 )
-from infrastructure.storage.errors import EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings
 
 
 def serve_http(args: argparse.Namespace, settings: Settings) -> int:
     if not 0 < args.port < 65536:
-        raise UsageError(f"--port {args.port}: expected 1-65535")
+        raise InvalidInput(f"--port {args.port}: expected 1-65535")
     try:
         tokens = WatchedTokensFile(configured_tokens_file(settings), settings.tokens_reload_seconds)
     except TokensFileError as exc:
-        raise UsageError(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
     # Requests are not held up by checkpoints: the app's notary writes them, at most
     # MACE_CHECKPOINT_INTERVAL seconds after a commit, and a last one as the service stops.
     # A read store that cannot be opened stops the service here, in one line, like the store.

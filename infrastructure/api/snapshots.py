@@ -11,13 +11,13 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from domain.canonical import CanonicalJSONError
+from domain.errors import NotFoundError
 from domain.governance import Role
 from domain.stage0.config import UnusableSnapshot, declare_usable
 from infrastructure.api.bodies import SnapshotDeclaration
 from infrastructure.api.context import Caller, Ctx, SnapshotIdPath, require
 from infrastructure.api.errors import invalid, not_found
 from infrastructure.api.responses import CanonicalJSONResponse
-from infrastructure.storage.errors import NotFoundError
 
 router = APIRouter(prefix="/v1/snapshots", tags=["snapshots"])
 

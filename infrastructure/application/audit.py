@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from domain.audit_record import AuditRecord, audit_name
-from domain.errors import ErrorCode, MaceError
+from domain.errors import ErrorCode, IntegrityFailure, MaceError
 from domain.governance import Actor
 from domain.job import Job
 from domain.replay_access import ReplayMode, replay_refusal
@@ -29,7 +29,6 @@ from infrastructure.application.jobs import JobService
 from infrastructure.application.replays import ReplayService
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.records.integrity import SealFacts, check_witness
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
 from infrastructure.storage.verification.checkpoint_chain import proven_heads
 from infrastructure.storage.verification.scan import StoreReader, StreamRange

@@ -23,13 +23,12 @@ import orjson
 from eventsourcing.persistence import StoredEvent
 
 from domain.checkpoint import CHECKPOINT_STREAM
-from domain.errors import MaceError
+from domain.errors import IntegrityFailure, MaceError
 from domain.job import DEFAULT_TENANT
 from infrastructure.application.jobs import JobService
 from infrastructure.application.replays import ReplayService
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.records.integrity import SEAL_TOPIC, verify_stream
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
 from infrastructure.storage.verification.ledger import (
     JOB_STARTED_TOPIC,

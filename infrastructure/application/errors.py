@@ -18,21 +18,21 @@ from eventsourcing.persistence import PersistenceError
 from pydantic import ValidationError
 
 from domain.canonical import canonical_json
-from domain.errors import ErrorCode, MaceError
-from domain.receipt import Unreplayable, UnreplayableCode
-from infrastructure.storage.errors import (
-    EXIT_FAILED,
-    EXIT_USAGE,
+from domain.errors import (
     ConflictError,
+    ErrorCode,
+    InvalidInput,
+    MaceError,
     NotFoundError,
-    SnapshotError,
     StoreBusyError,
-    UsageError,
 )
-from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError
-from infrastructure.storage.keys.keyring import KeyringError
+from domain.receipt import Unreplayable, UnreplayableCode
 from infrastructure.storage.records.key_checks import KeyMismatch
-from infrastructure.storage.settings import SettingsError
+
+# How an entry point (``mace`` and the commands beside the service and the tools) ends:
+# 0 success; 1 the operation ran and failed; 2 bad usage or input, nothing written.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # what a shell reports for a command Ctrl-C stopped (128 + SIGINT)
 
 
 class Code(StrEnum):
@@ -135,14 +135,11 @@ ERRORS: Final[Mapping[type[Exception], Callable[[Any], tuple[str, str]]]] = {
     Unreplayable: _unreplayable,
     NotFoundError: _fixed(Code.NOT_FOUND),
     ConflictError: _fixed(Code.CONFLICT),
-    # A snapshot named for a job that is absent or unusable is the request's fault.
-    SnapshotError: _fixed(Code.INVALID_INPUT),
+    # Bad input of every kind (an argument, a file, a body, a setting, a snapshot named for a job
+    # that is absent or unusable): the request's fault, nothing written.
+    InvalidInput: _fixed(Code.INVALID_INPUT),
     StoreBusyError: _fixed(Code.STORE_BUSY),
     KeyMismatch: _fixed(Code.KEY_MISMATCH),
-    KeyringError: _fixed(Code.INVALID_INPUT),
-    CheckpointKeyError: _fixed(Code.INVALID_INPUT),
-    SettingsError: _fixed(Code.INVALID_INPUT),
-    UsageError: _fixed(Code.INVALID_INPUT),
     ValidationError: _invalid_model,
     PersistenceError: _store_unavailable,
     # A helper process the system took away (a verify's side pass): the operation did not finish.

@@ -16,6 +16,7 @@ from eventsourcing.persistence import IntegrityError, RecordConflictError
 from eventsourcing.utils import get_topic
 
 from domain.aggregate import MaceAggregate
+from domain.errors import IntegrityFailure, NotFoundError
 from domain.governance import (
     TENANT_SNAPSHOT,
     Actor,
@@ -33,9 +34,8 @@ from domain.naming import DEFAULT_TENANT, tenant_and_key
 from domain.snapshot import Snapshot, check_snapshot_id
 from infrastructure.application.jobs import JobService
 from infrastructure.storage.backends.replay_leases import replay_leases
-from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.ops_clock import recorded_at
-from infrastructure.storage.records.signed_record import IntegrityFailure, verify_record
+from infrastructure.storage.records.signed_record import verify_record
 from infrastructure.storage.settings import Store
 from infrastructure.storage.store import LedgerStore
 

@@ -20,7 +20,7 @@ from eventsourcing.persistence import StoredEvent
 
 from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id, iso_text
-from domain.errors import ErrorCode, MaceError
+from domain.errors import ConflictError, ErrorCode, IntegrityFailure, MaceError
 from domain.events import JobCompleted, SemRead, SemWrite, decode_recorded
 from domain.evidence_uri import event_uri
 from domain.job import (
@@ -40,15 +40,9 @@ from domain.stage0.refusals import RefusedValue, refusal_mark
 from infrastructure.application.sem import SemService
 from infrastructure.application.snapshots import SnapshotService, default_snapshots
 from infrastructure.application.tenancy import holds, require_holder
-from infrastructure.storage.errors import ConflictError
 from infrastructure.storage.records.integrity import SealFacts, check_witness, verify_stream
 from infrastructure.storage.records.repository import fold_events
-from infrastructure.storage.records.signed_record import (
-    IntegrityFailure,
-    VerifiedRecord,
-    mac_digest,
-    record_mac,
-)
+from infrastructure.storage.records.signed_record import VerifiedRecord, mac_digest, record_mac
 from infrastructure.storage.store import ID_RACES, LedgerStore
 from projections.reflective_log import ReflectiveLog, complete_job
 from projections.refused_input import recorded_input

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from domain.errors import IntegrityFailure
 from domain.events import RetrievalRequest, RetrievalResponse, RunEvent
 from domain.governance import Actor
 from domain.job import validate_tenant
@@ -25,7 +26,6 @@ from domain.memories import (
 from domain.retrieval import memory_of
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.records.repository import fold_events
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
 
 SNAPSHOTS_TRIED: Final = 3

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from eventsourcing.application import AggregateNotFoundError
 
+from domain.errors import NotFoundError
 from domain.governance import Actor
 from domain.policy import PolicyBundle
 from domain.policy_book import PolicyBook, scope_of
-from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.store import LedgerStore
 

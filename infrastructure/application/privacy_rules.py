@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from domain.errors import NotFoundError
 from domain.events import RunEvent
 from domain.snapshot import SnapshotKind
 from domain.stage0.config import DEFAULT_PRIVACY, PrivacyPolicy, parse_config
 from domain.stage0.refusals import is_mark
 from infrastructure.application.snapshots import SnapshotService
-from infrastructure.storage.errors import NotFoundError
 from projections.redaction import PrivacyNeedles
 
 

@@ -35,10 +35,10 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.projection import Projection
 from psycopg.sql import SQL, Identifier
 
+from domain.errors import IntegrityFailure
 from domain.snapshot import Snapshot
 from infrastructure.storage.read_models.memory import MemoryReadModelView
 from infrastructure.storage.read_models.tables import ReadModelView, Row
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import SQLiteStore
 from infrastructure.storage.store import LedgerStore
 from projections.read_model_rows import (

@@ -27,6 +27,7 @@ from domain.context_assembly import (
     ContextRequest,
     assemble_context,
 )
+from domain.errors import IntegrityFailure, StoreBusyError
 from domain.governance import Actor, require_any
 from domain.job import validate_tenant
 from domain.memories import MemoryLog
@@ -47,15 +48,10 @@ from infrastructure.application.memories import MemoryService
 from infrastructure.application.policy import PolicyService
 from infrastructure.application.read_model_sync import ReadModels
 from infrastructure.application.tenancy import require_holder
-from infrastructure.storage.errors import StoreBusyError
 from infrastructure.storage.keys.receipt_signing import Verdict, sign_receipt, verify_receipt
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.records.integrity import verify_stream
-from infrastructure.storage.records.signed_record import (
-    SEPARATOR,
-    IntegrityFailure,
-    UnknownSigningKey,
-)
+from infrastructure.storage.records.signed_record import SEPARATOR, UnknownSigningKey
 from infrastructure.storage.store import ID_RACES, LedgerStore
 from projections.receipts import receipt_diff
 

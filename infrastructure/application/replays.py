@@ -30,7 +30,7 @@ from eventsourcing.persistence import StoredEvent
 
 from domain.aggregate import MaceAggregate
 from domain.canonical import digest
-from domain.errors import ErrorCode, MaceError
+from domain.errors import ErrorCode, IntegrityFailure, MaceError, NotFoundError
 from domain.governance import (
     Actor,
     Governance,
@@ -54,9 +54,7 @@ from infrastructure.application.jobs import JobService
 from infrastructure.application.memories import MemoryService
 from infrastructure.application.policy import PolicyService
 from infrastructure.application.snapshots import SnapshotService, content_checked
-from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.ops_clock import recorded_at, stopwatch
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
 from projections.replay import ReplayOutcome, ReplayRequest, replay_job
 from projections.replay_report import render_markdown, replay_report

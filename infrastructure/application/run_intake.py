@@ -18,13 +18,13 @@ from pydantic import ValidationError
 
 from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id
+from domain.errors import ConflictError, NotFoundError, StoreBusyError
 from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
 from domain.run_draft import BatchOutcome, RunDraft, RunDraftError, held_out_of_place
 from domain.tool_boundary import ToolBoundaryError
 from infrastructure.application.jobs import JobService
 from infrastructure.application.runs import RunService
 from infrastructure.application.tenancy import holds, require_holder
-from infrastructure.storage.errors import ConflictError, NotFoundError, StoreBusyError
 from infrastructure.storage.store import LedgerStore
 from projections.reflective_log import ReflectiveLog
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from domain.errors import NotFoundError
 from domain.job import DEFAULT_TENANT, validate_tenant
 from domain.sem import SemEntry, SemRecord, canonical_key
 from infrastructure.application.snapshots import SnapshotService
-from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.store import LedgerStore
 
 

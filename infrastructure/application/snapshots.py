@@ -11,11 +11,10 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError, RecordConflictError
 from pydantic import ValidationError
 
+from domain.errors import IntegrityFailure, NotFoundError, SnapshotError
 from domain.snapshot import Snapshot, SnapshotKind, check_snapshot_id
 from domain.stage0.config import DEFAULT_CONFIGS, parse_config
 from domain.validation_messages import first_problem
-from infrastructure.storage.errors import NotFoundError, SnapshotError
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
 from projections.stage0_runtime import Stage0Snapshots
 

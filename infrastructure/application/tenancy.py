@@ -10,7 +10,7 @@ cases it calls with ``--tenant``.
 
 from __future__ import annotations
 
-from infrastructure.storage.errors import NotFoundError
+from domain.errors import NotFoundError
 
 
 def holds(tenant: str, owner: str | None) -> bool:

@@ -32,6 +32,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from domain.canonical import canonical_json
+from domain.errors import InvalidInput
 from domain.governance import Actor, GovernanceError, Role
 from domain.job import validate_tenant
 from domain.validation_messages import first_problem
@@ -43,7 +44,7 @@ TOKEN_ID_DIGITS: Final = 16
 log = logging.getLogger(__name__)
 
 
-class TokensFileError(ValueError):
+class TokensFileError(InvalidInput):
     """A tokens file that cannot be used; the message names the file and what is wrong."""
 
 

@@ -20,11 +20,10 @@ import orjson
 from pydantic import ValidationError
 
 from domain.canonical import canonical_json
-from domain.checkpoint import ALGORITHM, CHECKPOINT_STREAM, Checkpoint
-from infrastructure.storage.checkpoints.chain import SignedCheckpoint, signature_problem
-from infrastructure.storage.errors import UsageError
+from domain.checkpoint import ALGORITHM, CHECKPOINT_STREAM, Checkpoint, SignedCheckpoint
+from domain.errors import IntegrityFailure, InvalidInput
+from infrastructure.storage.checkpoints.chain import signature_problem
 from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
-from infrastructure.storage.records.signed_record import IntegrityFailure
 
 MAX_FILE_BYTES: Final = 1 << 20
 """An exported checkpoint is under 10 KB (its peaks grow with log2 of the tree size)."""
@@ -41,7 +40,7 @@ def write_exported(signed: SignedCheckpoint, path: Path) -> None:
     try:
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     except OSError as exc:
-        raise UsageError(_cannot_write(path, exc)) from None
+        raise InvalidInput(_cannot_write(path, exc)) from None
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(canonical_json(signed.exported()))
@@ -49,7 +48,7 @@ def write_exported(signed: SignedCheckpoint, path: Path) -> None:
     except BaseException as exc:
         Path(temporary).unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise UsageError(_cannot_write(path, exc)) from None
+            raise InvalidInput(_cannot_write(path, exc)) from None
         raise
 
 
@@ -63,7 +62,7 @@ def _read_bounded(path: Path, what: str) -> bytes:
         with path.open("rb") as handle:
             return handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise UsageError(
+        raise InvalidInput(
             f"cannot read {what} {path}: {exc.strerror or type(exc).__name__}"
         ) from None
 
@@ -72,28 +71,28 @@ def read_exported(path: Path) -> tuple[str, SignedCheckpoint]:
     """The algorithm the file names and the checkpoint it holds, nothing checked but its form."""
     data = _read_bounded(path, "checkpoint file")
     if len(data) > MAX_FILE_BYTES:
-        raise UsageError(
+        raise InvalidInput(
             f"checkpoint file {path} is larger than {MAX_FILE_BYTES} bytes: {EXPECTED}"
         )
     try:
         fields = orjson.loads(data)
     except orjson.JSONDecodeError:
-        raise UsageError(f"checkpoint file {path} is not JSON: {EXPECTED}") from None
+        raise InvalidInput(f"checkpoint file {path} is not JSON: {EXPECTED}") from None
     if not isinstance(fields, dict) or tuple(sorted(fields)) != FIELDS:
-        raise UsageError(f"checkpoint file {path} is not an exported checkpoint: {EXPECTED}")
+        raise InvalidInput(f"checkpoint file {path} is not an exported checkpoint: {EXPECTED}")
     for name in ("algorithm", "key_id", "signature"):
         if not isinstance(fields[name], str):
-            raise UsageError(f"checkpoint file {path}: {name} is not a string: {EXPECTED}")
+            raise InvalidInput(f"checkpoint file {path}: {name} is not a string: {EXPECTED}")
     try:
         signature = base64.b64decode(fields["signature"], validate=True)
     except (binascii.Error, ValueError):
-        raise UsageError(f"checkpoint file {path}: signature is not base64: {EXPECTED}") from None
+        raise InvalidInput(f"checkpoint file {path}: signature is not base64: {EXPECTED}") from None
     try:
         checkpoint = Checkpoint.model_validate(fields["checkpoint"])
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in ("checkpoint", *first["loc"]))
-        raise UsageError(f"checkpoint file {path}: {where}: {first['msg']}") from None
+        raise InvalidInput(f"checkpoint file {path}: {where}: {first['msg']}") from None
     return fields["algorithm"], SignedCheckpoint(checkpoint, fields["key_id"], signature)
 
 
@@ -117,4 +116,4 @@ def read_public_key(path: Path) -> PublicCheckpointKey:
         return PublicCheckpointKey.from_pem(pem.decode("utf-8"))
     except (UnicodeDecodeError, CheckpointKeyError) as exc:
         problem = "is not PEM text" if isinstance(exc, UnicodeDecodeError) else str(exc)
-        raise UsageError(f"{path}: {problem}") from None
+        raise InvalidInput(f"{path}: {problem}") from None

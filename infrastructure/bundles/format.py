@@ -40,6 +40,7 @@ from eventsourcing.persistence import StoredEvent
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from domain.canonical import CanonicalJSONError, canonical_json, digest
+from domain.errors import IntegrityFailure, InvalidInput
 from domain.job import DEFAULT_TENANT, Job
 from domain.naming import tenant_scoped
 from domain.validation_messages import first_problem
@@ -53,7 +54,7 @@ from infrastructure.bundles.inclusion import (
 from infrastructure.storage.keys.checkpoint_key import PublicCheckpointKey
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.records.integrity import verify_stream
-from infrastructure.storage.records.signed_record import SEPARATOR, IntegrityFailure, mac_message
+from infrastructure.storage.records.signed_record import SEPARATOR, mac_message
 from infrastructure.storage.settings import Store
 from infrastructure.storage.store import LedgerStore
 from projections.redaction import Redaction
@@ -68,7 +69,7 @@ Unchanged since the first format: the manifest's form did not change."""
 Role = Literal["job", "seal_witness", "snapshot", "sem", "governance"]
 
 
-class BundleError(ValueError):
+class BundleError(InvalidInput):
     """A file that is not a usable bundle, or a job that cannot be bundled: bad input, exit 2."""
 
 

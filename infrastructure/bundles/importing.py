@@ -7,9 +7,9 @@ from typing import Final
 
 from eventsourcing.persistence import StoredEvent
 
+from domain.errors import ConflictError
 from infrastructure.application.ledger import Ledger
 from infrastructure.bundles.format import Bundle, BundleError
-from infrastructure.storage.errors import ConflictError
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ from typing import Annotated, Any, Literal
 from eventsourcing.persistence import StoredEvent
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint
-from domain.errors import ErrorCode, MaceError
-from infrastructure.storage.checkpoints.chain import SignedCheckpoint, decoded, signature_problem
+from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint, SignedCheckpoint, decoded
+from domain.errors import ErrorCode, IntegrityFailure, MaceError
+from infrastructure.storage.checkpoints.chain import signature_problem
 from infrastructure.storage.checkpoints.inclusion_proofs import (
     InclusionProof,
     check_inclusion,
@@ -36,7 +36,6 @@ from infrastructure.storage.checkpoints.inclusion_proofs import (
     inclusion_proofs,
 )
 from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.store import LedgerStore
 
 NO_CHECKPOINT = "not provable: no checkpoint"

@@ -19,10 +19,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from domain.errors import ErrorCode
+from domain.errors import ErrorCode, NotFoundError
 from domain.governance import Actor, Governance, ReplayRequestFields
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.errors import NotFoundError
 
 MAX_NAME: Final = 60
 MOCK_REASON: Final = "answered by a declared mock"

@@ -14,8 +14,9 @@ from typing import Any
 from domain.audit_record import AuditRecord
 from infrastructure.application.audit import audit_answer, check_auditor
 from infrastructure.application.audit_workers import AuditWorkers
+from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
-from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, acting_actor, emit_json
+from infrastructure.cli.common import acting_actor, emit_json
 from infrastructure.cli.read_store import print_read_store, read_store_note
 from infrastructure.storage.settings import Settings
 from projections.audit import AuditReport, AuditScope, Verdict

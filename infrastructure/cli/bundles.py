@@ -18,11 +18,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from domain.errors import InvalidInput
 from domain.governance import Actor
 from domain.job import validate_job_id
 from domain.naming import tenant_scoped
 from domain.replay_access import ReplayMode
 from domain.stage0.agents import AgentReply
+from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.replays import ReplayResult
 from infrastructure.bundles.export import export_bundle
@@ -35,7 +37,7 @@ from infrastructure.bundles.regression import (
     render_test,
 )
 from infrastructure.bundles.replay import REGRESSION_ACTOR, check_replay_options, replay_bundle
-from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
+from infrastructure.cli.common import emit_json
 from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
 from infrastructure.storage.keys.keyring import load_keyring
 from infrastructure.storage.settings import Settings
@@ -47,7 +49,7 @@ def _bad_input() -> Iterator[None]:
     try:
         yield
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
 
 
 def _job_id(job_id: str) -> str:
@@ -58,7 +60,7 @@ def _job_id(job_id: str) -> str:
 def _refuse_existing(path: Path, force: bool) -> None:
     if path.exists() and not (force and path.is_file()):
         hint = "" if force else ": pass --force to overwrite it"
-        raise UsageError(f"{path} exists{hint}")
+        raise InvalidInput(f"{path} exists{hint}")
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -70,7 +72,7 @@ def _write(path: Path, data: bytes) -> None:
         temporary.replace(path)
     except OSError as exc:
         temporary.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        raise InvalidInput(f"cannot write {path}: {exc.strerror}") from None
 
 
 def pinned_key(path: Path | None) -> PublicCheckpointKey | None:
@@ -81,18 +83,18 @@ def pinned_key(path: Path | None) -> PublicCheckpointKey | None:
         pem = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not text"
-        raise UsageError(f"--public-key {path}: cannot read it: {reason}") from None
+        raise InvalidInput(f"--public-key {path}: cannot read it: {reason}") from None
     try:
         return PublicCheckpointKey.from_pem(pem)
     except CheckpointKeyError as exc:
-        raise UsageError(f"--public-key {path}: {exc}") from None
+        raise InvalidInput(f"--public-key {path}: {exc}") from None
 
 
 def _prepare_directory(directory: Path) -> None:
     if directory.exists() and not directory.is_dir():
-        raise UsageError(f"{directory} is not a directory")
+        raise InvalidInput(f"{directory} is not a directory")
     if not directory.parent.is_dir() and not directory.exists():
-        raise UsageError(f"cannot write to {directory}: {directory.parent} does not exist")
+        raise InvalidInput(f"cannot write to {directory}: {directory.parent} does not exist")
 
 
 # export
@@ -103,7 +105,7 @@ def export_job(args: argparse.Namespace, settings: Settings) -> int:
     output: Path = args.output
     _refuse_existing(output, args.force)
     if not output.parent.is_dir():
-        raise UsageError(f"cannot write {output}: {output.parent} is not a directory")
+        raise InvalidInput(f"cannot write {output}: {output.parent} is not a directory")
     with Ledger.open(settings, create=False) as ledger, _bad_input():
         data = export_bundle(
             ledger,
@@ -215,9 +217,9 @@ def open_bundle(
         bundle = read_bundle(path, keyring, pinned)
         check_replay_options(bundle, force_continue)
     if job_id is not None and job_id != bundle.job_id:
-        raise UsageError(f"bundle {path} holds job {bundle.job_id}, not {job_id}")
+        raise InvalidInput(f"bundle {path} holds job {bundle.job_id}, not {job_id}")
     if tenant is not None and tenant != bundle.tenant:
-        raise UsageError(f"bundle {path} holds a job of tenant {bundle.tenant}, not {tenant}")
+        raise InvalidInput(f"bundle {path} holds a job of tenant {bundle.tenant}, not {tenant}")
     return bundle
 
 
@@ -265,7 +267,7 @@ def export_test(args: argparse.Namespace, settings: Settings) -> int:
     try:
         directory.mkdir(exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot create {directory}: {exc.strerror}") from None
+        raise InvalidInput(f"cannot create {directory}: {exc.strerror}") from None
     _write(bundle_path, data)
     _write(test_path, source.encode("utf-8"))
     verdict = "ok" if expected.ok else f"fails with {expected.error_code}"

@@ -9,17 +9,18 @@ import sys
 from typing import Any
 
 from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint
+from domain.errors import IntegrityFailure, InvalidInput
+from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.bundles.exported_checkpoints import (
     read_public_key,
     verified_exported,
     write_exported,
 )
-from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
+from infrastructure.cli.common import emit_json
 from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.checkpoints.proofs import consistency
 from infrastructure.storage.keys.checkpoint_key import load_checkpoint_key
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings
 
 
@@ -59,7 +60,7 @@ def export_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
     """Checkpoint every event first, so that the file covers everything the store holds now."""
     if not args.output.parent.is_dir():
         msg = f"cannot write checkpoint file {args.output}: its directory does not exist"
-        raise UsageError(msg)
+        raise InvalidInput(msg)
     with Ledger.open(settings, create=False, checkpoint_on_close=False) as ledger:
         written = _checkpoints(ledger).write()
     write_exported(written.newest, args.output)
@@ -100,7 +101,7 @@ def prove_consistency(args: argparse.Namespace, settings: Settings) -> int:
                 f"OLD ({args.old}: checkpoint {old.number}) is newer than NEW ({args.new}:"
                 f" checkpoint {new.number}): name the older one first"
             )
-            raise UsageError(msg)
+            raise InvalidInput(msg)
         proved = consistency(checkpoints.tables, old, new)
     proof = [node.hex() for node in proved.proof]
     if args.json:

@@ -14,10 +14,10 @@ from importlib.metadata import version
 
 from pydantic import ValidationError
 
-from infrastructure.application.errors import failure_of
+from domain.errors import InvalidInput
+from infrastructure.application.errors import EXIT_INTERRUPTED, EXIT_OK, failure_of
 from infrastructure.cli.command_table import ENVIRONMENT, CommandsOnUse, add_commands, overview
-from infrastructure.cli.common import EXIT_OK, Parser, UsageError
-from infrastructure.storage.errors import EXIT_INTERRUPTED
+from infrastructure.cli.common import Parser
 from infrastructure.storage.settings import Settings, SettingsError
 
 
@@ -50,9 +50,9 @@ def load_settings() -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = "MACE_" + str(first["loc"][0]).upper() if first["loc"] else "settings"
-        raise UsageError(f"invalid {field}: {first['msg']}") from None
+        raise InvalidInput(f"invalid {field}: {first['msg']}") from None
     except SettingsError as exc:
-        raise UsageError(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
     return settings
 
 

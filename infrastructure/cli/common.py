@@ -10,37 +10,17 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from domain.canonical import canonical_json
+from domain.errors import InvalidInput
 from domain.governance import Actor, GovernanceError, Role
 from domain.job import DEFAULT_TENANT, validate_tenant
 from domain.json_input import JSONInputError, NotJSONError, parse_json_input
 from domain.snapshot import SnapshotKind, parse_kind
-from infrastructure.storage.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError
 from infrastructure.storage.settings import Settings
-
-# The exit codes and the usage error live below the entry points (the service's and the tools'
-# commands raise it too); every ``mace`` command takes them from here.
-__all__ = [
-    "EXIT_FAILED",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "Parser",
-    "UsageError",
-    "acting_actor",
-    "add_snapshot_option",
-    "add_tenant_option",
-    "bad_input",
-    "emit_json",
-    "parse_json",
-    "parse_json_argument",
-    "read_bytes",
-    "read_json_object",
-    "snapshot_overrides",
-]
 
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see '{self.prog} --help')")
+        raise InvalidInput(f"{message} (see '{self.prog} --help')")
 
 
 def emit_json(data: dict[str, Any]) -> None:
@@ -54,7 +34,7 @@ def bad_input() -> Iterator[None]:
     try:
         yield
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
 
 
 def add_tenant_option(
@@ -90,7 +70,7 @@ def read_bytes(source: str) -> tuple[str, bytes]:
     try:
         return name, sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:
-        raise UsageError(f"cannot read {name}: {exc.strerror}") from None
+        raise InvalidInput(f"cannot read {name}: {exc.strerror}") from None
 
 
 def parse_json(name: str, raw: bytes | str) -> Any:
@@ -98,9 +78,9 @@ def parse_json(name: str, raw: bytes | str) -> Any:
     try:
         return parse_json_input(raw)
     except NotJSONError as exc:
-        raise UsageError(f"{name} is {exc}") from None
+        raise InvalidInput(f"{name} is {exc}") from None
     except JSONInputError as exc:
-        raise UsageError(f"{name}: {exc}") from None
+        raise InvalidInput(f"{name}: {exc}") from None
 
 
 def parse_json_argument(name: str, text: str) -> Any:
@@ -108,16 +88,18 @@ def parse_json_argument(name: str, text: str) -> Any:
     try:
         return parse_json_input(text)
     except NotJSONError:
-        raise UsageError(f"{name} {text!r} is not JSON: quote strings, e.g. '\"{text}\"'") from None
+        raise InvalidInput(
+            f"{name} {text!r} is not JSON: quote strings, e.g. '\"{text}\"'"
+        ) from None
     except JSONInputError as exc:
-        raise UsageError(f"{name}: {exc}") from None
+        raise InvalidInput(f"{name}: {exc}") from None
 
 
 def read_json_object(source: str) -> dict[str, Any]:
     name, raw = read_bytes(source)
     data = parse_json(name, raw)
     if not isinstance(data, dict):
-        raise UsageError(f"{name} must hold a JSON object, not {type(data).__name__}")
+        raise InvalidInput(f"{name} must hold a JSON object, not {type(data).__name__}")
     return data
 
 
@@ -137,13 +119,13 @@ def snapshot_overrides(options: list[str]) -> dict[str, str]:
     for option in options:
         kind_text, separator, snapshot_id = option.partition("=")
         if not separator or not snapshot_id:
-            raise UsageError(f"--snapshot {option!r}: expected KIND=SNAPSHOT_ID")
+            raise InvalidInput(f"--snapshot {option!r}: expected KIND=SNAPSHOT_ID")
         try:
             kind: SnapshotKind = parse_kind(kind_text)
         except ValueError as exc:
-            raise UsageError(f"--snapshot {option!r}: {exc}") from None
+            raise InvalidInput(f"--snapshot {option!r}: {exc}") from None
         if kind.value in chosen:
-            raise UsageError(f"--snapshot names the {kind.value} snapshot twice")
+            raise InvalidInput(f"--snapshot names the {kind.value} snapshot twice")
         chosen[kind.value] = snapshot_id
     return chosen
 
@@ -152,10 +134,10 @@ def acting_actor(settings: Settings) -> Actor:
     """The identity ``MACE_ACTOR`` and ``MACE_ROLES`` name for this command."""
     roles = ", ".join(r.value for r in Role)
     if not settings.actor or not settings.roles:
-        raise UsageError(
+        raise InvalidInput(
             f"set MACE_ACTOR (who you are) and MACE_ROLES (comma-separated: {roles}) to act"
         )
     try:
         return Actor.of(settings.actor, [r.strip() for r in settings.roles.split(",") if r.strip()])
     except GovernanceError as exc:
-        raise UsageError(f"MACE_ACTOR/MACE_ROLES: {exc}") from None
+        raise InvalidInput(f"MACE_ACTOR/MACE_ROLES: {exc}") from None

@@ -14,9 +14,10 @@ from typing import Any
 
 from domain.context_assembly import ContextCaller, ContextRequest
 from domain.receipt import ReceiptKind, handoff_of
+from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
-from infrastructure.cli.common import EXIT_OK, acting_actor, bad_input, emit_json
+from infrastructure.cli.common import acting_actor, bad_input, emit_json
 from infrastructure.storage.settings import Settings
 from projections.receipt_text import receipt_lines
 

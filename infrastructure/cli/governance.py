@@ -6,16 +6,13 @@ import argparse
 from collections.abc import Callable
 
 from domain.canonical import canonical_json
+from domain.errors import InvalidInput
 from domain.governance import Actor, Motion
 from domain.job import DEFAULT_TENANT
+from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.governance import ABANDONED, RUNNING, UNRESOLVED
 from infrastructure.application.ledger import Ledger
-from infrastructure.cli.common import (
-    EXIT_OK,
-    UsageError,
-    acting_actor,
-    emit_json,
-)
+from infrastructure.cli.common import acting_actor, emit_json
 from infrastructure.storage.settings import Settings
 
 
@@ -75,19 +72,21 @@ def _act(settings: Settings, command: Callable[[Ledger, Actor], None], done: str
         try:
             command(ledger, actor)
         except ValueError as exc:  # GovernanceError among them
-            raise UsageError(str(exc)) from None
+            raise InvalidInput(str(exc)) from None
     print(f"{done} by {actor.actor_id}")
     return EXIT_OK
 
 
 def print_log(args: argparse.Namespace, settings: Settings) -> int:
     if args.job_id is None and args.tenant is not None:
-        raise UsageError("--tenant names the tenant of JOB_ID: the whole log shows every tenant's")
+        raise InvalidInput(
+            "--tenant names the tenant of JOB_ID: the whole log shows every tenant's"
+        )
     with Ledger.open(settings, create=False) as ledger:
         try:
             entries = ledger.governance.log(args.job_id, tenant=args.tenant or DEFAULT_TENANT)
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            raise InvalidInput(str(exc)) from None
     for entry in entries:
         if args.json:
             emit_json(entry)

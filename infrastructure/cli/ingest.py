@@ -5,17 +5,14 @@ from __future__ import annotations
 import argparse
 
 from domain.canonical import canonical_json
+from domain.errors import InvalidInput
 from domain.events import json_schema
 from domain.run_draft import RunTooLarge, check_run_size
 from domain.run_file import RunFileError, parse_run
+from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.privacy_rules import ClearPrivateValue
-from infrastructure.cli.common import (
-    EXIT_OK,
-    UsageError,
-    emit_json,
-    read_bytes,
-)
+from infrastructure.cli.common import emit_json, read_bytes
 from infrastructure.storage.settings import Settings
 from projections.job_summaries import recorded_run
 
@@ -25,16 +22,16 @@ def ingest_run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         run = parse_run(raw.split(b"\n"))
     except RunFileError as exc:
-        raise UsageError(f"{name} {exc}") from None
+        raise InvalidInput(f"{name} {exc}") from None
     try:
         check_run_size(f"run in {name}", len(run.events), settings.max_run_events)
     except RunTooLarge as exc:
-        raise UsageError(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
+        raise InvalidInput(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
     with Ledger.open(settings) as ledger:
         try:
             log, duplicate = ledger.run_ingest.record_once(run, args.tenant)
         except ClearPrivateValue as exc:
-            raise UsageError(f"{name} event {exc.position + 1}: {exc}") from None
+            raise InvalidInput(f"{name} event {exc.position + 1}: {exc}") from None
     summary = {**recorded_run(log, len(run.events)), "duplicate": duplicate}
     if args.json:
         emit_json(summary)

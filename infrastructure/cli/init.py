@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
-from infrastructure.cli.common import EXIT_OK, emit_json
+from infrastructure.cli.common import emit_json
 from infrastructure.storage.settings import Settings
 
 

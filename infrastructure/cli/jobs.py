@@ -8,19 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
+from domain.errors import InvalidInput, NotFoundError
 from domain.events import ALL_TYPES
 from domain.evidence_uri import SCHEME, EvidenceUri, parse_evidence_uri
 from domain.job import DEFAULT_TENANT, CaptureMode
+from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.personal_data import CLI_CHANNEL
-from infrastructure.cli.common import (
-    EXIT_OK,
-    UsageError,
-    acting_actor,
-    emit_json,
-    snapshot_overrides,
-)
-from infrastructure.storage.errors import NotFoundError
+from infrastructure.cli.common import acting_actor, emit_json, snapshot_overrides
 from infrastructure.storage.settings import Settings
 from projections.job_summaries import job_listing, run_report
 from projections.read_model_rows import JOB_INDEX
@@ -30,12 +25,12 @@ STREAM_TYPES = ("JobStarted", *sorted(ALL_TYPES), "JobSealed")
 
 def run_job(args: argparse.Namespace, settings: Settings) -> int:
     if not args.seed:
-        raise UsageError("--seed must not be empty")
+        raise InvalidInput("--seed must not be empty")
     overrides = snapshot_overrides(args.snapshot)
     try:
         canonical_json([args.text, args.seed, args.user])
     except CanonicalJSONError as exc:
-        raise UsageError(f"input cannot be recorded: {exc}") from None
+        raise InvalidInput(f"input cannot be recorded: {exc}") from None
     with Ledger.open(settings) as ledger:
         try:
             log = ledger.jobs.run(
@@ -48,7 +43,7 @@ def run_job(args: argparse.Namespace, settings: Settings) -> int:
                 tenant=args.tenant,
             )
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            raise InvalidInput(str(exc)) from None
     report = run_report(log)
     if args.json:
         emit_json(report)
@@ -66,7 +61,9 @@ def run_job(args: argparse.Namespace, settings: Settings) -> int:
 
 def job_events(args: argparse.Namespace, settings: Settings) -> int:
     if args.event_type is not None and args.event_type not in STREAM_TYPES:
-        raise UsageError(f"unknown event type {args.event_type!r}: expected one of {STREAM_TYPES}")
+        raise InvalidInput(
+            f"unknown event type {args.event_type!r}: expected one of {STREAM_TYPES}"
+        )
     named = _evidence_named(args)
     if named is not None and named.kind == "report":
         return _stored_report(named, args, settings)
@@ -76,7 +73,7 @@ def job_events(args: argparse.Namespace, settings: Settings) -> int:
         try:
             read = ledger.personal_data.read_job(job_id, tenant, reader, CLI_CHANNEL, chosen)
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            raise InvalidInput(str(exc)) from None
     if args.job_id.startswith(SCHEME) and not read.events:
         raise NotFoundError(f"no event at {args.job_id}: job {job_id} records no such fact")
     if read.personal_versions:
@@ -105,16 +102,16 @@ def _evidence_named(args: argparse.Namespace) -> EvidenceUri | None:
     try:
         uri = parse_evidence_uri(args.job_id)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
     if args.tenant not in (DEFAULT_TENANT, uri.tenant):
-        raise UsageError(f"{args.job_id} is tenant {uri.tenant}'s, not {args.tenant}'s")
+        raise InvalidInput(f"{args.job_id} is tenant {uri.tenant}'s, not {args.tenant}'s")
     return uri
 
 
 def _stored_report(uri: EvidenceUri, args: argparse.Namespace, settings: Settings) -> int:
     """The replay report a report URI names, as stored: JSON with --json, else its Markdown."""
     if args.event_type is not None:
-        raise UsageError(f"{args.job_id} names a replay report: --type applies to events")
+        raise InvalidInput(f"{args.job_id} names a replay report: --type applies to events")
     with Ledger.open(settings, create=False) as ledger:
         try:
             record = ledger.replays.record(uri.job_id, uri.number, tenant=uri.tenant)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 
 from domain.canonical import canonical_json
+from domain.errors import InvalidInput
 from domain.memories import Memory, check_episode, check_fact_key, check_labels
 from domain.sem import validate_value
+from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.cli.common import (
-    EXIT_OK,
-    UsageError,
     acting_actor,
     bad_input,
     emit_json,
@@ -78,9 +78,9 @@ def forget_memory(args: argparse.Namespace, settings: Settings) -> int:
         try:
             ledger.memories.forget(args.tenant, args.memory_id, args.reason, actor)
         except LookupError:
-            raise UsageError(f"no memory {args.memory_id}") from None
+            raise InvalidInput(f"no memory {args.memory_id}") from None
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            raise InvalidInput(str(exc)) from None
     if args.json:
         emit_json({"memory_id": args.memory_id, "tenant": args.tenant, "forgotten": True})
     else:

@@ -10,17 +10,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from domain.errors import InvalidInput
 from domain.policy import parse_bundle
 from domain.policy_book import PolicyBook, scope_of
+from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
-from infrastructure.cli.common import (
-    EXIT_OK,
-    UsageError,
-    acting_actor,
-    bad_input,
-    emit_json,
-    read_bytes,
-)
+from infrastructure.cli.common import acting_actor, bad_input, emit_json, read_bytes
 from infrastructure.storage.settings import Settings
 
 
@@ -35,7 +30,7 @@ def set_bundle(args: argparse.Namespace, settings: Settings) -> int:
     try:
         bundle_yaml = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise UsageError(f"{name} is not UTF-8 text") from None
+        raise InvalidInput(f"{name} is not UTF-8 text") from None
     tenant = _tenant(args)
     with bad_input():  # a refused bundle is refused before the store is opened (or created)
         parse_bundle(bundle_yaml)

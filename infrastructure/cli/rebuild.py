@@ -9,9 +9,11 @@ import sys
 from threading import Event
 from typing import Any
 
+from domain.errors import InvalidInput
+from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.read_model_sync import Progress, RebuiltView
-from infrastructure.cli.common import EXIT_FAILED, EXIT_OK, UsageError, emit_json
+from infrastructure.cli.common import emit_json
 from infrastructure.cli.read_store import print_read_store, read_store_note
 from infrastructure.storage.settings import Settings
 
@@ -25,7 +27,7 @@ def follow_views(args: argparse.Namespace, settings: Settings) -> int:
             # Only Ctrl-C ends it (exit 130): following unsubscribes on the way out.
             ledger.read_models.follow(Event())
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            raise InvalidInput(str(exc)) from None
     return EXIT_OK
 
 

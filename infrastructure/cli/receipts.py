@@ -13,23 +13,18 @@ from __future__ import annotations
 
 import argparse
 
+from domain.errors import InvalidInput
+from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.cli.arguments.receipts import MEMORY_VIEWS
-from infrastructure.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    UsageError,
-    acting_actor,
-    bad_input,
-    emit_json,
-)
+from infrastructure.cli.common import acting_actor, bad_input, emit_json
 from infrastructure.storage.settings import Settings
 from projections.receipt_text import diff_lines, receipt_lines
 
 
 def list_receipts(args: argparse.Namespace, settings: Settings) -> int:
     if args.after < -1:
-        raise UsageError(f"--after: expected a receipt number (0 or more), got {args.after}")
+        raise InvalidInput(f"--after: expected a receipt number (0 or more), got {args.after}")
     with Ledger.open(settings, create=False) as ledger, bad_input():
         rows = ledger.receipts.listing(args.tenant, args.parent, args.after, args.limit)
     if args.json:

@@ -8,21 +8,16 @@ import sys
 from pathlib import Path
 
 from domain.canonical import canonical_json
+from domain.errors import InvalidInput
 from domain.job import DEFAULT_TENANT
 from domain.replay_access import ReplayMode
 from domain.stage0.agents import AGENTS, AgentReply
+from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.replays import ReplayResult
 from infrastructure.bundles.format import Bundle
 from infrastructure.cli.bundles import open_bundle, replay_from_bundle
-from infrastructure.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    UsageError,
-    acting_actor,
-    emit_json,
-    read_json_object,
-)
+from infrastructure.cli.common import acting_actor, emit_json, read_json_object
 from infrastructure.storage.settings import Settings
 from projections.replay_checks import LABELS, Check
 from projections.replay_report import verdict
@@ -36,9 +31,9 @@ def replay_job(args: argparse.Namespace, settings: Settings) -> int:
     mode = ReplayMode(args.mode)
     mocks = {name: reply for name, reply in map(_mock, args.mock)}
     if mocks and mode is not ReplayMode.REEXECUTE:
-        raise UsageError("--mock is for --mode reexecute only")
+        raise InvalidInput("--mock is for --mode reexecute only")
     if len(mocks) != len(args.mock):
-        raise UsageError("--mock names the same agent twice")
+        raise InvalidInput("--mock names the same agent twice")
     bundle = _bundle(args, settings)
     if args.report_dir is not None:
         _prepare(args.report_dir)
@@ -56,7 +51,7 @@ def replay_job(args: argparse.Namespace, settings: Settings) -> int:
                     mocks=mocks,
                 )
             except ValueError as exc:
-                raise UsageError(str(exc)) from None
+                raise InvalidInput(str(exc)) from None
     if args.report_dir is not None:
         (args.report_dir / REPORT_JSON).write_bytes(canonical_json(result.report) + b"\n")
         (args.report_dir / REPORT_MD).write_text(result.markdown, encoding="utf-8")
@@ -80,18 +75,18 @@ def _bundle(args: argparse.Namespace, settings: Settings) -> Bundle | None:
             args.bundle, args.job_id, args.tenant, args.force_continue, args.public_key, settings
         )
     if args.job_id is None:
-        raise UsageError("mace replay needs JOB_ID, or --bundle FILE")
+        raise InvalidInput("mace replay needs JOB_ID, or --bundle FILE")
     if args.public_key is not None:
-        raise UsageError("--public-key pins a bundle's checkpoint key: it needs --bundle FILE")
+        raise InvalidInput("--public-key pins a bundle's checkpoint key: it needs --bundle FILE")
     return None
 
 
 def _mock(option: str) -> tuple[str, AgentReply]:
     name, separator, path = option.partition("=")
     if not separator or not path:
-        raise UsageError(f"--mock {option!r}: expected AGENT=FILE")
+        raise InvalidInput(f"--mock {option!r}: expected AGENT=FILE")
     if name not in AGENTS:
-        raise UsageError(
+        raise InvalidInput(
             f"--mock {option!r}: unknown agent {name!r}: expected one of {sorted(AGENTS)}"
         )
     data = read_json_object(path)
@@ -104,7 +99,7 @@ def _mock(option: str) -> tuple[str, AgentReply]:
             isinstance(x, list) and all(isinstance(i, dict) for i in x) for x in (claims, evidence)
         )
     ):
-        raise UsageError(
+        raise InvalidInput(
             f"--mock {option!r}: expected a JSON object with text (string) and optional claims"
             " and evidence (lists of objects)"
         )
@@ -119,11 +114,13 @@ def _prepare(directory: Path) -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise UsageError(f"--report-dir {directory}: cannot write there: {exc.strerror}") from None
+        raise InvalidInput(
+            f"--report-dir {directory}: cannot write there: {exc.strerror}"
+        ) from None
     for name in (REPORT_JSON, REPORT_MD):
         target = directory / name
         if target.exists() and (not target.is_file() or not os.access(target, os.W_OK)):
-            raise UsageError(f"--report-dir {directory}: {name} exists and cannot be overwritten")
+            raise InvalidInput(f"--report-dir {directory}: {name} exists and cannot be overwritten")
 
 
 _SHOWN = frozenset({Check.HASH_COMPARED, Check.TAKEN_AS_RECORDED, Check.MISSING})

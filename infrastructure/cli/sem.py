@@ -5,15 +5,11 @@ from __future__ import annotations
 import argparse
 
 from domain.canonical import CanonicalJSONError, canonical_json
+from domain.errors import InvalidInput
 from domain.sem import SemRecord
+from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
-from infrastructure.cli.common import (
-    EXIT_OK,
-    UsageError,
-    emit_json,
-    parse_json_argument,
-    snapshot_overrides,
-)
+from infrastructure.cli.common import emit_json, parse_json_argument, snapshot_overrides
 from infrastructure.storage.settings import Settings
 
 
@@ -24,7 +20,7 @@ def sem_put(args: argparse.Namespace, settings: Settings) -> int:
         try:
             key, record = ledger.sem.put(args.key, value, overrides, args.tenant)
         except (ValueError, CanonicalJSONError) as exc:
-            raise UsageError(str(exc)) from None
+            raise InvalidInput(str(exc)) from None
     _show(key, record, args.json)
     return EXIT_OK
 
@@ -35,7 +31,7 @@ def sem_get(args: argparse.Namespace, settings: Settings) -> int:
         try:
             key, record = ledger.sem.get(args.key, overrides, args.tenant)
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            raise InvalidInput(str(exc)) from None
     _show(key, record, args.json)
     return EXIT_OK
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 
 from domain.canonical import CanonicalJSONError, canonical_json
+from domain.errors import InvalidInput, NotFoundError
 from domain.stage0.config import declare_usable
+from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
-from infrastructure.cli.common import EXIT_OK, UsageError, emit_json, read_json_object
-from infrastructure.storage.errors import NotFoundError
+from infrastructure.cli.common import emit_json, read_json_object
 from infrastructure.storage.settings import Settings
 
 
@@ -17,7 +18,7 @@ def snapshot_put(args: argparse.Namespace, settings: Settings) -> int:
     try:
         declared = declare_usable(args.kind, payload, args.schema_version, args.namespace)
     except (ValueError, CanonicalJSONError) as exc:
-        raise UsageError(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
     with Ledger.open(settings) as ledger:
         snapshot, created = ledger.snapshots.put(declared)
     if args.json:
@@ -32,7 +33,7 @@ def snapshot_show(args: argparse.Namespace, settings: Settings) -> int:
         try:
             snapshot = ledger.snapshots.get(args.snapshot_id)
         except (ValueError, NotFoundError) as exc:
-            raise UsageError(str(exc)) from None
+            raise InvalidInput(str(exc)) from None
     data = snapshot.as_json()
     if args.json:
         emit_json(data)

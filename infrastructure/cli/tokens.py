@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from domain.errors import InvalidInput
+from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.tokens import (
     TokensFileError,
     add_token,
@@ -16,7 +18,7 @@ from infrastructure.application.tokens import (
     revoke_token,
     token_id_of,
 )
-from infrastructure.cli.common import EXIT_OK, UsageError, emit_json
+from infrastructure.cli.common import emit_json
 from infrastructure.storage.settings import Settings
 
 
@@ -69,10 +71,10 @@ def _tokens_file(settings: Settings, given: Path | None) -> Iterator[Path]:
     try:
         path = configured_tokens_file(settings, given)
     except TokensFileError as exc:
-        raise UsageError(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
     try:
         yield path
     except TokensFileError as exc:
-        raise UsageError(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
     except OSError as exc:
-        raise UsageError(f"cannot write tokens file {path}: {exc.strerror}") from None
+        raise InvalidInput(f"cannot write tokens file {path}: {exc.strerror}") from None

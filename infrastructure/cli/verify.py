@@ -8,18 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from domain.checkpoint import Checkpoint
-from domain.errors import ErrorCode, MaceError
+from domain.errors import ErrorCode, InvalidInput, MaceError
 from domain.events import RetrievalRequest
 from domain.job import DEFAULT_TENANT
+from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.governance import ABANDONED, RUNNING, UNRESOLVED
 from infrastructure.application.ledger import Ledger
 from infrastructure.bundles.exported_checkpoints import verified_exported
-from infrastructure.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    UsageError,
-    emit_json,
-)
+from infrastructure.cli.common import emit_json
 from infrastructure.cli.read_store import print_read_store, read_store_note
 from infrastructure.storage.checkpoints.proofs import check_extends
 from infrastructure.storage.settings import Settings
@@ -28,15 +24,15 @@ from projections.reflective_log import recorded_events
 
 def verify_command(args: argparse.Namespace, settings: Settings) -> int:
     if (args.job_id is None) == (not args.all):
-        raise UsageError("name one JOB_ID or give --all (see 'mace verify --help')")
+        raise InvalidInput("name one JOB_ID or give --all (see 'mace verify --help')")
     if args.all and args.check_sequence:
-        raise UsageError("--check-sequence applies to one job: name a JOB_ID")
+        raise InvalidInput("--check-sequence applies to one job: name a JOB_ID")
     if args.all and args.tenant is not None:
-        raise UsageError("--tenant names the tenant of one job: --all verifies every tenant's")
+        raise InvalidInput("--tenant names the tenant of one job: --all verifies every tenant's")
     if args.checkpoint is not None and not args.all:
-        raise UsageError("--checkpoint applies to --all: the whole store must extend it")
+        raise InvalidInput("--checkpoint applies to --all: the whole store must extend it")
     if args.all and args.check_retrievals:
-        raise UsageError("--check-retrievals applies to one job: name a JOB_ID")
+        raise InvalidInput("--check-retrievals applies to one job: name a JOB_ID")
     # Integrity only, nothing written: MACE_READ_STORE answers when set (named in the output).
     with Ledger.open_for_reading(settings) as ledger:
         note = read_store_note(ledger)
@@ -154,7 +150,7 @@ def _verify_job(ledger: Ledger, args: argparse.Namespace) -> dict[str, Any]:
             args.job_id, check_sequence=args.check_sequence, tenant=args.tenant or DEFAULT_TENANT
         )
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
     counts: dict[str, Any] = {
         "job_id": result.job_id,
         "events": result.events,

@@ -24,13 +24,15 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from domain.errors import InvalidInput
+
 DEFAULT_STORE = "sqlite:///./mace.db"
 READ_ONLY_FACTORY: Final = (
     "infrastructure.storage.backends.read_only_postgres:ReadOnlyPostgresFactory"
 )
 
 
-class SettingsError(ValueError):
+class SettingsError(InvalidInput):
     """A setting that cannot be used, named in the message."""
 
 

@@ -24,6 +24,7 @@ from eventsourcing.persistence import (
 
 from domain.aggregate import MaceAggregate
 from domain.checkpoint import Checkpoint
+from domain.errors import ConflictError, IntegrityFailure, NotFoundError, StoreBusyError
 from domain.key_check import KeyCheck
 from infrastructure.storage.backends.connection import check_reachable
 from infrastructure.storage.backends.io_tally import IoTally, TalliedIo
@@ -36,7 +37,6 @@ from infrastructure.storage.backends.sqlite_file import (
 from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.checkpoints.head_check import HeadCheck, HeadCheckedReads
 from infrastructure.storage.checkpoints.tables import AlsoWrite, CheckpointTables, SavesWithIndex
-from infrastructure.storage.errors import ConflictError, NotFoundError, StoreBusyError
 from infrastructure.storage.keys.checkpoint_key import CheckpointKey, load_checkpoint_key
 from infrastructure.storage.keys.keyring import Keyring, load_keyring
 from infrastructure.storage.read_models.tables import (
@@ -49,7 +49,6 @@ from infrastructure.storage.records.integrity import verify_stream
 from infrastructure.storage.records.key_checks import KeyChecks
 from infrastructure.storage.records.mapper import SignedMapper
 from infrastructure.storage.records.repository import LedgerRepository, fold_events
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings, SettingsError, SQLiteStore, Store
 from infrastructure.storage.verification.ledger import LedgerVerification, verify_ledger
 

@@ -10,9 +10,9 @@ import argparse
 import sys
 
 from domain.canonical import canonical_json
-from infrastructure.application.errors import Code, failure
+from domain.errors import InvalidInput
+from infrastructure.application.errors import EXIT_OK, Code, failure
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.errors import EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings
 from infrastructure.tooling.bench import FLAT_SMALL, Bench, BenchError, Figure, HttpLoad
 from infrastructure.tooling.bench_http import HttpRunsError
@@ -34,7 +34,7 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
             )
             report = bench.run(args.rounds, compare_raw=args.compare_raw)
         except BenchError as exc:
-            raise UsageError(str(exc)) from None
+            raise InvalidInput(str(exc)) from None
         except (LoadSetupError, HttpRunsError) as exc:
             # The service for the http runs figure would not start, or answered a run wrongly.
             refused = failure(Code.NOT_READY, str(exc))

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import argparse
 
+from domain.errors import InvalidInput
+from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.errors import EXIT_FAILED, EXIT_OK, UsageError
 from infrastructure.storage.settings import Settings, SQLiteStore
 from infrastructure.tooling.demo import run_demo
 
 
 def demo_command(args: argparse.Namespace, settings: Settings) -> int:
     if not isinstance(settings.parsed_store(), SQLiteStore):
-        raise UsageError(
+        raise InvalidInput(
             "mace demo runs on a SQLite store (it tampers with a copy of the file): unset"
             " MACE_STORE or point it at sqlite:///path/to/demo.db"
         )

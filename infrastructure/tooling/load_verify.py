@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.canonical import digest
-from domain.errors import MaceError
+from domain.errors import MaceError, NotFoundError
 from domain.events import JobCompleted
 from domain.governance import Governance, ReplayRequestFields
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.errors import NotFoundError
 from infrastructure.tooling.load_workload import PlannedRun
 
 MAX_PROBLEMS = 20

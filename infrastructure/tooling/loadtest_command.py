@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from domain.canonical import canonical_json
-from infrastructure.application.errors import Code, failure
-from infrastructure.storage.errors import EXIT_FAILED, EXIT_OK, UsageError
+from domain.errors import InvalidInput
+from infrastructure.application.errors import EXIT_FAILED, EXIT_OK, Code, failure
 from infrastructure.storage.settings import PostgresStore, Settings
 from infrastructure.tooling.load_server import LoadSetupError
 from infrastructure.tooling.load_test import run_load_test
@@ -24,7 +24,7 @@ from infrastructure.tooling.load_workload import Workload
 def load_test(args: argparse.Namespace, settings: Settings) -> int:
     store = settings.parsed_store()
     if not isinstance(store, PostgresStore) and not args.allow_sqlite:
-        raise UsageError(
+        raise InvalidInput(
             f"MACE_STORE is {store.describe()}: mace loadtest measures a postgresql:// store"
             " (pass --allow-sqlite for a quick local try)"
         )
@@ -34,7 +34,7 @@ def load_test(args: argparse.Namespace, settings: Settings) -> int:
     if not args.timeout > 0:
         problems.append(f"--timeout {args.timeout:g}: expected a positive number of seconds")
     if problems:
-        raise UsageError(problems[0])
+        raise InvalidInput(problems[0])
     try:
         report = run_load_test(settings, workload, args.timeout, args.server_log)
     except LoadSetupError as exc:

@@ -18,9 +18,9 @@ from support.api_support import Api, assert_error, checked_client
 from support.ledger_fixtures import RawTable, run, settings_for
 from support.store_copies import fingerprint
 
+from domain.errors import IntegrityFailure
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings, parse_store
 
 ROUTER = {"rules": [{"rule_id": "R1", "pattern": "x", "agent": "generic_agent", "why": "only"}]}

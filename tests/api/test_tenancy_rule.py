@@ -15,10 +15,10 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from support.api_support import token_book
 
+from domain.errors import NotFoundError
 from infrastructure.api.app import create_app
 from infrastructure.api.context import owned_job_id, owned_replay_ask, read_job_id
 from infrastructure.application.tenancy import holds, require_holder
-from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.settings import Settings
 
 

@@ -21,8 +21,8 @@ import pytest
 from support.api_support import auth, checked_client
 from support.sample_job import job_ids
 
+from domain.errors import ConflictError, StoreBusyError
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.errors import ConflictError, StoreBusyError
 from infrastructure.storage.settings import Settings
 
 WRITERS = 4

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from support.ledger_fixtures import RawTable
 
+from domain.errors import IntegrityFailure
 from domain.governance import Actor
 from domain.memories import SNAPSHOT_INTERVAL, MemoryLog, MemorySnapshot
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings
 
 TENANT = "acme"

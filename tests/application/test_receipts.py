@@ -18,6 +18,7 @@ from support.receipt_tampering import edit_receipt, flip_memory_byte, refuse_new
 
 from domain.canonical import canonical_json
 from domain.context_assembly import REDACTED, ContextCaller, ContextRequest
+from domain.errors import IntegrityFailure, NotFoundError
 from domain.governance import AccessDenied, Actor
 from domain.memories import MemoryLogError
 from domain.policy import PolicyError
@@ -31,8 +32,6 @@ from domain.receipt import (
 )
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
-from infrastructure.storage.errors import NotFoundError
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings
 
 WRITER = Actor.of("writer", ["operator"])

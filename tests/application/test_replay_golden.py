@@ -22,7 +22,7 @@ from support.replay_steps import event_steps
 from support.sample_job import job_ids
 
 from domain.canonical import canonical_json, digest
-from domain.errors import ErrorCode
+from domain.errors import ErrorCode, NotFoundError
 from domain.events import (
     EQUALITY_FIELDS,
     InputReceived,
@@ -44,7 +44,6 @@ from domain.stage0.agents import AgentReply
 from domain.stage0.replies import F3_NO_AGENT
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.replays import ReplayResult
-from infrastructure.storage.errors import NotFoundError
 from projections.replay import Divergence, StepLog
 
 ANA = Actor.of("ana", ["admin", "auditor"])

@@ -25,6 +25,7 @@ from support.ledger_fixtures import RawTable, run
 from support.stalled_replays import stalled_replay
 
 from domain.canonical import canonical_json
+from domain.errors import IntegrityFailure
 from domain.governance import Actor, Governance
 from domain.naming import DEFAULT_TENANT
 from domain.replay_access import ReplayMode
@@ -33,11 +34,7 @@ from infrastructure.application.governance import ABANDONED, RUNNING
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.replays import ReplayService
 from infrastructure.storage.backends.connection import connect_postgres
-from infrastructure.storage.records.signed_record import (
-    IntegrityFailure,
-    sign_record,
-    verify_record,
-)
+from infrastructure.storage.records.signed_record import sign_record, verify_record
 from infrastructure.storage.settings import PostgresStore, Settings, SQLiteStore
 
 AUDITOR = Actor.of("aude", ["auditor"])

@@ -16,11 +16,11 @@ import pytest
 from support.api_support import Api, assert_error, stage_event
 from support.ledger_fixtures import run
 
+from domain.errors import ConflictError
 from domain.events import RunStarted, StageTransition
 from domain.run_content import RunContent, run_content_digest
 from domain.run_file import parse_run
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.errors import ConflictError
 from infrastructure.storage.settings import Settings
 
 LINES: list[dict[str, Any]] = [

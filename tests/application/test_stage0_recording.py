@@ -20,7 +20,7 @@ from support.sample_job import job_ids
 
 from domain.checkpoint import CHECKPOINT_STREAM
 from domain.determinism import derive_id
-from domain.errors import ErrorCode
+from domain.errors import ConflictError, ErrorCode, IntegrityFailure
 from domain.events import (
     EQUALITY_FIELDS,
     ModelCallEnvelope,
@@ -34,8 +34,6 @@ from domain.sem import SemEntry, SemKeyError, SemValueError
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.replies import F1_SEM_MISS, F3_NO_AGENT, F4_AGENT_FAILURE, F5_SEM_WRITE_FAILURE
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.errors import ConflictError
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings
 from projections.reflective_log import ReflectiveLog
 

@@ -21,6 +21,7 @@ from support.ledger_fixtures import run
 from support.sample_job import job_ids
 
 from domain.determinism import derive_id
+from domain.errors import NotFoundError
 from domain.events import RunStarted
 from domain.governance import (
     Actor,
@@ -39,7 +40,6 @@ from infrastructure.bundles.export import export_bundle
 from infrastructure.bundles.format import read_bundle
 from infrastructure.bundles.importing import import_bundle
 from infrastructure.bundles.replay import replay_bundle
-from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.settings import Settings
 
 SHARED = "shared-id-1"

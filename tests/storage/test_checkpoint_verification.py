@@ -17,11 +17,11 @@ from support.ledger_fixtures import RawTable
 from support.sample_job import record_sample_job
 
 from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints, leaf_data
+from domain.errors import IntegrityFailure
 from domain.job import Job
 from domain.merkle import leaf_hash
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.checkpoints.tables import LOG_NODES
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import SQLiteStore
 from infrastructure.storage.verification.scan import StoreReader
 

@@ -20,11 +20,11 @@ from support.ledger_fixtures import RawTable, mace_process, run, subprocess_env
 from support.receipt_examples import BUNDLE
 from support.replay_cli import ROUTER_ID, act, new_job, write_run_file
 
+from domain.errors import IntegrityFailure
 from domain.merkle import EMPTY_ROOT
 from domain.sem import SemEntry
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.checkpoints import chain as checkpoints_module
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings
 
 Capsys = pytest.CaptureFixture[str]

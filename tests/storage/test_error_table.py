@@ -8,7 +8,16 @@ import pytest
 from eventsourcing.persistence import OperationalError
 from pydantic import BaseModel, ValidationError
 
-from domain.errors import ErrorCode, MaceError
+from domain.errors import (
+    ConflictError,
+    ErrorCode,
+    IntegrityFailure,
+    InvalidInput,
+    MaceError,
+    NotFoundError,
+    SnapshotError,
+    StoreBusyError,
+)
 from domain.governance import AccessDenied
 from domain.receipt import Unreplayable, UnreplayableCode
 from infrastructure.application.errors import (
@@ -19,17 +28,9 @@ from infrastructure.application.errors import (
     failure_of,
 )
 from infrastructure.storage.backends.schema import StoreNotSetUp
-from infrastructure.storage.errors import (
-    ConflictError,
-    NotFoundError,
-    SnapshotError,
-    StoreBusyError,
-    UsageError,
-)
 from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError
 from infrastructure.storage.keys.keyring import Keyring, KeyringError
 from infrastructure.storage.records.key_checks import KeyMismatch
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import SettingsError
 
 
@@ -76,7 +77,7 @@ EXAMPLES: list[tuple[BaseException, Failure]] = [
     (CheckpointKeyError("not PEM"), Failure("INVALID_INPUT", "not PEM", 422, 2)),
     (SettingsError("bad store"), Failure("INVALID_INPUT", "bad store", 422, 2)),
     (
-        UsageError("--seed must not be empty"),
+        InvalidInput("--seed must not be empty"),
         Failure("INVALID_INPUT", "--seed must not be empty", 422, 2),
     ),
     (

@@ -15,13 +15,12 @@ from support.ledger_fixtures import RawTable
 
 from domain.canonical import canonical_json
 from domain.checkpoint import CHECKPOINT_STREAM
+from domain.errors import IntegrityFailure, NotFoundError
 from domain.governance import Actor
 from domain.policy_book import PolicyBook, scope_of
 from domain.sem import SemEntry
 from domain.stream_heads import bucket_of, path_positions
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.errors import NotFoundError
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import Settings
 
 KEY = "user/customer/alice/plan"

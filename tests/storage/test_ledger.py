@@ -9,14 +9,13 @@ from support.ledger_fixtures import RawTable, settings_for
 from support.sample_job import ROUTER, record_sample_job
 
 from domain.determinism import DeterministicClock, event_id
+from domain.errors import ConflictError, IntegrityFailure, NotFoundError
 from domain.governance import AccessDenied, Actor, Governance, HaltCause
 from domain.job import Job, JobSealedError
 from domain.naming import aggregate_id
 from domain.receipt import BODY_KEYS, Receipt
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.errors import ConflictError, NotFoundError
-from infrastructure.storage.records.signed_record import IntegrityFailure
 
 
 def test_snapshot_is_content_addressed_and_stored_once(ledger: Ledger) -> None:

@@ -10,11 +10,11 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 
 from domain.checkpoint import CHECKPOINT_STREAM
+from domain.errors import IntegrityFailure
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.checkpoints.inclusion_proofs import inclusion_proofs
 from infrastructure.storage.checkpoints.tables import EventKey
-from infrastructure.storage.records.signed_record import IntegrityFailure
 
 
 def checkpoints_of(ledger: Ledger) -> Checkpoints:

@@ -19,9 +19,10 @@ import pytest
 from support.ledger_fixtures import RawTable, run
 from support.sample_job import record_sample_job
 
+from domain.errors import IntegrityFailure
 from domain.job import Job
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.records.signed_record import IntegrityFailure, UnknownSigningKey
+from infrastructure.storage.records.signed_record import UnknownSigningKey
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.verification import ledger as verification
 from infrastructure.storage.verification.side_pass import SidePass, Stopped, may_fork

@@ -15,8 +15,8 @@ import pytest
 from eventsourcing.persistence import OperationalError
 from support.ledger_fixtures import run
 
+from domain.errors import StoreBusyError
 from infrastructure.storage.backends.sqlite_file import use_write_ahead_log
-from infrastructure.storage.errors import StoreBusyError
 from infrastructure.storage.settings import SQLiteStore
 
 ROUNDS = 25

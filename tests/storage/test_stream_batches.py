@@ -11,12 +11,13 @@ import pytest
 from support.ledger_fixtures import RawTable
 
 from domain.checkpoint import CHECKPOINT_STREAM
+from domain.errors import IntegrityFailure
 from domain.sem import SemEntry
 from domain.snapshot import Snapshot
 from domain.stream_heads import bucket_of
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.checkpoints import head_check
-from infrastructure.storage.records.signed_record import NO_STATE, IntegrityFailure
+from infrastructure.storage.records.signed_record import NO_STATE
 from infrastructure.storage.settings import Settings
 
 KEYS = [f"user/customer/{name}/plan" for name in ("alice", "bob", "carol", "dave", "erin")]

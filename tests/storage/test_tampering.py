@@ -16,11 +16,11 @@ from support.ledger_fixtures import RawTable
 from support.sample_job import record_sample_job
 
 from domain.canonical import CanonicalJSONError, canonical_json
-from domain.errors import ErrorCode
+from domain.errors import ErrorCode, IntegrityFailure
 from domain.job import Job, JobSealWitness
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.records.signed_record import IntegrityFailure, mac_message
+from infrastructure.storage.records.signed_record import mac_message
 from infrastructure.storage.verification import ledger as verification
 
 JOB = Job.id_for("job-1")

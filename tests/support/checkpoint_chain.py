@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint, LedgerCheckpoints, leaf_data
+from domain.checkpoint import (
+    CHECKPOINT_STREAM,
+    Checkpoint,
+    LedgerCheckpoints,
+    SignedCheckpoint,
+    leaf_data,
+)
 from domain.merkle import leaf_hash, root
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.checkpoints.chain import Checkpoints, SignedCheckpoint
+from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.settings import Settings, SQLiteStore
 from support.ledger_fixtures import RawTable
 

@@ -9,8 +9,7 @@ import orjson
 import psycopg
 
 from domain.canonical import canonical_json
-from infrastructure.application.errors import ANSWERS
-from infrastructure.storage.errors import EXIT_USAGE
+from infrastructure.application.errors import ANSWERS, EXIT_USAGE
 from infrastructure.storage.settings import Settings, SQLiteStore
 from support.ledger_fixtures import RawTable
 

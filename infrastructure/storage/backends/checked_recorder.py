@@ -18,7 +18,8 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composed, Identifier
 
-from infrastructure.storage.records.signed_record import NO_STATE, IntegrityFailure
+from domain.errors import IntegrityFailure
+from infrastructure.storage.records.signed_record import NO_STATE
 
 
 class CheckedPostgresRecorder(PostgresApplicationRecorder):

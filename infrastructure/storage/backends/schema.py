@@ -17,9 +17,9 @@ from eventsourcing.persistence import ApplicationRecorder, IntegrityError
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
+from domain.errors import NotFoundError
 from infrastructure.storage.checkpoints.tables import TABLES as CHECKPOINT_TABLES
 from infrastructure.storage.checkpoints.tables import CheckpointTables
-from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.read_models.tables import ReadModelView
 from infrastructure.storage.settings import Store
 

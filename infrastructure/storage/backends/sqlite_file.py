@@ -17,7 +17,7 @@ from typing import Final
 
 from eventsourcing.persistence import OperationalError
 
-from infrastructure.storage.errors import NotFoundError, StoreBusyError
+from domain.errors import NotFoundError, StoreBusyError
 from infrastructure.storage.ops_clock import stopwatch
 from infrastructure.storage.settings import SettingsError, SQLiteStore
 

@@ -14,10 +14,9 @@ many as it takes to catch up.
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 from uuid import UUID
 
 from eventsourcing.persistence import (
@@ -31,12 +30,14 @@ from eventsourcing.persistence import (
 
 from domain.canonical import canonical_json
 from domain.checkpoint import (
-    ALGORITHM,
     CHECKPOINT_STREAM,
     Checkpoint,
     LedgerCheckpoints,
+    SignedCheckpoint,
+    decoded,
     leaf_data,
 )
+from domain.errors import IntegrityFailure, StoreBusyError
 from domain.merkle import MerkleBuilder, leaf_hash
 from domain.stream_heads import (
     HeadEntry,
@@ -54,12 +55,11 @@ from infrastructure.storage.checkpoints.tables import (
     EventKey,
     Position,
 )
-from infrastructure.storage.errors import StoreBusyError
 from infrastructure.storage.keys.checkpoint_key import CheckpointKey, PublicCheckpointKey
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.records.event_store import VerifyingEventStore
-from infrastructure.storage.records.signed_record import IntegrityFailure, verify_record
+from infrastructure.storage.records.signed_record import verify_record
 
 
 class CheckpointedLog(Protocol):
@@ -92,33 +92,6 @@ RACES: Final = 100
 """A writer that lost this many races in a row for the next number gives up (StoreBusyError)."""
 
 Entries = list[HeadEntry]
-
-
-@dataclass(frozen=True)
-class SignedCheckpoint:
-    """A checkpoint with its signature, as stored and as exported."""
-
-    checkpoint: Checkpoint
-    key_id: str
-    signature: bytes
-
-    def exported(self) -> dict[str, Any]:
-        """The export format: ``{"algorithm", "key_id", "checkpoint", "signature"}``."""
-        return {
-            "algorithm": ALGORITHM,
-            "key_id": self.key_id,
-            "checkpoint": self.checkpoint.model_dump(mode="json"),
-            "signature": base64.b64encode(self.signature).decode("ascii"),
-        }
-
-
-def decoded(signature: str) -> bytes:
-    """A stored or bundled signature's bytes; one that is not base64 is empty, which no key
-    verifies."""
-    try:
-        return base64.b64decode(signature, validate=True)
-    except (binascii.Error, ValueError):
-        return b""
 
 
 def signature_problem(signed: SignedCheckpoint, key: PublicCheckpointKey) -> str | None:

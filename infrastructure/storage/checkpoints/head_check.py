@@ -26,6 +26,7 @@ import orjson
 from eventsourcing.persistence import StoredEvent
 
 from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint
+from domain.errors import IntegrityFailure
 from domain.stream_heads import (
     BUCKET_BITS,
     HeadEntry,
@@ -38,7 +39,6 @@ from domain.stream_heads import (
     root_from_path,
 )
 from infrastructure.storage.checkpoints.tables import CheckpointTables
-from infrastructure.storage.records.signed_record import IntegrityFailure
 
 STREAMS_PER_QUERY: Final = 500
 """Streams `HeadCheckedReads.select_streams` reads in one statement (SQLite allows 32,766

@@ -17,9 +17,9 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 
 from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint, leaf_data
+from domain.errors import IntegrityFailure
 from domain.merkle import HASH_SIZE, inclusion_proof_from_nodes, leaf_hash, verify_inclusion
 from infrastructure.storage.checkpoints.tables import CheckpointTables, EventKey, Position
-from infrastructure.storage.records.signed_record import IntegrityFailure
 
 _PLACEHOLDER: Final = bytes(HASH_SIZE)
 

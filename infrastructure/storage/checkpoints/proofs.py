@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint, LedgerCheckpoints
+from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint, LedgerCheckpoints, SignedCheckpoint
+from domain.errors import IntegrityFailure
 from domain.merkle import consistency_proof_from_nodes, verify_consistency
-from infrastructure.storage.checkpoints.chain import Checkpoints, SignedCheckpoint
+from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.checkpoints.tables import CheckpointTables
-from infrastructure.storage.records.signed_record import IntegrityFailure
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from domain.errors import InvalidInput
 from infrastructure.storage.keys.development_files import create_development_file
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ WHAT: Final = "the path of an Ed25519 private key, PEM"
 EXPECTED: Final = "expected an unencrypted PKCS8 Ed25519 private key (-----BEGIN PRIVATE KEY-----)"
 
 
-class CheckpointKeyError(ValueError):
+class CheckpointKeyError(InvalidInput):
     """The checkpoint key cannot be used; the message names the file or setting, never the key."""
 
 

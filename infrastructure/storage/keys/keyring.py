@@ -23,6 +23,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.hmac import HMAC
 
+from domain.errors import InvalidInput
 from infrastructure.storage.keys.development_files import create_development_file
 from infrastructure.storage.settings import Settings
 
@@ -31,7 +32,7 @@ MIN_SECRET_BYTES = 32
 DEV_KEY_ID = "dev-1"
 
 
-class KeyringError(ValueError):
+class KeyringError(InvalidInput):
     """The keys cannot be used; the message names the setting, never a secret."""
 
 

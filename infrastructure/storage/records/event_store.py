@@ -10,14 +10,11 @@ from uuid import UUID
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import AggregateRecorder, EventStore
 
+from domain.errors import IntegrityFailure
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.records.integrity import verify_stream
 from infrastructure.storage.records.mapper import SignedMapper
-from infrastructure.storage.records.signed_record import (
-    IntegrityFailure,
-    VerifiedRecord,
-    verify_record,
-)
+from infrastructure.storage.records.signed_record import VerifiedRecord, verify_record
 
 
 class VerifyingEventStore(EventStore[UUID]):

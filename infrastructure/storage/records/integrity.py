@@ -18,15 +18,11 @@ import orjson
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
+from domain.errors import IntegrityFailure
 from domain.events import JobCompleted
 from domain.job import Job
 from infrastructure.storage.keys.keyring import Keyring
-from infrastructure.storage.records.signed_record import (
-    IntegrityFailure,
-    VerifiedRecord,
-    mac_digest,
-    verify_record,
-)
+from infrastructure.storage.records.signed_record import VerifiedRecord, mac_digest, verify_record
 
 SEAL_TOPIC = get_topic(Job.Sealed)
 RECORDED_TOPIC = get_topic(Job.Recorded)

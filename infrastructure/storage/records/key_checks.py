@@ -29,13 +29,10 @@ from uuid import UUID
 from eventsourcing.persistence import ApplicationRecorder, Notification, StoredEvent
 from eventsourcing.utils import get_topic
 
+from domain.errors import IntegrityFailure
 from domain.key_check import KeyCheck
 from infrastructure.storage.keys.keyring import Keyring
-from infrastructure.storage.records.signed_record import (
-    IntegrityFailure,
-    signer_prefix,
-    verify_record,
-)
+from infrastructure.storage.records.signed_record import signer_prefix, verify_record
 
 CHECK_TOPIC: Final = get_topic(KeyCheck.Recorded)
 SEARCH_PAGE: Final = 500

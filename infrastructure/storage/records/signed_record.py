@@ -19,7 +19,7 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 
 from domain.canonical import INT64_MAX, INT64_MIN, canonical_json
-from domain.errors import ErrorCode, MaceError
+from domain.errors import IntegrityFailure
 from infrastructure.storage.keys.keyring import Keyring
 
 MAGIC = b"mace1"
@@ -27,26 +27,6 @@ SEPARATOR = b"."
 MAC_HEX_LENGTH = 64
 NO_TOPIC = "the stored row has no topic"
 NO_STATE = "the stored row has no state"
-
-
-class IntegrityFailure(MaceError):
-    """Stored bytes that do not verify: the stream and version are named, nothing is decoded."""
-
-    def __init__(self, stream: UUID | str, version: int, reason: str) -> None:
-        super().__init__(
-            ErrorCode.INTEGRITY_FAILURE,
-            f"stream {stream} version {version}: {reason}",
-            stream=str(stream),
-            version=version,
-            reason=reason,
-        )
-        self.stream = str(stream)
-        self.version = version
-        self.reason = reason
-
-    def __reduce__(self) -> tuple[type[IntegrityFailure], tuple[str, int, str]]:
-        # Made again from its parts, as it was raised: `side_pass` sends it between processes.
-        return type(self), (self.stream, self.version, self.reason)
 
 
 class UnknownSigningKey(IntegrityFailure):

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from typing import Final
 from uuid import UUID
 
-from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints
+from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints, SignedCheckpoint
+from domain.errors import IntegrityFailure
 from domain.merkle import HASH_SIZE, MerkleBuilder, leaf_hash
 from domain.stream_heads import HeadsTree
-from infrastructure.storage.checkpoints.chain import CheckpointedLog, Checkpoints, SignedCheckpoint
+from infrastructure.storage.checkpoints.chain import CheckpointedLog, Checkpoints
 from infrastructure.storage.checkpoints.head_check import bucket_entries, disagrees
 from infrastructure.storage.checkpoints.tables import CheckpointTables
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.verification.scan import Leaf, LeafPage, StoreReader
 
 PAGE: Final = 500

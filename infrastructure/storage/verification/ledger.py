@@ -27,6 +27,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
 from domain.capture import snapshots_found_at_completion
+from domain.errors import IntegrityFailure
 from domain.events import JobCompleted
 from domain.job import DEFAULT_TENANT, Job, JobSealWitness
 from domain.naming import tenant_scoped
@@ -39,7 +40,7 @@ from infrastructure.storage.records.integrity import (
     check_witness,
     verify_stream,
 )
-from infrastructure.storage.records.signed_record import IntegrityFailure, verify_record
+from infrastructure.storage.records.signed_record import verify_record
 from infrastructure.storage.settings import Store
 from infrastructure.storage.verification.checkpoint_chain import (
     TreeVerification,

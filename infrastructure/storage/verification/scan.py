@@ -26,8 +26,8 @@ from psycopg import sql
 from psycopg.types.string import ByteaBinaryLoader
 
 from domain.checkpoint import stream_leaf_hash
+from domain.errors import IntegrityFailure
 from infrastructure.storage.backends.connection import connect_postgres
-from infrastructure.storage.records.signed_record import IntegrityFailure
 from infrastructure.storage.settings import PostgresStore, SQLiteStore, Store
 
 SCAN_PAGE = 2000
