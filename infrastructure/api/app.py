@@ -34,8 +34,8 @@ from infrastructure.api.responses import CanonicalJSONResponse
 from infrastructure.application.errors import ERRORS, Code, failure_of
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.notary import Notary
+from infrastructure.application.settings import Settings
 from infrastructure.application.tokens import Tokens
-from infrastructure.storage.settings import Settings
 
 
 def create_app(
@@ -63,7 +63,7 @@ def create_app(
         ):
             app.state.service = Service(settings, opened, tokens, reading)
             notarised = (
-                Notary(opened.store, settings.checkpoint_interval).running()
+                Notary(opened.checkpoints, settings.checkpoint_interval).running()
                 if notary
                 else nullcontext()
             )

@@ -1,70 +1,124 @@
-"""The ledger's newest signed checkpoint, and the public key that checks it, for witnesses.
+"""The ledger's signed checkpoints, for witnesses and auditors: the newest, any by number, the
+public key that checks them, a consistency proof between two, and a verification of the whole
+ledger, against an exported checkpoint kept elsewhere when one is sent.
 
-Both are facts of the whole store, not of the caller's tenant: the checkpoint's size and last
+Checkpoints are facts of the whole store, not of the caller's tenant: their size and last
 notification id move with every tenant's writes, which `/readyz` keeps from anyone without a
-role that answers for the store. So both go to ``admin`` and ``auditor`` tokens: the auditor is
-who takes a checkpoint elsewhere as a witness and checks bundles against the key, and an admin
-runs the service. The public key is no secret, but it is handed out by whoever runs the ledger,
-to the same people, so that a witness knows whose key it pins.
+role that answers for the store. So every route goes to ``admin`` and ``auditor`` tokens: the
+auditor is who takes a checkpoint elsewhere as a witness and checks bundles against the key, and
+an admin runs the service. The public key is no secret, but it is handed out by whoever runs the
+ledger, to the same people, so that a witness knows whose key it pins.
+
+Writing a checkpoint is the notary's (`mace serve` keeps the store checkpointed), never a
+request's. Proofs and verification read ``MACE_READ_STORE`` when it is set (`Service.reader`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+import base64
+import binascii
+from typing import Annotated, Any, Final, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response
+from pydantic import BaseModel, Field
 
+from domain.checkpoint import Checkpoint, SignedCheckpoint
+from domain.errors import MaceError
 from domain.governance import Role
+from infrastructure.api.bodies import Body
 from infrastructure.api.context import Caller, Ctx, Service, require
-from infrastructure.api.errors import documented, not_found
-from infrastructure.storage.checkpoints.chain import Checkpoints
-from infrastructure.storage.keys.checkpoint_key import CheckpointKey
+from infrastructure.api.errors import documented, invalid, not_found
+from infrastructure.application.checkpoints import CheckpointService, Consistency
+from infrastructure.application.tokens import Principal
 
 router = APIRouter(prefix="/v1/checkpoints", tags=["checkpoints"])
 READERS: Final = (Role.ADMIN, Role.AUDITOR)
 PEM_TYPE: Final = "application/x-pem-file"
-EXPORTED: Final = {
-    "type": "object",
-    "required": ["algorithm", "key_id", "checkpoint", "signature"],
-    "properties": {
-        "algorithm": {"type": "string", "const": "ed25519"},
-        "key_id": {"type": "string"},
-        "checkpoint": {
-            "type": "object",
-            "description": "number, tree_size, root, last_notification_id, previous, heads_root,"
-            " peaks, written_at: the signed body, as canonical JSON",
-        },
-        "signature": {"type": "string", "description": "base64 Ed25519 signature of the body"},
-    },
-}
-PUBLIC_KEY: Final = {
-    "type": "object",
-    "required": ["key_id", "public_key"],
-    "properties": {"key_id": {"type": "string"}, "public_key": {"type": "string"}},
-}
+WITNESS: Final = "the witness in the request body"
 
 
-def _checkpoints(ctx: Service) -> Checkpoints:
-    checkpoints = ctx.ledger.store.checkpoints
-    assert checkpoints is not None  # a store opened from settings has its checkpoint key
-    return checkpoints
+class ExportedCheckpoint(BaseModel):
+    """A checkpoint in the export format (`mace checkpoint export`): keep it elsewhere."""
+
+    algorithm: Literal["ed25519"]
+    key_id: str
+    checkpoint: Checkpoint
+    signature: str = Field(
+        description="base64 Ed25519 signature of the checkpoint's canonical JSON"
+    )
+
+
+class PublicKey(BaseModel):
+    key_id: str
+    public_key: str = Field(description="the Ed25519 public key, PEM")
+
+
+class CheckpointSummary(BaseModel):
+    number: int
+    tree_size: int
+    root: str
+
+
+class ConsistencyProof(BaseModel):
+    """RFC 9162 consistency proof from ``old`` to ``new``, checked against both signed roots."""
+
+    ok: bool = Field(description="whether the proof holds for both roots")
+    old: CheckpointSummary
+    new: CheckpointSummary
+    proof: list[str] = Field(description="the proof's hashes, hex, in order")
+
+
+class WitnessAsk(Body):
+    witness: ExportedCheckpoint | None = Field(
+        default=None,
+        description="a checkpoint exported earlier: the ledger must extend it (not rolled back,"
+        " truncated or rewritten since)",
+    )
+
+
+class LedgerVerdict(BaseModel):
+    """What `mace verify --all --json` says: ok with its counts, or the failure's code."""
+
+    ok: bool
+    error_code: str | None
+    message: str | None = None
+    events: int | None = None
+    streams: int | None = None
+    jobs: int | None = None
+    sealed_jobs: int | None = None
+    checkpoints: int | None = None
+    checkpointed: int | None = None
+    not_yet_checkpointed: int | None = None
+    extends: CheckpointSummary | None = None
+
+
+def _summary(body: Checkpoint) -> dict[str, Any]:
+    return {"number": body.number, "tree_size": body.tree_size, "root": body.root}
+
+
+def _signed(exported: ExportedCheckpoint) -> SignedCheckpoint:
+    try:
+        signature = base64.b64decode(exported.signature, validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid("signature is not base64", "body.witness.signature") from None
+    return SignedCheckpoint(exported.checkpoint, exported.key_id, signature)
+
+
+def _checkpoints(ctx: Service, who: Principal) -> CheckpointService:
+    require(who, *READERS)
+    return ctx.ledger.checkpoints
 
 
 @router.get(
     "/newest",
+    response_model=ExportedCheckpoint,
     summary="the newest checkpoint, signature and chain position checked, in the export format",
-    description="The export format `{algorithm, key_id, checkpoint, signature}`: keep it"
-    " elsewhere as a witness. "
-    "Roles: admin, auditor.",
-    responses={
-        200: {"content": {"application/json": {"schema": EXPORTED}}},
-        **documented((404, "no checkpoint has been written yet (NOT_FOUND)")),
-    },
+    description="Keep it elsewhere as a witness. Roles: admin, auditor.",
+    responses=documented((404, "no checkpoint has been written yet (NOT_FOUND)")),
 )
 def newest_checkpoint(ctx: Ctx, who: Caller) -> dict[str, Any]:
-    require(who, *READERS)
-    newest = _checkpoints(ctx).newest()
+    newest = _checkpoints(ctx, who).newest()
     if newest is None:
         raise not_found("checkpoint yet")
     return newest.exported()
@@ -72,22 +126,93 @@ def newest_checkpoint(ctx: Ctx, who: Caller) -> dict[str, Any]:
 
 @router.get(
     "/public-key",
-    response_model=None,
+    response_model=PublicKey,
     summary="the Ed25519 public key that checks the checkpoints",
     description=f"JSON `{{key_id, public_key}}`; the PEM alone with `Accept: {PEM_TYPE}`. "
     "Roles: admin, auditor.",
-    responses={
-        200: {
-            "content": {
-                "application/json": {"schema": PUBLIC_KEY},
-                PEM_TYPE: {"schema": {"type": "string"}},
-            }
-        }
-    },
+    responses={200: {"content": {PEM_TYPE: {"schema": {"type": "string"}}}}},
 )
 def public_key(request: Request, ctx: Ctx, who: Caller) -> Response | dict[str, Any]:
-    require(who, *READERS)
-    key: CheckpointKey = _checkpoints(ctx).key
+    key = _checkpoints(ctx, who).public_key
     if PEM_TYPE in request.headers.get("accept", ""):
-        return PlainTextResponse(key.public_pem(), media_type=PEM_TYPE)
-    return {"key_id": key.key_id, "public_key": key.public_pem()}
+        return PlainTextResponse(key.pem, media_type=PEM_TYPE)
+    return {"key_id": key.key_id, "public_key": key.pem}
+
+
+@router.get(
+    "/consistency",
+    response_model=ConsistencyProof,
+    summary="the proof that checkpoint `new`'s tree extends checkpoint `old`'s",
+    description="Built from the store's log nodes and checked against both signed roots; `ok`"
+    " false means the store no longer extends `old`. Roles: admin, auditor.",
+    responses=documented(
+        (404, "no such checkpoint (NOT_FOUND)"),
+        (422, "old is newer than new (INVALID_INPUT)"),
+        (500, "a log node the proof needs is not stored (INTEGRITY_FAILURE)"),
+    ),
+)
+def consistency_proof(
+    ctx: Ctx,
+    who: Caller,
+    old: Annotated[int, Query(ge=1, description="the older checkpoint's number")],
+    new: Annotated[int, Query(ge=1, description="the newer checkpoint's number")],
+) -> dict[str, Any]:
+    require(who, *READERS)
+    proved: Consistency = ctx.reader.checkpoints.prove_numbers(old, new)
+    return {
+        "ok": proved.holds,
+        "old": _summary(proved.old),
+        "new": _summary(proved.new),
+        "proof": [node.hex() for node in proved.proof],
+    }
+
+
+@router.post(
+    "/verify",
+    response_model=LedgerVerdict,
+    response_model_exclude_unset=True,
+    summary="verify the whole ledger, and that it extends the witness sent (if any)",
+    description="Every checkpoint against the log it signed, every event's MAC, every stream's"
+    " versions and seals; with `witness`, that the store extends that exported checkpoint."
+    " A ledger that fails answers 200 with `ok` false and the failure's code and message, as"
+    " `mace verify --all --json` does. Roles: admin, auditor.",
+    responses=documented((422, "the witness is not an exported checkpoint (INVALID_INPUT)")),
+)
+def verify_ledger(body: WitnessAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    require(who, *READERS)
+    checkpoints = ctx.reader.checkpoints
+    witness = None if body.witness is None else _signed(body.witness)
+    try:
+        kept = None
+        if body.witness is not None and witness is not None:
+            kept = checkpoints.verified(body.witness.algorithm, witness, WITNESS)
+        audit = checkpoints.verify_ledger(kept, WITNESS)
+    except MaceError as failed:
+        return {"ok": False, "error_code": failed.code.value, "message": failed.message}
+    summary = audit.verification
+    assert summary.tree is not None  # verify_ledger checks the checkpoints
+    return {
+        "ok": True,
+        "error_code": None,
+        "events": summary.events,
+        "streams": summary.streams,
+        "jobs": summary.jobs,
+        "sealed_jobs": summary.sealed_jobs,
+        "checkpoints": summary.tree.checkpoints,
+        "checkpointed": audit.checkpointed,
+        "not_yet_checkpointed": summary.tree.not_yet_checkpointed,
+        **({} if audit.extends is None else {"extends": _summary(audit.extends)}),
+    }
+
+
+@router.get(
+    "/{number}",
+    response_model=ExportedCheckpoint,
+    summary="checkpoint `number`, signature and chain position checked, in the export format",
+    description="Roles: admin, auditor.",
+    responses=documented((404, "no such checkpoint (NOT_FOUND)")),
+)
+def checkpoint_by_number(
+    ctx: Ctx, who: Caller, number: Annotated[int, Path(ge=1, description="from 1")]
+) -> dict[str, Any]:
+    return _checkpoints(ctx, who).get(number).exported()

@@ -16,8 +16,8 @@ from infrastructure.api.bodies import ReplayAsk
 from infrastructure.api.errors import refusal
 from infrastructure.application.errors import Code
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.settings import Settings
 from infrastructure.application.tokens import Principal, Tokens
-from infrastructure.storage.settings import Settings
 
 SESSION_COOKIE = "mace_session"
 """The dashboard's cookie: the bearer token a person entered on the login form."""

@@ -2,8 +2,8 @@
 tokens).
 
 Ready means the store answers, no configured key contradicts it (a key whose secret is not the one
-the store was signed with, `infrastructure.storage.records.key_checks`, makes the service not ready,
-and every write it tries is refused with 503 ``KEY_MISMATCH``) and the tokens file is usable.
+the store was signed with, `StoreStatus.keys`, makes the service not ready, and every write it
+tries is refused with 503 ``KEY_MISMATCH``) and the tokens file is usable.
 
 Both answer without a token, and then say only whether: ``{"status": "ready"}`` or 503
 ``NOT_READY`` with the message ``not ready``. What the service runs on (the store's address, the
@@ -26,7 +26,6 @@ from domain.governance import Role
 from infrastructure.api.context import Ctx, MaybeCaller, Service
 from infrastructure.api.errors import documented, refusal
 from infrastructure.application.errors import Code
-from infrastructure.storage.records.key_checks import KeyMismatch, KeyStatus
 
 router = APIRouter(tags=["operations"])
 
@@ -42,29 +41,25 @@ class Readiness:
 def readiness(ctx: Service) -> Readiness:
     """Every readiness check and every detail an admin sees."""
     problems: list[str] = []
-    keyring = ctx.ledger.store.keyring
+    status = ctx.ledger.status
     details: dict[str, Any] = {
-        "store": ctx.ledger.store.location.describe(),
-        "active_key_id": keyring.active_key_id,
+        "store": status.where,
+        "active_key_id": status.active_key_id,
         "tokens": len(ctx.tokens),
     }
     try:
-        details["log_position"] = ctx.ledger.store.recorder.max_notification_id() or 0
-        keys = ctx.ledger.store.key_checks.status()
+        details["log_position"] = status.head()
+        keys = status.keys()
     except (PersistenceError, OSError) as exc:
         problems.append(f"store unreachable: {exc}")
     except IntegrityFailure as exc:
         problems.append(str(exc))
     else:
-        details["keys"] = {key_id: status.value for key_id, status in sorted(keys.items())}
-        problems.extend(
-            str(KeyMismatch(keyring, key_id))
-            for key_id, status in sorted(keys.items())
-            if status is KeyStatus.MISMATCH
-        )
+        details["keys"] = keys.statuses
+        problems.extend(keys.mismatches)
     if ctx.reader is not ctx.ledger:
         problems.extend(_read_store(ctx, details))
-    if not keyring.key_ids:
+    if not status.key_ids:
         problems.append("no signing keys loaded")
     tokens = ctx.tokens.problem()
     if tokens is not None:
@@ -75,12 +70,12 @@ def readiness(ctx: Service) -> Readiness:
 def _read_store(ctx: Service, details: dict[str, Any]) -> list[str]:
     """``MACE_READ_STORE``, where the reading routes read: it answers, and its head (how far it
     has caught up with ``log_position``) for admins."""
-    store = ctx.reader.store
+    status = ctx.reader.status
     try:
-        head = store.recorder.max_notification_id() or 0
+        head = status.head()
     except (PersistenceError, OSError) as exc:
         return [f"read store unreachable: {exc}"]
-    details["read_store"] = {"store": store.location.describe(), "log_position": head}
+    details["read_store"] = {"store": status.where, "log_position": head}
     return []
 
 

@@ -15,12 +15,12 @@ from domain.errors import InvalidInput
 from infrastructure.api.app import create_app, reading_ledger
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.settings import Settings
 from infrastructure.application.tokens import (
     TokensFileError,
     WatchedTokensFile,
     configured_tokens_file,
 )
-from infrastructure.storage.settings import Settings
 
 
 def serve_http(args: argparse.Namespace, settings: Settings) -> int:

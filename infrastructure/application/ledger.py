@@ -14,9 +14,13 @@ comparison ``mace rebuild`` makes on a read store, the service's reading routes,
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from types import TracebackType
 
+from eventsourcing.persistence import StoredEvent
+
 from infrastructure.application.audit import AuditService
+from infrastructure.application.checkpoints import CheckpointService
 from infrastructure.application.governance import GovernanceService
 from infrastructure.application.jobs import JobService
 from infrastructure.application.memories import MemoryService
@@ -25,12 +29,15 @@ from infrastructure.application.policy import PolicyService
 from infrastructure.application.privacy_rules import PrivacyRules
 from infrastructure.application.read_model_sync import ReadModels
 from infrastructure.application.receipts import ReceiptService
+from infrastructure.application.records import RecordService
 from infrastructure.application.replays import ReplayService
 from infrastructure.application.run_ingest import RunIngest
 from infrastructure.application.run_intake import RunIntake
 from infrastructure.application.runs import RunService
 from infrastructure.application.sem import SemService
 from infrastructure.application.snapshots import SnapshotService
+from infrastructure.application.store_status import StoreStatus
+from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.settings import Settings, Store
 from infrastructure.storage.store import LedgerStore
 
@@ -42,8 +49,12 @@ class Ledger:
         self, store: LedgerStore, *, checkpoint_on_close: bool = True, leases: Store | None = None
     ) -> None:
         """``leases``: where replays hold their leases, if not in ``store``."""
-        self.store = store
+        # The store stays inside: callers reach it only through the use cases below.
+        self._store = store
         self.checkpoint_on_close = checkpoint_on_close
+        self.status = StoreStatus(store)
+        self.checkpoints = CheckpointService(store)
+        self.records = RecordService(store)
         self.snapshots = SnapshotService(store)
         self.sem = SemService(store, self.snapshots)
         self.jobs = JobService(store, self.snapshots, self.sem)
@@ -77,6 +88,19 @@ class Ledger:
         store = LedgerStore.open(settings, create=create)
         return cls(store, checkpoint_on_close=checkpoint_on_close)
 
+    def copy_at(self, location: Store) -> Ledger:
+        """A ledger over ``location``, a copy of this one's store made by the caller, opened with
+        the same keys; it never checkpoints (a scratch copy is thrown away)."""
+        store = self._store
+        copy = LedgerStore(location, store.keyring, store.checkpoint_key)
+        return Ledger(copy, checkpoint_on_close=False)
+
+    @classmethod
+    def in_memory(cls, keyring: Keyring, records: Sequence[StoredEvent]) -> Ledger:
+        """A ledger over exactly ``records`` (a bundle's, verified with ``keyring``), held in
+        memory and gone when it is closed; it never checkpoints."""
+        return cls(LedgerStore.in_memory(keyring, records), checkpoint_on_close=False)
+
     @classmethod
     def open_for_reading(cls, settings: Settings | None = None) -> Ledger:
         """The ledger read-only work reads: ``MACE_READ_STORE`` opened read-only when it is set
@@ -98,14 +122,14 @@ class Ledger:
             self._checkpoint_saves()
         finally:
             self.governance.leases.close()
-            self.store.close()
+            self._store.close()
 
     def _checkpoint_saves(self) -> None:
-        checkpoints = self.store.checkpoints
-        if not (self.checkpoint_on_close and self.store.wrote and checkpoints is not None):
+        store = self._store
+        if not (self.checkpoint_on_close and store.wrote and store.checkpoints is not None):
             return
         try:
-            checkpoints.write()
+            self.checkpoints.write()
         except Exception as failure:
             # What was saved stays saved and the command's own outcome stands; the failure
             # (a store gone, an event tampered with since it was saved) is said, and the next

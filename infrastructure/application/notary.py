@@ -13,8 +13,8 @@ save one small query per second at the price of a connection held open and a pol
 for notifications missed while it reconnects.
 
 Two notaries on one store (two service processes) both write: they race for the next checkpoint
-number, and `Checkpoints.write` makes the loser go on from the winner's checkpoint, so the chain
-never forks.
+number, and `CheckpointService.write` makes the loser go on from the winner's checkpoint, so the
+chain never forks.
 
 A round that fails (the store unreachable, a stored event that no longer verifies) logs one
 warning line and the next round tries again: an integrity failure is said again every interval
@@ -29,19 +29,15 @@ from contextlib import contextmanager
 from threading import Event, Thread
 from typing import Self
 
+from infrastructure.application.checkpoints import CheckpointService
 from infrastructure.application.errors import failure_of
-from infrastructure.storage.checkpoints.chain import Checkpoints
-from infrastructure.storage.store import LedgerStore
 
 logger = logging.getLogger("mace.checkpoints")
 
 
 class Notary:
-    def __init__(self, store: LedgerStore, interval: float) -> None:
-        checkpoints = store.checkpoints
-        assert checkpoints is not None  # a store opened from settings has its checkpoint key
-        self.checkpoints: Checkpoints = checkpoints
-        self.store = store
+    def __init__(self, checkpoints: CheckpointService, interval: float) -> None:
+        self.checkpoints = checkpoints
         self.interval = interval
         # The log's head when a round last found every event checkpointed: until the head
         # moves past it, a round reads nothing else.
@@ -55,7 +51,7 @@ class Notary:
         Never raises: a failure is logged, and the next round starts over.
         """
         try:
-            head = self.store.recorder.max_notification_id() or 0
+            head = self.checkpoints.head()
             if head == self._covered:
                 return 0
             written = self.checkpoints.write().written

@@ -51,7 +51,7 @@ from infrastructure.application.tenancy import require_holder
 from infrastructure.storage.keys.receipt_signing import Verdict, sign_receipt, verify_receipt
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.records.integrity import verify_stream
-from infrastructure.storage.records.signed_record import SEPARATOR, UnknownSigningKey
+from infrastructure.storage.records.signed_record import UnknownSigningKey, unverified_body
 from infrastructure.storage.store import ID_RACES, LedgerStore
 from projections.receipts import receipt_diff
 
@@ -341,9 +341,8 @@ def _position(memory_log: MemoryLog | None) -> int:
 def _untrusted(state: bytes, failure: IntegrityFailure) -> StoredReceipt:
     """The body of a record that failed verification, decoded to say what is wrong with it."""
     stream = failure.stream
-    parts = state.split(SEPARATOR, 3)
     try:
-        fields = orjson.loads(parts[-1])
+        fields = orjson.loads(unverified_body(state))
     except orjson.JSONDecodeError:
         raise IntegrityFailure(stream, 1, "receipt record is not readable") from None
     body = fields.get("body") if isinstance(fields, dict) else None

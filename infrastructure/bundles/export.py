@@ -26,6 +26,7 @@ from domain.sem import SemEntry
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.config import PrivacyPolicy, parse_config
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.records import parse_envelope, with_body
 from infrastructure.bundles.format import (
     FORMAT,
     ROLES,
@@ -35,7 +36,6 @@ from infrastructure.bundles.format import (
     Role,
 )
 from infrastructure.bundles.inclusion import Record, checkpoint_member
-from infrastructure.storage.records.signed_record import SEPARATOR
 from projections.redaction import (
     PrivacyNeedles,
     full_io_content,
@@ -61,17 +61,16 @@ REDACTION_POLICY: Final = {
 
 
 def _stream(ledger: Ledger, role: Role, prefix: str, key: str, stream_id: UUID) -> BundleStream:
-    records = ledger.store.verifying_store.read_verified(stream_id)
-    return BundleStream(role, f"{prefix}:{key}", stream_id, [r.stored for r in records])
+    return BundleStream(role, f"{prefix}:{key}", stream_id, ledger.records.verified(stream_id))
 
 
 def _sem_stream(ledger: Ledger, tenant: str, key: str, stamps: set[str]) -> BundleStream | None:
     """The tenant's SEM entry under the key up to the last version the job read or wrote (later
     jobs' writes are not this job's business); None when the job met no stored version of it."""
     stream_id = SemEntry.id_in(tenant, key)
-    records = ledger.store.verifying_store.read_verified(stream_id)
-    decode = ledger.store.verifying_store.signed_mapper.decode
-    events = [decode(r) for r in records]
+    read = ledger.records.verified_events(stream_id)
+    records = [record for record, _ in read]
+    events = [event for _, event in read]
     met = [
         i
         for i, e in enumerate(events)
@@ -79,7 +78,7 @@ def _sem_stream(ledger: Ledger, tenant: str, key: str, stamps: set[str]) -> Bund
     ]
     if not met:
         return None
-    kept = [r.stored for r in records[: max(met) + 1]]
+    kept = records[: max(met) + 1]
     name = f"{SemEntry.NAME_PREFIX}:{tenant_scoped(tenant, key)}"
     return BundleStream("sem", name, stream_id, kept)
 
@@ -122,7 +121,7 @@ def collect_streams(
     for _, snapshot_id in sorted(job.snapshot_ids.items()):
         if snapshot_id in present or snapshot_id in missing:
             continue
-        if not ledger.store.stream_exists(Snapshot.id_for(snapshot_id)):
+        if not ledger.records.exists(Snapshot.id_for(snapshot_id)):
             missing.append(snapshot_id)
             continue
         ledger.snapshots.get(snapshot_id)  # its content address still holds
@@ -139,7 +138,7 @@ def collect_streams(
     scopes = [governance_scope_of_job(named)]
     scopes += [scope for s in present for scope in halt_scopes(s, job.tenant)]
     for scope in scopes:
-        if ledger.store.stream_exists(Governance.id_for(scope)):
+        if ledger.records.exists(Governance.id_for(scope)):
             streams.append(
                 _stream(
                     ledger, "governance", Governance.NAME_PREFIX, scope, Governance.id_for(scope)
@@ -151,21 +150,17 @@ def collect_streams(
 # --- export ------------------------------------------------------------------------------------
 
 
-def _body(state: bytes) -> bytes:
-    return state.split(SEPARATOR, 3)[3]
+def _body(record: StoredEvent) -> bytes:
+    return parse_envelope(record.state, record.originator_id, record.originator_version).body
 
 
-def _with_body(state: bytes, body: bytes) -> bytes:
-    return SEPARATOR.join([*state.split(SEPARATOR, 3)[:3], body])
-
-
-def _key_id(state: bytes) -> str:
-    return state.split(SEPARATOR, 3)[1].decode("ascii")
+def _key_id(record: StoredEvent) -> str:
+    return parse_envelope(record.state, record.originator_id, record.originator_version).key_id
 
 
 def _privacy(ledger: Ledger, job: Job) -> PrivacyPolicy:
     snapshot_id = job.snapshot_ids.get(SnapshotKind.PRIVACY.value)
-    if snapshot_id is None or not ledger.store.stream_exists(Snapshot.id_for(snapshot_id)):
+    if snapshot_id is None or not ledger.records.exists(Snapshot.id_for(snapshot_id)):
         msg = f"cannot redact job {job.job_id}: its privacy snapshot is not in the ledger"
         raise BundleError(msg)
     try:
@@ -197,7 +192,7 @@ def redact(ledger: Ledger, job: Job, streams: list[BundleStream]) -> dict[str, A
                 "version": version,
                 "reasons": sorted({r.reason for r in found}),
                 "paths": [r.path for r in found],
-                "body_sha256": hashlib.sha256(_body(stream.records[version - 1].state)).hexdigest(),
+                "body_sha256": hashlib.sha256(_body(stream.records[version - 1])).hexdigest(),
             }
             for stream in streams
             for version, found in sorted(stream.redactions.items())
@@ -217,7 +212,7 @@ def _omit_denied_sem(streams: list[BundleStream], needles: PrivacyNeedles) -> li
             kept.append(stream)
             continue
         for record in stream.records:
-            needles.collect({"key": key, **orjson.loads(_body(record.state))})
+            needles.collect({"key": key, **orjson.loads(_body(record))})
         omitted.append(
             {"name": stream.name, "reason": "the privacy snapshot denies this attribute"}
         )
@@ -227,7 +222,7 @@ def _omit_denied_sem(streams: list[BundleStream], needles: PrivacyNeedles) -> li
 
 def _rewrite(stream: BundleStream, needles: PrivacyNeedles) -> None:
     for position, record in enumerate(stream.records):
-        body = orjson.loads(_body(record.state))
+        body = orjson.loads(_body(record))
         if stream.role == "job":
             new, found = redact_job_body(body, record.topic == STARTED_TOPIC, needles)
         else:
@@ -235,7 +230,7 @@ def _rewrite(stream: BundleStream, needles: PrivacyNeedles) -> None:
         if not found:
             continue
         stream.redactions[record.originator_version] = found
-        state = _with_body(record.state, canonical_json(new))
+        state = with_body(record.state, canonical_json(new))
         stream.records[position] = StoredEvent(
             record.originator_id, record.originator_version, record.topic, state
         )
@@ -243,7 +238,7 @@ def _rewrite(stream: BundleStream, needles: PrivacyNeedles) -> None:
 
 def _refuse_leaks(job_id: str, stream: BundleStream, needles: PrivacyNeedles) -> None:
     for record in stream.records:
-        where = leak(orjson.loads(_body(record.state)), needles)
+        where = leak(orjson.loads(_body(record)), needles)
         if where is not None:
             msg = (
                 f"cannot redact job {job_id}: a PII value remains in {stream.name} version"
@@ -313,7 +308,7 @@ def export_bundle(
                 "sha256": digest(own),
             }
         )
-    key_ids = {_key_id(r.state) for s in streams for r in s.records}
+    key_ids = {_key_id(r) for s in streams for r in s.records}
     manifest: dict[str, Any] = {
         "job_id": job_id,
         "tenant": tenant,
@@ -326,17 +321,17 @@ def export_bundle(
             **{role: sum(s.role == role for s in streams) for role in ROLES},
         },
         "missing_snapshots": missing,
-        "key_ids": sorted(key_ids | {ledger.store.keyring.active_key_id}),
+        "key_ids": sorted(key_ids | {ledger.records.keyring.active_key_id}),
         "records_sha256": digest(entries),
         "redacted": redacted,
         "redaction": redaction,
     }
-    key_id, mac = ledger.store.keyring.sign(SIGNING_CONTEXT + canonical_json(manifest))
+    key_id, mac = ledger.records.keyring.sign(SIGNING_CONTEXT + canonical_json(manifest))
     bundle = {
         "format": FORMAT,
         "manifest": manifest,
         "records": entries,
         "signature": {"key_id": key_id, "mac": mac.hex()},
-        "checkpoint": checkpoint_member(ledger.store, records),
+        "checkpoint": checkpoint_member(ledger.checkpoints, records),
     }
     return canonical_json(bundle) + b"\n"

@@ -20,10 +20,13 @@ import orjson
 from pydantic import ValidationError
 
 from domain.canonical import canonical_json
-from domain.checkpoint import ALGORITHM, CHECKPOINT_STREAM, Checkpoint, SignedCheckpoint
-from domain.errors import IntegrityFailure, InvalidInput
-from infrastructure.storage.checkpoints.chain import signature_problem
-from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
+from domain.checkpoint import Checkpoint, SignedCheckpoint
+from domain.errors import InvalidInput
+from infrastructure.application.checkpoints import (
+    PublicCheckpointKey,
+    checked_signature,
+    public_key_from_pem,
+)
 
 MAX_FILE_BYTES: Final = 1 << 20
 """An exported checkpoint is under 10 KB (its peaks grow with log2 of the tree size)."""
@@ -99,21 +102,14 @@ def read_exported(path: Path) -> tuple[str, SignedCheckpoint]:
 def verified_exported(path: Path, key: PublicCheckpointKey) -> SignedCheckpoint:
     """The checkpoint in ``path``, once its algorithm, key id and signature hold under ``key``."""
     algorithm, signed = read_exported(path)
-    number = signed.checkpoint.number
-    if algorithm != ALGORITHM:
-        reason = f"checkpoint file {path} is signed with {algorithm!r}, not {ALGORITHM}"
-        raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
-    problem = signature_problem(signed, key)
-    if problem is not None:
-        raise IntegrityFailure(CHECKPOINT_STREAM, number, f"checkpoint file {path}: {problem}")
-    return signed
+    return checked_signature(algorithm, signed, key, f"checkpoint file {path}")
 
 
 def read_public_key(path: Path) -> PublicCheckpointKey:
     """The Ed25519 public key (PEM) in ``path``, as ``mace checkpoint public-key`` prints it."""
     pem = _read_bounded(path, "public key")
     try:
-        return PublicCheckpointKey.from_pem(pem.decode("utf-8"))
-    except (UnicodeDecodeError, CheckpointKeyError) as exc:
+        return public_key_from_pem(pem.decode("utf-8"))
+    except (UnicodeDecodeError, InvalidInput) as exc:
         problem = "is not PEM text" if isinstance(exc, UnicodeDecodeError) else str(exc)
         raise InvalidInput(f"{path}: {problem}") from None

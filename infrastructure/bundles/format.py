@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal
 from uuid import UUID
 
 import orjson
@@ -44,19 +44,15 @@ from domain.errors import IntegrityFailure, InvalidInput
 from domain.job import DEFAULT_TENANT, Job
 from domain.naming import tenant_scoped
 from domain.validation_messages import first_problem
+from infrastructure.application.checkpoints import PublicCheckpointKey
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.records import Keyring, mac_message, parse_envelope, verify_stream
 from infrastructure.bundles.inclusion import (
     CheckpointMember,
     Inclusion,
     checked_inclusion,
     integrity_failure,
 )
-from infrastructure.storage.keys.checkpoint_key import PublicCheckpointKey
-from infrastructure.storage.keys.keyring import Keyring
-from infrastructure.storage.records.integrity import verify_stream
-from infrastructure.storage.records.signed_record import SEPARATOR, mac_message
-from infrastructure.storage.settings import Store
-from infrastructure.storage.store import LedgerStore
 from projections.redaction import Redaction
 
 FORMAT: Final = "mace-bundle/2"
@@ -189,7 +185,12 @@ class Bundle:
         if self.manifest.tenant is not None:
             return self.manifest.tenant
         job = next(stream for stream in self.streams if stream.role == "job")
-        started = job.records[0].state.split(SEPARATOR, 3)[3] if job.records else b"{}"
+        first = job.records[0] if job.records else None
+        started = (
+            b"{}"
+            if first is None
+            else parse_envelope(first.state, first.originator_id, first.originator_version).body
+        )
         tenant = orjson.loads(started).get("tenant", DEFAULT_TENANT)
         assert isinstance(tenant, str)
         return tenant
@@ -370,16 +371,12 @@ def _streams(
             raise IntegrityFailure(entry.originator_id, entry.version, reason)
         if expected is None:
             continue
-        parts = state.split(SEPARATOR, 3)
-        if len(parts) != 4 or hashlib.sha256(parts[3]).hexdigest() != expected:
+        envelope = parse_envelope(state, entry.originator_id, entry.version)
+        if hashlib.sha256(envelope.body).hexdigest() != expected:
             reason = "redacted body differs from the one its manifest vouches for"
             raise IntegrityFailure(entry.originator_id, entry.version, reason)
-        try:
-            mac = bytes.fromhex(parts[2].decode("ascii"))
-        except (UnicodeDecodeError, ValueError):
-            raise IntegrityFailure(entry.originator_id, entry.version, "malformed MAC") from None
-        message = mac_message(entry.originator_id, entry.version, entry.topic, parts[3])
-        vouched.add((parts[1].decode("ascii", errors="replace"), message, mac))
+        message = mac_message(entry.originator_id, entry.version, entry.topic, envelope.body)
+        vouched.add((envelope.key_id, message, envelope.mac))
     if vouching:
         (stream_name, version), _ = next(iter(vouching.items()))
         raise integrity_failure(name, f"{stream_name} version {version} is redacted but missing")
@@ -393,20 +390,8 @@ def _streams(
 # --- the in-memory ledger a bundle is read through ----------------------------------------------
 
 
-@dataclass(frozen=True)
-class MemoryStore:
-    """eventsourcing's plain-Python recorder: the bundle's records in this process only."""
-
-    def eventsourcing_env(self) -> dict[str, str]:
-        return {"PERSISTENCE_MODULE": "eventsourcing.popo"}
-
-    def describe(self) -> str:
-        return "bundle (in memory)"
-
-
 @contextmanager
 def bundle_ledger(bundle: Bundle) -> Iterator[Ledger]:
     """A ledger holding exactly the bundle's records, in memory, gone when the block ends."""
-    with Ledger(LedgerStore(cast(Store, MemoryStore()), bundle.keyring)) as ledger:
-        ledger.store.recorder.insert_events(bundle.records())
+    with Ledger.in_memory(bundle.keyring, bundle.records()) as ledger:
         yield ledger

@@ -48,7 +48,7 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
         for stream in bundle.streams:
             if stream.role not in IMPORTED_ROLES:
                 continue
-            stored = list(ledger.store.recorder.select_events(stream.originator_id))
+            stored = list(ledger.records.stored(stream.originator_id))
             for mine, theirs in zip(stream.records, stored, strict=False):
                 if (mine.topic, mine.state) != (theirs.topic, theirs.state):
                     msg = (
@@ -63,8 +63,8 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
                 continue
             writes += stream.records[len(stored) :]
             written.append(stream.name)
-        ledger.store.insert_records(writes)
+        ledger.records.insert(writes)
         left = [s.name for s in bundle.streams if s.role not in IMPORTED_ROLES]
         return ImportSummary(job_id, tenant, len(writes), written, present, left)
 
-    return ledger.store.retrying(attempt, f"import of job {job_id}")
+    return ledger.records.retrying(attempt, f"import of job {job_id}")

@@ -26,17 +26,17 @@ from typing import Annotated, Any, Literal
 from eventsourcing.persistence import StoredEvent
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint, SignedCheckpoint, decoded
-from domain.errors import ErrorCode, IntegrityFailure, MaceError
-from infrastructure.storage.checkpoints.chain import signature_problem
-from infrastructure.storage.checkpoints.inclusion_proofs import (
+from domain.checkpoint import Checkpoint, SignedCheckpoint, decoded
+from domain.errors import ErrorCode, IntegrityFailure, InvalidInput, MaceError
+from infrastructure.application.checkpoints import (
+    CheckpointService,
     InclusionProof,
+    PublicCheckpointKey,
     check_inclusion,
     event_key,
-    inclusion_proofs,
+    public_key_from_pem,
+    signature_problem,
 )
-from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
-from infrastructure.storage.store import LedgerStore
 
 NO_CHECKPOINT = "not provable: no checkpoint"
 
@@ -76,31 +76,14 @@ class CheckpointMember(_Shape):
 # --- export --------------------------------------------------------------------------------------
 
 
-def checkpoint_member(store: LedgerStore, records: Sequence[Record]) -> dict[str, Any]:
+def checkpoint_member(checkpoints: CheckpointService, records: Sequence[Record]) -> dict[str, Any]:
     """The member that proves ``records``, checkpointing first if the newest does not cover them."""
-    checkpoints = store.checkpoints
-    assert checkpoints is not None  # only a bundle's own in-memory ledger has none
     provable = [record for record, redacted in records if not redacted]
-    newest = checkpoints.newest()
-    proofs = (
-        None
-        if newest is None
-        else inclusion_proofs(checkpoints.tables, newest.checkpoint, provable)
-    )
-    if newest is None or proofs is None:
-        newest = checkpoints.write().newest
-        proofs = inclusion_proofs(checkpoints.tables, newest.checkpoint, provable)
-    if proofs is None:
-        number = newest.checkpoint.number
-        reason = (
-            f"checkpoint {number} covers every committed event, yet the log's leaf index places"
-            " not every record of the bundle below its size"
-        )
-        raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+    newest, proofs = checkpoints.proofs_of(provable)
     made = iter(proofs)
     return {
         "signed": newest.exported(),
-        "public_key": checkpoints.key.public_pem(),
+        "public_key": checkpoints.public_key.pem,
         "proofs": [None if redacted else _entry(next(made)) for _, redacted in records],
     }
 
@@ -162,8 +145,8 @@ def checked_inclusion(
     if member is None:
         return Inclusion(None, None, False, 0, len(records))
     try:
-        key = PublicCheckpointKey.from_pem(member.public_key)
-    except CheckpointKeyError as exc:
+        key = public_key_from_pem(member.public_key)
+    except InvalidInput as exc:
         raise integrity_failure(name, f"its checkpoint {exc}") from None
     if pinned is not None and key.pem != pinned.pem:
         reason = f"its checkpoint key {key.key_id} is not the pinned key {pinned.key_id}"

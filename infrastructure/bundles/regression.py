@@ -79,7 +79,7 @@ def recorded_expectation(ledger: Ledger, job_id: str, tenant: str) -> Expectatio
     stream = Governance.id_for(ledger.governance.existing_job_scope(job_id, tenant))
     requests: dict[int, ReplayRequestFields] = {}
     results: list[Governance.ReplayResulted] = []
-    for event in ledger.store.verifying_store.get(stream):
+    for event in ledger.records.decoded(stream):
         if isinstance(event, ReplayRequestFields):
             requests[event.attempt] = event
         elif isinstance(event, Governance.ReplayResulted):

@@ -30,10 +30,10 @@ from domain.governance import Actor
 from domain.job import Job
 from domain.replay_access import ReplayMode, check_mocks_allowed
 from domain.stage0.agents import AgentReply
+from infrastructure.application.records import configured_keyring
 from infrastructure.application.replays import ReplayResult
+from infrastructure.application.settings import Settings
 from infrastructure.bundles.format import Bundle, BundleError, bundle_ledger, read_bundle
-from infrastructure.storage.keys.keyring import load_keyring
-from infrastructure.storage.settings import Settings
 from projections.redaction import ANSWER_FIELDS, MODEL_IO, PII, PII_MARK, strip_model_io
 from projections.replay import Divergence, ReplayOutcome, StepLog
 from projections.replay_checks import Check, FactCheck
@@ -108,7 +108,7 @@ def replay_bundle_file(
 ) -> dict[str, Any]:
     """Replay a bundle file with the keyring the environment names; the report. For tests
     (``mace export-test`` writes ones that call this) and scripts."""
-    bundle = read_bundle(path, load_keyring(Settings(), create=False))
+    bundle = read_bundle(path, configured_keyring(Settings()))
     return replay_bundle(bundle, ReplayMode(mode), actor, force_continue=force_continue).report
 
 

@@ -16,9 +16,9 @@ from infrastructure.application.audit import audit_answer, check_auditor
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.settings import Settings
 from infrastructure.cli.common import acting_actor, emit_json
 from infrastructure.cli.read_store import print_read_store, read_store_note
-from infrastructure.storage.settings import Settings
 from projections.audit import AuditReport, AuditScope, Verdict
 
 BAR_WIDTH = 30

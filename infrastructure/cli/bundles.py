@@ -24,9 +24,12 @@ from domain.job import validate_job_id
 from domain.naming import tenant_scoped
 from domain.replay_access import ReplayMode
 from domain.stage0.agents import AgentReply
+from infrastructure.application.checkpoints import PublicCheckpointKey, public_key_from_pem
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.records import configured_keyring
 from infrastructure.application.replays import ReplayResult
+from infrastructure.application.settings import Settings
 from infrastructure.bundles.export import export_bundle
 from infrastructure.bundles.format import Bundle, parse_bundle, read_bundle
 from infrastructure.bundles.importing import import_bundle
@@ -38,9 +41,6 @@ from infrastructure.bundles.regression import (
 )
 from infrastructure.bundles.replay import REGRESSION_ACTOR, check_replay_options, replay_bundle
 from infrastructure.cli.common import emit_json
-from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError, PublicCheckpointKey
-from infrastructure.storage.keys.keyring import load_keyring
-from infrastructure.storage.settings import Settings
 
 
 @contextlib.contextmanager
@@ -85,8 +85,8 @@ def pinned_key(path: Path | None) -> PublicCheckpointKey | None:
         reason = exc.strerror if isinstance(exc, OSError) else "not text"
         raise InvalidInput(f"--public-key {path}: cannot read it: {reason}") from None
     try:
-        return PublicCheckpointKey.from_pem(pem)
-    except CheckpointKeyError as exc:
+        return public_key_from_pem(pem)
+    except InvalidInput as exc:
         raise InvalidInput(f"--public-key {path}: {exc}") from None
 
 
@@ -114,10 +114,10 @@ def export_job(args: argparse.Namespace, settings: Settings) -> int:
             redacted=args.redact,
             include_full_io=args.include_full_io,
         )
-        checkpoints = ledger.store.checkpoints
-        assert checkpoints is not None  # a store opened from settings has its checkpoint key
         # What we write reads back, its checkpoint signed by this ledger's own key.
-        bundle = parse_bundle(data, str(output), ledger.store.keyring, checkpoints.key.public)
+        bundle = parse_bundle(
+            data, str(output), ledger.records.keyring, ledger.checkpoints.public_key
+        )
     _write(output, data)
     summary = _export_summary(bundle, output, data)
     if args.json:
@@ -164,7 +164,7 @@ def _export_summary(bundle: Bundle, output: Path, data: bytes) -> dict[str, Any]
 
 
 def import_job(args: argparse.Namespace, settings: Settings) -> int:
-    keyring = load_keyring(settings, create=False)
+    keyring = configured_keyring(settings)
     pinned = pinned_key(args.public_key)
     with _bad_input():
         bundle = read_bundle(args.file, keyring, pinned)
@@ -211,7 +211,7 @@ def open_bundle(
     """The bundle ``mace replay --bundle`` reads, verified with the keyring the settings name
     (and the pinned checkpoint key, if any), checked against the options before anything (a
     report directory) is written."""
-    keyring = load_keyring(settings, create=False)
+    keyring = configured_keyring(settings)
     pinned = pinned_key(public_key)
     with _bad_input():
         bundle = read_bundle(path, keyring, pinned)
@@ -251,7 +251,7 @@ def export_test(args: argparse.Namespace, settings: Settings) -> int:
             ledger, job_id, tenant=args.tenant, include_full_io=args.include_full_io
         )
         expected = recorded_expectation(ledger, job_id, args.tenant)
-        bundle = parse_bundle(data, bundle_name, ledger.store.keyring)
+        bundle = parse_bundle(data, bundle_name, ledger.records.keyring)
     if expected is None:
         report = replay_bundle(bundle, ReplayMode.AUDIT, REGRESSION_ACTOR).report
         provenance = (

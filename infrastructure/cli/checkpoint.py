@@ -10,25 +10,21 @@ from typing import Any
 
 from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint
 from domain.errors import IntegrityFailure, InvalidInput
+from infrastructure.application.checkpoints import checkpoint_public_key
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.settings import Settings
 from infrastructure.bundles.exported_checkpoints import (
     read_public_key,
     verified_exported,
     write_exported,
 )
 from infrastructure.cli.common import emit_json
-from infrastructure.storage.checkpoints.chain import Checkpoints
-from infrastructure.storage.checkpoints.proofs import consistency
-from infrastructure.storage.keys.checkpoint_key import load_checkpoint_key
-from infrastructure.storage.settings import Settings
 
 
 def write_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, checkpoint_on_close=False) as ledger:
-        checkpoints = ledger.store.checkpoints
-        assert checkpoints is not None  # a store opened from settings has its checkpoint key
-        written = checkpoints.write()
+        written = ledger.checkpoints.write()
     body = written.newest.checkpoint
     if args.json:
         emit_json(
@@ -48,11 +44,11 @@ def write_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
 
 def print_public_key(args: argparse.Namespace, settings: Settings) -> int:
     # The key alone, so that `mace checkpoint public-key > checkpoint.pub` is the file to hand out.
-    key = load_checkpoint_key(settings)
+    key = checkpoint_public_key(settings)
     if args.json:
-        emit_json({"key_id": key.key_id, "public_key": key.public_pem()})
+        emit_json({"key_id": key.key_id, "public_key": key.pem})
     else:
-        sys.stdout.write(key.public_pem())
+        sys.stdout.write(key.pem)
     return EXIT_OK
 
 
@@ -62,7 +58,7 @@ def export_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
         msg = f"cannot write checkpoint file {args.output}: its directory does not exist"
         raise InvalidInput(msg)
     with Ledger.open(settings, create=False, checkpoint_on_close=False) as ledger:
-        written = _checkpoints(ledger).write()
+        written = ledger.checkpoints.export()
     write_exported(written.newest, args.output)
     body = written.newest.checkpoint
     if args.json:
@@ -92,8 +88,7 @@ def verify_exported_checkpoint(args: argparse.Namespace, settings: Settings) -> 
 def prove_consistency(args: argparse.Namespace, settings: Settings) -> int:
     """Both files must be this ledger's (its checkpoint key); the proof comes from its store."""
     with Ledger.open(settings, create=False, checkpoint_on_close=False) as ledger:
-        checkpoints = _checkpoints(ledger)
-        key = checkpoints.key.public
+        key = ledger.checkpoints.public_key
         old = verified_exported(args.old, key).checkpoint
         new = verified_exported(args.new, key).checkpoint
         if old.tree_size > new.tree_size or old.number > new.number:
@@ -102,7 +97,7 @@ def prove_consistency(args: argparse.Namespace, settings: Settings) -> int:
                 f" checkpoint {new.number}): name the older one first"
             )
             raise InvalidInput(msg)
-        proved = consistency(checkpoints.tables, old, new)
+        proved = ledger.checkpoints.prove(old, new)
     proof = [node.hex() for node in proved.proof]
     if args.json:
         emit_json(
@@ -127,12 +122,6 @@ def prove_consistency(args: argparse.Namespace, settings: Settings) -> int:
         )
         raise IntegrityFailure(CHECKPOINT_STREAM, new.number, reason)
     return EXIT_OK
-
-
-def _checkpoints(ledger: Ledger) -> Checkpoints:
-    checkpoints = ledger.store.checkpoints
-    assert checkpoints is not None  # a store opened from settings has its checkpoint key
-    return checkpoints
 
 
 def _summary(body: Checkpoint) -> dict[str, Any]:

@@ -16,9 +16,9 @@ from pydantic import ValidationError
 
 from domain.errors import InvalidInput
 from infrastructure.application.errors import EXIT_INTERRUPTED, EXIT_OK, failure_of
+from infrastructure.application.settings import Settings, SettingsError
 from infrastructure.cli.command_table import ENVIRONMENT, CommandsOnUse, add_commands, overview
 from infrastructure.cli.common import Parser
-from infrastructure.storage.settings import Settings, SettingsError
 
 
 def build_parser() -> Parser:

@@ -15,7 +15,7 @@ from domain.governance import Actor, GovernanceError, Role
 from domain.job import DEFAULT_TENANT, validate_tenant
 from domain.json_input import JSONInputError, NotJSONError, parse_json_input
 from domain.snapshot import SnapshotKind, parse_kind
-from infrastructure.storage.settings import Settings
+from infrastructure.application.settings import Settings
 
 
 class Parser(argparse.ArgumentParser):

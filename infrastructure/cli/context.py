@@ -17,8 +17,8 @@ from domain.receipt import ReceiptKind, handoff_of
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
+from infrastructure.application.settings import Settings
 from infrastructure.cli.common import acting_actor, bad_input, emit_json
-from infrastructure.storage.settings import Settings
 from projections.receipt_text import receipt_lines
 
 

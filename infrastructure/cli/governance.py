@@ -12,8 +12,8 @@ from domain.job import DEFAULT_TENANT
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.governance import ABANDONED, RUNNING, UNRESOLVED
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.settings import Settings
 from infrastructure.cli.common import acting_actor, emit_json
-from infrastructure.storage.settings import Settings
 
 
 def _halt_tenant(args: argparse.Namespace) -> str | None:

@@ -12,8 +12,8 @@ from domain.run_file import RunFileError, parse_run
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.privacy_rules import ClearPrivateValue
+from infrastructure.application.settings import Settings
 from infrastructure.cli.common import emit_json, read_bytes
-from infrastructure.storage.settings import Settings
 from projections.job_summaries import recorded_run
 
 

@@ -6,15 +6,15 @@ import argparse
 
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.settings import Settings
 from infrastructure.cli.common import emit_json
-from infrastructure.storage.settings import Settings
 
 
 def init_store(args: argparse.Namespace, settings: Settings) -> int:
     # Opening as a writer sets up whatever tables are missing, one process at a time.
     with Ledger.open(settings) as ledger:
-        tables = list(ledger.store.schema.tables)
-    where = ledger.store.location.describe()
+        tables = ledger.status.tables()
+    where = ledger.status.where
     if args.json:
         emit_json({"store": where, "tables": tables})
     else:

@@ -15,8 +15,8 @@ from domain.job import DEFAULT_TENANT, CaptureMode
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.personal_data import CLI_CHANNEL
+from infrastructure.application.settings import Settings
 from infrastructure.cli.common import acting_actor, emit_json, snapshot_overrides
-from infrastructure.storage.settings import Settings
 from projections.job_summaries import job_listing, run_report
 from projections.read_model_rows import JOB_INDEX
 

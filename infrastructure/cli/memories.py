@@ -14,6 +14,7 @@ from domain.memories import Memory, check_episode, check_fact_key, check_labels
 from domain.sem import validate_value
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.settings import Settings
 from infrastructure.cli.common import (
     acting_actor,
     bad_input,
@@ -21,7 +22,6 @@ from infrastructure.cli.common import (
     parse_json,
     parse_json_argument,
 )
-from infrastructure.storage.settings import Settings
 
 
 def add_memory(args: argparse.Namespace, settings: Settings) -> int:

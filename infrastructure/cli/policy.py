@@ -15,8 +15,8 @@ from domain.policy import parse_bundle
 from domain.policy_book import PolicyBook, scope_of
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.settings import Settings
 from infrastructure.cli.common import acting_actor, bad_input, emit_json, read_bytes
-from infrastructure.storage.settings import Settings
 
 
 def _tenant(args: argparse.Namespace) -> str | None:

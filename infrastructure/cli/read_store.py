@@ -14,11 +14,10 @@ from infrastructure.application.ledger import Ledger
 
 def read_store_note(ledger: Ledger) -> dict[str, Any]:
     """``{"read_store": {"store", "head"}}`` for a ledger opened on a read store, else ``{}``."""
-    location = ledger.store.location
-    if not location.read_only:
+    status = ledger.status
+    if not status.read_only:
         return {}
-    head = ledger.store.recorder.max_notification_id() or 0
-    return {"read_store": {"store": location.describe(), "head": head}}
+    return {"read_store": {"store": status.where, "head": status.head()}}
 
 
 def print_read_store(note: dict[str, Any]) -> None:

@@ -13,16 +13,16 @@ from domain.errors import InvalidInput
 from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.read_model_sync import Progress, RebuiltView
+from infrastructure.application.settings import Settings
 from infrastructure.cli.common import emit_json
 from infrastructure.cli.read_store import print_read_store, read_store_note
-from infrastructure.storage.settings import Settings
 
 BAR_WIDTH = 30
 
 
 def follow_views(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
-        print(f"following {ledger.store.location.describe()}; Ctrl-C stops", file=sys.stderr)
+        print(f"following {ledger.status.where}; Ctrl-C stops", file=sys.stderr)
         try:
             # Only Ctrl-C ends it (exit 130): following unsubscribes on the way out.
             ledger.read_models.follow(Event())

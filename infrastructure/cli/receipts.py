@@ -16,9 +16,9 @@ import argparse
 from domain.errors import InvalidInput
 from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.settings import Settings
 from infrastructure.cli.arguments.receipts import MEMORY_VIEWS
 from infrastructure.cli.common import acting_actor, bad_input, emit_json
-from infrastructure.storage.settings import Settings
 from projections.receipt_text import diff_lines, receipt_lines
 
 

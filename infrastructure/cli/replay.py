@@ -15,10 +15,10 @@ from domain.stage0.agents import AGENTS, AgentReply
 from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.replays import ReplayResult
+from infrastructure.application.settings import Settings
 from infrastructure.bundles.format import Bundle
 from infrastructure.cli.bundles import open_bundle, replay_from_bundle
 from infrastructure.cli.common import acting_actor, emit_json, read_json_object
-from infrastructure.storage.settings import Settings
 from projections.replay_checks import LABELS, Check
 from projections.replay_report import verdict
 

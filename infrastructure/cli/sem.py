@@ -9,8 +9,8 @@ from domain.errors import InvalidInput
 from domain.sem import SemRecord
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.settings import Settings
 from infrastructure.cli.common import emit_json, parse_json_argument, snapshot_overrides
-from infrastructure.storage.settings import Settings
 
 
 def sem_put(args: argparse.Namespace, settings: Settings) -> int:

@@ -9,8 +9,8 @@ from domain.errors import InvalidInput, NotFoundError
 from domain.stage0.config import declare_usable
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.settings import Settings
 from infrastructure.cli.common import emit_json, read_json_object
-from infrastructure.storage.settings import Settings
 
 
 def snapshot_put(args: argparse.Namespace, settings: Settings) -> int:

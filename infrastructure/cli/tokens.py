@@ -10,6 +10,7 @@ from pathlib import Path
 
 from domain.errors import InvalidInput
 from infrastructure.application.errors import EXIT_OK
+from infrastructure.application.settings import Settings
 from infrastructure.application.tokens import (
     TokensFileError,
     add_token,
@@ -19,7 +20,6 @@ from infrastructure.application.tokens import (
     token_id_of,
 )
 from infrastructure.cli.common import emit_json
-from infrastructure.storage.settings import Settings
 
 
 def new_token(args: argparse.Namespace, settings: Settings) -> int:

@@ -14,11 +14,10 @@ from domain.job import DEFAULT_TENANT
 from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.governance import ABANDONED, RUNNING, UNRESOLVED
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.settings import Settings
 from infrastructure.bundles.exported_checkpoints import verified_exported
 from infrastructure.cli.common import emit_json
 from infrastructure.cli.read_store import print_read_store, read_store_note
-from infrastructure.storage.checkpoints.proofs import check_extends
-from infrastructure.storage.settings import Settings
 from projections.reflective_log import recorded_events
 
 
@@ -92,14 +91,12 @@ def _verify_all(ledger: Ledger, witness: Path | None) -> dict[str, Any]:
     (a replay was asked for and its process stopped before recording a verdict). It is listed,
     so that the interrupted audit is seen and run again.
     """
-    checkpoints = ledger.store.checkpoints
-    assert checkpoints is not None  # a store opened from settings has its checkpoint key
+    checkpoints = ledger.checkpoints
     # The file is read and its signature checked before the store is: bad input writes nothing.
-    kept = None if witness is None else verified_exported(witness, checkpoints.key.public)
-    summary = ledger.store.verify_all()
-    assert summary.tree is not None  # verify_all checks the checkpoints unless told not to
-    newest = summary.tree.newest
-    extends = None if kept is None else check_extends(checkpoints, kept, str(witness))
+    kept = None if witness is None else verified_exported(witness, checkpoints.public_key)
+    audit = checkpoints.verify_ledger(kept, str(witness))
+    summary = audit.verification
+    assert summary.tree is not None  # verify_ledger checks the checkpoints
     unanswered = ledger.governance.unanswered_replays()
     return {
         "events": summary.events,
@@ -107,9 +104,9 @@ def _verify_all(ledger: Ledger, witness: Path | None) -> dict[str, Any]:
         "jobs": summary.jobs,
         "sealed_jobs": summary.sealed_jobs,
         "checkpoints": summary.tree.checkpoints,
-        "checkpointed": 0 if newest is None else newest.checkpoint.tree_size,
+        "checkpointed": audit.checkpointed,
         "not_yet_checkpointed": summary.tree.not_yet_checkpointed,
-        **({} if extends is None else {"extends": _checkpoint_json(extends.old)}),
+        **({} if audit.extends is None else {"extends": _checkpoint_json(audit.extends)}),
         "abandoned_replays": [u.as_json() for u in unanswered if u.status == ABANDONED],
         "running_replays": [u.as_json() for u in unanswered if u.status == RUNNING],
         "unresolved_replays": [u.as_json() for u in unanswered if u.status == UNRESOLVED],

@@ -28,6 +28,7 @@ from domain.errors import ConflictError, IntegrityFailure, NotFoundError, StoreB
 from domain.key_check import KeyCheck
 from infrastructure.storage.backends.connection import check_reachable
 from infrastructure.storage.backends.io_tally import IoTally, TalliedIo
+from infrastructure.storage.backends.memory_store import MemoryStore
 from infrastructure.storage.backends.schema import StoreSchema
 from infrastructure.storage.backends.sqlite_file import (
     refuse_other_files,
@@ -92,6 +93,14 @@ class LedgerStore(Application[UUID]):
         """
         settings = settings or Settings()
         return cls._open(settings, settings.parsed_store(), create=create)
+
+    @classmethod
+    def in_memory(cls, keyring: Keyring, records: Sequence[StoredEvent]) -> LedgerStore:
+        """A store holding exactly ``records`` (signed elsewhere, a bundle's), in this process
+        only, with no checkpoint key: nothing it holds is checkpointed or kept."""
+        store = cls(cast(Store, MemoryStore()), keyring)
+        store.recorder.insert_events(list(records))
+        return store
 
     @classmethod
     def open_read_store(cls, settings: Settings) -> LedgerStore:

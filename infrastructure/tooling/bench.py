@@ -61,8 +61,8 @@ from domain.run_file import parse_run
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
-from infrastructure.storage.backends.io_tally import IoTally
-from infrastructure.storage.settings import Settings
+from infrastructure.application.settings import Settings
+from infrastructure.application.store_status import IoTally
 from infrastructure.tooling.bench_http import HTTP_BATCHES, http_runs
 from infrastructure.tooling.bench_raw import RawStore, Row, raw_seconds, raw_store
 from infrastructure.tooling.bench_writers import WRITER_COUNTS, WritersRun, writers_at_once
@@ -302,7 +302,7 @@ class Bench:
         if flat_entries and flat_entries <= FLAT_SMALL:
             msg = f"--flat-entries must be 0 (none) or more than {FLAT_SMALL}, got {flat_entries}"
             raise BenchError(msg)
-        if ledger.store.recorder.max_notification_id():
+        if ledger.status.head():
             msg = "mace bench writes to the store: point MACE_STORE at an empty one"
             raise BenchError(msg)
         self.ledger = ledger
@@ -323,7 +323,7 @@ class Bench:
             raise BenchError(f"--rounds must be at least 1, got {rounds}")
         self.ledger.policy.set_bundle(TENANT, BUNDLE, ACTOR)
         self._fill()
-        raw = raw_store(self.ledger.store) if compare_raw else None
+        raw = raw_store(self.ledger.status) if compare_raw else None
         try:
             return self._measure(rounds, raw)
         finally:
@@ -388,7 +388,7 @@ class Bench:
 
     def _measured(self, name: str, work: Callable[[], int], raw: RawStore | None) -> Sample:
         """``work`` timed; then, with ``raw``, the raw store timed doing the same rows."""
-        io = self.ledger.store.io
+        io = self.ledger.status.io
         before, head = io.snapshot(), self._head()
         sample = _timed(work)
         if raw is None or name == "checkpoint":
@@ -412,7 +412,7 @@ class Bench:
             number += 1
 
     def _head(self) -> int:
-        return self.ledger.store.recorder.max_notification_id() or 0
+        return self.ledger.status.head()
 
     def _round(
         self, number: int, runs: dict[str, list[Sample]]
@@ -429,8 +429,7 @@ class Bench:
             return self._head() - before  # every event stored with the jobs, witnesses included
 
         def checkpoint() -> int:
-            checkpoints = self.ledger.store.checkpoints
-            assert checkpoints is not None  # a store opened from settings has its key
+            checkpoints = self.ledger.checkpoints
             before = checkpoints.newest()
             covered = checkpoints.write().newest.checkpoint.tree_size
             return covered - (0 if before is None else before.checkpoint.tree_size)
@@ -439,7 +438,7 @@ class Bench:
             def work() -> int:
                 for _ in range(VERIFIES):
                     runs[name].append(
-                        _timed(lambda: self.ledger.store.verify_all(tree=tree).events)
+                        _timed(lambda: self.ledger.checkpoints.verify_events(tree=tree))
                     )
                 return sum(run.count for run in runs[name])
 

@@ -13,7 +13,7 @@ from domain.canonical import canonical_json
 from domain.errors import InvalidInput
 from infrastructure.application.errors import EXIT_OK, Code, failure
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.settings import Settings
+from infrastructure.application.settings import Settings
 from infrastructure.tooling.bench import FLAT_SMALL, Bench, BenchError, Figure, HttpLoad
 from infrastructure.tooling.bench_http import HttpRunsError
 from infrastructure.tooling.load_server import LoadSetupError
@@ -40,7 +40,7 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
             refused = failure(Code.NOT_READY, str(exc))
             print(refused.line(args.json), file=sys.stderr)
             return refused.exit_code
-        store = ledger.store.location.describe()
+        store = ledger.status.where
     tree_cost = report.tree_cost
     if args.json:
         answer = {

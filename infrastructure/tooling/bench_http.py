@@ -20,7 +20,7 @@ from typing import Final
 import httpx
 
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.settings import Settings
+from infrastructure.application.settings import Settings
 from infrastructure.tooling.load_server import ServiceProcess, make_token
 from infrastructure.tooling.load_workload import PlannedRun, Workload, plan_runs
 
@@ -53,7 +53,7 @@ def http_runs(ledger: Ledger, settings: Settings, runs: int, batch: int) -> Http
         token = make_token(tokens)
         with ServiceProcess(settings, tokens, Path(scratch) / "serve.log") as service:
             service.start()
-            head = ledger.store.recorder.max_notification_id() or 0
+            head = ledger.status.head()
             headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
             with httpx.Client(
                 base_url=service.base_url, headers=headers, timeout=TIMEOUT_SECONDS
@@ -61,7 +61,7 @@ def http_runs(ledger: Ledger, settings: Settings, runs: int, batch: int) -> Http
                 started = time.perf_counter()
                 requests = sum(_send(client, run) for run in planned)
                 seconds = time.perf_counter() - started
-    written = (ledger.store.recorder.max_notification_id() or 0) - head
+    written = ledger.status.head() - head
     return HttpRuns(sum(len(run.digests) for run in planned), seconds, written, requests, head)
 
 

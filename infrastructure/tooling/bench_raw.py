@@ -24,15 +24,13 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 import orjson
 from psycopg import sql
 
-from infrastructure.storage.backends.connection import connect_postgres
-from infrastructure.storage.backends.io_tally import IoTally
-from infrastructure.storage.settings import PostgresStore, SQLiteStore, Store
-from infrastructure.storage.store import LedgerStore
+from infrastructure.application.settings import PostgresStore, SQLiteStore, Store
+from infrastructure.application.store_status import IoTally, StoreStatus, connect_postgres
 
 RAW_TABLE: Final = "mace_bench_raw"
 PAGE: Final = 1000
@@ -202,10 +200,9 @@ class SQLiteRaw:
         self._connection.close()
 
 
-def raw_store(store: LedgerStore) -> RawStore:
+def raw_store(status: StoreStatus) -> RawStore:
     """The raw access to the ledger's own store, with its scratch table made anew (empty)."""
-    recorder: Any = store.recorder
-    raw = open_raw(store.location, recorder.events_table_name)
+    raw = open_raw(status.location, status.events_table)
     raw.make_table()
     return raw
 

@@ -133,7 +133,7 @@ def _write(tag: str, jobs: int, writer: int) -> int:
     """In a writer process: open the store, wait for the go, record the jobs."""
     # Imported here: the module is also imported by the bench, which has these already.
     from infrastructure.application.ledger import Ledger  # noqa: PLC0415
-    from infrastructure.storage.settings import Settings  # noqa: PLC0415
+    from infrastructure.application.settings import Settings  # noqa: PLC0415
 
     with Ledger.open(Settings(), checkpoint_on_close=False) as ledger:
         _say("ready")
@@ -151,7 +151,7 @@ def _write(tag: str, jobs: int, writer: int) -> int:
 
 def _write_raw(jobs: int) -> int:
     """In a raw writer process: take the job's rows, connect, wait for the go, insert them."""
-    from infrastructure.storage.settings import Settings  # noqa: PLC0415
+    from infrastructure.application.settings import Settings  # noqa: PLC0415
     from infrastructure.tooling.bench_raw import open_raw  # noqa: PLC0415
 
     rows = [(topic, bytes.fromhex(state)) for topic, state in orjson.loads(sys.stdin.readline())]

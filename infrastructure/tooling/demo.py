@@ -23,8 +23,7 @@ from domain.job import CaptureMode, Job
 from domain.replay_access import ReplayMode
 from domain.snapshot import SnapshotKind
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.settings import SQLiteStore
-from infrastructure.storage.store import LedgerStore
+from infrastructure.application.settings import SQLiteStore
 from projections.replay_report import verdict
 
 SEED: Final = "demo"
@@ -42,8 +41,8 @@ Say = Callable[[str], None]
 
 def run_demo(ledger: Ledger, say: Say) -> bool:
     """Run the demo on the ledger (SQLite); True when everything came out as it should."""
-    assert isinstance(ledger.store.location, SQLiteStore)
-    where = ledger.store.location.describe()
+    assert ledger.status.sqlite is not None
+    where = ledger.status.where
     say(f"MACE Ledger demo: store {where}, acting as demo [admin, auditor]")
     say("")
     say("1. Record Stage-0 jobs, one per router rule, and a memory write and its read:")
@@ -65,7 +64,7 @@ def run_demo(ledger: Ledger, say: Say) -> bool:
     say("")
     with tempfile.TemporaryDirectory(prefix="mace-demo-") as scratch:
         copy = _scratch_copy(ledger, Path(scratch))
-        say(f"3. On a scratch copy of the store ({copy.store.location.describe()}):")
+        say(f"3. On a scratch copy of the store ({copy.status.where}):")
         with copy:
             all_ok = _show_divergence(copy, job_ids[0], say) and all_ok
             all_ok = _show_flipped_byte(copy, job_ids[0], say) and all_ok
@@ -84,20 +83,19 @@ def run_demo(ledger: Ledger, say: Say) -> bool:
 
 def _scratch_copy(ledger: Ledger, directory: Path) -> Ledger:
     """A consistent copy of the SQLite store, opened with the same keys."""
-    assert isinstance(ledger.store.location, SQLiteStore)
+    location = ledger.status.sqlite
+    assert location is not None
     target = directory / "mace.db"
-    source = sqlite3.connect(ledger.store.location.path)
+    source = sqlite3.connect(location.path)
     destination = sqlite3.connect(target)
     try:
         source.backup(destination)
     finally:
         destination.close()
         source.close()
-    store = ledger.store
     # Thrown away after the demo tampers with it: nothing to checkpoint (and the tampered event
     # would make the checkpoint refuse, with a warning that is no part of the demo).
-    copy = LedgerStore(SQLiteStore(target), store.keyring, store.checkpoint_key)
-    return Ledger(copy, checkpoint_on_close=False)
+    return ledger.copy_at(SQLiteStore(target))
 
 
 def _show_divergence(ledger: Ledger, job_id: str, say: Say) -> bool:
@@ -146,9 +144,10 @@ def _show_divergence(ledger: Ledger, job_id: str, say: Say) -> bool:
 
 def _show_flipped_byte(ledger: Ledger, job_id: str, say: Say) -> bool:
     """Flip one byte of the job's second stored event, straight in the database file."""
-    assert isinstance(ledger.store.location, SQLiteStore)
+    location = ledger.status.sqlite
+    assert location is not None
     stream = Job.id_for(job_id).hex  # how eventsourcing stores ids in SQLite
-    with sqlite3.connect(ledger.store.location.path) as db:
+    with sqlite3.connect(location.path) as db:
         (state,) = db.execute(
             "SELECT state FROM stored_events WHERE originator_id = ? AND originator_version = 2",
             (stream,),

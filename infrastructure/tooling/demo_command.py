@@ -11,7 +11,7 @@ import argparse
 from domain.errors import InvalidInput
 from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.settings import Settings, SQLiteStore
+from infrastructure.application.settings import Settings, SQLiteStore
 from infrastructure.tooling.demo import run_demo
 
 

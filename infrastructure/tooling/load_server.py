@@ -21,8 +21,8 @@ from types import TracebackType
 
 import httpx
 
+from infrastructure.application.settings import Settings
 from infrastructure.application.tokens import add_token
-from infrastructure.storage.settings import Settings
 
 TENANT = "loadtest"
 ACTOR = "load-driver"

@@ -38,7 +38,7 @@ import httpx
 import orjson
 
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.settings import Settings
+from infrastructure.application.settings import Settings
 from infrastructure.tooling.load_server import TENANT, ServiceProcess, make_token
 from infrastructure.tooling.load_verify import Verification, VerificationTimeout, verify_store
 from infrastructure.tooling.load_workload import PlannedRun, Workload, plan_runs

@@ -160,7 +160,7 @@ def _replay_problem(ledger: Ledger, job_id: str, tenant: str, attempt: int) -> s
     """What is wrong with the tenant's job's one recorded replay (None: nothing)."""
     try:
         scope = ledger.governance.existing_job_scope(job_id, tenant)
-        events = list(ledger.store.verifying_store.get(Governance.id_for(scope)))
+        events = list(ledger.records.decoded(Governance.id_for(scope)))
     except NotFoundError:
         return "its job is not in the store"
     except MaceError as exc:

@@ -15,7 +15,7 @@ from typing import Any
 from domain.canonical import canonical_json
 from domain.errors import InvalidInput
 from infrastructure.application.errors import EXIT_FAILED, EXIT_OK, Code, failure
-from infrastructure.storage.settings import PostgresStore, Settings
+from infrastructure.application.settings import PostgresStore, Settings
 from infrastructure.tooling.load_server import LoadSetupError
 from infrastructure.tooling.load_test import run_load_test
 from infrastructure.tooling.load_workload import Workload

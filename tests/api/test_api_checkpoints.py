@@ -8,7 +8,7 @@ import base64
 
 import pytest
 from support.api_support import SINGLE_ROLES, Api, assert_error, auth
-from support.ledger_fixtures import TEST_CHECKPOINT_KEY, RawTable
+from support.ledger_fixtures import TEST_CHECKPOINT_KEY, RawTable, store_of
 
 from domain.canonical import canonical_json
 from domain.checkpoint import CHECKPOINT_STREAM
@@ -22,7 +22,7 @@ READERS = ("admin", "auditor")
 
 
 def checkpoints(api: Api) -> Checkpoints:
-    written = api.ledger.store.checkpoints
+    written = store_of(api.ledger).checkpoints
     assert written is not None
     return written
 

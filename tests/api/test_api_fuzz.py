@@ -47,7 +47,7 @@ from schemathesis.core.parameters import ParameterLocation
 from schemathesis.core.result import Ok
 from schemathesis.python.asgi import shutdown_lifespans
 from schemathesis.specs.openapi.schemas import OpenApiSchema
-from support.ledger_fixtures import RawTable, settings_for
+from support.ledger_fixtures import RawTable, settings_for, store_of
 
 from domain.canonical import canonical_json
 from domain.governance import Role
@@ -377,7 +377,7 @@ STARLETTE_ERRORS: dict[str, Callable[[TestClient], Any]] = {
 def test_starlette_errors_answer_in_the_error_shape(
     settings: Settings, ledger: Ledger, request_kind: str
 ) -> None:
-    before = ledger.store.recorder.max_notification_id()
+    before = store_of(ledger).recorder.max_notification_id()
     with TestClient(create_app(settings, token_book(), ledger)) as client:
         response = STARLETTE_ERRORS[request_kind](client)
     # A body the framework cannot parse is bad input (422), like any other.
@@ -386,7 +386,7 @@ def test_starlette_errors_answer_in_the_error_shape(
     assert set(body) == {"error"}, body
     assert {"code", "message"} <= set(body["error"]) <= {"code", "message", "field"}
     assert response.content == canonical_json(body)
-    assert ledger.store.recorder.max_notification_id() == before
+    assert store_of(ledger).recorder.max_notification_id() == before
 
 
 def openapi_document(tmp_path: Path) -> dict[str, Any]:

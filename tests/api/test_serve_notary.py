@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from support.ledger_fixtures import settings_for
+from support.ledger_fixtures import settings_for, store_of
 
 from domain.checkpoint import CHECKPOINT_STREAM
 from infrastructure.application.ledger import Ledger
@@ -30,11 +30,11 @@ def test_a_stopped_service_leaves_every_commit_checkpointed(store_url: str, tmp_
             assert newest.status_code == 404, newest.content
     assert "Traceback" not in log.read_text()
     with Ledger.open(settings, create=False, checkpoint_on_close=False) as ledger:
-        checkpoints = ledger.store.checkpoints
+        checkpoints = store_of(ledger).checkpoints
         assert checkpoints is not None
         last = checkpoints.newest()
         assert last is not None
-        notifications = ledger.store.recorder.select_notifications(0, 10_000)
+        notifications = store_of(ledger).recorder.select_notifications(0, 10_000)
         events = [n for n in notifications if str(n.originator_id) != str(CHECKPOINT_STREAM)]
         assert last.checkpoint.tree_size == len(events) > 0
         assert last.checkpoint.last_notification_id == events[-1].id

@@ -13,7 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from support.ledger_fixtures import subprocess_env
+from support.ledger_fixtures import store_of, subprocess_env
 from support.sample_job import job_ids
 
 from infrastructure.application.ledger import Ledger
@@ -85,7 +85,7 @@ def test_eight_processes_record_distinct_jobs_at_once_and_none_fails(
     recorded = _at_once(store_url, "jobs")
     with Ledger.open(settings) as ledger:
         assert sorted(job_ids(ledger)) == sorted(recorded)
-        summary = ledger.store.verify_all()
+        summary = store_of(ledger).verify_all()
         assert (summary.jobs, summary.sealed_jobs) == (len(recorded), len(recorded))
 
 
@@ -99,4 +99,4 @@ def test_eight_processes_emit_receipts_for_one_tenant_at_once_and_none_fails(
         assert [row["number"] for row in listed] == list(range(len(recorded)))
         assert sorted(row["receipt_id"] for row in listed) == sorted(recorded)
         assert all(row["intact"] for row in listed)
-        ledger.store.verify_all()
+        store_of(ledger).verify_all()

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 from support.api_support import Api, assert_error, auth
-from support.ledger_fixtures import RawTable, run
+from support.ledger_fixtures import RawTable, run, store_of
 
 from domain.job import MAX_INPUT_CHARS, Job
 from infrastructure.application.ledger import Ledger
@@ -35,7 +35,7 @@ def cli_store(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> Settings
 
 def position(settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
-        return ledger.store.recorder.max_notification_id() or 0
+        return store_of(ledger).recorder.max_notification_id() or 0
 
 
 def refused(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) -> str:

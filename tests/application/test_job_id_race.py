@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager, nullco
 
 import pytest
 from support.api_support import auth, checked_client
+from support.ledger_fixtures import store_of
 from support.sample_job import job_ids
 
 from domain.errors import ConflictError, StoreBusyError
@@ -83,7 +84,7 @@ def _stored_once(ledger: Ledger, recorded: list[str], tenant: str = "default") -
     assert len(recorded) == WRITERS * JOBS_EACH
     assert len(set(recorded)) == len(recorded)
     assert sorted(job_ids(ledger, tenant)) == sorted(recorded)
-    summary = ledger.store.verify_all()
+    summary = store_of(ledger).verify_all()
     assert (summary.jobs, summary.sealed_jobs) == (len(recorded), len(recorded))
 
 
@@ -128,7 +129,7 @@ def test_http_jobs_without_an_id_from_several_services_never_answer_409(
 
 def test_a_named_id_that_exists_is_still_a_conflict(ledger: Ledger) -> None:
     ledger.jobs.run("2 + 3", "s1", job_id="named")
-    before = ledger.store.recorder.max_notification_id()
+    before = store_of(ledger).recorder.max_notification_id()
     with pytest.raises(ConflictError, match="job named already exists"):
         ledger.jobs.run("2 + 3", "s1", job_id="named")
-    assert ledger.store.recorder.max_notification_id() == before
+    assert store_of(ledger).recorder.max_notification_id() == before

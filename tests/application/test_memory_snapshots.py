@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.ledger_fixtures import RawTable
+from support.ledger_fixtures import RawTable, store_of
 
 from domain.errors import IntegrityFailure
 from domain.governance import Actor
@@ -43,7 +43,7 @@ def written(ledger: Ledger, count: int = WRITES) -> None:
 
 def from_events(ledger: Ledger, position: int | None = None) -> MemoryLog:
     """The log its events alone make (eventsourcing's repository, no snapshot)."""
-    log: MemoryLog = ledger.store.repository.get(MemoryLog.id_for(TENANT), version=position)
+    log: MemoryLog = store_of(ledger).repository.get(MemoryLog.id_for(TENANT), version=position)
     return log
 
 
@@ -64,8 +64,8 @@ def test_a_log_read_from_its_snapshot_is_the_log_its_events_make(
     head = from_events(fresh).version
     assert head == WRITES + 1  # the log opened, then one event a write
     for version in (SNAPSHOT_INTERVAL, 2 * SNAPSHOT_INTERVAL):
-        assert fresh.store.stream_exists(snapshot_stream(version))
-    assert not fresh.store.stream_exists(snapshot_stream(3 * SNAPSHOT_INTERVAL))
+        assert store_of(fresh).stream_exists(snapshot_stream(version))
+    assert not store_of(fresh).stream_exists(snapshot_stream(3 * SNAPSHOT_INTERVAL))
 
     for position in (None, 1, 99, 100, 101, 150, 199, 200, 201, head, head + 50):
         expected = from_events(fresh, None if position is None else min(position, head))
@@ -106,7 +106,7 @@ def test_a_signed_snapshot_the_events_after_it_contradict_fails_closed(
     stream = snapshot_stream(SNAPSHOT_INTERVAL)
     dropped = ledger.memories.memories(TENANT)[0]
     ledger.memories.forget(TENANT, dropped.memory_id, "gone", WRITER)
-    store = ledger.store
+    store = store_of(ledger)
     (record,) = store.recorder.select_events(stream)
     taken = store.mapper.to_domain_event(record)
     assert isinstance(taken, MemorySnapshot.Taken)
@@ -136,7 +136,7 @@ def test_a_deleted_snapshot_is_read_around_unless_a_checkpoint_counts_it(
     assert state(fresh.memories.log(TENANT)) == state(from_events(fresh))
 
     written(ledger, SNAPSHOT_INTERVAL)  # the next snapshot, then a checkpoint over it
-    checkpoints = ledger.store.checkpoints
+    checkpoints = store_of(ledger).checkpoints
     assert checkpoints is not None
     checkpoints.write()
     raw_table.delete(snapshot_stream(2 * SNAPSHOT_INTERVAL), 1)

@@ -15,7 +15,7 @@ from itertools import pairwise
 from threading import Barrier, Thread
 
 import pytest
-from support.ledger_fixtures import RawTable
+from support.ledger_fixtures import RawTable, store_of
 
 from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints
 from domain.sem import SemEntry
@@ -58,29 +58,29 @@ def covered(store: LedgerStore) -> int:
 def test_a_round_checkpoints_what_was_committed_and_the_next_finds_nothing(
     ledger: Ledger,
 ) -> None:
-    notary = Notary(ledger.store, NEVER)
+    notary = Notary(ledger.checkpoints, NEVER)
     remember(ledger, "france")
-    assert covered(ledger.store) == 0
+    assert covered(store_of(ledger)) == 0
     assert notary.tick() == 1
-    assert covered(ledger.store) == leaves(ledger.store)
+    assert covered(store_of(ledger)) == leaves(store_of(ledger))
     # The round after it sees the notary's own checkpoint moved the head: nothing to cover.
     assert [notary.tick(), notary.tick()] == [0, 0]
     remember(ledger, "spain")
     assert notary.tick() == 1
-    assert covered(ledger.store) == leaves(ledger.store)
-    assert checkpoints_of(ledger.store).newest().checkpoint.number == 2  # type: ignore[union-attr]
+    assert covered(store_of(ledger)) == leaves(store_of(ledger))
+    assert checkpoints_of(store_of(ledger)).newest().checkpoint.number == 2  # type: ignore[union-attr]
 
 
 def test_an_empty_store_gets_no_checkpoint_until_something_is_committed(ledger: Ledger) -> None:
-    notary = Notary(ledger.store, NEVER)
+    notary = Notary(ledger.checkpoints, NEVER)
     assert notary.tick() == 0
-    assert checkpoints_of(ledger.store).newest() is None
+    assert checkpoints_of(store_of(ledger)).newest() is None
 
 
 def test_an_integrity_failure_is_logged_every_round_and_the_notary_goes_on(
     ledger: Ledger, settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    notary = Notary(ledger.store, NEVER)
+    notary = Notary(ledger.checkpoints, NEVER)
     remember(ledger, "france")
     table = RawTable(settings)
     stream = SemEntry.id_for("world/country/france/capital")
@@ -96,7 +96,7 @@ def test_an_integrity_failure_is_logged_every_round_and_the_notary_goes_on(
         f"notary: no checkpoint written: INTEGRITY_FAILURE: stream {stream} version 1: "
     )
     assert "\n" not in lines[0]
-    assert checkpoints_of(ledger.store).newest() is None
+    assert checkpoints_of(store_of(ledger)).newest() is None
     table.set_column(stream, 1, "state", state)  # repaired: the next round writes
     assert notary.tick() == 1
 
@@ -104,8 +104,9 @@ def test_an_integrity_failure_is_logged_every_round_and_the_notary_goes_on(
 class ReportingNotary(Notary):
     """A notary whose thread reports how many checkpoints each round wrote."""
 
-    def __init__(self, store: LedgerStore, interval: float) -> None:
-        super().__init__(store, interval)
+    def __init__(self, ledger: Ledger, interval: float) -> None:
+        super().__init__(ledger.checkpoints, interval)
+        self.store = store_of(ledger)
         self.rounds: queue.Queue[int] = queue.Queue()
 
     def tick(self) -> int:
@@ -123,22 +124,22 @@ class ReportingNotary(Notary):
 def test_the_thread_checkpoints_a_commit_within_its_interval_while_running(
     ledger: Ledger,
 ) -> None:
-    with ReportingNotary(ledger.store, 0.01).running() as notary:
+    with ReportingNotary(ledger, 0.01).running() as notary:
         remember(ledger, "france")
         notary.until_all_covered()
-        first = covered(ledger.store)
+        first = covered(store_of(ledger))
         remember(ledger, "spain")
         notary.until_all_covered()
-        assert covered(ledger.store) > first > 0
+        assert covered(store_of(ledger)) > first > 0
 
 
 def test_stopping_writes_a_last_checkpoint_without_waiting_for_the_interval(
     ledger: Ledger,
 ) -> None:
-    with ReportingNotary(ledger.store, NEVER).running() as notary:
+    with ReportingNotary(ledger, NEVER).running() as notary:
         remember(ledger, "france")
     assert notary.rounds.get_nowait() == 1  # the last round, the only one
-    assert covered(ledger.store) == leaves(ledger.store)
+    assert covered(store_of(ledger)) == leaves(store_of(ledger))
 
 
 @pytest.fixture
@@ -161,8 +162,8 @@ def test_two_notaries_writing_concurrently_never_fork_the_chain(
             remember(on, f"{prefix}{i}")
 
     with (
-        Notary(ledger.store, 0.001).running(),
-        Notary(second_ledger.store, 0.001).running(),
+        Notary(ledger.checkpoints, 0.001).running(),
+        Notary(second_ledger.checkpoints, 0.001).running(),
     ):
         threads = [Thread(target=write, args=writer) for writer in writers]
         for thread in threads:
@@ -171,8 +172,8 @@ def test_two_notaries_writing_concurrently_never_fork_the_chain(
             thread.join()
 
     chain = [
-        checkpoints_of(ledger.store).checked(event)
-        for event in ledger.store.verifying_store.get(CHECKPOINT_STREAM)
+        checkpoints_of(store_of(ledger)).checked(event)
+        for event in store_of(ledger).verifying_store.get(CHECKPOINT_STREAM)
         if isinstance(event, LedgerCheckpoints.Signed)
     ]
     assert len(chain) >= 2
@@ -182,4 +183,4 @@ def test_two_notaries_writing_concurrently_never_fork_the_chain(
     for before, after in pairwise(bodies):
         assert after.previous == before.digest()
         assert after.tree_size > before.tree_size
-    assert bodies[-1].tree_size == leaves(ledger.store)
+    assert bodies[-1].tree_size == leaves(store_of(ledger))

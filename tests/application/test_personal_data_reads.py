@@ -13,7 +13,7 @@ import re
 
 import pytest
 from support.api_support import Api, assert_error, not_found_body
-from support.ledger_fixtures import RawTable, run
+from support.ledger_fixtures import RawTable, run, store_of
 
 from domain.personal_data_access import PersonalDataAccessLog
 from infrastructure.application.ledger import Ledger
@@ -94,7 +94,7 @@ def test_the_access_log_is_signed_an_edited_entry_fails_closed(
     assert api.get(f"/v1/jobs/{job_id}/events", "admin").status_code == 200
     every_state = raw_table.execute("SELECT state FROM {table}")
     assert not any(SECRET.encode() in bytes(state) for (state,) in every_state)
-    api.ledger.store.verify_all()
+    store_of(api.ledger).verify_all()
     log = PersonalDataAccessLog.id_for("acme")
     rows = raw_table.rows(log)
     assert [v for v, _, _ in rows] == [1, 2]
@@ -119,7 +119,7 @@ def test_mace_events_follows_the_same_rule(
     job_id = re.search(r'"job_id":"([0-9a-f]{64})"', out)
     assert job_id is not None
     with Ledger.open(cli_env) as ledger:
-        position = ledger.store.recorder.max_notification_id()
+        position = store_of(ledger).recorder.max_notification_id()
 
     for roles in (None, "operator,auditor"):
         if roles is not None:
@@ -131,7 +131,7 @@ def test_mace_events_follows_the_same_rule(
         assert "redacted: only admin reads it in full" in err
 
     with Ledger.open(cli_env) as ledger:
-        assert ledger.store.recorder.max_notification_id() == position
+        assert store_of(ledger).recorder.max_notification_id() == position
     monkeypatch.setenv("MACE_ACTOR", "ana")
     monkeypatch.setenv("MACE_ROLES", "admin")
     code, out, err = run(capsys, "events", job_id[1], "--type", "SemWrite")

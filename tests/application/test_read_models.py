@@ -9,7 +9,7 @@ from threading import Event, Thread
 
 import pytest
 from eventsourcing.persistence import TrackingRecorder
-from support.ledger_fixtures import RawTable, run
+from support.ledger_fixtures import RawTable, run, store_of
 
 from domain.governance import Actor
 from domain.job import DEFAULT_TENANT, CaptureMode, Job
@@ -48,7 +48,7 @@ def start_position(ledger: Ledger, job_id: str) -> int:
     """The notification id of the job's JobStarted."""
     (started,) = [
         notification
-        for notification in ledger.store.recorder.select_notifications(1, 10_000)
+        for notification in store_of(ledger).recorder.select_notifications(1, 10_000)
         if notification.originator_id == Job.id_for(job_id) and notification.originator_version == 1
     ]
     return started.id
@@ -99,7 +99,7 @@ def test_tracking_moves_with_the_view_and_catching_up_twice_applies_nothing(
     applied = views.catch_up()
     assert applied > 0
     position = views.position()
-    assert 0 < position <= (ledger.store.recorder.max_notification_id() or 0)
+    assert 0 < position <= (store_of(ledger).recorder.max_notification_id() or 0)
     assert views.catch_up() == 0
     assert views.position() == position
     ledger.jobs.run("hello", "s2")
@@ -127,7 +127,7 @@ def test_the_live_views_are_the_same_whether_caught_up_often_or_once(settings: S
         often.replays.run(often.jobs.run("hello", "s1").job_id, ReplayMode.AUDIT, AUDITOR)
         often.read_models.catch_up()
         digests = often.read_models.digests()
-        often.read_models.view.reset(often.store.name)
+        often.read_models.view.reset(store_of(often).name)
         often.read_models.catch_up()
         assert often.read_models.digests() == digests
 
@@ -198,10 +198,10 @@ def test_following_applies_events_as_they_are_committed(settings: Settings) -> N
         try:
             job_id = ledger.jobs.run("2 + 3", "s1").job_id
             # The last event the views take (its registration): snapshots and SEM come after it.
-            last = ledger.store.recorder.select_notifications(1, 1000, topics=TOPICS)[-1].id
+            last = store_of(ledger).recorder.select_notifications(1, 1000, topics=TOPICS)[-1].id
             view = ledger.read_models.view
             assert isinstance(view, TrackingRecorder)
-            view.wait(ledger.store.name, last, timeout=30)
+            view.wait(store_of(ledger).name, last, timeout=30)
         finally:
             stop.set()
             follower.join()

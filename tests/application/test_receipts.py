@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
-from support.ledger_fixtures import settings_for
+from support.ledger_fixtures import settings_for, store_of
 from support.receipt_examples import BUNDLE
 from support.receipt_tampering import edit_receipt, flip_memory_byte, refuse_new_receipts
 
@@ -265,7 +265,7 @@ def emitted(acme: Ledger) -> Iterator[str]:
 def test_only_an_auditor_admin_or_council_member_may_replay_a_receipt(
     acme: Ledger, emitted: str
 ) -> None:
-    before = acme.store.recorder.max_notification_id()
+    before = store_of(acme).recorder.max_notification_id()
     for who in (WRITER, Actor.of("olga", ["operator"])):
         with pytest.raises(AccessDenied) as denied:
             acme.receipts.replay(emitted, "acme", who, MemoryView.CURRENT)
@@ -276,7 +276,7 @@ def test_only_an_auditor_admin_or_council_member_may_replay_a_receipt(
     # Refused before anything is read: an unknown receipt is refused the same way.
     with pytest.raises(AccessDenied):
         acme.receipts.replay("rct-" + "0" * 32, "acme", WRITER, MemoryView.CURRENT)
-    assert acme.store.recorder.max_notification_id() == before
+    assert store_of(acme).recorder.max_notification_id() == before
     for role in ("auditor", "admin", "council"):
         who = Actor.of("replayer", ["operator", role])
         answer = acme.receipts.replay(emitted, "acme", who, MemoryView.CURRENT)
@@ -394,7 +394,7 @@ def test_an_assembly_whose_receipt_cannot_be_written_is_served_unsigned(
     assembly = Assembly(kind, "acme", AGENT, ContextRequest("alice plan email", 10), handoff)
     written = acme.receipts.emit(assembly)["receipt"]
     refuse_new_receipts(settings)
-    before = acme.store.recorder.max_notification_id()
+    before = store_of(acme).recorder.max_notification_id()
 
     answer = acme.receipts.emit(assembly)
     assert set(answer) == {"receipt", "signature", "warning"}
@@ -409,7 +409,7 @@ def test_an_assembly_whose_receipt_cannot_be_written_is_served_unsigned(
     assert [served["policy_snapshot"][k] for k in bundle] == [
         written["policy_snapshot"][k] for k in bundle
     ]
-    assert acme.store.recorder.max_notification_id() == before
+    assert store_of(acme).recorder.max_notification_id() == before
     assert [r["receipt_id"] for r in acme.receipts.listing("acme")] == [written["receipt_id"]]
     (line,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert line.startswith(f"{kind.value} for tenant acme: the receipt was not written (")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from support.api_support import Api
-from support.ledger_fixtures import RawTable
+from support.ledger_fixtures import RawTable, store_of
 
 from domain.determinism import derive_id
 from domain.governance import Actor
@@ -85,14 +85,14 @@ def test_a_refusal_that_masking_would_change_is_refused_with_nothing_written(
         *DEFAULT_ROUTER.model_dump()["rules"],
     ]
     router, _ = ledger.snapshots.put(Snapshot.declare("router", {"rules": rules}))
-    before = ledger.store.recorder.max_notification_id()
+    before = store_of(ledger).recorder.max_notification_id()
     with pytest.raises(ValueError, match=r"cannot be kept out of the record") as refused:
         ledger.jobs.run(
             f"remember my password is {SECRET}", "s1", snapshot_ids={"router": router.snapshot_id}
         )
     assert "['password']" in str(refused.value)
     assert SECRET not in str(refused.value)
-    assert ledger.store.recorder.max_notification_id() == before
+    assert store_of(ledger).recorder.max_notification_id() == before
 
 
 def test_over_http_the_refused_value_is_answered_as_its_mark_and_replays(

@@ -9,6 +9,7 @@ vote or an admin's request opened first gets the request appended.
 from __future__ import annotations
 
 from eventsourcing.utils import get_topic
+from support.ledger_fixtures import store_of
 
 from domain.governance import Actor, Governance, Motion, Vote
 from domain.job import CaptureMode
@@ -23,7 +24,7 @@ COUNCIL = Actor.of("cleo", ["council"])
 
 def stored_by(ledger: Ledger, replay: ReplayMode, job_id: str) -> tuple[ReplayResult, list[str]]:
     """The replay's result, and the topics of the events it stored (by notification id)."""
-    recorder = ledger.store.recorder
+    recorder = store_of(ledger).recorder
     before = recorder.max_notification_id() or 0
     result = ledger.replays.run(job_id, replay, AUDITOR)
     after = recorder.max_notification_id() or 0
@@ -51,7 +52,9 @@ def test_a_first_and_a_second_replay_each_store_three_events(ledger: Ledger) -> 
         ("REPLAY_RESULT", 4, 2, None),
     ]
     assert log[0].keys() == log[2].keys()  # the request that opened the record says as much
-    ledger.store.verify_all()  # every MAC, every stream contiguous from 1: else INTEGRITY_FAILURE
+    store_of(
+        ledger
+    ).verify_all()  # every MAC, every stream contiguous from 1: else INTEGRITY_FAILURE
 
 
 def test_a_refused_first_replay_stores_three_events_too(ledger: Ledger) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from support.ledger_fixtures import RawTable
+from support.ledger_fixtures import RawTable, store_of
 from support.replay_steps import event_steps
 from support.sample_job import job_ids
 
@@ -974,7 +974,7 @@ def test_an_unrecorded_replay_obeys_the_same_access_rules_and_records_nothing(
     job_id = ledger.jobs.run(
         SUM, SEED, job_id="job-unrecorded", capture_mode=CaptureMode.FULL_IO
     ).job_id
-    head = ledger.store.recorder.max_notification_id()
+    head = store_of(ledger).recorder.max_notification_id()
 
     refused = ledger.replays.replay_unrecorded(job_id, ReplayMode.PRODUCTION, OLI)
     denied = (
@@ -984,7 +984,7 @@ def test_an_unrecorded_replay_obeys_the_same_access_rules_and_records_nothing(
     assert refused.steps == [StepLog("access", "failed", f"ACCESS_DENIED: {denied}")]
     assert refused.non_authoritative == ["the replay was refused before it ran"]
     assert ledger.replays.replay_unrecorded(job_id, ReplayMode.PRODUCTION, ANA).ok
-    assert ledger.store.recorder.max_notification_id() == head
+    assert store_of(ledger).recorder.max_notification_id() == head
 
     ledger.governance.vote(job_id, Motion.PRODUCTION_REPLAY, Vote.APPROVE, CORA)
     approved = ledger.replays.replay_unrecorded(job_id, ReplayMode.PRODUCTION, OLI)

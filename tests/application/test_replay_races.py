@@ -21,7 +21,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 from support.api_support import Api, checked_client, parse_metrics
 from support.cli_output import canonical_line
-from support.ledger_fixtures import RawTable, run
+from support.ledger_fixtures import RawTable, run, store_of
 from support.stalled_replays import stalled_replay
 
 from domain.canonical import canonical_json
@@ -111,7 +111,7 @@ def test_a_conflict_that_is_no_race_fails_instead_of_retrying_for_ever(
 
     [unanswered] = ledger.governance.unanswered_replays()
     assert (unanswered.request.attempt, unanswered.status) == (1, ABANDONED)
-    assert ledger.store.stream_exists(ReplayRecord.id_for(replay_record_name(job_id, 1)))
+    assert store_of(ledger).stream_exists(ReplayRecord.id_for(replay_record_name(job_id, 1)))
 
 
 # A replay in progress is running, not abandoned
@@ -179,7 +179,7 @@ def test_a_result_the_store_refuses_leaves_the_request_abandoned(
         "requested_at": request["recorded_at"],
         "status": ABANDONED,
     }
-    assert not ledger.store.stream_exists(ReplayRecord.id_for(replay_record_name(job_id, 1)))
+    assert not store_of(ledger).stream_exists(ReplayRecord.id_for(replay_record_name(job_id, 1)))
 
     # On the command line: exit 1 with the code, not a usage error; verify lists both requests.
     monkeypatch.setenv("MACE_ACTOR", "aude")
@@ -323,12 +323,15 @@ def test_a_request_recorded_before_leases_existed_reads_as_abandoned(
     stream = Governance.id_for(f"job:{job_id}")
     version, topic, state = table.rows(stream)[-1]
     body = orjson.loads(
-        verify_record(ledger.store.keyring, StoredEvent(stream, version, topic, state)).body
+        verify_record(store_of(ledger).keyring, StoredEvent(stream, version, topic, state)).body
     )
     assert body.pop("lease") is not None and body["class_version"] == 2
     v1_body = canonical_json({**body, "class_version": 1})
     table.set_column(
-        stream, version, "state", sign_record(ledger.store.keyring, stream, version, topic, v1_body)
+        stream,
+        version,
+        "state",
+        sign_record(store_of(ledger).keyring, stream, version, topic, v1_body),
     )
 
     [_, request], _ = replay_entries(ledger, job_id)

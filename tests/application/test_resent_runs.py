@@ -14,7 +14,7 @@ from uuid import UUID
 import orjson
 import pytest
 from support.api_support import Api, assert_error, stage_event
-from support.ledger_fixtures import run
+from support.ledger_fixtures import run, store_of
 
 from domain.errors import ConflictError
 from domain.events import RunStarted, StageTransition
@@ -38,7 +38,7 @@ def run_file(tmp_path: Path, lines: list[dict[str, Any]], name: str = "run.jsonl
 
 def position(settings: Settings) -> int:
     with Ledger.open(settings) as ledger:
-        return ledger.store.recorder.max_notification_id() or 0
+        return store_of(ledger).recorder.max_notification_id() or 0
 
 
 def ingest_json(capsys: pytest.CaptureFixture[str], path: str) -> dict[str, Any]:
@@ -105,8 +105,8 @@ def test_a_duplicate_found_only_inside_the_write_attempt_answers_the_first_job(
     content = run_content_digest(parsed.started, parsed.events, parsed.completed)
     index = RunContent.id_for(RunContent.named("default", content))
     first, _ = ledger.run_ingest.record_once(parsed)
-    before = ledger.store.recorder.max_notification_id()
-    exists = ledger.store.stream_exists
+    before = store_of(ledger).recorder.max_notification_id()
+    exists = store_of(ledger).stream_exists
     looked: list[UUID] = []
 
     def looked_before_the_first_committed(stream: UUID) -> bool:
@@ -115,11 +115,11 @@ def test_a_duplicate_found_only_inside_the_write_attempt_answers_the_first_job(
             return False
         return exists(stream)
 
-    monkeypatch.setattr(ledger.store, "stream_exists", looked_before_the_first_committed)
+    monkeypatch.setattr(store_of(ledger), "stream_exists", looked_before_the_first_committed)
     second, duplicate = ledger.run_ingest.record_once(parsed)
     assert looked == [index]
     assert (second.job_id, duplicate) == (first.job_id, True)
-    assert ledger.store.recorder.max_notification_id() == before
+    assert store_of(ledger).recorder.max_notification_id() == before
 
 
 def test_a_batch_that_lands_while_a_run_completes_is_never_lost(
@@ -139,10 +139,10 @@ def test_a_batch_that_lands_while_a_run_completes_is_never_lost(
         return record(*args, **kwargs)
 
     monkeypatch.setattr(ledger.runs, "record", a_batch_lands_first)
-    before = ledger.store.recorder.max_notification_id()
+    before = store_of(ledger).recorder.max_notification_id()
     with pytest.raises(ConflictError, match="received events while being completed"):
         ledger.run_intake.complete(draft.run_id, "default", "hi")
-    appended = ledger.store.recorder.max_notification_id()
+    appended = store_of(ledger).recorder.max_notification_id()
     assert appended == (before or 0) + 1  # the late batch, and nothing of the completion
 
     monkeypatch.undo()

@@ -20,7 +20,7 @@ from support.hand_written_runs import (
     run_file,
     with_brainstates,
 )
-from support.ledger_fixtures import run
+from support.ledger_fixtures import run, store_of
 
 from domain.canonical import digest
 from domain.events import RetrievalResponse, hash_of
@@ -386,7 +386,7 @@ def test_a_run_holding_an_answer_taken_in_before_pairing_was_checked_says_why_it
     draft = api.ledger.run_intake.get(run_id, "acme")  # the operator's tenant
     held = response([])
     draft._appended(events=[{"event_id": "old", "event": held, "digest": digest(held)}])
-    api.ledger.store.save(draft)
+    store_of(api.ledger).save(draft)
     stuck = (
         f"run {run_id} holds event 0, taken in before it was checked: RetrievalResponse answers"
         " request_id 'r1', which no earlier RetrievalRequest made; it cannot be completed: send"
@@ -408,7 +408,7 @@ def test_a_completed_run_holding_such_an_answer_still_takes_its_batch_again_as_d
     held = RetrievalResponse.model_validate(response([])).model_dump(mode="json")  # as kept
     draft._appended(events=[{"event_id": "old", "event": held, "digest": digest(held)}])
     draft.complete("done")
-    api.ledger.store.save(draft)
+    store_of(api.ledger).save(draft)
     again = api.send(run_id, [{"event_id": "old", "event": held}])
     assert again.status_code == 200, again.content
     assert (again.json()["accepted"], again.json()["duplicates"]) == (0, 1)

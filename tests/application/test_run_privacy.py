@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 from support.api_support import Api, assert_error
-from support.ledger_fixtures import RawTable, run
+from support.ledger_fixtures import RawTable, run, store_of
 
 from domain.events import RunStarted, SemWrite
 from domain.snapshot import Snapshot
@@ -77,7 +77,7 @@ def test_the_runs_declared_privacy_snapshot_decides(ledger: Ledger) -> None:
         Snapshot.declare("privacy", {"deny_sem_attributes": ["favorite_color"]})
     )
     write = SemWrite.model_validate(sem_write("favorite_color", "blue"))
-    before = ledger.store.recorder.max_notification_id()
+    before = store_of(ledger).recorder.max_notification_id()
     declared = RunRecorder(
         ledger.runs,
         RunStarted(seed="r1", input="x", snapshot_ids={"privacy": strict.snapshot_id}),
@@ -85,7 +85,7 @@ def test_the_runs_declared_privacy_snapshot_decides(ledger: Ledger) -> None:
     declared.emit(write)
     with pytest.raises(ClearPrivateValue, match=DENIED):
         declared.complete("no")
-    assert ledger.store.recorder.max_notification_id() == before
+    assert store_of(ledger).recorder.max_notification_id() == before
     # Under the Stage-0 default a favourite colour is no secret.
     default = RunRecorder(ledger.runs, RunStarted(seed="r1", input="x"))
     default.emit(write)

@@ -15,7 +15,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from support.ledger_fixtures import RawTable, settings_for
+from support.ledger_fixtures import RawTable, settings_for, store_of
 from support.sample_job import job_ids
 
 from domain.checkpoint import CHECKPOINT_STREAM
@@ -142,7 +142,7 @@ def test_each_router_rule_is_recorded_as_a_sealed_reflective_log(ledger: Ledger,
     # Read back from the store, the log says the same.
     assert ledger.jobs.reflective_log(log.job_id).as_json() == data
     assert ledger.jobs.get(log.job_id).sealed
-    summary = ledger.store.verify_all()
+    summary = store_of(ledger).verify_all()
     assert (summary.jobs, summary.sealed_jobs) == (1, 1)
     stream = ledger.jobs.stream(log.job_id)
     types = [e["event_type"] for e in stream]
@@ -252,7 +252,7 @@ def test_f3_no_agent_available(ledger: Ledger) -> None:
     assert [o["agent"] for o in trace["agent_outputs"]] == ["generic_agent"]
     assert (data["replayable"], data["sealed"]) == (True, True)
     assert selfrep_agents(log)["math_agent"]["status"] == "unavailable"
-    ledger.store.verify_all()
+    store_of(ledger).verify_all()
 
 
 def test_f4_failing_agent_is_degraded_and_the_job_still_sealed(ledger: Ledger) -> None:
@@ -274,7 +274,7 @@ def test_f4_failing_agent_is_degraded_and_the_job_still_sealed(ledger: Ledger) -
     completed = stream_events(ledger, log.job_id, "JobCompleted")[0]["payload"]
     assert completed["selfrep"]["state"]["agents"]["math_agent"]["status"] == "degraded"
     assert data["replayable"] is True
-    ledger.store.verify_all()
+    store_of(ledger).verify_all()
 
 
 def test_f5_privacy_denied_write_stores_nothing_in_sem(ledger: Ledger, raw_table: RawTable) -> None:
@@ -525,7 +525,7 @@ def test_capture_modes_decide_replayability(ledger: Ledger) -> None:
         assert ledger.jobs.reflective_log(log.job_id).as_json()["replayable"] is False
     # Not asked for one, the Python API keeps prompts_only (seed 003), as `mace run` does.
     assert ledger.jobs.run("2 + 3", "s2").as_json()["capture_mode"] == "prompts_only"
-    ledger.store.verify_all()
+    store_of(ledger).verify_all()
 
 
 def test_declined_agent_under_full_io_is_replayable(ledger: Ledger) -> None:
@@ -603,7 +603,7 @@ def test_record_run_capture_modes(ledger: Ledger) -> None:
         f"{kind.value} snapshot" for kind in SnapshotKind
     ]
     assert bare.as_json()["replayable"] is False
-    summary = ledger.store.verify_all()
+    summary = store_of(ledger).verify_all()
     assert (summary.jobs, summary.sealed_jobs) == (3, 3)
 
 
@@ -624,7 +624,7 @@ def test_flipping_a_byte_of_a_recorded_job_fails_closed(
     for read in (
         lambda: ledger.jobs.reflective_log(log.job_id),
         lambda: ledger.jobs.stream(log.job_id),
-        ledger.store.verify_all,
+        store_of(ledger).verify_all,
     ):
         with pytest.raises(IntegrityFailure) as raised:
             read()

@@ -16,7 +16,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 from support.api_support import CALLERS, Api, assert_error, auth
 from support.cli_output import assert_failure_line, assert_usage_error, canonical_line
-from support.ledger_fixtures import RawTable, run
+from support.ledger_fixtures import RawTable, run, store_of
 from support.replay_cli import ROUTER_ID, act, replay_json, written_state
 
 from domain.canonical import canonical_json
@@ -181,9 +181,9 @@ def record_legacy_halt(ledger: Ledger, snapshot_id: str, reason: str) -> None:
     del state["tenant"]
     state |= {"class_version": 1, "actor_id": "aude", "roles": ["auditor"]}
     body = canonical_json(state)
-    signed = sign_record(ledger.store.keyring, record.id, 2, topic, body)
-    ledger.store.recorder.insert_events(
-        [ledger.store.mapper.to_stored_event(opened), StoredEvent(record.id, 2, topic, signed)]
+    signed = sign_record(store_of(ledger).keyring, record.id, 2, topic, body)
+    store_of(ledger).recorder.insert_events(
+        [store_of(ledger).mapper.to_stored_event(opened), StoredEvent(record.id, 2, topic, signed)]
     )
 
 

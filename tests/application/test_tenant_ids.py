@@ -17,7 +17,7 @@ import orjson
 import pytest
 from support.api_support import Api, assert_error, stage_event
 from support.cli_output import event_count, json_lines
-from support.ledger_fixtures import run
+from support.ledger_fixtures import run, store_of
 from support.sample_job import job_ids
 
 from domain.determinism import derive_id
@@ -195,7 +195,7 @@ def test_one_id_in_three_tenants_is_three_jobs_and_the_store_verifies(ledger: Le
     assert job_ids(ledger, "gamma") == [SHARED]
     with pytest.raises(NotFoundError):
         ledger.jobs.get(SHARED, tenant="delta")
-    summary = ledger.store.verify_all()
+    summary = store_of(ledger).verify_all()
     assert (summary.jobs, summary.sealed_jobs) == (4, 4)
     for tenant in ("default", "acme", "beta"):
         assert ledger.jobs.verify(SHARED, check_sequence=True, tenant=tenant).sealed
@@ -219,7 +219,7 @@ def test_a_job_recorded_piece_by_piece_is_its_tenants(ledger: Ledger) -> None:
         "StageTransition",
         "JobSealed",
     ]
-    assert ledger.store.verify_all().sealed_jobs == 2
+    assert store_of(ledger).verify_all().sealed_jobs == 2
 
 
 def test_replays_and_governance_of_one_id_in_two_tenants_stay_apart(ledger: Ledger) -> None:
@@ -272,7 +272,7 @@ def test_a_non_default_tenants_bundle_round_trips(
     assert f"job:acme|{SHARED}" in {s["name"] for s in manifest["streams"]}
     path = tmp_path / "acme.bundle.json"
     path.write_bytes(data)
-    bundle = read_bundle(path, ledger.store.keyring)
+    bundle = read_bundle(path, store_of(ledger).keyring)
     replayed = replay_bundle(bundle, ReplayMode.AUDIT, AUDITOR)
     assert replayed.report["ok"] is True
 
@@ -288,7 +288,7 @@ def test_a_non_default_tenants_bundle_round_trips(
         assert other.jobs.get(SHARED).job_input == "9 - 9"
         assert job_ids(other, "acme") == [SHARED]
         assert other.replays.run(SHARED, ReplayMode.AUDIT, AUDITOR, tenant="acme").outcome.ok
-        assert other.store.verify_all().jobs == 2
+        assert store_of(other).verify_all().jobs == 2
 
 
 # --- the command line -----------------------------------------------------------------------------
@@ -388,8 +388,8 @@ def test_a_tenants_job_recorded_before_ids_were_scoped_stays_its_own(
         before_scoping.setattr(Job, "name_of", classmethod(lambda cls, fields: fields["job_id"]))
         before_scoping.setattr(Job, "scoped_id", property(lambda job: job.job_id))
         api.ledger.jobs.run("2 + 3", "s1", job_id="legacy", tenant="acme")
-    assert api.ledger.store.stream_exists(Job.id_for("legacy"))
-    assert not api.ledger.store.stream_exists(Job.id_in("acme", "legacy"))
+    assert store_of(api.ledger).stream_exists(Job.id_for("legacy"))
+    assert not store_of(api.ledger).stream_exists(Job.id_in("acme", "legacy"))
 
     assert api.ledger.jobs.name("legacy", "acme") == "legacy"
     assert api.ledger.jobs.name("legacy") is None
@@ -406,7 +406,7 @@ def test_a_tenants_job_recorded_before_ids_were_scoped_stays_its_own(
     assert api.get("/v1/jobs", "default_operator").json()["total"] == 0
     outcomes = api.ledger.read_models.rows("replay_outcomes")
     assert [(r["tenant"], r["job_id"]) for r in outcomes] == [("acme", "legacy")]
-    assert api.ledger.store.verify_all().sealed_jobs == 1
+    assert store_of(api.ledger).verify_all().sealed_jobs == 1
     with pytest.raises(NotFoundError):
         api.ledger.jobs.get("legacy")
 

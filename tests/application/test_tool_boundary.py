@@ -12,7 +12,7 @@ import orjson
 import pytest
 from support.api_support import Api, assert_error, stage_event
 from support.cli_output import assert_failure_line
-from support.ledger_fixtures import run
+from support.ledger_fixtures import run, store_of
 
 from domain.events import hash_of
 from infrastructure.application.ledger import Ledger
@@ -58,7 +58,7 @@ def run_file(
 
 def position(settings: Settings) -> int:
     with Ledger.open(settings) as ledger:
-        return ledger.store.recorder.max_notification_id() or 0
+        return store_of(ledger).recorder.max_notification_id() or 0
 
 
 REFUSED = {

@@ -60,8 +60,7 @@ def attacker_pem() -> str:
 
 def newest_number(settings: Settings) -> int:
     with Ledger.open(settings, create=False, checkpoint_on_close=False) as ledger:
-        assert ledger.store.checkpoints is not None
-        newest = ledger.store.checkpoints.newest()
+        newest = ledger.checkpoints.newest()
         assert newest is not None
         return newest.checkpoint.number
 

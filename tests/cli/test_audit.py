@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 from eventsourcing.persistence import StoredEvent
-from support.ledger_fixtures import RawTable, run
+from support.ledger_fixtures import RawTable, run, store_of
 from support.misrouted_run import WRONG_DECISION, run_lines
 from support.store_copies import fingerprint
 
@@ -79,12 +79,12 @@ def verdicts(report: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
 
 def head(settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
-        return ledger.store.recorder.max_notification_id() or 0
+        return store_of(ledger).recorder.max_notification_id() or 0
 
 
 def stored_record(settings: Settings, audit_id: str) -> AuditRecord:
     with Ledger.open(settings, create=False) as ledger:
-        return ledger.store.get_aggregate(AuditRecord, AuditRecord.id_for(audit_id), "audit")
+        return store_of(ledger).get_aggregate(AuditRecord, AuditRecord.id_for(audit_id), "audit")
 
 
 def test_a_clean_ledger_audits_ok_the_same_with_one_worker_or_two(
@@ -295,7 +295,7 @@ def test_the_audit_reads_the_read_store_and_records_on_the_primary(
 def test_a_worker_reads_the_window_and_nothing_after_it(auditor: Settings) -> None:
     record_clean(auditor)
     with Ledger.open(auditor, create=False) as ledger:
-        through = (ledger.store.recorder.max_notification_id() or 0) - 5
+        through = (store_of(ledger).recorder.max_notification_id() or 0) - 5
         window = AuditWindow(AuditScope(since=3), through, checkpointed=0)
         found = ledger.audits.audit_range(window, (None, None), lambda done: None)
     assert (found.first_notification_id, found.last_notification_id) == (4, through)
@@ -373,12 +373,12 @@ def test_an_event_after_the_seal_fails_the_job_judged_at_its_seal(
     ids = record_clean(auditor)
     stream = Job.id_for(ids["first"])
     with Ledger.open(auditor, checkpoint_on_close=False) as ledger:
-        records = ledger.store.recorder.select_events(stream)
+        records = store_of(ledger).recorder.select_events(stream)
         copied = records[1]
         body = copied.state.split(b".", 3)[3]
         version = records[-1].originator_version + 1
-        state = sign_record(ledger.store.keyring, stream, version, copied.topic, body)
-        ledger.store.recorder.insert_events([StoredEvent(stream, version, copied.topic, state)])
+        state = sign_record(store_of(ledger).keyring, stream, version, copied.topic, body)
+        store_of(ledger).recorder.insert_events([StoredEvent(stream, version, copied.topic, state)])
     code, report, _ = audit(capsys)
     assert code == 1
     assert verdicts(report)[ids["first"]] == ("integrity_failure", "INTEGRITY_FAILURE")

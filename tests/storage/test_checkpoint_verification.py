@@ -13,7 +13,7 @@ import base64
 from uuid import UUID
 
 import pytest
-from support.ledger_fixtures import RawTable
+from support.ledger_fixtures import RawTable, store_of
 from support.sample_job import record_sample_job
 
 from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints, leaf_data
@@ -61,7 +61,7 @@ def set_nid(table: RawTable, stream: UUID, version: int, value: int) -> None:
 
 def two_checkpoints(ledger: Ledger) -> tuple[int, int]:
     """job-1 under checkpoint 1, job-2 under checkpoint 2: their tree sizes."""
-    checkpoints = ledger.store.checkpoints
+    checkpoints = store_of(ledger).checkpoints
     assert checkpoints is not None
     record_sample_job(ledger)
     first = checkpoints.write().newest.checkpoint
@@ -73,7 +73,7 @@ def two_checkpoints(ledger: Ledger) -> tuple[int, int]:
 
 def failure(ledger: Ledger) -> IntegrityFailure:
     with pytest.raises(IntegrityFailure) as caught:
-        ledger.store.verify_all()
+        store_of(ledger).verify_all()
     return caught.value
 
 
@@ -83,7 +83,7 @@ def test_an_intact_store_verifies_every_checkpoint_and_counts_what_none_covers(
     two_checkpoints(ledger)
     covered = len(log(raw_table))
     ledger.jobs.start("job-3", "s3", "1 + 1", {})
-    summary = ledger.store.verify_all()
+    summary = store_of(ledger).verify_all()
     assert summary.tree is not None
     assert summary.tree.checkpoints == 2
     assert summary.tree.newest is not None
@@ -145,7 +145,7 @@ def test_an_event_inserted_below_a_checkpoint_is_caught(
     # copy an event there. Moving a checkpoint after the next one in commit order is caught
     # by itself; the tree is checked first, so the insertion is named before it.
     free = nid(raw_table, CHECKPOINT_STREAM, 1)
-    assert ledger.store.recorder.max_notification_id() is not None
+    assert store_of(ledger).recorder.max_notification_id() is not None
     set_nid(raw_table, CHECKPOINT_STREAM, 1, 10_000)
     moved = nid(raw_table, CHECKPOINT_STREAM, 2)
     assert failure(ledger).reason.startswith(f"checkpoint 2 sits at notification {moved},")
@@ -197,7 +197,7 @@ def test_without_the_stored_leaves_the_position_is_narrowed_to_a_window(
 def test_a_checkpoint_deleted_from_the_chain_is_named(ledger: Ledger, raw_table: RawTable) -> None:
     two_checkpoints(ledger)
     record_sample_job(ledger, "job-3", "s3")
-    checkpoints = ledger.store.checkpoints
+    checkpoints = store_of(ledger).checkpoints
     assert checkpoints is not None
     checkpoints.write()
     raw_table.delete(CHECKPOINT_STREAM, 2)
@@ -221,14 +221,14 @@ def test_the_databases_leaf_is_the_domains_and_a_row_without_state_has_none(
         for stream, version, topic, state in rows
         if UUID(str(stream)) != CHECKPOINT_STREAM
     ]
-    table = getattr(ledger.store.recorder, "events_table_name", None)
+    table = getattr(store_of(ledger).recorder, "events_table_name", None)
     assert isinstance(table, str)
-    with StoreReader(ledger.store.location, table) as reader:
+    with StoreReader(store_of(ledger).location, table) as reader:
         assert [leaf.hash for leaf in reader.leaves(0, CHECKPOINT_STREAM)] == expected
 
     position = log(raw_table).index((JOB, 3))
     raw_table.set_column(JOB, 3, "state", None)
-    with StoreReader(ledger.store.location, table) as reader:
+    with StoreReader(store_of(ledger).location, table) as reader:
         leaves = list(reader.leaves(0, CHECKPOINT_STREAM))
     assert leaves[position].hash is None
     caught = failure(ledger)
@@ -241,7 +241,7 @@ def test_the_databases_leaf_is_the_domains_and_a_row_without_state_has_none(
 def forge_next(ledger: Ledger, **changes: object) -> None:
     """Append a checkpoint after the newest, signed and MAC'd with the ledger's own keys (what
     only a holder of both could do), its body the newest's with ``changes``."""
-    checkpoints = ledger.store.checkpoints
+    checkpoints = store_of(ledger).checkpoints
     assert checkpoints is not None
     newest = checkpoints.newest()
     assert newest is not None
@@ -256,7 +256,7 @@ def forge_next(ledger: Ledger, **changes: object) -> None:
         key_id=checkpoints.key.key_id,
         signature=base64.b64encode(checkpoints.key.sign(body.signed_bytes())).decode(),
     )
-    ledger.store.insert_records([ledger.store.mapper.to_stored_event(event)])
+    store_of(ledger).insert_records([store_of(ledger).mapper.to_stored_event(event)])
 
 
 @pytest.mark.parametrize(

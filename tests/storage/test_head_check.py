@@ -11,7 +11,7 @@ from uuid import UUID
 import orjson
 import pytest
 from support.api_support import CALLERS, Api, assert_error
-from support.ledger_fixtures import RawTable
+from support.ledger_fixtures import RawTable, store_of
 
 from domain.canonical import canonical_json
 from domain.checkpoint import CHECKPOINT_STREAM
@@ -34,7 +34,7 @@ def put(ledger: Ledger, *values: str) -> None:
 
 def checkpointed(ledger: Ledger) -> int:
     """Checkpoint everything stored now; the checkpoint's number."""
-    checkpoints = ledger.store.checkpoints
+    checkpoints = store_of(ledger).checkpoints
     assert checkpoints is not None
     return checkpoints.write().newest.checkpoint.number
 
@@ -65,7 +65,7 @@ def test_every_kind_of_read_of_a_truncated_stream_fails_closed(
     put(ledger, "silver", "gold", "platinum")
     number = checkpointed(ledger)
     table.delete(STREAM, 3)
-    store, events = fresh.store, fresh.store.verifying_store
+    store, events = store_of(fresh), store_of(fresh).verifying_store
     short = truncation(STREAM, 3, number, 3, "ends at version 2")
 
     reads: dict[str, Callable[[], object]] = {
@@ -97,8 +97,8 @@ def test_a_stream_deleted_whole_is_not_absent(
     gone = truncation(STREAM, 1, number, 1, "holds none of it")
 
     for read in (
-        lambda: fresh.store.stream_exists(STREAM),
-        lambda: fresh.store.get_aggregate(SemEntry, STREAM, "SEM entry"),
+        lambda: store_of(fresh).stream_exists(STREAM),
+        lambda: store_of(fresh).get_aggregate(SemEntry, STREAM, "SEM entry"),
         lambda: fresh.sem.get(KEY),
     ):
         with pytest.raises(IntegrityFailure) as caught:
@@ -107,9 +107,9 @@ def test_a_stream_deleted_whole_is_not_absent(
 
     # A stream no checkpoint counts is absent as before.
     other = SemEntry.id_for("user/customer/bob/plan")
-    assert not fresh.store.stream_exists(other)
+    assert not store_of(fresh).stream_exists(other)
     with pytest.raises(NotFoundError):
-        fresh.store.get_aggregate(SemEntry, other, "SEM entry")
+        store_of(fresh).get_aggregate(SemEntry, other, "SEM entry")
 
 
 def test_events_newer_than_the_newest_checkpoint_are_not_blocked(
@@ -118,15 +118,15 @@ def test_events_newer_than_the_newest_checkpoint_are_not_blocked(
     put(ledger, "silver")
     checkpointed(ledger)
     put(fresh, "gold", "platinum")  # no checkpoint covers versions 2 and 3
-    assert fresh.store.stream_version(STREAM) == 3
+    assert store_of(fresh).stream_version(STREAM) == 3
     # Not yet covered, so not yet protected: the README says so.
     table.delete(STREAM, 3)
-    assert fresh.store.stream_version(STREAM) == 2
+    assert store_of(fresh).stream_version(STREAM) == 2
     table.delete(STREAM, 2)
-    assert fresh.store.stream_version(STREAM) == 1
+    assert store_of(fresh).stream_version(STREAM) == 1
     table.delete(STREAM, 1)
     with pytest.raises(IntegrityFailure):
-        fresh.store.stream_version(STREAM)
+        store_of(fresh).stream_version(STREAM)
 
 
 def test_a_checkpoint_written_elsewhere_is_read_again_not_taken_for_an_edit(

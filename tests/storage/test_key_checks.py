@@ -16,7 +16,14 @@ import orjson
 import pytest
 from pydantic import SecretStr
 from support.api_support import Api, assert_error, checked_client
-from support.ledger_fixtures import TEST_CHECKPOINT_KEY, TEST_SECRETS, RawTable, run, settings_for
+from support.ledger_fixtures import (
+    TEST_CHECKPOINT_KEY,
+    TEST_SECRETS,
+    RawTable,
+    run,
+    settings_for,
+    store_of,
+)
 
 from domain.checkpoint import CHECKPOINT_STREAM
 from domain.key_check import KeyCheck
@@ -207,12 +214,12 @@ def test_first_writers_racing_agree_and_a_wrong_one_loses_without_writing(
         # All three opened an empty store: nothing contradicted any of them yet.
         first.sem.put("world/country/france/capital", "Paris")
         second.sem.put("world/country/spain/capital", "Madrid")  # its key check lost the race
-        head = first.store.recorder.max_notification_id()
+        head = store_of(first).recorder.max_notification_id()
         with pytest.raises(KeyMismatch, match=MISMATCH.format(key="k1")):
             wrong.sem.put("world/country/italy/capital", "Rome")
-        assert first.store.recorder.max_notification_id() == head
+        assert store_of(first).recorder.max_notification_id() == head
         assert len(check_records(RawTable(right))) == 1
-        assert first.store.verify_all().events == head
+        assert store_of(first).verify_all().events == head
 
 
 def test_an_altered_check_record_is_an_integrity_failure_not_a_wrong_key(

@@ -16,7 +16,7 @@ from uuid import uuid4
 import orjson
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
-from support.ledger_fixtures import run, settings_for, subprocess_env
+from support.ledger_fixtures import run, settings_for, store_of, subprocess_env
 
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.backends.postgres_recorder import (
@@ -88,8 +88,8 @@ def test_a_run_at_the_limit_with_megabytes_of_payload_commits_on_postgres(
     assert (done.returncode, done.stderr) == (0, b"")
     job_id = orjson.loads(done.stdout)["job_id"]
     with Ledger.open(settings_for(postgres_url), create=False) as ledger:
-        assert isinstance(ledger.store.recorder, ChunkedPostgresRecorder)
-        notifications = ledger.store.recorder.select_notifications(1, 10 * limit)
+        assert isinstance(store_of(ledger).recorder, ChunkedPostgresRecorder)
+        notifications = store_of(ledger).recorder.select_notifications(1, 10 * limit)
         # Several MB in one save: many chunks, one transaction, ids in insert order, no gaps.
         assert sum(len(n.state) for n in notifications) > 10 * CHUNK_BYTES
         assert [n.id for n in notifications] == list(range(1, len(notifications) + 1))
@@ -101,14 +101,14 @@ def test_a_run_at_the_limit_with_megabytes_of_payload_commits_on_postgres(
 def test_a_large_save_that_conflicts_in_its_last_chunk_writes_nothing(postgres_url: str) -> None:
     with Ledger.open(settings_for(postgres_url)) as ledger:
         taken = stored(10)
-        ledger.store.recorder.insert_events([taken])
-        head = ledger.store.recorder.max_notification_id()
+        store_of(ledger).recorder.insert_events([taken])
+        head = store_of(ledger).recorder.max_notification_id()
         save = [stored(CHUNK_BYTES // 4) for _ in range(12)] + [taken]
         assert len(list(insert_chunks(save))) > 3
         with pytest.raises(IntegrityError):
-            ledger.store.recorder.insert_events(save)
-        assert ledger.store.recorder.max_notification_id() == head
-        assert ledger.store.recorder.select_events(save[0].originator_id) == []
+            store_of(ledger).recorder.insert_events(save)
+        assert store_of(ledger).recorder.max_notification_id() == head
+        assert store_of(ledger).recorder.select_events(save[0].originator_id) == []
 
 
 # --- MACE_MAX_RUN_EVENTS on `mace ingest` (both stores) ----------------------------------------
@@ -123,14 +123,14 @@ def test_ingest_refuses_a_run_over_max_run_events_and_writes_nothing(
     monkeypatch.setenv("MACE_MAX_RUN_EVENTS", "10")
     assert run(capsys, "init")[0] == 0
     with Ledger.open(cli_env, create=False) as ledger:
-        head = ledger.store.recorder.max_notification_id()
+        head = store_of(ledger).recorder.max_notification_id()
         code, out, err = run(capsys, "ingest", str(write_run(tmp_path / "over.jsonl", 11, 20)))
         assert (code, out) == (2, "")
         assert err == (
             f"mace: INVALID_INPUT: run in {tmp_path}/over.jsonl would exceed 10 events"
             " (MACE_MAX_RUN_EVENTS)\n"
         )
-        assert ledger.store.recorder.max_notification_id() == head
+        assert store_of(ledger).recorder.max_notification_id() == head
     code, out, err = run(capsys, "ingest", str(write_run(tmp_path / "at.jsonl", 10, 20)))
     assert (code, err) == (0, "")
     assert "10 events recorded and sealed" in out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from support.ledger_fixtures import RawTable, settings_for
+from support.ledger_fixtures import RawTable, settings_for, store_of
 from support.sample_job import ROUTER, record_sample_job
 
 from domain.determinism import DeterministicClock, event_id
@@ -55,7 +55,7 @@ def test_job_round_trip_with_deterministic_ids_and_time(ledger: Ledger) -> None:
     assert job.id == aggregate_id("job:job-1")
     assert job.created_on == DeterministicClock("s1").at(1)
     assert job.modified_on == DeterministicClock("s1").at(4)
-    events = list(ledger.store.events.get(job.id))
+    events = list(store_of(ledger).events.get(job.id))
     assert [e.payload["agent"] for e in events[1:2]] == ["math_agent"]  # type: ignore[attr-defined]
     assert events[1].event_id == event_id("s1", 0, "ROUTER_DECISION")  # type: ignore[attr-defined]
     assert events[2].sequence_index == 1  # type: ignore[attr-defined]
@@ -110,7 +110,7 @@ def test_key_rotation_keeps_old_events_verifiable(settings: object, store_url: s
     with Ledger.open(settings_for(store_url, "k1", "k2", active="k2")) as rotated:
         record_sample_job(rotated, "new")
         assert rotated.jobs.get("old").sealed and rotated.jobs.get("new").sealed
-        summary = rotated.store.verify_all()
+        summary = store_of(rotated).verify_all()
         assert (summary.jobs, summary.sealed_jobs) == (2, 2)
         table = RawTable(settings_for(store_url))
         assert table.state(Job.id_for("old"), 1).startswith(b"mace1.k1.")
@@ -126,7 +126,7 @@ def test_verify_all_counts_everything(ledger: Ledger) -> None:
     record_sample_job(ledger, "a")
     record_sample_job(ledger, "b", seed="s2")
     ledger.jobs.start("open", "s3", "still running", {})
-    summary = ledger.store.verify_all()
+    summary = store_of(ledger).verify_all()
     # 1 snapshot + 2 sealed jobs (4 events + 1 witness each) + 1 open job
     # + the signing key's check record
     assert (summary.events, summary.streams, summary.jobs, summary.sealed_jobs) == (13, 7, 3, 2)
@@ -145,18 +145,18 @@ def test_governance_and_receipts_are_stored_signed_and_read_back(ledger: Ledger)
         "policy_snapshot": {"bundle_hash": None, "bundle_yaml": None, "captured_at": "t"},
     }
     receipt = Receipt.emit(body, "00" * 32)
-    ledger.store.save(council, halts, receipt)
+    store_of(ledger).save(council, halts, receipt)
 
-    stored_council: Governance = ledger.store.repository.get(Governance.id_for("job:job-1"))
-    stored_halts: Governance = ledger.store.repository.get(
+    stored_council: Governance = store_of(ledger).repository.get(Governance.id_for("job:job-1"))
+    stored_halts: Governance = store_of(ledger).repository.get(
         Governance.id_for("tenant-snapshot:acme|" + "f" * 64)
     )
-    stored_receipt: Receipt = ledger.store.repository.get(Receipt.id_for("rct-" + "1" * 32))
+    stored_receipt: Receipt = store_of(ledger).repository.get(Receipt.id_for("rct-" + "1" * 32))
     assert stored_council.votes == {"force_continue": [("ada", "approve")]}
     assert stored_halts.halted == {"f" * 64: "INTEGRITY_FAILURE: MAC mismatch"}
     assert stored_receipt.body["entries"][0]["score"] == 0.3
     assert stored_receipt.body["policy_snapshot"]["captured_at"] == "t"
-    summary = ledger.store.verify_all()
+    summary = store_of(ledger).verify_all()
     assert (summary.events, summary.streams) == (6, 4)  # and the signing key's check record
     with pytest.raises(AccessDenied, match="only the council role may clear a halt"):
         stored_halts.clear_halt("f" * 64, ops, "2026-11-22T10:02:00Z")

@@ -8,6 +8,7 @@ from uuid import UUID
 
 import pytest
 from eventsourcing.persistence import StoredEvent
+from support.ledger_fixtures import store_of
 
 from domain.checkpoint import CHECKPOINT_STREAM
 from domain.errors import IntegrityFailure
@@ -18,13 +19,13 @@ from infrastructure.storage.checkpoints.tables import EventKey
 
 
 def checkpoints_of(ledger: Ledger) -> Checkpoints:
-    checkpoints = ledger.store.checkpoints
+    checkpoints = store_of(ledger).checkpoints
     assert checkpoints is not None
     return checkpoints
 
 
 def stored_in_log_order(ledger: Ledger) -> list[StoredEvent]:
-    notifications = ledger.store.recorder.select_notifications(0, 100_000)
+    notifications = store_of(ledger).recorder.select_notifications(0, 100_000)
     return [
         StoredEvent(UUID(str(n.originator_id)), n.originator_version, n.topic, n.state)
         for n in notifications
@@ -82,7 +83,7 @@ def test_a_proof_from_edited_rows_is_refused(ledger: Ledger, edit: str) -> None:
     covered = stored_in_log_order(ledger)
     statements, failing = EDITS[edit]
     mark = "%s" if checkpoints.tables.postgres else "?"
-    datastore = ledger.store.recorder.datastore  # type: ignore[attr-defined]
+    datastore = store_of(ledger).recorder.datastore  # type: ignore[attr-defined]
     with datastore.transaction(commit=True) as cursor:
         for statement in statements.split(";"):
             params = (bytes(32),) if "?" in statement else ()

@@ -16,7 +16,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from support.ledger_fixtures import RawTable, run
+from support.ledger_fixtures import RawTable, run, store_of
 from support.sample_job import record_sample_job
 
 from domain.errors import IntegrityFailure
@@ -139,7 +139,7 @@ def test_no_fork_while_another_thread_runs() -> None:
 @pytest.fixture
 def recorded(ledger: Ledger) -> Iterator[Ledger]:
     record_sample_job(ledger)
-    checkpoints = ledger.store.checkpoints
+    checkpoints = store_of(ledger).checkpoints
     assert checkpoints is not None
     checkpoints.write()
     record_sample_job(ledger, "job-2", "s2")  # after the checkpoint: counted, not yet covered
@@ -147,7 +147,7 @@ def recorded(ledger: Ledger) -> Iterator[Ledger]:
 
 
 def _verify(ledger: Ledger, fork: bool) -> verification.LedgerVerification:
-    store = ledger.store
+    store = store_of(ledger)
     table = store.recorder.events_table_name  # type: ignore[attr-defined]
     return verification.verify_ledger(
         store.location, table, store.keyring, store.checkpoints, fork=fork
@@ -230,7 +230,7 @@ def test_failures_on_both_sides_of_the_split_report_the_first_in_stream_order(
     table = RawTable(settings)
     for job_id in (below, above):
         table.delete(Job.id_for(job_id), 2)  # after the checkpoint: only the stream pass sees it
-    store = recorded.store
+    store = store_of(recorded)
     events = store.recorder.events_table_name  # type: ignore[attr-defined]
     failures = []
     for checkpoints, fork in ((None, None), (store.checkpoints, True), (store.checkpoints, False)):

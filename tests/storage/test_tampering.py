@@ -12,7 +12,7 @@ from uuid import UUID
 
 import pytest
 from eventsourcing.utils import get_topic
-from support.ledger_fixtures import RawTable
+from support.ledger_fixtures import RawTable, store_of
 from support.sample_job import record_sample_job
 
 from domain.canonical import CanonicalJSONError, canonical_json
@@ -83,7 +83,7 @@ def test_tampering_fails_closed(ledger: Ledger, raw_table: RawTable, case: str) 
     with pytest.raises(IntegrityFailure) as on_read:
         ledger.jobs.get("job-1")
     with pytest.raises(IntegrityFailure) as on_verify:
-        ledger.store.verify_all()
+        store_of(ledger).verify_all()
 
     for failure in (on_read.value, on_verify.value):
         assert failure.code == ErrorCode.INTEGRITY_FAILURE
@@ -98,7 +98,7 @@ def test_deleting_the_seal_witness_is_detected(ledger: Ledger, raw_table: RawTab
     with pytest.raises(IntegrityFailure, match="seal has no witness"):
         ledger.jobs.get("job-1")
     with pytest.raises(IntegrityFailure, match="seal has no witness"):
-        ledger.store.verify_all()
+        store_of(ledger).verify_all()
 
 
 def test_a_seal_its_witness_contradicts_fails_a_read_and_a_whole_store_verify_alike(
@@ -108,8 +108,8 @@ def test_a_seal_its_witness_contradicts_fails_a_read_and_a_whole_store_verify_al
     # check holds the two against each other, for a job read and for the whole store.
     record_sample_job(ledger)
     raw_table.delete(JobSealWitness.id_for("job-1"), 1)
-    ledger.store.save(JobSealWitness(job_id="job-1", event_count=3, mac_digest="0" * 64))
-    for check in (lambda: ledger.jobs.get("job-1"), ledger.store.verify_all):
+    store_of(ledger).save(JobSealWitness(job_id="job-1", event_count=3, mac_digest="0" * 64))
+    for check in (lambda: ledger.jobs.get("job-1"), store_of(ledger).verify_all):
         with pytest.raises(IntegrityFailure, match="seal disagrees with its witness") as failure:
             check()
         assert (failure.value.stream, failure.value.version) == (str(JOB), 4)
@@ -124,11 +124,11 @@ def test_seals_and_witnesses_looked_up_in_batches_are_each_held_to_the_other(
     names = [f"job-{n}" for n in range(5)]
     for name in names:
         record_sample_job(ledger, name, seed=name)
-    assert ledger.store.verify_all().sealed_jobs == len(names)
+    assert store_of(ledger).verify_all().sealed_jobs == len(names)
     last = max(names, key=JobSealWitness.id_for)
     raw_table.delete(JobSealWitness.id_for(last), 1)
     with pytest.raises(IntegrityFailure, match="seal has no witness") as failure:
-        ledger.store.verify_all()
+        store_of(ledger).verify_all()
     assert failure.value.stream == str(Job.id_for(last))
 
 
@@ -148,7 +148,7 @@ def test_a_seal_checked_late_is_still_reported_before_a_later_streams_failure(
     # One pass over every stream (no checkpoint pass beside it, which splits the streams).
     with pytest.raises(IntegrityFailure) as failure:
         verification.verify_ledger(
-            ledger.store.location, raw_table.table, ledger.store.keyring, None
+            store_of(ledger).location, raw_table.table, store_of(ledger).keyring, None
         )
     assert (failure.value.stream, failure.value.reason) == (
         str(Job.id_for(first)),
@@ -176,7 +176,7 @@ def test_snapshot_whose_id_no_longer_matches_its_content_is_refused(ledger: Ledg
         seed_namespace=declared.seed_namespace,
         generator=declared.generator,
     )
-    ledger.store.save(forged)
+    store_of(ledger).save(forged)
     with pytest.raises(IntegrityFailure, match="snapshot id does not match its content"):
         ledger.snapshots.get(declared.snapshot_id)
 
@@ -188,7 +188,7 @@ def test_deleting_a_whole_job_is_caught_by_the_checkpoint_and_the_head_index(
     # all, is the checkpoint written after it (the tree over the log, and the head index).
     record_sample_job(ledger, "job-1")
     record_sample_job(ledger, "job-2", seed="s2")
-    checkpoints = ledger.store.checkpoints
+    checkpoints = store_of(ledger).checkpoints
     assert checkpoints is not None
     checkpoints.write()
     raw_table.execute(
@@ -196,8 +196,8 @@ def test_deleting_a_whole_job_is_caught_by_the_checkpoint_and_the_head_index(
         (raw_table.key(JOB), raw_table.key(JobSealWitness.id_for("job-1"))),
     )
     with pytest.raises(IntegrityFailure, match="checkpoint 1 no longer holds"):
-        ledger.store.verify_all()
-    ledger.store.checkpoint_saved()  # forget the head check's cached checkpoint
+        store_of(ledger).verify_all()
+    store_of(ledger).checkpoint_saved()  # forget the head check's cached checkpoint
     with pytest.raises(IntegrityFailure, match="truncated below checkpoint 1"):
         ledger.jobs.get("job-1")
 
@@ -207,7 +207,7 @@ def test_a_snapshot_never_stored_is_no_tampering(ledger: Ledger) -> None:
     # piece by piece records no completion, so what it declares is not claimed present.
     ledger.jobs.start("job-1", "s1", "2 + 2", {"router": "0" * 64})
     ledger.jobs.seal("job-1")
-    assert ledger.store.verify_all().sealed_jobs == 1
+    assert store_of(ledger).verify_all().sealed_jobs == 1
 
 
 @pytest.mark.parametrize(
@@ -246,4 +246,4 @@ def test_a_stream_id_that_is_no_uuid_fails_verify_closed(
     stream = record_sample_job(ledger).id
     raw_table.set_column(stream, 2, "originator_id", stored_id)
     with pytest.raises(IntegrityFailure, match="stream id is not a UUID"):
-        ledger.store.verify_all()
+        store_of(ledger).verify_all()

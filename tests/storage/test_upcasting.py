@@ -7,6 +7,7 @@ from uuid import UUID
 import pytest
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
+from support.ledger_fixtures import store_of
 from support.upcast_model import Gadget
 
 from domain.canonical import canonical_json, digest
@@ -28,9 +29,9 @@ def store_as_written_then(
     for version, (kind, body) in enumerate(bodies, start=1):
         topic = get_topic(kind)
         fields = canonical_json({**body, "timestamp": clock.iso(version)})
-        state = sign_record(ledger.store.keyring, stream, version, topic, fields)
+        state = sign_record(store_of(ledger).keyring, stream, version, topic, fields)
         stored.append(StoredEvent(stream, version, topic, state))
-    ledger.store.recorder.insert_events(stored)
+    store_of(ledger).recorder.insert_events(stored)
 
 
 def test_v1_event_is_upcast_on_read(ledger: Ledger) -> None:
@@ -44,19 +45,19 @@ def test_v1_event_is_upcast_on_read(ledger: Ledger) -> None:
             "timestamp": DeterministicClock("lamp").iso(1),
         }
     )
-    state = sign_record(ledger.store.keyring, gadget_id, 1, topic, v1_body)
-    ledger.store.recorder.insert_events([StoredEvent(gadget_id, 1, topic, state)])
+    state = sign_record(store_of(ledger).keyring, gadget_id, 1, topic, v1_body)
+    store_of(ledger).recorder.insert_events([StoredEvent(gadget_id, 1, topic, state)])
 
-    gadget: Gadget = ledger.store.repository.get(gadget_id)
+    gadget: Gadget = store_of(ledger).repository.get(gadget_id)
     assert isinstance(gadget, Gadget)
     assert (gadget.name, gadget.colour) == ("lamp", "unrecorded")
 
 
 def test_current_version_is_written_and_read_back(ledger: Ledger) -> None:
-    ledger.store.save(Gadget(name="desk", colour="green"))
-    gadget: Gadget = ledger.store.repository.get(Gadget.id_for("desk"))
+    store_of(ledger).save(Gadget(name="desk", colour="green"))
+    gadget: Gadget = store_of(ledger).repository.get(Gadget.id_for("desk"))
     assert gadget.colour == "green"
-    event = next(iter(ledger.store.events.get(gadget.id)))
+    event = next(iter(store_of(ledger).events.get(gadget.id)))
     assert getattr(type(event), "class_version", None) == 2
 
 
@@ -82,7 +83,7 @@ def test_a_replay_record_written_step_by_step_still_loads(ledger: Ledger) -> Non
     ]
     store_as_written_then(ledger, stream, clock, bodies)
 
-    record = ledger.store.get_aggregate(ReplayRecord, stream, f"replay {name}")
+    record = store_of(ledger).get_aggregate(ReplayRecord, stream, f"replay {name}")
     assert (record.mode, record.report, record.markdown) == ("audit", {"ok": True}, "# ok\n")
     assert record.steps == [{"step": "1 load", "outcome": "ok", "detail": "job job-1"}]
 
@@ -109,7 +110,7 @@ def test_a_run_draft_batch_stored_without_digests_still_loads_and_still_tells_re
     ]
     store_as_written_then(ledger, stream, clock, bodies)
 
-    draft = ledger.store.get_aggregate(RunDraft, stream, "run run-1")
+    draft = store_of(ledger).get_aggregate(RunDraft, stream, "run run-1")
     assert draft.digests == {"e1": digest(event)}
     assert draft.append([("e1", event)]).duplicates == 1
     with pytest.raises(RunDraftError, match="was sent before with other content"):

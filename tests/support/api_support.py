@@ -25,6 +25,7 @@ from infrastructure.api.app import create_app
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.tokens import TokenBook, TokenEntry
 from infrastructure.storage.settings import Settings
+from support.ledger_fixtures import store_of
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class Api:
 
     def position(self) -> int:
         """The store's last notification id: it moves whenever anything is written."""
-        return self.ledger.store.recorder.max_notification_id() or 0
+        return store_of(self.ledger).recorder.max_notification_id() or 0
 
     # Use cases a test needs on the way to what it checks.
 

@@ -15,7 +15,7 @@ from domain.merkle import leaf_hash, root
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.settings import Settings, SQLiteStore
-from support.ledger_fixtures import RawTable
+from support.ledger_fixtures import RawTable, store_of
 
 
 def stored_leaves(settings: Settings) -> list[tuple[int, bytes]]:
@@ -37,12 +37,12 @@ def chain(settings: Settings) -> list[SignedCheckpoint]:
     """Every stored checkpoint, oldest first, each one's MAC, number and signature checked."""
     with Ledger.open(settings, checkpoint_on_close=False) as ledger:
         checkpoints = writer(ledger)
-        events = ledger.store.verifying_store.get(CHECKPOINT_STREAM)
+        events = store_of(ledger).verifying_store.get(CHECKPOINT_STREAM)
         return [checkpoints.checked(e) for e in events if isinstance(e, LedgerCheckpoints.Signed)]
 
 
 def writer(ledger: Ledger) -> Checkpoints:
-    checkpoints = ledger.store.checkpoints
+    checkpoints = store_of(ledger).checkpoints
     assert checkpoints is not None
     return checkpoints
 

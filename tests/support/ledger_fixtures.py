@@ -22,10 +22,17 @@ from infrastructure.cli import main
 from infrastructure.storage.backends.connection import connect_postgres
 from infrastructure.storage.checkpoints.tables import TABLES as CHECKPOINT_TABLES
 from infrastructure.storage.settings import PostgresStore, Settings, SQLiteStore
+from infrastructure.storage.store import LedgerStore
 
 TEST_SECRETS = {"k1": b"\x11" * 32, "k2": b"\x22" * 32}
 TEST_CHECKPOINT_KEY = Path(__file__).with_name("test-checkpoint-key.pem")
 """The Ed25519 key that signs every test store's checkpoints (a test key, nothing else)."""
+
+
+def store_of(ledger: Ledger) -> LedgerStore:
+    """The store under ``ledger``: storage tests reach below the use cases on purpose (the
+    entry points never do; `Ledger` keeps it to itself)."""
+    return ledger._store
 
 
 def signing_keys(*key_ids: str) -> SecretStr:

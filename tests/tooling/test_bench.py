@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from support.ledger_fixtures import run
+from support.ledger_fixtures import run, store_of
 from support.store_copies import fingerprint
 
 from domain.replay_access import ReplayMode
@@ -76,13 +76,14 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
     assert all(f["raw_per_second"] is None and f["ratio"] is None for f in report["figures"])
     with Ledger.open(cli_env) as ledger:
         filled, each_round, writers_jobs, over_http = 2, 2, (1 + 2 + 4 + 8) * 2, 2
-        assert ledger.store.verify_all().jobs == filled + 2 * each_round + writers_jobs + over_http
+        assert (
+            store_of(ledger).verify_all().jobs == filled + 2 * each_round + writers_jobs + over_http
+        )
         assert len(ledger.receipts.listing("bench", limit=500)) == 2 * 2 * 2  # emitted, replayed
         # One checkpoint per round (the `checkpoint` figure, which `verify` then checks), those
         # the service's notary wrote during the http runs (as deployed: off the request path),
         # and one written as the bench's ledger closed; none inside another timed figure.
-        assert ledger.store.checkpoints is not None
-        newest = ledger.store.checkpoints.newest()
+        newest = ledger.checkpoints.newest()
         assert newest is not None and newest.checkpoint.number >= 2 + 1 + 1
 
 
@@ -107,21 +108,26 @@ def test_compare_raw_puts_a_measured_baseline_beside_every_figure_and_leaves_no_
     # The scratch table is gone, the ledger's own tables untouched by it: verify is clean.
     assert "mace_bench_raw" not in fingerprint(cli_env.store)[1]
     with Ledger.open(cli_env) as ledger:
-        assert ledger.store.verify_all().events == ledger.store.recorder.max_notification_id()
+        assert (
+            store_of(ledger).verify_all().events == store_of(ledger).recorder.max_notification_id()
+        )
 
 
 def test_the_tally_counts_what_a_figure_did_in_the_events_table(cli_env: Settings) -> None:
     """The raw baseline repeats the tallied I/O: it must be what the ledger did."""
     with Ledger.open(cli_env, checkpoint_on_close=False) as ledger:
-        before, head = ledger.store.io.snapshot(), ledger.store.recorder.max_notification_id()
+        before, head = (
+            store_of(ledger).io.snapshot(),
+            store_of(ledger).recorder.max_notification_id(),
+        )
         log = ledger.jobs.run("what is 2 + 3?", "tally")
-        did = ledger.store.io.since(before)
-        written = (ledger.store.recorder.max_notification_id() or 0) - (head or 0)
+        did = store_of(ledger).io.since(before)
+        written = (store_of(ledger).recorder.max_notification_id() or 0) - (head or 0)
         assert (did.rows_written, did.commits) == (written, 1)  # the whole job, one commit
 
-        before = ledger.store.io.snapshot()
+        before = store_of(ledger).io.snapshot()
         ledger.replays.run(log.job_id, ReplayMode.AUDIT, ACTOR)
-        did = ledger.store.io.since(before)
+        did = store_of(ledger).io.since(before)
         job_rows = len(ledger.jobs.stream(log.job_id))
         assert did.commits == 2  # the request, then the result with the replay record
         assert did.rows_read >= job_rows
@@ -132,7 +138,7 @@ def test_a_store_holding_data_is_refused_and_left_alone(
 ) -> None:
     assert run(capsys, "bench", *SMALL)[0] == 0
     with Ledger.open(cli_env) as ledger:
-        head = ledger.store.recorder.max_notification_id()
+        head = store_of(ledger).recorder.max_notification_id()
     code, out, err = run(capsys, "bench", *SMALL)
     assert (code, out) == (2, "")
     assert (
@@ -140,7 +146,7 @@ def test_a_store_holding_data_is_refused_and_left_alone(
         == "mace: INVALID_INPUT: mace bench writes to the store: point MACE_STORE at an empty one\n"
     )
     with Ledger.open(cli_env) as ledger:
-        assert ledger.store.recorder.max_notification_id() == head
+        assert store_of(ledger).recorder.max_notification_id() == head
 
 
 @pytest.mark.parametrize("option", ["--jobs", "--memories", "--contexts", "--rounds"])

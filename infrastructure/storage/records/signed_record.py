@@ -83,6 +83,36 @@ def sign_record(
     return SEPARATOR.join((MAGIC, key_id.encode("ascii"), mac.hex().encode("ascii"), body))
 
 
+class Envelope(NamedTuple):
+    """The parts of a record's envelope, parsed; nothing verified."""
+
+    key_id: str
+    mac: bytes
+    body: bytes
+
+
+def parse_envelope(state: bytes, stream: UUID | str, version: int) -> Envelope:
+    """The one parser of the stored format; `IntegrityFailure` for anything else."""
+    parts = state.split(SEPARATOR, 3)
+    if len(parts) != 4 or parts[0] != MAGIC or len(parts[2]) != MAC_HEX_LENGTH:
+        raise IntegrityFailure(stream, version, "not a signed MACE record")
+    try:
+        mac = bytes.fromhex(parts[2].decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise IntegrityFailure(stream, version, "malformed MAC") from None
+    return Envelope(parts[1].decode("ascii", errors="replace"), mac, parts[3])
+
+
+def with_body(state: bytes, body: bytes) -> bytes:
+    """A well-formed envelope with its body replaced (its MAC kept: a redacted copy)."""
+    return SEPARATOR.join([*state.split(SEPARATOR, 3)[:3], body])
+
+
+def unverified_body(state: bytes) -> bytes:
+    """What a record that failed verification holds as its body, to say what is wrong with it."""
+    return state.split(SEPARATOR, 3)[-1]
+
+
 def verify_record(keyring: Keyring, stored: StoredEvent) -> VerifiedRecord:
     """Check one stored event's envelope and MAC; raise IntegrityFailure if either is wrong."""
     stream, version = stored.originator_id, stored.originator_version
@@ -91,17 +121,9 @@ def verify_record(keyring: Keyring, stored: StoredEvent) -> VerifiedRecord:
         raise IntegrityFailure(stream, version, NO_TOPIC)
     if not isinstance(stored.state, bytes):
         raise IntegrityFailure(stream, version, NO_STATE)
-    parts = stored.state.split(SEPARATOR, 3)
-    if len(parts) != 4 or parts[0] != MAGIC or len(parts[2]) != MAC_HEX_LENGTH:
-        raise IntegrityFailure(stream, version, "not a signed MACE record")
-    key_id = parts[1].decode("ascii", errors="replace")
-    try:
-        mac = bytes.fromhex(parts[2].decode("ascii"))
-    except (UnicodeDecodeError, ValueError):
-        raise IntegrityFailure(stream, version, "malformed MAC") from None
+    key_id, mac, body = parse_envelope(stored.state, stream, version)
     if not keyring.has_key(key_id):
         raise UnknownSigningKey(stream, version, f"signed with unknown key id {key_id!r}")
-    body = parts[3]
     if not keyring.verify(key_id, mac_message(stream, version, stored.topic, body), mac):
         raise IntegrityFailure(stream, version, "MAC mismatch")
     return VerifiedRecord(stored, key_id, mac, body)
