@@ -33,13 +33,13 @@ def _run(draft: RunDraft) -> dict[str, Any]:
 @router.post("", status_code=201, summary="open a run (RunStarted); re-sending it is harmless")
 def open_run(started: RunStarted, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *RECORDERS)
-    draft, _ = ctx.ledger.run_intake.open(started, who.tenant)
+    draft, _ = ctx.ledger.run_uploads.open(started, who.tenant)
     return _run(draft)
 
 
 @router.get("/{run_id}", summary="a run's state: open or completed, and how many events")
 def get_run(run_id: RunIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
-    return _run(ctx.ledger.run_intake.get(run_id, who.tenant))
+    return _run(ctx.ledger.run_uploads.get(run_id, who.tenant))
 
 
 @router.post("/{run_id}/events", summary="add a batch of events; events already held are skipped")
@@ -53,7 +53,7 @@ def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> d
         )
     pairs = [(item.event_id, item.event) for item in batch.events]
     try:
-        outcome = ctx.ledger.run_intake.append(run_id, who.tenant, pairs, limits.max_run_events)
+        outcome = ctx.ledger.run_uploads.append(run_id, who.tenant, pairs, limits.max_run_events)
     except RunTooLarge as exc:
         raise too_large(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
     except RunDraftError as exc:
@@ -72,7 +72,7 @@ def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> d
 def complete_run(run_id: RunIdPath, body: RunCompletion, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *RECORDERS)
     try:
-        log, events = ctx.ledger.run_intake.complete(run_id, who.tenant, body.final_output)
+        log, events = ctx.ledger.run_uploads.complete(run_id, who.tenant, body.final_output)
     except RunDraftError as exc:
         raise refusal(Code.CONFLICT, str(exc)) from None
     except ValidationError as exc:

@@ -31,8 +31,8 @@ from infrastructure.application.read_model_sync import ReadModels
 from infrastructure.application.receipts import ReceiptService
 from infrastructure.application.records import RecordService
 from infrastructure.application.replays import ReplayService
-from infrastructure.application.run_ingest import RunIngest
-from infrastructure.application.run_intake import RunIntake
+from infrastructure.application.run_imports import RunImports
+from infrastructure.application.run_uploads import RunUploads
 from infrastructure.application.runs import RunService
 from infrastructure.application.sem import SemService
 from infrastructure.application.snapshots import SnapshotService
@@ -61,8 +61,8 @@ class Ledger:
         self.privacy = PrivacyRules(self.snapshots)
         self.policy = PolicyService(store)
         self.runs = RunService(self.jobs, self.snapshots, self.privacy, self.policy)
-        self.run_ingest = RunIngest(store, self.runs, self.jobs)
-        self.run_intake = RunIntake(store, self.runs, self.jobs)
+        self.run_imports = RunImports(store, self.runs, self.jobs)
+        self.run_uploads = RunUploads(store, self.runs, self.jobs)
         self.personal_data = PersonalDataReads(store, self.jobs, self.privacy)
         self.governance = GovernanceService(store, self.jobs, leases)
         self.memories = MemoryService(store)

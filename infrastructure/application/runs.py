@@ -1,5 +1,5 @@
 """Recording a run produced elsewhere (an outside emitter's start, events and completion) as one
-sealed job. `run_recorder` (Python API), `run_ingest` (``mace ingest``) and `run_intake` (HTTP)
+sealed job. `run_recorder` (Python API), `run_imports` (``mace ingest``) and `run_uploads` (HTTP)
 come in through here."""
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def ingest_run(args: argparse.Namespace, settings: Settings) -> int:
         raise InvalidInput(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
     with Ledger.open(settings) as ledger:
         try:
-            log, duplicate = ledger.run_ingest.record_once(run, args.tenant)
+            log, duplicate = ledger.run_imports.record_once(run, args.tenant)
         except ClearPrivateValue as exc:
             raise InvalidInput(f"{name} event {exc.position + 1}: {exc}") from None
     summary = {**recorded_run(log, len(run.events)), "duplicate": duplicate}

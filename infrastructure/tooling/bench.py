@@ -408,7 +408,7 @@ class Bench:
                 for step in range(BULK_RUN - 2)
             ]
             lines.append({"type": "RunCompleted", "final_output": f"bulk run {number} done"})
-            self.ledger.run_ingest.record_once(parse_run(map(orjson.dumps, lines)), TENANT)
+            self.ledger.run_imports.record_once(parse_run(map(orjson.dumps, lines)), TENANT)
             number += 1
 
     def _head(self) -> int:

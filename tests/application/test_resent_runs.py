@@ -84,9 +84,9 @@ def test_a_file_with_its_own_job_id_sent_twice_is_a_duplicate_not_a_conflict(
 
 def test_the_same_content_in_another_tenant_is_its_own_run(ledger: Ledger) -> None:
     parsed = parse_run(orjson.dumps(line) for line in LINES)
-    mine, duplicate = ledger.run_ingest.record_once(parsed, "acme")
+    mine, duplicate = ledger.run_imports.record_once(parsed, "acme")
     assert duplicate is False
-    theirs, duplicate = ledger.run_ingest.record_once(parsed, "beta")
+    theirs, duplicate = ledger.run_imports.record_once(parsed, "beta")
     assert duplicate is False
     # The same derived id (each tenant's first job of that seed and input), two jobs.
     assert theirs.job_id == mine.job_id
@@ -94,7 +94,7 @@ def test_the_same_content_in_another_tenant_is_its_own_run(ledger: Ledger) -> No
         ledger.jobs.get(mine.job_id, tenant="acme").id
         != ledger.jobs.get(theirs.job_id, tenant="beta").id
     )
-    assert ledger.run_ingest.record_once(parsed, "beta")[0].job_id == theirs.job_id
+    assert ledger.run_imports.record_once(parsed, "beta")[0].job_id == theirs.job_id
 
 
 def test_a_duplicate_found_only_inside_the_write_attempt_answers_the_first_job(
@@ -104,7 +104,7 @@ def test_a_duplicate_found_only_inside_the_write_attempt_answers_the_first_job(
     parsed = parse_run(orjson.dumps(line) for line in LINES)
     content = run_content_digest(parsed.started, parsed.events, parsed.completed)
     index = RunContent.id_for(RunContent.named("default", content))
-    first, _ = ledger.run_ingest.record_once(parsed)
+    first, _ = ledger.run_imports.record_once(parsed)
     before = store_of(ledger).recorder.max_notification_id()
     exists = store_of(ledger).stream_exists
     looked: list[UUID] = []
@@ -116,7 +116,7 @@ def test_a_duplicate_found_only_inside_the_write_attempt_answers_the_first_job(
         return exists(stream)
 
     monkeypatch.setattr(store_of(ledger), "stream_exists", looked_before_the_first_committed)
-    second, duplicate = ledger.run_ingest.record_once(parsed)
+    second, duplicate = ledger.run_imports.record_once(parsed)
     assert looked == [index]
     assert (second.job_id, duplicate) == (first.job_id, True)
     assert store_of(ledger).recorder.max_notification_id() == before
@@ -128,25 +128,25 @@ def test_a_batch_that_lands_while_a_run_completes_is_never_lost(
     """The completion read the run's events, then a batch was appended before it committed:
     the completion is refused (409) and writes nothing; completing again records every event."""
     started = RunStarted(seed="race-1", input="say hello", capture_mode="full_io")
-    draft, _ = ledger.run_intake.open(started, "default")
+    draft, _ = ledger.run_uploads.open(started, "default")
     first = [("e1", StageTransition(to_stage="plan"))]
     late = [("e2", StageTransition(to_stage="answer"))]
-    ledger.run_intake.append(draft.run_id, "default", first)
+    ledger.run_uploads.append(draft.run_id, "default", first)
     record = ledger.runs.record
 
     def a_batch_lands_first(*args: Any, **kwargs: Any) -> Any:
-        ledger.run_intake.append(draft.run_id, "default", late)
+        ledger.run_uploads.append(draft.run_id, "default", late)
         return record(*args, **kwargs)
 
     monkeypatch.setattr(ledger.runs, "record", a_batch_lands_first)
     before = store_of(ledger).recorder.max_notification_id()
     with pytest.raises(ConflictError, match="received events while being completed"):
-        ledger.run_intake.complete(draft.run_id, "default", "hi")
+        ledger.run_uploads.complete(draft.run_id, "default", "hi")
     appended = store_of(ledger).recorder.max_notification_id()
     assert appended == (before or 0) + 1  # the late batch, and nothing of the completion
 
     monkeypatch.undo()
-    log, sent = ledger.run_intake.complete(draft.run_id, "default", "hi")
+    log, sent = ledger.run_uploads.complete(draft.run_id, "default", "hi")
     assert sent == 2
     recorded = [entry["event_type"] for entry in ledger.jobs.stream(log.job_id)]
     assert recorded.count("StageTransition") == 2

@@ -383,7 +383,7 @@ def test_a_run_holding_an_answer_taken_in_before_pairing_was_checked_says_why_it
     # A run opened before retrievals were paired may hold a response that answers nothing: no
     # batch can mend it, and completing it must say so (it raised IndexError, 500, once).
     run_id = api.open_run({"seed": "r-3", "input": "look it up"})
-    draft = api.ledger.run_intake.get(run_id, "acme")  # the operator's tenant
+    draft = api.ledger.run_uploads.get(run_id, "acme")  # the operator's tenant
     held = response([])
     draft._appended(events=[{"event_id": "old", "event": held, "digest": digest(held)}])
     store_of(api.ledger).save(draft)
@@ -404,7 +404,7 @@ def test_a_completed_run_holding_such_an_answer_still_takes_its_batch_again_as_d
 ) -> None:
     # A client retrying after a lost response re-sends a batch the run holds whole.
     run_id = api.open_run({"seed": "r-4", "input": "look it up"})
-    draft = api.ledger.run_intake.get(run_id, "acme")  # the operator's tenant
+    draft = api.ledger.run_uploads.get(run_id, "acme")  # the operator's tenant
     held = RetrievalResponse.model_validate(response([])).model_dump(mode="json")  # as kept
     draft._appended(events=[{"event_id": "old", "event": held, "digest": digest(held)}])
     draft.complete("done")

@@ -1,7 +1,7 @@
 """``mace audit``: every job replayed from one read of the log, one signed audit result.
 
 A ledger of Stage-0 jobs (``ledger.jobs.run``) and runs recorded by another runtime
-(``ledger.run_ingest``) is audited whole, with one worker and with two; then attacked: a job's
+(``ledger.run_imports``) is audited whole, with one worker and with two; then attacked: a job's
 stored bytes altered, a job recorded (and signed, as with the keys) with a routing or an answer
 its re-run does not give, a job deleted below the newest checkpoint. Scope (``--tenant``,
 ``--since``), bad input, and reading a read store while recording on the primary. Both stores.
@@ -43,7 +43,7 @@ def auditor(cli_env: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
 
 
 def ingest(ledger: Ledger, lines: list[dict[str, Any]], tenant: str = "default") -> str:
-    log, _ = ledger.run_ingest.record_once(parse_run(map(orjson.dumps, lines)), tenant)
+    log, _ = ledger.run_imports.record_once(parse_run(map(orjson.dumps, lines)), tenant)
     return log.job_id
 
 

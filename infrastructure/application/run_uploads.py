@@ -1,4 +1,4 @@
-"""Runs recorded over the network: open, send events in batches, complete (the HTTP use cases).
+"""Runs uploaded over the network: open, send events in batches, complete (the HTTP use cases).
 
 The run lives as a `RunDraft` until completion, which records it as one sealed job in the same
 transaction that marks the draft complete. Every step is idempotent for a client that re-sends
@@ -36,7 +36,7 @@ def run_id_of(started: RunStarted, tenant: str) -> str:
     return "run-" + derive_id(started.seed_text, "run", f"{tenant}:{started.input}", 0)[:32]
 
 
-class RunIntake:
+class RunUploads:
     def __init__(self, store: LedgerStore, runs: RunService, jobs: JobService) -> None:
         self.store = store
         self.runs = runs

@@ -1,4 +1,5 @@
-"""Recording a whole run once: the same content sent again answers the job that recorded it.
+"""Importing a whole run (``mace ingest``: a Run Event Schema v1 file), once: the same content
+sent again answers the job that recorded it.
 
 `domain.run_content` says what "the same content" is. The check runs before the job is built
 and again inside the job's transaction attempt, so two identical runs sent at the same time
@@ -24,7 +25,7 @@ class _AlreadyRecorded(Exception):
         self.job_id = job_id
 
 
-class RunIngest:
+class RunImports:
     def __init__(self, store: LedgerStore, runs: RunService, jobs: JobService) -> None:
         self.store = store
         self.runs = runs
