@@ -1,9 +1,10 @@
 """``mace loadtest``: drive the HTTP service with concurrent clients, then check the store.
 
-A benchmark, not a test of the suite: its figures are printed (and belong in the README), never
-asserted. The driver is `infrastructure.tooling.load_test`; this module refuses what cannot run
-and prints the report. Its arguments are in `infrastructure.tooling.command_arguments`; ``mace``
-loads this module only when the command runs.
+A benchmark, not a test of the suite: its figures are printed (and belong in
+docs/benchmarks.md), never asserted. The driver is `infrastructure.tooling.load_test`; this
+module refuses what cannot run and prints the report. Its arguments are in
+`infrastructure.tooling.command_arguments`; ``mace`` loads this module only when the command
+runs.
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ def test_events_newer_than_the_newest_checkpoint_are_not_blocked(
     checkpointed(ledger)
     put(fresh, "gold", "platinum")  # no checkpoint covers versions 2 and 3
     assert store_of(fresh).stream_version(STREAM) == 3
-    # Not yet covered, so not yet protected: the README says so.
+    # Not yet covered, so not yet protected: docs/threat-model.md says so.
     table.delete(STREAM, 3)
     assert store_of(fresh).stream_version(STREAM) == 2
     table.delete(STREAM, 2)

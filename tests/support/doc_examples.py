@@ -1,0 +1,433 @@
+"""The command examples of README.md and docs/*.md, read and run as the docs test's convention says.
+
+The convention (tests/docs/test_examples.py states it for writers of the docs):
+
+- A fenced block whose info string is ``console`` holds examples. A line starting with ``$ `` is a
+  command (a line ending in `` \\`` goes on with the next one); every other line is the output it
+  shows, or the body of a here-document (``cat > FILE <<'EOF'`` up to the line ``EOF``).
+- A document is one session: its blocks run in order, in one fresh directory with the SQLite
+  default store (``./mace.db``) and no ``MACE_*`` variable set, so a later example may use what
+  an earlier one recorded. Each block starts from that clean environment: ``export`` lasts to the
+  end of its block, ``NAME=value command`` for that command only.
+- ``<name>`` in a command (lower case letters, digits and ``_``) stands for the value of the
+  field ``name`` in the most recent JSON an earlier command of the document printed or wrote to a
+  file (``mace context --json > receipt.json`` gives ``<receipt_id>``).
+- Each command must exit 0, unless its comment says otherwise (``# exit 1: ...``). Output shown
+  under a command must appear in what the command printed, in that order, with lines left out
+  where the doc leaves them out; ``...`` within a shown line stands for any text.
+- ``mace`` runs in-process (`infrastructure.cli.main`). A ``mace`` command that cannot run here
+  (`PARSED_ONLY`, or any command while the block's store is PostgreSQL) is parsed by mace's own
+  parser, so an unknown command or flag still fails. Other programs run only if the session
+  knows them (``export``, ``cat`` with a here-document, ``python3 -c``); the rest are listed in
+  `NOT_EXECUTED` with the reason, and anything else fails the test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import orjson
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+
+PARSED_ONLY: Final[Mapping[str, str]] = {
+    "serve": "runs the HTTP service until it is stopped; tests/api run the same app in-process",
+    "loadtest": "starts the service over PostgreSQL and loads it for minutes;"
+    " tests/tooling/test_load_test.py runs a tiny load",
+    "bench": "measures for minutes; tests/tooling/test_bench.py runs a tiny bench",
+    "follow": "PostgreSQL only, and runs until Ctrl-C; tests/application/test_read_models.py"
+    " follows on PostgreSQL",
+    "demo": "run whole by tests/cli/test_readme_examples.py and tests/tooling/test_demo.py",
+}
+"""``mace`` commands the docs test parses but does not run, and why."""
+
+POSTGRES_REASON: Final = (
+    "the block's store is PostgreSQL; this test runs on SQLite, and every storage test runs on"
+    " both (tests/conftest.py finds a server)"
+)
+
+NOT_EXECUTED: Final[Mapping[str, str]] = {
+    "docker": "needs a Docker engine; compose.yaml is checked by tests/tooling/test_compose.py",
+    "curl": "talks to a running `mace serve`; tests/api call every route through the app",
+    "openssl": "the system's OpenSSL makes the key, not the project; the commands that read"
+    " such a key are tested in tests/cli/test_production_checkpoint_key.py",
+    ".": "activates the virtual environment in the reader's own shell; this test runs mace"
+    " in-process",
+    "kill": "stops a `mace serve` that the test never started",
+}
+"""Programs in examples that the docs test does not run, and why."""
+
+MACE: Final = frozenset({"mace", ".venv/bin/mace"})
+PLACEHOLDER: Final = re.compile(r"<([a-z][a-z0-9_]*)>")
+ASSIGNMENT: Final = re.compile(r"[A-Z_][A-Z0-9_]*=")
+CAPTURE: Final = re.compile(r"([A-Z_][A-Z0-9_]*)=\$\((.*)\)")
+VARIABLE: Final = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+EXPECTED_EXIT: Final = re.compile(r"exit (\d+)\b")
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One fenced block: where it starts (the fence's line) and what it holds."""
+
+    path: Path
+    line: int
+    language: str
+    lines: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def where(self, offset: int = 0) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line + 1 + offset}"
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """One ``$ `` command of a console block, the output it shows and its here-document."""
+
+    where: str
+    command: str
+    output: tuple[str, ...]
+    heredoc: str | None
+
+
+def documents() -> list[Path]:
+    """README.md and every page under docs/, in that order."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def fenced_blocks(path: Path) -> list[Block]:
+    """Every fenced block of a Markdown file, with its language (the info string's first word)."""
+    blocks: list[Block] = []
+    lines = path.read_text().splitlines()
+    index = 0
+    while index < len(lines):
+        opening = re.match(r"(`{3,})(.*)$", lines[index])
+        if opening is None:
+            index += 1
+            continue
+        fence, info = opening.group(1), opening.group(2).strip()
+        end = index + 1
+        while end < len(lines) and not lines[end].startswith(fence):
+            end += 1
+        if end == len(lines):
+            raise AssertionError(f"{path.relative_to(ROOT)}:{index + 1}: unclosed code block")
+        language = info.split()[0] if info else ""
+        blocks.append(Block(path, index + 1, language, tuple(lines[index + 1 : end])))
+        index = end + 1
+    return blocks
+
+
+def console_examples(block: Block) -> list[Example]:
+    """The commands of a console block, each with the output lines shown under it."""
+    examples: list[Example] = []
+    lines = block.lines
+    index = 0
+    while index < len(lines):
+        if not lines[index].startswith("$ "):
+            if lines[index].strip():
+                raise AssertionError(f"{block.where(index)}: output before any command")
+            index += 1
+            continue
+        start = index
+        command = lines[index][2:]
+        while command.endswith("\\"):
+            index += 1
+            command = command[:-1] + " " + lines[index].strip()
+        index += 1
+        heredoc = None
+        marker = re.search(r"<<\s*'?([A-Za-z_]+)'?\s*$", command)
+        if marker is not None:
+            body: list[str] = []
+            while index < len(lines) and lines[index] != marker.group(1):
+                body.append(lines[index])
+                index += 1
+            if index == len(lines):
+                raise AssertionError(f"{block.where(start)}: here-document without its end")
+            index += 1
+            heredoc = "".join(line + "\n" for line in body)
+        output: list[str] = []
+        while index < len(lines) and not lines[index].startswith("$ "):
+            if lines[index].strip():
+                output.append(lines[index])
+            index += 1
+        examples.append(Example(block.where(start), command, tuple(output), heredoc))
+    return examples
+
+
+def split_comment(command: str) -> tuple[str, str]:
+    """The command without its ``# comment``, and the comment (quotes respected)."""
+    quote = ""
+    for position, char in enumerate(command):
+        if quote:
+            if char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (position == 0 or command[position - 1].isspace()):
+            return command[:position].rstrip(), command[position + 1 :].strip()
+    return command.rstrip(), ""
+
+
+def expand_variables(command: str, environment: Mapping[str, str]) -> str:
+    """``$NAME`` and ``${NAME}`` replaced from the session's environment, outside single quotes."""
+    parts = re.split(r"('[^']*')", command)
+    for index, part in enumerate(parts):
+        if part.startswith("'"):
+            continue
+
+        def value(match: re.Match[str]) -> str:
+            name = match.group(1) or match.group(2)
+            if name not in environment:
+                raise AssertionError(f"${name} is not set in this block")
+            return environment[name]
+
+        parts[index] = VARIABLE.sub(value, part)
+    return "".join(parts)
+
+
+def json_fields(text: str) -> dict[str, str]:
+    """Every field of every JSON object in ``text`` (one document, or one per line), by name;
+    a later field of the same name wins."""
+    found: dict[str, str] = {}
+    try:
+        documents = [orjson.loads(text)]
+    except orjson.JSONDecodeError:
+        documents = []
+        for line in text.splitlines():
+            with contextlib.suppress(orjson.JSONDecodeError):
+                documents.append(orjson.loads(line))
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, str | int) and not isinstance(item, bool):
+                    found[key] = str(item)
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for document in documents:
+        walk(document)
+    return found
+
+
+def shows(expected: tuple[str, ...], printed: list[str]) -> bool:
+    """Whether every expected line matches a printed line, in order (``...``: any text)."""
+    lines = iter(printed)
+    for shown in expected:
+        pattern = re.compile(".*".join(re.escape(piece) for piece in shown.strip().split("...")))
+        if not any(pattern.fullmatch(line.strip()) for line in lines):
+            return False
+    return True
+
+
+@dataclass
+class Outcome:
+    code: int
+    out: str
+    err: str
+
+
+@dataclass
+class Session:
+    """One document's examples, run in order in ``directory``."""
+
+    directory: Path
+    values: dict[str, str] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+
+    def base_environment(self) -> dict[str, str]:
+        clean = {name: value for name, value in os.environ.items() if not name.startswith("MACE_")}
+        return {**clean, "PWD": str(self.directory)}
+
+    def run_block(self, block: Block) -> None:
+        environment = self.base_environment()
+        for example in console_examples(block):
+            self.run(example, environment)
+
+    def run(self, example: Example, environment: dict[str, str]) -> None:
+        code, comment = split_comment(example.command)
+        expected_exit = EXPECTED_EXIT.match(comment)
+        expected = int(expected_exit.group(1)) if expected_exit else 0
+        capture = CAPTURE.fullmatch(code)
+        target = None
+        if capture is not None:
+            target, code = capture.group(1), capture.group(2)
+        words = shlex.split(self.fill(expand_variables(code, environment), example))
+        outcome = self.execute(words, example, environment)
+        if outcome is None:
+            return
+        context = f"{example.where}: $ {example.command}\n{outcome.out}{outcome.err}"
+        assert outcome.code == expected, f"exit {outcome.code}, not {expected}: {context}"
+        assert shows(example.output, (outcome.out + outcome.err).splitlines()), (
+            f"the output shown is not what it printed: {context}"
+        )
+        self.values.update(json_fields(outcome.out))
+        if target is not None:
+            environment[target] = outcome.out.strip()
+
+    def fill(self, code: str, example: Example) -> str:
+        """The placeholders replaced by the values earlier commands printed."""
+
+        def value(match: re.Match[str]) -> str:
+            name = match.group(1)
+            assert name in self.values, f"{example.where}: no earlier JSON printed {name}"
+            return self.values[name]
+
+        return PLACEHOLDER.sub(value, code)
+
+    def execute(
+        self, words: list[str], example: Example, environment: dict[str, str]
+    ) -> Outcome | None:
+        """Run (or check) one command; None when it is not run here."""
+        for operator in ("|", "||", "&&", ";"):
+            assert operator not in words, f"{example.where}: one command per line, no {operator}"
+        background = bool(words) and words[-1] == "&"
+        if background:
+            words = words[:-1]
+        scoped = dict(environment)
+        while words and ASSIGNMENT.match(words[0]):
+            name, _, value = words.pop(0).partition("=")
+            scoped[name] = value
+        assert words, f"{example.where}: no command"
+        words, output = redirection(words)
+        program = words[0]
+        if program == "export":
+            for assignment in words[1:]:
+                name, equals, value = assignment.partition("=")
+                assert equals, f"{example.where}: export NAME=VALUE, not {assignment}"
+                environment[name] = value
+            return None
+        if program == "cat" and example.heredoc is not None:
+            assert output is not None, f"{example.where}: cat <<EOF needs > FILE"
+            (self.directory / output).write_text(example.heredoc)
+            return None
+        if program in MACE:
+            reason = parse_only(words[1:], scoped)
+            if reason is not None or background:
+                assert reason is not None, f"{example.where}: only a server runs in the background"
+                check_parses(words[1:], example)
+                self.skipped.append(f"{example.where}: mace {words[1]}: {reason}")
+                return None
+            outcome = self.mace(words[1:], scoped)
+        elif program == "python3" and words[1:2] == ["-c"]:
+            done = subprocess.run(
+                [sys.executable, *words[1:]],
+                cwd=self.directory,
+                env=scoped,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            outcome = Outcome(done.returncode, done.stdout, done.stderr)
+        elif program in NOT_EXECUTED:
+            self.skipped.append(f"{example.where}: {program}: {NOT_EXECUTED[program]}")
+            return None
+        else:
+            raise AssertionError(
+                f"{example.where}: the docs test does not know how to run {program!r}: run it in"
+                " tests/support/doc_examples.py, or list it in NOT_EXECUTED with the reason"
+            )
+        if output is not None:
+            (self.directory / output).write_text(outcome.out)
+            self.values.update(json_fields(outcome.out))
+            outcome = Outcome(outcome.code, "", outcome.err)
+        return outcome
+
+    def mace(self, arguments: list[str], environment: dict[str, str]) -> Outcome:
+        """``mace`` in this process, in the session's directory and environment."""
+        from infrastructure.cli import main  # noqa: PLC0415
+
+        out, err = io.StringIO(), io.StringIO()
+        with session_process(self.directory, environment), redirected(out, err):
+            try:
+                code = main(arguments)
+            except SystemExit as stop:  # --help and --version, as argparse ends them
+                code = stop.code if isinstance(stop.code, int) else 0
+        return Outcome(code, out.getvalue(), err.getvalue())
+
+
+def redirection(words: list[str]) -> tuple[list[str], str | None]:
+    """The words without ``> FILE`` and a here-document marker, and FILE."""
+    kept: list[str] = []
+    output = None
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word == ">":
+            output = words[index + 1]
+            index += 2
+            continue
+        if word.startswith(">"):
+            output = word[1:]
+        elif not word.startswith("<<"):
+            kept.append(word)
+        index += 1
+    return kept, output
+
+
+def parse_only(arguments: list[str], environment: Mapping[str, str]) -> str | None:
+    """Why this ``mace`` command is parsed, not run, here; None when it runs."""
+    if arguments and arguments[0] in PARSED_ONLY:
+        return PARSED_ONLY[arguments[0]]
+    stores = (environment.get("MACE_STORE", ""), environment.get("MACE_READ_STORE", ""))
+    if any(store.startswith("postgresql://") for store in stores):
+        return POSTGRES_REASON
+    return None
+
+
+def check_parses(arguments: list[str], example: Example) -> None:
+    """mace's own parser takes these arguments (an unknown command or flag fails)."""
+    from infrastructure.cli.command_line import build_parser  # noqa: PLC0415
+    from domain.errors import InvalidInput  # noqa: PLC0415
+
+    try:
+        build_parser().parse_args(arguments)
+    except InvalidInput as refused:
+        raise AssertionError(f"{example.where}: mace {shlex.join(arguments)}: {refused}") from None
+
+
+@contextlib.contextmanager
+def session_process(directory: Path, environment: Mapping[str, str]) -> Iterator[None]:
+    """This process in ``directory`` with exactly ``environment``, restored afterwards."""
+    saved_environment, saved_directory = dict(os.environ), Path.cwd()
+    os.environ.clear()
+    os.environ.update(environment)
+    os.chdir(directory)
+    try:
+        yield
+    finally:
+        os.chdir(saved_directory)
+        os.environ.clear()
+        os.environ.update(saved_environment)
+
+
+@contextlib.contextmanager
+def redirected(out: io.StringIO, err: io.StringIO) -> Iterator[None]:
+    """sys.stdout and sys.stderr into ``out`` and ``err`` (stdout's binary side too)."""
+    raw_out, raw_err = io.BytesIO(), io.BytesIO()
+    text_out = io.TextIOWrapper(raw_out, encoding="utf-8", write_through=True)
+    text_err = io.TextIOWrapper(raw_err, encoding="utf-8", write_through=True)
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = text_out, text_err
+    try:
+        yield
+    finally:
+        text_out.flush()
+        text_err.flush()
+        sys.stdout, sys.stderr = saved
+        out.write(raw_out.getvalue().decode())
+        err.write(raw_err.getvalue().decode())
