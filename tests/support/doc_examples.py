@@ -391,8 +391,8 @@ def parse_only(arguments: list[str], environment: Mapping[str, str]) -> str | No
 
 def check_parses(arguments: list[str], example: Example) -> None:
     """mace's own parser takes these arguments (an unknown command or flag fails)."""
-    from infrastructure.cli.command_line import build_parser  # noqa: PLC0415
     from domain.errors import InvalidInput  # noqa: PLC0415
+    from infrastructure.cli.command_line import build_parser  # noqa: PLC0415
 
     try:
         build_parser().parse_args(arguments)
