@@ -189,20 +189,7 @@ def verify_ledger(body: WitnessAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
         audit = checkpoints.verify_ledger(kept, WITNESS)
     except MaceError as failed:
         return {"ok": False, "error_code": failed.code.value, "message": failed.message}
-    summary = audit.verification
-    assert summary.tree is not None  # verify_ledger checks the checkpoints
-    return {
-        "ok": True,
-        "error_code": None,
-        "events": summary.events,
-        "streams": summary.streams,
-        "jobs": summary.jobs,
-        "sealed_jobs": summary.sealed_jobs,
-        "checkpoints": summary.tree.checkpoints,
-        "checkpointed": audit.checkpointed,
-        "not_yet_checkpointed": summary.tree.not_yet_checkpointed,
-        **({} if audit.extends is None else {"extends": _summary(audit.extends)}),
-    }
+    return {"ok": True, "error_code": None, **audit.counts()}
 
 
 @router.get(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from eventsourcing.persistence import StoredEvent
 
@@ -64,6 +65,32 @@ class LedgerAudit:
     def checkpointed(self) -> int:
         """How many events the newest checkpoint covers."""
         return 0 if self.newest is None else self.newest.checkpoint.tree_size
+
+    def counts(self) -> dict[str, Any]:
+        """What was verified, as ``mace verify --all --json`` and the HTTP verify route say it."""
+        summary, tree = self.verification, self.verification.tree
+        assert tree is not None  # verify_ledger checks the checkpoints
+        extends = self.extends
+        return {
+            "events": summary.events,
+            "streams": summary.streams,
+            "jobs": summary.jobs,
+            "sealed_jobs": summary.sealed_jobs,
+            "checkpoints": tree.checkpoints,
+            "checkpointed": self.checkpointed,
+            "not_yet_checkpointed": tree.not_yet_checkpointed,
+            **(
+                {}
+                if extends is None
+                else {
+                    "extends": {
+                        "number": extends.number,
+                        "tree_size": extends.tree_size,
+                        "root": extends.root,
+                    }
+                }
+            ),
+        }
 
 
 def checkpoint_public_key(settings: Settings) -> PublicCheckpointKey:

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from domain.checkpoint import Checkpoint
 from domain.errors import ErrorCode, InvalidInput, MaceError
 from domain.events import RetrievalRequest
 from domain.job import DEFAULT_TENANT
@@ -95,26 +94,13 @@ def _verify_all(ledger: Ledger, witness: Path | None) -> dict[str, Any]:
     # The file is read and its signature checked before the store is: bad input writes nothing.
     kept = None if witness is None else verified_exported(witness, checkpoints.public_key)
     audit = checkpoints.verify_ledger(kept, str(witness))
-    summary = audit.verification
-    assert summary.tree is not None  # verify_ledger checks the checkpoints
     unanswered = ledger.governance.unanswered_replays()
     return {
-        "events": summary.events,
-        "streams": summary.streams,
-        "jobs": summary.jobs,
-        "sealed_jobs": summary.sealed_jobs,
-        "checkpoints": summary.tree.checkpoints,
-        "checkpointed": audit.checkpointed,
-        "not_yet_checkpointed": summary.tree.not_yet_checkpointed,
-        **({} if audit.extends is None else {"extends": _checkpoint_json(audit.extends)}),
+        **audit.counts(),
         "abandoned_replays": [u.as_json() for u in unanswered if u.status == ABANDONED],
         "running_replays": [u.as_json() for u in unanswered if u.status == RUNNING],
         "unresolved_replays": [u.as_json() for u in unanswered if u.status == UNRESOLVED],
     }
-
-
-def _checkpoint_json(body: Checkpoint) -> dict[str, Any]:
-    return {"number": body.number, "tree_size": body.tree_size, "root": body.root}
 
 
 def _print_unanswered(
