@@ -109,19 +109,13 @@ class GovernanceService:
     # Records
 
     def record(self, scope: str) -> Governance | None:
-        stream = Governance.id_for(scope)
-        return self.store.aggregate_from(
-            Governance, stream, self.store.recorder.select_events(stream)
-        )
+        return self.store.repository.find(Governance, Governance.id_for(scope))
 
     def records(self, scopes: Sequence[str]) -> dict[str, Governance | None]:
         """The scopes' records (None: none yet), read together."""
         streams = {scope: Governance.id_for(scope) for scope in scopes}
-        read = self.store.read_streams(list(streams.values()))
-        return {
-            scope: self.store.aggregate_from(Governance, stream, read[stream])
-            for scope, stream in streams.items()
-        }
+        found = self.store.repository.get_many(Governance, list(streams.values()))
+        return {scope: found[stream] for scope, stream in streams.items()}
 
     def record_or_new(self, scope: str) -> Governance:
         return self.record(scope) or Governance.open(scope)

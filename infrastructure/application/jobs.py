@@ -41,7 +41,6 @@ from infrastructure.application.sem import SemService
 from infrastructure.application.snapshots import SnapshotService, default_snapshots
 from infrastructure.application.tenancy import holds, require_holder
 from infrastructure.storage.records.integrity import SealFacts, check_witness, verify_stream
-from infrastructure.storage.records.repository import fold_events
 from infrastructure.storage.records.signed_record import VerifiedRecord, mac_digest, record_mac
 from infrastructure.storage.store import ID_RACES, LedgerStore
 from projections.reflective_log import ReflectiveLog, complete_job
@@ -334,7 +333,7 @@ class JobService:
             return self.load_named(self.owned_name(job_id, tenant))
         job_stream, witness_stream = Job.id_for(job_id), JobSealWitness.id_for(job_id)
         try:
-            read = self.store.read_streams([job_stream, witness_stream])
+            read = self.store.repository.read([job_stream, witness_stream])
         except IntegrityFailure:
             return self.load_named(self.owned_name(job_id, tenant))
         stored = read[job_stream]
@@ -347,7 +346,7 @@ class JobService:
     def load_named(self, name: str) -> tuple[Job, list[VerifiedRecord]]:
         """The job stored under ``name`` (`owned_name`), verified in full (versions, MACs, seal
         and its witness, both streams read together), with its records."""
-        read = self.store.read_streams([Job.id_for(name), JobSealWitness.id_for(name)])
+        read = self.store.repository.read([Job.id_for(name), JobSealWitness.id_for(name)])
         return self._verified(name, read[Job.id_for(name)], read[JobSealWitness.id_for(name)])
 
     def _verified(
@@ -371,9 +370,8 @@ class JobService:
         return job
 
     def _decode(self, stream: UUID, records: Sequence[VerifiedRecord]) -> Job:
-        decode = self.store.verifying_store.signed_mapper.decode
-        job: object = fold_events(None, [decode(r) for r in records])
-        if not isinstance(job, Job):
+        job = self.store.repository.folded(Job, stream, records)
+        if job is None:
             raise IntegrityFailure(stream, 1, "stream is not a Job")
         return job
 

@@ -68,9 +68,9 @@ class MemoryService:
             newest, max(newest - SNAPSHOTS_TRIED * SNAPSHOT_INTERVAL, 0), -SNAPSHOT_INTERVAL
         )
         streams = {v: MemorySnapshot.id_for(MemorySnapshot.name_at(tenant, v)) for v in versions}
-        read = self.store.read_streams(list(streams.values()))
+        read = self.store.repository.read(list(streams.values()))
         for version, stream in streams.items():
-            snapshot = self.store.aggregate_from(MemorySnapshot, stream, read[stream])
+            snapshot = self.store.repository.aggregate(MemorySnapshot, stream, read[stream])
             if snapshot is None:
                 continue
             if (snapshot.tenant, snapshot.log_version) != (tenant, version):

@@ -6,8 +6,6 @@ lost a race with another writer reloads the book and tries again.
 
 from __future__ import annotations
 
-from eventsourcing.application import AggregateNotFoundError
-
 from domain.errors import NotFoundError
 from domain.governance import Actor
 from domain.policy import PolicyBundle
@@ -21,11 +19,7 @@ class PolicyService:
         self.store = store
 
     def book(self, tenant: str | None) -> PolicyBook | None:
-        try:
-            book: PolicyBook = self.store.repository.get(PolicyBook.id_for(scope_of(tenant)))
-        except AggregateNotFoundError:
-            return None
-        return book
+        return self.store.repository.find(PolicyBook, PolicyBook.id_for(scope_of(tenant)))
 
     def set_bundle(self, tenant: str | None, bundle_yaml: str, actor: Actor) -> PolicyBundle:
         """Put a bundle in force for a tenant (None: the global fallback); PolicyError if not."""

@@ -106,7 +106,7 @@ class LedgerReplaySource:
 
     def load_snapshot(self, snapshot_id: str) -> Snapshot:
         stream = Snapshot.id_for(snapshot_id)
-        snapshot = self._replays.store.aggregate_from(Snapshot, stream, self._records(stream))
+        snapshot = self._replays.store.repository.aggregate(Snapshot, stream, self._records(stream))
         if snapshot is None:
             raise NotFoundError(f"no snapshot {snapshot_id}")
         return content_checked(snapshot)
@@ -135,19 +135,19 @@ class LedgerReplaySource:
 
     def _governance(self, scope: str) -> Governance | None:
         stream = Governance.id_for(scope)
-        return self._replays.store.aggregate_from(Governance, stream, self._records(stream))
+        return self._replays.store.repository.aggregate(Governance, stream, self._records(stream))
 
     def _records(self, stream: UUID) -> Sequence[StoredEvent]:
         if stream not in self._read:
             streams = dict.fromkeys([stream, *self._ahead()])
             try:
-                self._read = self._replays.store.read_streams(list(streams))
+                self._read = self._replays.store.repository.read(list(streams))
             except IntegrityFailure:
                 # One of them falls short of its checkpointed head: the one asked for is read
                 # alone, so that a failure is met where its stream is used (a snapshot's or a
                 # halt record's in the replay, which records it; the governance record's before
                 # the request).
-                self._read = self._replays.store.read_streams([stream])
+                self._read = self._replays.store.repository.read([stream])
         return self._read[stream]
 
     def _ahead(self) -> list[UUID]:
@@ -397,12 +397,12 @@ class ReplayService:
         """The scope's record read afresh, for the result of attempt ``attempt`` (whose replay
         record is ``name``): neither lost what the request's save stored."""
         replay_stream, record_stream = ReplayRecord.id_for(name), Governance.id_for(scope)
-        read = self.store.read_streams([replay_stream, record_stream])
+        read = self.store.repository.read([replay_stream, record_stream])
         if read[replay_stream]:
             # Only this attempt's request got its number: the record it came from lost events.
             reason = f"replay record {name} exists before its replay ran"
             raise IntegrityFailure(replay_stream, 1, reason)
-        record = self.store.aggregate_from(Governance, record_stream, read[record_stream])
+        record = self.store.repository.aggregate(Governance, record_stream, read[record_stream])
         if record is None:
             # The request was appended to this record: it is gone, or never stored where read.
             reason = f"the governance record {scope} holding replay request {attempt} is gone"
@@ -416,4 +416,4 @@ class ReplayService:
         if job_name is None:
             raise NotFoundError(f"no {what}")
         stream = ReplayRecord.id_for(replay_record_name(job_name, attempt))
-        return self.store.get_aggregate(ReplayRecord, stream, what)
+        return self.store.repository.get_one(ReplayRecord, stream, what)

@@ -48,7 +48,7 @@ class RunImports:
         def recorded_by() -> str | None:
             if not self.store.stream_exists(index):
                 return None
-            return self.store.get_aggregate(RunContent, index, f"run content {name}").job_id
+            return self.store.repository.get_one(RunContent, index, f"run content {name}").job_id
 
         def indexed(job_id: str) -> list[MaceAggregate]:
             earlier = recorded_by()

@@ -127,7 +127,7 @@ class RunUploads:
     def _existing(self, run_id: str, tenant: str) -> RunDraft | None:
         stream = RunDraft.id_in(tenant, run_id)
         try:
-            draft = self.store.get_aggregate(RunDraft, stream, f"run {run_id}")
+            draft = self.store.repository.get_one(RunDraft, stream, f"run {run_id}")
         except NotFoundError:
             return None
         # A default-tenant name may hold another tenant's run opened before ids were scoped.

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from domain.errors import NotFoundError
 from domain.job import DEFAULT_TENANT, validate_tenant
 from domain.sem import SemEntry, SemRecord, canonical_key
 from infrastructure.application.snapshots import SnapshotService
@@ -20,11 +19,7 @@ class SemService:
 
     def entry(self, tenant: str, key: str) -> SemEntry | None:
         """The tenant's stored SEM entry under a canonical key."""
-        stream = SemEntry.id_in(tenant, key)
-        try:
-            return self.store.get_aggregate(SemEntry, stream, f"SEM entry {key} of tenant {tenant}")
-        except NotFoundError:
-            return None
+        return self.store.repository.find(SemEntry, SemEntry.id_in(tenant, key))
 
     def of(self, tenant: str) -> TenantSem:
         return TenantSem(self, tenant)

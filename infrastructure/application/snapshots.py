@@ -74,7 +74,7 @@ class SnapshotService:
 
     def get(self, snapshot_id: str) -> Snapshot:
         check_snapshot_id(snapshot_id)
-        snapshot = self.store.get_aggregate(
+        snapshot = self.store.repository.get_one(
             Snapshot, Snapshot.id_for(snapshot_id), f"snapshot {snapshot_id}"
         )
         return content_checked(snapshot)
@@ -107,9 +107,9 @@ class SnapshotService:
         unread = [sid for sid in dict.fromkeys(snapshot_ids) if sid not in self._verified]
         if unread:
             streams = [Snapshot.id_for(sid) for sid in unread]
-            read = self.store.read_streams(streams)
+            read = self.store.repository.read(streams)
             for stream in streams:
-                snapshot = self.store.aggregate_from(Snapshot, stream, read[stream])
+                snapshot = self.store.repository.aggregate(Snapshot, stream, read[stream])
                 if snapshot is not None:
                     checked = content_checked(snapshot)
                     self._verified.setdefault(checked.snapshot_id, checked)

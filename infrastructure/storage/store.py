@@ -24,7 +24,7 @@ from eventsourcing.persistence import (
 
 from domain.aggregate import MaceAggregate
 from domain.checkpoint import Checkpoint
-from domain.errors import ConflictError, IntegrityFailure, NotFoundError, StoreBusyError
+from domain.errors import ConflictError, NotFoundError, StoreBusyError
 from domain.key_check import KeyCheck
 from infrastructure.storage.backends.connection import check_reachable
 from infrastructure.storage.backends.io_tally import IoTally, TalliedIo
@@ -46,10 +46,9 @@ from infrastructure.storage.read_models.tables import (
     SQLiteReadModelView,
 )
 from infrastructure.storage.records.event_store import VerifyingEventStore
-from infrastructure.storage.records.integrity import verify_stream
 from infrastructure.storage.records.key_checks import KeyChecks
 from infrastructure.storage.records.mapper import SignedMapper
-from infrastructure.storage.records.repository import LedgerRepository, fold_events
+from infrastructure.storage.records.repository import LedgerRepository
 from infrastructure.storage.settings import Settings, SettingsError, SQLiteStore, Store
 from infrastructure.storage.verification.ledger import LedgerVerification, verify_ledger
 
@@ -70,6 +69,8 @@ class LedgerStore(Application[UUID]):
     # Streams are read in full and verified; pages of 1000 keep scans cheap.
     log_section_size = 1000
     env: ClassVar[dict[str, str]] = {}
+    # Every aggregate is read through it: every record verified before it is decoded.
+    repository: LedgerRepository
 
     def __init__(
         self, location: Store, keyring: Keyring, checkpoint_key: CheckpointKey | None = None
@@ -284,37 +285,6 @@ class LedgerStore(Application[UUID]):
             return self.retrying(lambda: attempt(self.stream_version(counter)), what)
 
     # Reading
-
-    def get_aggregate(self, cls: type[A], aggregate_uuid: UUID, what: str) -> A:
-        """The aggregate of the stream, verified and of type ``cls``; `NotFoundError` if none."""
-        records = self.recorder.select_events(aggregate_uuid)
-        aggregate = self.aggregate_from(cls, aggregate_uuid, records)
-        if aggregate is None:
-            raise NotFoundError(f"no {what}")
-        return aggregate
-
-    def read_streams(self, streams: Sequence[UUID]) -> dict[UUID, Sequence[StoredEvent]]:
-        """Every stored event of each stream, read together, each stream held against its
-        checkpointed head; nothing verified yet (`aggregate_from` does)."""
-        recorder = self.recorder
-        if isinstance(recorder, HeadCheckedReads):
-            return recorder.select_streams(streams)
-        # A bundle's records held in memory: no store to save round trips to.
-        return {stream: recorder.select_events(stream) for stream in streams}
-
-    def aggregate_from(
-        self, cls: type[A], stream: UUID, records: Sequence[StoredEvent]
-    ) -> A | None:
-        """The aggregate a whole stream's records make, each verified (versions, MACs, seal),
-        of type ``cls``; None when there are none."""
-        verified = verify_stream(self.keyring, stream, records)
-        if not verified:
-            return None
-        decode = self.verifying_store.signed_mapper.decode
-        aggregate: object = fold_events(None, [decode(record) for record in verified])
-        if not isinstance(aggregate, cls):
-            raise IntegrityFailure(stream, 1, f"stream is not a {cls.__name__}")
-        return aggregate
 
     def stream_exists(self, stream: UUID) -> bool:
         """Whether any event of the stream is stored (nothing is verified; a stream the newest

@@ -84,7 +84,9 @@ def head(settings: Settings) -> int:
 
 def stored_record(settings: Settings, audit_id: str) -> AuditRecord:
     with Ledger.open(settings, create=False) as ledger:
-        return store_of(ledger).get_aggregate(AuditRecord, AuditRecord.id_for(audit_id), "audit")
+        return store_of(ledger).repository.get_one(
+            AuditRecord, AuditRecord.id_for(audit_id), "audit"
+        )
 
 
 def test_a_clean_ledger_audits_ok_the_same_with_one_worker_or_two(

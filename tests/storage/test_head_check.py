@@ -74,7 +74,7 @@ def test_every_kind_of_read_of_a_truncated_stream_fails_closed(
         "get from a version on": lambda: list(events.get(STREAM, gt=1)),
         "the newest version": lambda: list(events.get(STREAM, desc=True, limit=1)),
         "stream_version": lambda: store.stream_version(STREAM),
-        "get_aggregate": lambda: store.get_aggregate(SemEntry, STREAM, "SEM entry"),
+        "get_aggregate": lambda: store.repository.get_one(SemEntry, STREAM, "SEM entry"),
         "up to a version above the store's end": lambda: list(events.get(STREAM, lte=3)),
     }
     for name, read in reads.items():
@@ -98,7 +98,7 @@ def test_a_stream_deleted_whole_is_not_absent(
 
     for read in (
         lambda: store_of(fresh).stream_exists(STREAM),
-        lambda: store_of(fresh).get_aggregate(SemEntry, STREAM, "SEM entry"),
+        lambda: store_of(fresh).repository.get_one(SemEntry, STREAM, "SEM entry"),
         lambda: fresh.sem.get(KEY),
     ):
         with pytest.raises(IntegrityFailure) as caught:
@@ -109,7 +109,7 @@ def test_a_stream_deleted_whole_is_not_absent(
     other = SemEntry.id_for("user/customer/bob/plan")
     assert not store_of(fresh).stream_exists(other)
     with pytest.raises(NotFoundError):
-        store_of(fresh).get_aggregate(SemEntry, other, "SEM entry")
+        store_of(fresh).repository.get_one(SemEntry, other, "SEM entry")
 
 
 def test_events_newer_than_the_newest_checkpoint_are_not_blocked(

@@ -56,7 +56,7 @@ def test_each_stream_gets_its_own_events_in_version_order(
     assert alone[ABSENT] == []
     assert [len(alone[s]) for s in STREAMS] == [1, 2, 3, 4, 5]
 
-    together = store_of(fresh).read_streams([ABSENT, *reversed(STREAMS)])
+    together = store_of(fresh).repository.read([ABSENT, *reversed(STREAMS)])
     assert {s: versions(list(events)) for s, events in together.items()} == alone
     assert list(together) == [ABSENT, *reversed(STREAMS)]
 
@@ -65,7 +65,7 @@ def test_each_stream_gets_its_own_events_in_version_order(
     monkeypatch.setattr(head_check, "STREAMS_PER_QUERY", 2)
     monkeypatch.setattr(head_check, "PATHS_PER_READ", 1)
     with Ledger.open(settings, checkpoint_on_close=False) as another:
-        chunked = store_of(another).read_streams([*STREAMS, ABSENT])
+        chunked = store_of(another).repository.read([*STREAMS, ABSENT])
     assert {s: versions(list(events)) for s, events in chunked.items()} == alone
 
 
@@ -82,13 +82,13 @@ def test_a_truncated_stream_read_with_others_fails_as_it_fails_alone(
         with pytest.raises(IntegrityFailure) as alone:
             store_of(fresh).recorder.select_events(STREAMS[2])
         with pytest.raises(IntegrityFailure) as together:
-            store_of(fresh).read_streams([STREAMS[0], ABSENT, STREAMS[2], STREAMS[1]])
+            store_of(fresh).repository.read([STREAMS[0], ABSENT, STREAMS[2], STREAMS[1]])
         assert str(together.value) == str(alone.value), name
         assert f"truncated below checkpoint {number}" in str(together.value)
 
-    read = store_of(fresh).read_streams([STREAMS[4]])  # its head is there: read, then refused
+    read = store_of(fresh).repository.read([STREAMS[4]])  # its head is there: read, then refused
     with pytest.raises(IntegrityFailure, match="version 1 is missing"):
-        store_of(fresh).aggregate_from(SemEntry, STREAMS[4], read[STREAMS[4]])
+        store_of(fresh).repository.aggregate(SemEntry, STREAMS[4], read[STREAMS[4]])
 
 
 def test_an_edited_head_index_fails_a_read_of_several_streams(
@@ -102,7 +102,7 @@ def test_an_edited_head_index_fails_a_read_of_several_streams(
     raw_table.execute("DELETE FROM mace_head_buckets WHERE bucket = %s", (bucket,))
     monkeypatch.setattr(head_check, "PATHS_PER_READ", 2)  # the edited bucket in a later read
     with pytest.raises(IntegrityFailure) as caught:
-        store_of(fresh).read_streams(STREAMS)
+        store_of(fresh).repository.read(STREAMS)
     assert caught.value.stream == str(CHECKPOINT_STREAM)
     assert caught.value.reason.startswith("the head index disagrees with checkpoint")
 
@@ -113,9 +113,9 @@ def test_a_row_without_state_read_with_others_fails_closed(
     stored(ledger)
     raw_table.set_column(STREAMS[1], 2, "state", None)
     with pytest.raises(IntegrityFailure) as caught:
-        read = store_of(fresh).read_streams(STREAMS)
+        read = store_of(fresh).repository.read(STREAMS)
         for stream, records in read.items():
-            store_of(fresh).aggregate_from(SemEntry, stream, records)
+            store_of(fresh).repository.aggregate(SemEntry, stream, records)
     assert (caught.value.stream, caught.value.version) == (str(STREAMS[1]), 2)
     assert caught.value.reason == NO_STATE
 

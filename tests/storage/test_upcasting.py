@@ -83,7 +83,7 @@ def test_a_replay_record_written_step_by_step_still_loads(ledger: Ledger) -> Non
     ]
     store_as_written_then(ledger, stream, clock, bodies)
 
-    record = store_of(ledger).get_aggregate(ReplayRecord, stream, f"replay {name}")
+    record = store_of(ledger).repository.get_one(ReplayRecord, stream, f"replay {name}")
     assert (record.mode, record.report, record.markdown) == ("audit", {"ok": True}, "# ok\n")
     assert record.steps == [{"step": "1 load", "outcome": "ok", "detail": "job job-1"}]
 
@@ -110,7 +110,7 @@ def test_a_run_draft_batch_stored_without_digests_still_loads_and_still_tells_re
     ]
     store_as_written_then(ledger, stream, clock, bodies)
 
-    draft = store_of(ledger).get_aggregate(RunDraft, stream, "run run-1")
+    draft = store_of(ledger).repository.get_one(RunDraft, stream, "run run-1")
     assert draft.digests == {"e1": digest(event)}
     assert draft.append([("e1", event)]).duplicates == 1
     with pytest.raises(RunDraftError, match="was sent before with other content"):
