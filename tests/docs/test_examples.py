@@ -19,7 +19,7 @@ How to write an example (the convention this test holds the docs to):
   PostgreSQL) are parsed by mace's own parser: an unknown command or flag still fails. Other
   programs are run if the session knows them (``export``, ``cat > FILE <<'EOF'``,
   ``python3 -c``); the rest must be in ``NOT_EXECUTED`` (tests/support/doc_examples.py) with the
-  reason they are not run. One command per line: no pipes, ``&&`` or ``;``.
+  reason they are not run, and show no output. One command per line: no pipes, ``&&`` or ``;``.
 - ``bash`` blocks are the README's two commands for a fresh machine only (copied as they are;
   tests/tooling/test_project_layout.py holds CI to the second, tests/cli/test_readme_examples.py
   runs the first). ``python`` blocks are run whole.

@@ -1,25 +1,10 @@
-"""The command examples of README.md and docs/*.md, read and run as the docs test's convention says.
+"""The command examples of README.md and docs/*.md, read and run.
 
-The convention (tests/docs/test_examples.py states it for writers of the docs):
-
-- A fenced block whose info string is ``console`` holds examples. A line starting with ``$ `` is a
-  command (a line ending in `` \\`` goes on with the next one); every other line is the output it
-  shows, or the body of a here-document (``cat > FILE <<'EOF'`` up to the line ``EOF``).
-- A document is one session: its blocks run in order, in one fresh directory with the SQLite
-  default store (``./mace.db``) and no ``MACE_*`` variable set, so a later example may use what
-  an earlier one recorded. Each block starts from that clean environment: ``export`` lasts to the
-  end of its block, ``NAME=value command`` for that command only.
-- ``<name>`` in a command (lower case letters, digits and ``_``) stands for the value of the
-  field ``name`` in the most recent JSON an earlier command of the document printed or wrote to a
-  file (``mace context --json > receipt.json`` gives ``<receipt_id>``).
-- Each command must exit 0, unless its comment says otherwise (``# exit 1: ...``). Output shown
-  under a command must appear in what the command printed, in that order, with lines left out
-  where the doc leaves them out; ``...`` within a shown line stands for any text.
-- ``mace`` runs in-process (`infrastructure.cli.main`). A ``mace`` command that cannot run here
-  (`PARSED_ONLY`, or any command while the block's store is PostgreSQL) is parsed by mace's own
-  parser, so an unknown command or flag still fails. Other programs run only if the session
-  knows them (``export``, ``cat`` with a here-document, ``python3 -c``); the rest are listed in
-  `NOT_EXECUTED` with the reason, and anything else fails the test.
+The convention they follow is stated where it is checked, in tests/docs/test_examples.py: console
+blocks of ``$ `` commands, one session per page in a fresh directory on the SQLite default, one
+environment per block, ``<field>`` placeholders from earlier JSON output, exit 0 unless a comment
+says ``exit N``, shown output found in what was printed. ``mace`` runs in-process; what cannot run
+in a test is parsed (`PARSED_ONLY`) or listed with its reason (`NOT_EXECUTED`).
 """
 
 from __future__ import annotations
@@ -59,8 +44,8 @@ POSTGRES_REASON: Final = (
 NOT_EXECUTED: Final[Mapping[str, str]] = {
     "docker": "needs a Docker engine; compose.yaml is checked by tests/tooling/test_compose.py",
     "curl": "talks to a running `mace serve`; tests/api call every route through the app",
-    "openssl": "the system's OpenSSL makes the key, not the project; the commands that read"
-    " such a key are tested in tests/cli/test_production_checkpoint_key.py",
+    "openssl": "the system's OpenSSL makes the key, not the project; how the ledger reads such"
+    " a key file is tested in tests/storage/test_checkpoint_key.py",
     ".": "activates the virtual environment in the reader's own shell; this test runs mace"
     " in-process",
     "kill": "stops a `mace serve` that the test never started",
@@ -269,6 +254,7 @@ class Session:
         words = shlex.split(self.fill(expand_variables(code, environment), example))
         outcome = self.execute(words, example, environment)
         if outcome is None:
+            assert not example.output, f"{example.where}: output shown for a command not run here"
             return
         context = f"{example.where}: $ {example.command}\n{outcome.out}{outcome.err}"
         assert outcome.code == expected, f"exit {outcome.code}, not {expected}: {context}"
