@@ -90,6 +90,10 @@ class Checkpoint(BaseModel):
         """The bytes the signature is over: the body's canonical JSON."""
         return canonical_json(self.model_dump(mode="json"))
 
+    def summary(self) -> dict[str, Any]:
+        """Which checkpoint it is, as outputs name one: number, tree size and root."""
+        return {"number": self.number, "tree_size": self.tree_size, "root": self.root}
+
     def digest(self) -> str:
         """What the next checkpoint names as its ``previous``."""
         return hashlib.sha256(self.signed_bytes()).hexdigest()

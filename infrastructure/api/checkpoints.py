@@ -93,10 +93,6 @@ class LedgerVerdict(BaseModel):
     extends: CheckpointSummary | None = None
 
 
-def _summary(body: Checkpoint) -> dict[str, Any]:
-    return {"number": body.number, "tree_size": body.tree_size, "root": body.root}
-
-
 def _signed(exported: ExportedCheckpoint) -> SignedCheckpoint:
     try:
         signature = base64.b64decode(exported.signature, validate=True)
@@ -161,8 +157,8 @@ def consistency_proof(
     proved: Consistency = ctx.reader.checkpoints.prove_numbers(old, new)
     return {
         "ok": proved.holds,
-        "old": _summary(proved.old),
-        "new": _summary(proved.new),
+        "old": proved.old.summary(),
+        "new": proved.new.summary(),
         "proof": [node.hex() for node in proved.proof],
     }
 

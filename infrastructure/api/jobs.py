@@ -19,8 +19,7 @@ from infrastructure.api.context import (
 )
 from infrastructure.api.errors import invalid, not_found
 from infrastructure.application.personal_data import HTTP_CHANNEL, JobRead
-from projections.job_summaries import job_listing, run_report
-from projections.read_model_rows import JOB_INDEX
+from projections.job_summaries import run_report
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -56,9 +55,7 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> dict[str, Any]:
-    jobs = job_listing(ctx.ledger.read_models.rows(JOB_INDEX), who.tenant)
-    if non_replayable:
-        jobs = [job for job in jobs if job["replayable"] is not True]
+    jobs = ctx.ledger.read_models.jobs(who.tenant, non_replayable=non_replayable)
     return {"jobs": jobs[offset : offset + limit], "total": len(jobs)}
 
 

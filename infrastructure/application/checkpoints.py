@@ -79,17 +79,7 @@ class LedgerAudit:
             "checkpoints": tree.checkpoints,
             "checkpointed": self.checkpointed,
             "not_yet_checkpointed": tree.not_yet_checkpointed,
-            **(
-                {}
-                if extends is None
-                else {
-                    "extends": {
-                        "number": extends.number,
-                        "tree_size": extends.tree_size,
-                        "root": extends.root,
-                    }
-                }
-            ),
+            **({} if extends is None else {"extends": extends.summary()}),
         }
 
 

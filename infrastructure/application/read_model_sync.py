@@ -41,6 +41,7 @@ from infrastructure.storage.read_models.memory import MemoryReadModelView
 from infrastructure.storage.read_models.tables import ReadModelView, Row
 from infrastructure.storage.settings import SQLiteStore
 from infrastructure.storage.store import LedgerStore
+from projections.job_summaries import job_listing
 from projections.read_model_rows import (
     JOB_INDEX,
     NON_REPLAYABLE,
@@ -194,6 +195,14 @@ class ReadModels:
                 if not conn.broken:  # a lost connection is discarded; its error stands
                     conn.execute(SQL("UNLISTEN {0}").format(channel))
                     conn.commit()
+
+    def jobs(self, tenant: str, *, non_replayable: bool = False) -> list[dict[str, Any]]:
+        """The tenant's jobs, in the order they were recorded; ``non_replayable``: only those
+        production replay cannot redo (and open ones, whose verdict is not known yet)."""
+        summaries = job_listing(self.rows(JOB_INDEX), tenant)
+        if non_replayable:
+            return [summary for summary in summaries if summary["replayable"] is not True]
+        return summaries
 
     def rows(self, view: str) -> list[Row]:
         """The view's rows, current; the job views with the snapshots found gone since

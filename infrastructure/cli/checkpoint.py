@@ -27,15 +27,7 @@ def write_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
         written = ledger.checkpoints.write()
     body = written.newest.checkpoint
     if args.json:
-        emit_json(
-            {
-                "number": body.number,
-                "tree_size": body.tree_size,
-                "root": body.root,
-                "last_notification_id": body.last_notification_id,
-                "written": written.written,
-            }
-        )
+        emit_json(_summary(body) | {"written": written.written})
     else:
         state = "written" if written.written else "already covers every event"
         print(f"checkpoint {body.number} ({state}): {body.tree_size} events, root {body.root}")
@@ -125,9 +117,4 @@ def prove_consistency(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _summary(body: Checkpoint) -> dict[str, Any]:
-    return {
-        "number": body.number,
-        "tree_size": body.tree_size,
-        "root": body.root,
-        "last_notification_id": body.last_notification_id,
-    }
+    return body.summary() | {"last_notification_id": body.last_notification_id}

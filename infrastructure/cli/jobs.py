@@ -17,8 +17,7 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.application.personal_data import CLI_CHANNEL
 from infrastructure.application.settings import Settings
 from infrastructure.cli.common import acting_actor, emit_json, snapshot_overrides
-from projections.job_summaries import job_listing, run_report
-from projections.read_model_rows import JOB_INDEX
+from projections.job_summaries import run_report
 
 STREAM_TYPES = ("JobStarted", *sorted(ALL_TYPES), "JobSealed")
 
@@ -145,9 +144,7 @@ def _events_chosen(
 
 def list_jobs(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
-        summaries = job_listing(ledger.read_models.rows(JOB_INDEX), args.tenant)
-    if args.non_replayable:
-        summaries = [s for s in summaries if s["replayable"] is not True]
+        summaries = ledger.read_models.jobs(args.tenant, non_replayable=args.non_replayable)
     for summary in summaries:
         if args.json:
             emit_json(summary)

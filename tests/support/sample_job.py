@@ -5,8 +5,6 @@ from __future__ import annotations
 from domain.job import DEFAULT_TENANT, Job
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
-from projections.job_summaries import job_listing
-from projections.read_model_rows import JOB_INDEX
 
 ROUTER = {"rules": [{"id": "R1", "pattern": "x", "weight": 0.1 + 0.2}]}
 
@@ -27,4 +25,4 @@ def record_sample_job(ledger: Ledger, job_id: str = "job-1", seed: str = "s1") -
 def job_ids(ledger: Ledger, tenant: str = DEFAULT_TENANT) -> list[str]:
     """The tenant's jobs in the order the store recorded them: the job index, as `mace jobs`
     lists it."""
-    return [row["job_id"] for row in job_listing(ledger.read_models.rows(JOB_INDEX), tenant)]
+    return [row["job_id"] for row in ledger.read_models.jobs(tenant)]
