@@ -18,6 +18,7 @@ from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggre
 from pydantic import BaseModel, ConfigDict
 
 from domain.determinism import DeterministicClock
+from domain.errors import InvalidInput
 from domain.naming import aggregate_id, tenant_scoped
 
 
@@ -96,7 +97,7 @@ class MaceAggregate(BaseAggregate[UUID]):
         own_id = cls.id_for(cls.name_of(kwargs))
         if id is not None and id != own_id:
             msg = f"{cls.__name__} ids follow from their names; {id} is not {own_id}"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         return super()._create(event_class, id=own_id, **kwargs)
 
     @classmethod

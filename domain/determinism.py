@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final, TypeAlias, TypeVar
 
 from domain.canonical import sha256_hex
+from domain.errors import InvalidInput
 
 Seed: TypeAlias = int | str
 
@@ -88,10 +89,10 @@ def derive_id(seed: Seed, namespace: str, payload: str, counter: int) -> str:
     """Hex ``HMAC_SHA256(seed, namespace:payload:counter)`` (seed 004 D3)."""
     if _NAMESPACE.fullmatch(namespace) is None:
         msg = f"namespace must match [a-z0-9_]+, got {namespace!r}"
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     if namespace in _RESERVED_NAMESPACES:
         msg = f"namespace {namespace!r} is reserved for the RNG and the clock"
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     message = f"{namespace}:{payload}:{_counter('counter', counter)}"
     return hmac.digest(seed_bytes(seed), message.encode("utf-8"), "sha256").hex()
 
@@ -120,7 +121,7 @@ class DeterministicRNG:
         """A uniform ``k``-bit integer: the top ``k`` bits of the next ``ceil(k/256)`` blocks."""
         if k < 0:
             msg = f"number of bits must be non-negative, got {k}"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         blocks = -(-k // _BLOCK_BITS)
         value = 0
         for _ in range(blocks):
@@ -138,7 +139,7 @@ class DeterministicRNG:
         """A uniform integer in [a, b], without modulo bias: out-of-range draws are rejected."""
         if a > b:
             msg = f"empty range: randint({a}, {b})"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         size = b - a + 1
         bits = (size - 1).bit_length()
         while True:
@@ -198,7 +199,7 @@ def _seed_text(seed: Seed) -> str:
     text = _field("seed", seed)
     if not text:
         msg = "seed must not be an empty string"
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     return text
 
 
@@ -217,5 +218,5 @@ def _counter(name: str, value: int) -> str:
         raise TypeError(msg)
     if value < 0:
         msg = f"{name} must be non-negative, got {value}"
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     return int.__repr__(value)

@@ -26,6 +26,7 @@ from pydantic import (
 
 from domain.canonical import canonical_json, digest
 from domain.context_assembly import ContextRequest
+from domain.errors import InvalidInput
 from domain.job import MAX_INPUT_CHARS, CaptureMode, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, SnapshotKind
 
@@ -97,7 +98,7 @@ class _HashedContent(RunEvent):
                 data[hash_field] = computed
             elif given != computed:
                 msg = f"{hash_field} does not match the sha256 of the canonical JSON of {content}"
-                raise ValueError(msg)
+                raise InvalidInput(msg)
         return data
 
     @model_validator(mode="after")
@@ -105,7 +106,7 @@ class _HashedContent(RunEvent):
         for content, hash_field in self.CONTENT_FIELDS:
             if getattr(self, content) is None and getattr(self, hash_field) is None:
                 msg = f"{hash_field} is required when {content} is not given"
-                raise ValueError(msg)
+                raise InvalidInput(msg)
         return self
 
 
@@ -125,11 +126,11 @@ class RunStarted(RunEvent):
     def _check(self) -> RunStarted:
         if isinstance(self.seed, bool) or self.seed == "":
             msg = "seed must be a non-empty string or an integer"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         for kind, snapshot_id in self.snapshot_ids.items():
             if not SNAPSHOT_ID_PATTERN.fullmatch(snapshot_id):
                 msg = f"snapshot_ids.{kind.value}: expected 64 lowercase hex characters"
-                raise ValueError(msg)
+                raise InvalidInput(msg)
         return self
 
     @property
@@ -237,7 +238,7 @@ class IterationTrace(RunEvent):
                 msg = (
                     f"agent_outputs[{position}]: no field {unknown[0]!r} (an output has {allowed})"
                 )
-                raise ValueError(msg)
+                raise InvalidInput(msg)
         return self
 
 
@@ -348,7 +349,7 @@ class RetrievalResponse(RunEvent):
         given = data.get("response_hash")
         if given is not None and given != computed:
             msg = "response_hash does not match the sha256 of the canonical JSON of hits"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         return {**data, "response_hash": computed}
 
 
@@ -559,7 +560,7 @@ def decode_recorded(event_type: str, payload: dict[str, Any]) -> RunEvent:
     cls = ALL_TYPES.get(event_type)
     if cls is None:
         msg = f"unknown run event type {event_type!r}"
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     return cls.model_validate({**payload, "type": event_type}, context={RECORDED: True})
 
 

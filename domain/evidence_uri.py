@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from domain.errors import InvalidInput
 from domain.job import validate_job_id, validate_tenant
 
 SCHEME: Final = "mace://"
@@ -46,7 +47,7 @@ def parse_evidence_uri(text: str) -> EvidenceUri:
             f"invalid evidence URI {text!r}: expected mace://<tenant>/job/<job_id>/event/<n>"
             " or mace://<tenant>/job/<job_id>/replay/<attempt>/report"
         )
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     tenant = validate_tenant(shape["tenant"])
     job_id = validate_job_id(shape["job"])
     if shape["event"] is not None:

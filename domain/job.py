@@ -20,6 +20,7 @@ from eventsourcing.domain import event
 from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_copy, canonical_json
 from domain.determinism import event_id
+from domain.errors import InvalidInput
 from domain.naming import DEFAULT_TENANT as DEFAULT_TENANT  # noqa: PLC0414 (re-exported)
 from domain.naming import tenant_scoped
 from domain.provenance import job_provenance
@@ -50,7 +51,7 @@ def validate_job_id(job_id: str) -> str:
             f"invalid job id {job_id!r}: expected 1-128 characters of letters, digits and . _ : -,"
             " starting with a letter or digit"
         )
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     return job_id
 
 
@@ -60,7 +61,7 @@ def validate_tenant(tenant: str) -> str:
             f"invalid tenant {tenant!r}: expected 1-64 characters of lowercase letters, digits"
             " and . _ -, starting with a letter or digit"
         )
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     return tenant
 
 
@@ -154,14 +155,14 @@ class Job(MaceAggregate):
             validate_job_id(job_id)
         if not job_seed:
             msg = "job seed must not be empty"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         unknown = sorted(set(snapshot_ids) - {k.value for k in SnapshotKind})
         if unknown:
             msg = f"unknown snapshot kind(s) {unknown}: expected {[k.value for k in SnapshotKind]}"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         if len(job_input) > MAX_INPUT_CHARS:
             msg = f"job input: {len(job_input)} characters, at most {MAX_INPUT_CHARS}"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         canonical_json(job_input)  # refuses what could not be stored canonically
 
     @event(Started)
@@ -206,7 +207,7 @@ class Job(MaceAggregate):
             raise JobSealedError(msg)
         if not EVENT_TYPE_PATTERN.fullmatch(event_type):
             msg = f"invalid event type {event_type!r}: expected a letter then letters, digits or _"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         payload = canonical_copy(payload)
         index = self.next_sequence_index
         new_id = event_id(self.job_seed, index, event_type)
@@ -228,7 +229,7 @@ class Job(MaceAggregate):
             raise JobSealedError(msg)
         if event_count != self.version:
             msg = f"seal counts {event_count} events but job {self.job_id} has {self.version}"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         self._sealed(event_count=event_count, mac_digest=mac_digest)
 
     @event(Sealed)

@@ -29,6 +29,7 @@ from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_copy
 from domain.context_assembly import AssembledContext, ContextCaller, ContextRequest
 from domain.determinism import derive_id
+from domain.errors import InvalidInput
 from domain.governance import Role
 from domain.policy import PolicyBundle, PolicyError, parse_bundle
 
@@ -91,7 +92,7 @@ def policy_snapshot(
     """The frozen bundle; both halves null when no bundle was active."""
     if (bundle_yaml is None) != (bundle_hash is None):
         msg = "a policy snapshot has both the YAML and its hash, or neither"
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     return {"bundle_hash": bundle_hash, "bundle_yaml": bundle_yaml, "captured_at": captured_at}
 
 
@@ -120,7 +121,7 @@ def receipt_body(
     """
     if snapshot is not None and set(snapshot) != POLICY_SNAPSHOT_KEYS:
         msg = f"policy_snapshot must have exactly the keys {sorted(POLICY_SNAPSHOT_KEYS)}"
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     body = {
         "receipt_id": receipt_id,
         "kind": kind.value,
@@ -157,7 +158,7 @@ class Receipt(MaceAggregate):
     def emit(cls, body: dict[str, Any], signature: str | None) -> Receipt:
         if set(body) != BODY_KEYS:
             msg = f"a receipt body has exactly the keys {sorted(BODY_KEYS)}"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         return cls(receipt_id=body["receipt_id"], body=canonical_copy(body), signature=signature)
 
     @event(Emitted)
@@ -265,8 +266,8 @@ def handoff_of(to_agent: str, from_agent: str | None, note: str | None) -> dict[
     for name, agent in (("to_agent", to_agent), ("from_agent", from_agent)):
         if agent is not None and not AGENT_PATTERN.fullmatch(agent):
             msg = f"{name}: {agent!r} is not an agent id (1-128 of letters, digits and . _ @ : -)"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
     if note is not None and (len(note) > MAX_NOTE_CHARS or not note.isprintable()):
         msg = f"note: expected at most {MAX_NOTE_CHARS} printable characters on one line"
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     return {"from_agent": from_agent, "to_agent": to_agent, "note": note}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from domain.errors import InvalidInput
 from domain.governance import Actor, Role
 
 
@@ -27,7 +28,7 @@ def parse_mode(mode: str) -> ReplayMode:
         return ReplayMode(mode)
     except ValueError:
         msg = f"unknown replay mode {mode!r}: expected one of {[m.value for m in ReplayMode]}"
-        raise ValueError(msg) from None
+        raise InvalidInput(msg) from None
 
 
 def replay_refusal(mode: ReplayMode, actor: Actor, production_approved: bool) -> str | None:
@@ -53,4 +54,4 @@ def check_mocks_allowed(mode: ReplayMode, has_mocks: bool) -> None:
     """Declared mocks answer agents in a reexecute sandbox only."""
     if has_mocks and mode is not ReplayMode.REEXECUTE:
         msg = "declared mocks are for reexecute replays only: audit and production use none"
-        raise ValueError(msg)
+        raise InvalidInput(msg)

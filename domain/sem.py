@@ -72,13 +72,13 @@ class SemVocabulary(BaseModel):
         unknown = sorted(set(self.synonyms) - set(KEY_PARTS))
         if unknown:
             msg = f"synonyms for unknown key part(s) {unknown}: expected {list(KEY_PARTS)}"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         for part, table in self.synonyms.items():
             for alias, target in table.items():
                 _check_segment(f"synonyms.{part}[{alias!r}]", part, target)
                 if target in table:
                     msg = f"synonym {alias!r} -> {target!r} maps to another synonym ({part})"
-                    raise ValueError(msg)
+                    raise InvalidInput(msg)
         for entity, entity_type in self.entity_types.items():
             _check_segment(f"entity_types[{entity!r}]", "entity_type", entity_type)
 
@@ -90,7 +90,7 @@ def _check_segment(where: str, part: str, value: str) -> None:
     pattern = SNAKE_CASE if part in {"entity_type", "attribute"} else SEGMENT
     if not pattern.fullmatch(value):
         msg = f"{where}: {value!r} is not a valid {part}"
-        raise ValueError(msg)
+        raise InvalidInput(msg)
 
 
 def validate_key(key: str) -> tuple[str, str, str, str]:

@@ -18,6 +18,7 @@ from eventsourcing.domain import event
 from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_copy, digest
 from domain.determinism import ID_GENERATORS, snapshot_id
+from domain.errors import InvalidInput
 
 NAMESPACE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_./-]{0,63}$")
 SNAPSHOT_ID_PATTERN = re.compile(r"^[0-9a-f]{64}$")
@@ -26,7 +27,7 @@ SNAPSHOT_ID_PATTERN = re.compile(r"^[0-9a-f]{64}$")
 def check_snapshot_id(snapshot_id: str) -> str:
     if not SNAPSHOT_ID_PATTERN.fullmatch(snapshot_id):
         msg = f"invalid snapshot id {snapshot_id!r}: expected 64 lowercase hex characters"
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     return snapshot_id
 
 
@@ -46,7 +47,7 @@ def parse_kind(kind: str) -> SnapshotKind:
     except ValueError:
         expected = ", ".join(k.value for k in SnapshotKind)
         msg = f"unknown snapshot kind {kind!r}: expected one of {expected}"
-        raise ValueError(msg) from None
+        raise InvalidInput(msg) from None
 
 
 def default_namespace(kind: SnapshotKind) -> str:
@@ -68,17 +69,17 @@ class Snapshot(MaceAggregate):
         snapshot_kind = parse_kind(kind)
         if not isinstance(payload, dict):
             msg = f"snapshot payload must be a JSON object, got {type(payload).__name__}"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         if isinstance(schema_version, bool) or not isinstance(schema_version, int):
             msg = "schema_version must be a positive integer"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         if schema_version < 1:
             msg = "schema_version must be a positive integer"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         namespace = seed_namespace or default_namespace(snapshot_kind)
         if not NAMESPACE_PATTERN.fullmatch(namespace):
             msg = f"invalid seed namespace {namespace!r}: expected [a-z0-9_./-], at most 64"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         payload = canonical_copy(payload)
         config_hash = digest(payload)
         new_id = snapshot_id(config_hash, schema_version, namespace)

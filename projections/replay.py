@@ -22,7 +22,7 @@ from typing import Any, NoReturn, Protocol
 
 from domain.canonical import canonical_json
 from domain.capture import missing_artifacts, policy_bundles_named
-from domain.errors import ErrorCode, MaceError
+from domain.errors import ErrorCode, InvalidInput, MaceError
 from domain.events import (
     EQUALITY_FIELDS,
     AgentOutput,
@@ -274,7 +274,7 @@ class _Replay:
         completion = next((e for _, e in recorded if isinstance(e, JobCompleted)), None)
         if completion is None:
             msg = f"job {job.job_id} is not complete: only completed jobs can be replayed"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         self.outcome.capture_mode = job.capture_mode
         self.outcome.snapshot_ids = {k.value: job.snapshot_ids.get(k.value) for k in SnapshotKind}
         rules = self.recorded_rules(job, step)

@@ -50,7 +50,7 @@ class RouterRule(_Config):
             re.compile(pattern)
         except re.error as exc:
             msg = f"not a valid regular expression: {exc}"
-            raise ValueError(msg) from None
+            raise InvalidInput(msg) from None
         return pattern
 
 
@@ -65,7 +65,7 @@ class RouterConfig(_Config):
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if duplicates:
             msg = f"rule ids must be unique, repeated: {duplicates}"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         return self
 
 
@@ -84,7 +84,7 @@ class SelfRepConfig(_Config):
         bad = sorted(name for name in agents if not re.fullmatch(AGENT_NAME, name))
         if bad:
             msg = f"agent names must be snake_case identifiers: {bad}"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         return agents
 
 
@@ -130,7 +130,7 @@ class PrivacyPolicy(_Config):
         bad = [a for a in attributes if not SNAKE_CASE.fullmatch(a)]
         if bad:
             msg = f"attributes must be snake_case: {bad}"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         return attributes
 
     def check_storable(self, key: str) -> None:

@@ -11,22 +11,16 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from domain.errors import ConflictError
 from infrastructure.api.bodies import CouncilVote, ForceContinueAsk, HaltAsk, HaltClearAsk
 from infrastructure.api.context import Caller, Ctx, OwnedJobId, ReadJobId, SnapshotIdPath
-from infrastructure.api.errors import invalid
 from infrastructure.application.tokens import Principal
 
 router = APIRouter(tags=["governance"])
 
 
 def _act(action: Callable[[], None], done: dict[str, Any]) -> dict[str, Any]:
-    try:
-        action()
-    except ConflictError:
-        raise  # answered 409 by its handler
-    except ValueError as exc:  # GovernanceError among them; AccessDenied is answered 403
-        raise invalid(str(exc)) from None
+    # A rule the action breaks (GovernanceError) is bad input, answered 422 by the error table.
+    action()
     return done
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query
 
 from domain.canonical import CanonicalJSONError, canonical_json
-from domain.errors import ConflictError, NotFoundError, SnapshotError
+from domain.errors import NotFoundError
 from domain.governance import Role
 from infrastructure.api.bodies import Stage0Job
 from infrastructure.api.context import (
@@ -40,10 +40,6 @@ def run_job(body: Stage0Job, ctx: Ctx, who: Caller) -> dict[str, Any]:
         )
     except CanonicalJSONError as exc:
         raise invalid(f"input cannot be recorded: {exc}") from None
-    except (ConflictError, SnapshotError):
-        raise  # answered by their own handlers
-    except ValueError as exc:
-        raise invalid(str(exc)) from None
     return run_report(log)
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Final
 from fastapi import APIRouter, Body, Path
 from pydantic import AfterValidator
 
+from domain.errors import InvalidInput
 from domain.governance import Role
 from infrastructure.api.bodies import FactMemory, ForgetAsk, MemoryWrite
 from infrastructure.api.context import Caller, Ctx, require
@@ -25,7 +26,7 @@ MEMORY_ID_PATTERN: Final = re.compile(r"^(mem|epi)-[0-9a-f]{32}$")
 def check_memory_id(memory_id: str) -> str:
     if not MEMORY_ID_PATTERN.fullmatch(memory_id):
         msg = f"invalid memory id {memory_id!r}: expected mem- or epi- and 32 lowercase hex digits"
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     return memory_id
 
 
@@ -49,17 +50,14 @@ MemoryIdPath = Annotated[
 def remember(body: Annotated[MemoryWrite, Body()], ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *WRITERS)
     memories = ctx.ledger.memories
-    try:
-        if isinstance(body, FactMemory):
-            memory = memories.remember_fact(
-                who.tenant, body.key, body.value, body.labels, who.actor, body.origin
-            )
-        else:
-            memory = memories.remember_episode(
-                who.tenant, body.text, body.labels, who.actor, body.origin
-            )
-    except ValueError as exc:  # the body's checks are the log's own: a backstop only
-        raise invalid(str(exc)) from None
+    if isinstance(body, FactMemory):
+        memory = memories.remember_fact(
+            who.tenant, body.key, body.value, body.labels, who.actor, body.origin
+        )
+    else:
+        memory = memories.remember_episode(
+            who.tenant, body.text, body.labels, who.actor, body.origin
+        )
     return memory.as_json()
 
 
@@ -87,6 +85,6 @@ def forget(memory_id: MemoryIdPath, body: ForgetAsk, ctx: Ctx, who: Caller) -> d
         ctx.ledger.memories.forget(who.tenant, memory_id, body.reason, who.actor)
     except LookupError:
         raise not_found(f"memory {memory_id}") from None
-    except ValueError as exc:
+    except InvalidInput as exc:
         raise invalid(str(exc), "body.reason") from None
     return {"memory_id": memory_id, "forgotten": True}

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Path, Query
 from pydantic import AfterValidator
 
 from domain.context_assembly import ContextCaller, ContextRequest
+from domain.errors import InvalidInput
 from domain.receipt import RECEIPT_ID_PATTERN, MemoryView, ReceiptKind, handoff_of
 from infrastructure.api.bodies import ContextAsk, HandoffAsk
 from infrastructure.api.context import Caller, Ctx, Service
@@ -33,7 +34,7 @@ UNWRITTEN = (
 def check_receipt_id(receipt_id: str) -> str:
     if not RECEIPT_ID_PATTERN.fullmatch(receipt_id):
         msg = f"invalid receipt id {receipt_id!r}: expected rct- and 32 lowercase hex digits"
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     return receipt_id
 
 
@@ -53,7 +54,7 @@ ParentQuery = Annotated[
 ]
 
 
-def _refused(exc: ValueError) -> ApiError:
+def _refused(exc: InvalidInput) -> ApiError:
     """422 for a request the domain refused; its message begins with the field it is about."""
     name = str(exc).split(":", 1)[0]
     return invalid(str(exc), f"body.{name}" if name.isidentifier() else None)
@@ -64,7 +65,7 @@ def _emit(
 ) -> dict[str, Any]:
     try:
         request = ContextRequest(ask.query, ask.max_entries)
-    except ValueError as exc:
+    except InvalidInput as exc:
         raise _refused(exc) from None
     caller = ContextCaller(who.actor.actor_id, who.actor.roles)
     return ctx.ledger.receipts.emit(Assembly(kind, who.tenant, caller, request, handoff))
@@ -91,7 +92,7 @@ def context(body: ContextAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
 def handoff(body: HandoffAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
     try:
         handed = handoff_of(body.to_agent, body.from_agent, body.note)
-    except ValueError as exc:
+    except InvalidInput as exc:
         raise _refused(exc) from None
     return _emit(ctx, who, ReceiptKind.HANDOFF, body, handed)
 

@@ -29,17 +29,14 @@ def request_replay(body: OwnedReplayAsk, ctx: Ctx, who: Caller) -> Response:
         name: AgentReply(text=m.text, claims=m.claims, evidence=m.evidence)
         for name, m in body.mocks.items()
     }
-    try:
-        result = ctx.ledger.replays.run(
-            body.job_id,
-            body.mode,
-            who.actor,
-            tenant=who.tenant,
-            force_continue=body.force_continue,
-            mocks=mocks,
-        )
-    except ValueError as exc:
-        raise invalid(str(exc)) from None
+    result = ctx.ledger.replays.run(
+        body.job_id,
+        body.mode,
+        who.actor,
+        tenant=who.tenant,
+        force_continue=body.force_continue,
+        mocks=mocks,
+    )
     report = result.report
     error: dict[str, Any] | None = None
     if not result.outcome.ok:

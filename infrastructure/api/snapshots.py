@@ -11,7 +11,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from domain.canonical import CanonicalJSONError
-from domain.errors import NotFoundError
+from domain.errors import InvalidInput, NotFoundError
 from domain.governance import Role
 from domain.stage0.config import UnusableSnapshot, declare_usable
 from infrastructure.api.bodies import SnapshotDeclaration
@@ -44,5 +44,5 @@ def get_snapshot(snapshot_id: SnapshotIdPath, ctx: Ctx, who: Caller) -> dict[str
         return ctx.reader.snapshots.get(snapshot_id).as_json()
     except NotFoundError:
         raise not_found(f"snapshot {snapshot_id}") from None
-    except ValueError as exc:
+    except InvalidInput as exc:
         raise invalid(str(exc), "path.snapshot_id") from None

@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Final
 from uuid import UUID
 
+from domain.errors import InvalidInput
 from infrastructure.application.audit import AuditService
 from infrastructure.application.audit_scan import AuditWindow
 from infrastructure.application.ledger import Ledger
@@ -52,7 +53,7 @@ class AuditWorkers:
 
     def __init__(self, settings: Settings, count: int) -> None:
         if count < 1:
-            raise ValueError(f"--workers must be at least 1, got {count}")
+            raise InvalidInput(f"--workers must be at least 1, got {count}")
         self.ranges = stream_ranges(count)
         self._children: list[tuple[BaseProcess, Connection]] = []
         self._frozen = False

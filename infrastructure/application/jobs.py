@@ -20,7 +20,7 @@ from eventsourcing.persistence import StoredEvent
 
 from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id, iso_text
-from domain.errors import ConflictError, ErrorCode, IntegrityFailure, MaceError
+from domain.errors import ConflictError, ErrorCode, IntegrityFailure, InvalidInput, MaceError
 from domain.events import JobCompleted, SemRead, SemWrite, decode_recorded
 from domain.evidence_uri import event_uri
 from domain.job import (
@@ -96,7 +96,7 @@ class JobService:
         """
         if any(event_type == JobCompleted.EVENT_TYPE for event_type, _ in events):
             msg = "JobCompleted is recorded by the ledger itself, with the job's seal"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         job = self.get(job_id, tenant=tenant)
         ids = [job.record(event_type, payload) for event_type, payload in events]
         self.store.save_new(job, what=f"events for job {job_id}")

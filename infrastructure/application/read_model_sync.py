@@ -35,7 +35,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.projection import Projection
 from psycopg.sql import SQL, Identifier
 
-from domain.errors import IntegrityFailure
+from domain.errors import IntegrityFailure, InvalidInput
 from domain.snapshot import Snapshot
 from infrastructure.storage.read_models.memory import MemoryReadModelView
 from infrastructure.storage.read_models.tables import ReadModelView, Row
@@ -178,7 +178,7 @@ class ReadModels:
         one, catches the views up again."""
         if isinstance(self.store.location, SQLiteStore):
             msg = "SQLite cannot notify subscribers: its read models catch up when they are read"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         recorder = self.store.recorder
         assert isinstance(recorder, PostgresApplicationRecorder)
         channel = Identifier(recorder.channel_name)

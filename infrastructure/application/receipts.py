@@ -27,7 +27,7 @@ from domain.context_assembly import (
     ContextRequest,
     assemble_context,
 )
-from domain.errors import IntegrityFailure, StoreBusyError
+from domain.errors import IntegrityFailure, InvalidInput, StoreBusyError
 from domain.governance import Actor, require_any
 from domain.job import validate_tenant
 from domain.memories import MemoryLog
@@ -244,7 +244,7 @@ class ReceiptService:
         """A tenant's receipts in emission order, numbered; ``parent`` keeps its replays only."""
         if not 1 <= limit <= LIST_LIMIT:
             msg = f"limit: expected 1 to {LIST_LIMIT}, got {limit}"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         rows: list[dict[str, Any]] = []
         while len(rows) < limit:
             page = self.read_models.receipt_entries(validate_tenant(tenant), after, LIST_LIMIT)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.errors import InvalidInput
 from domain.events import EMITTED_TYPES, RunCompleted, RunEvent, RunStarted
 from domain.job import DEFAULT_TENANT
 from infrastructure.application.runs import RunService
@@ -31,7 +32,7 @@ class RunRecorder:
         """Add one event of the run, in order."""
         if self._log is not None:
             msg = f"run {self._log.job_id} is complete: nothing more may be emitted"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         if not isinstance(event, EMITTED_TYPES):
             names = ", ".join(t.EVENT_TYPE for t in EMITTED_TYPES)
             msg = f"{type(event).__name__} cannot be emitted within a run: expected one of {names}"
@@ -47,7 +48,7 @@ class RunRecorder:
         """
         if self._log is not None:
             msg = f"run {self._log.job_id} is already complete"
-            raise ValueError(msg)
+            raise InvalidInput(msg)
         completed = RunCompleted(final_output=final_output)
         declared = {kind.value: sid for kind, sid in self._started.snapshot_ids.items()}
         self._runs.privacy.refuse_clear_private_values(declared, self._events)

@@ -19,6 +19,7 @@ from eventsourcing.utils import get_topic
 
 from domain.canonical import canonical_json, digest
 from domain.determinism import iso_text
+from domain.errors import InvalidInput
 from domain.governance import Governance, governance_scope_of_job, halt_scopes
 from domain.job import DEFAULT_TENANT, Job, JobSealWitness
 from domain.naming import tenant_and_key, tenant_scoped
@@ -256,7 +257,7 @@ def _refuse_full_io(job: Job) -> None:
             f"job {job.job_id} keeps model or tool content ({shown}): export it with --redact"
             " to leave that out, or with --include-full-io to include it"
         )
-        raise ValueError(msg)
+        raise InvalidInput(msg)
 
 
 def _record_entry(record: StoredEvent, redacted: bool) -> dict[str, Any]:

@@ -10,11 +10,10 @@ the key ``--public-key`` pins.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,18 +42,8 @@ from infrastructure.bundles.replay import REGRESSION_ACTOR, check_replay_options
 from infrastructure.cli.common import emit_json
 
 
-@contextlib.contextmanager
-def _bad_input() -> Iterator[None]:
-    """Input the command cannot use (BundleError and other ValueErrors) is a usage error."""
-    try:
-        yield
-    except ValueError as exc:
-        raise InvalidInput(str(exc)) from None
-
-
 def _job_id(job_id: str) -> str:
-    with _bad_input():
-        return validate_job_id(job_id)
+    return validate_job_id(job_id)
 
 
 def _refuse_existing(path: Path, force: bool) -> None:
@@ -106,7 +95,7 @@ def export_job(args: argparse.Namespace, settings: Settings) -> int:
     _refuse_existing(output, args.force)
     if not output.parent.is_dir():
         raise InvalidInput(f"cannot write {output}: {output.parent} is not a directory")
-    with Ledger.open(settings, create=False) as ledger, _bad_input():
+    with Ledger.open(settings, create=False) as ledger:
         data = export_bundle(
             ledger,
             job_id,
@@ -166,10 +155,9 @@ def _export_summary(bundle: Bundle, output: Path, data: bytes) -> dict[str, Any]
 def import_job(args: argparse.Namespace, settings: Settings) -> int:
     keyring = configured_keyring(settings)
     pinned = pinned_key(args.public_key)
-    with _bad_input():
-        bundle = read_bundle(args.file, keyring, pinned)
-        with Ledger.open(settings) as ledger:
-            summary = import_bundle(ledger, bundle)
+    bundle = read_bundle(args.file, keyring, pinned)
+    with Ledger.open(settings) as ledger:
+        summary = import_bundle(ledger, bundle)
     if args.json:
         emit_json(
             {
@@ -213,9 +201,8 @@ def open_bundle(
     report directory) is written."""
     keyring = configured_keyring(settings)
     pinned = pinned_key(public_key)
-    with _bad_input():
-        bundle = read_bundle(path, keyring, pinned)
-        check_replay_options(bundle, force_continue)
+    bundle = read_bundle(path, keyring, pinned)
+    check_replay_options(bundle, force_continue)
     if job_id is not None and job_id != bundle.job_id:
         raise InvalidInput(f"bundle {path} holds job {bundle.job_id}, not {job_id}")
     if tenant is not None and tenant != bundle.tenant:
@@ -230,8 +217,7 @@ def replay_from_bundle(
     force_continue: bool,
     mocks: Mapping[str, AgentReply],
 ) -> ReplayResult:
-    with _bad_input():
-        return replay_bundle(bundle, mode, actor, force_continue=force_continue, mocks=mocks)
+    return replay_bundle(bundle, mode, actor, force_continue=force_continue, mocks=mocks)
 
 
 # export-test
@@ -246,7 +232,7 @@ def export_test(args: argparse.Namespace, settings: Settings) -> int:
     _prepare_directory(directory)
     for path in (test_path, bundle_path):
         _refuse_existing(path, args.force)
-    with Ledger.open(settings, create=False) as ledger, _bad_input():
+    with Ledger.open(settings, create=False) as ledger:
         data = export_bundle(
             ledger, job_id, tenant=args.tenant, include_full_io=args.include_full_io
         )

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,15 +24,6 @@ class Parser(argparse.ArgumentParser):
 def emit_json(data: dict[str, Any]) -> None:
     sys.stdout.buffer.write(canonical_json(data) + b"\n")
     sys.stdout.flush()
-
-
-@contextlib.contextmanager
-def bad_input() -> Iterator[None]:
-    """Input a use case refuses (a ValueError naming what was wrong) is a usage error: exit 2."""
-    try:
-        yield
-    except ValueError as exc:
-        raise InvalidInput(str(exc)) from None
 
 
 def add_tenant_option(
@@ -60,7 +49,7 @@ def add_tenant_option(
 def _tenant(text: str) -> str:
     try:
         return validate_tenant(text)
-    except ValueError as exc:
+    except InvalidInput as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -122,7 +111,7 @@ def snapshot_overrides(options: list[str]) -> dict[str, str]:
             raise InvalidInput(f"--snapshot {option!r}: expected KIND=SNAPSHOT_ID")
         try:
             kind: SnapshotKind = parse_kind(kind_text)
-        except ValueError as exc:
+        except InvalidInput as exc:
             raise InvalidInput(f"--snapshot {option!r}: {exc}") from None
         if kind.value in chosen:
             raise InvalidInput(f"--snapshot names the {kind.value} snapshot twice")

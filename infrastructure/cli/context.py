@@ -18,7 +18,7 @@ from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
 from infrastructure.application.settings import Settings
-from infrastructure.cli.common import acting_actor, bad_input, emit_json
+from infrastructure.cli.common import acting_actor, emit_json
 from projections.receipt_text import receipt_lines
 
 
@@ -27,8 +27,7 @@ def emit_context(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def emit_handoff(args: argparse.Namespace, settings: Settings) -> int:
-    with bad_input():
-        handoff = handoff_of(args.to_agent, args.from_agent, args.note)
+    handoff = handoff_of(args.to_agent, args.from_agent, args.note)
     return _emit(args, settings, ReceiptKind.HANDOFF, handoff)
 
 
@@ -39,8 +38,7 @@ def _emit(
     handoff: dict[str, Any] | None,
 ) -> int:
     actor = acting_actor(settings)
-    with bad_input():
-        request = ContextRequest(args.query, args.max_entries)
+    request = ContextRequest(args.query, args.max_entries)
     caller = ContextCaller(actor.actor_id, actor.roles)
     with Ledger.open(settings, create=False) as ledger:
         emitted = ledger.receipts.emit(Assembly(kind, args.tenant, caller, request, handoff))

@@ -69,10 +69,7 @@ def _act(settings: Settings, command: Callable[[Ledger, Actor], None], done: str
     """Run one governance command as the acting identity; a rule it breaks is bad input."""
     actor = acting_actor(settings)
     with Ledger.open(settings, create=False) as ledger:
-        try:
-            command(ledger, actor)
-        except ValueError as exc:  # GovernanceError among them
-            raise InvalidInput(str(exc)) from None
+        command(ledger, actor)
     print(f"{done} by {actor.actor_id}")
     return EXIT_OK
 
@@ -83,10 +80,7 @@ def print_log(args: argparse.Namespace, settings: Settings) -> int:
             "--tenant names the tenant of JOB_ID: the whole log shows every tenant's"
         )
     with Ledger.open(settings, create=False) as ledger:
-        try:
-            entries = ledger.governance.log(args.job_id, tenant=args.tenant or DEFAULT_TENANT)
-        except ValueError as exc:
-            raise InvalidInput(str(exc)) from None
+        entries = ledger.governance.log(args.job_id, tenant=args.tenant or DEFAULT_TENANT)
     for entry in entries:
         if args.json:
             emit_json(entry)

@@ -31,18 +31,15 @@ def run_job(args: argparse.Namespace, settings: Settings) -> int:
     except CanonicalJSONError as exc:
         raise InvalidInput(f"input cannot be recorded: {exc}") from None
     with Ledger.open(settings) as ledger:
-        try:
-            log = ledger.jobs.run(
-                args.text,
-                args.seed,
-                job_id=args.job_id,
-                user=args.user,
-                capture_mode=CaptureMode(args.capture),
-                snapshot_ids=overrides,
-                tenant=args.tenant,
-            )
-        except ValueError as exc:
-            raise InvalidInput(str(exc)) from None
+        log = ledger.jobs.run(
+            args.text,
+            args.seed,
+            job_id=args.job_id,
+            user=args.user,
+            capture_mode=CaptureMode(args.capture),
+            snapshot_ids=overrides,
+            tenant=args.tenant,
+        )
     report = run_report(log)
     if args.json:
         emit_json(report)
@@ -69,10 +66,7 @@ def job_events(args: argparse.Namespace, settings: Settings) -> int:
     job_id, tenant, chosen = _events_chosen(args, named)
     reader = acting_actor(settings) if settings.actor or settings.roles else None
     with Ledger.open(settings, create=False) as ledger:
-        try:
-            read = ledger.personal_data.read_job(job_id, tenant, reader, CLI_CHANNEL, chosen)
-        except ValueError as exc:
-            raise InvalidInput(str(exc)) from None
+        read = ledger.personal_data.read_job(job_id, tenant, reader, CLI_CHANNEL, chosen)
     if args.job_id.startswith(SCHEME) and not read.events:
         raise NotFoundError(f"no event at {args.job_id}: job {job_id} records no such fact")
     if read.personal_versions:
@@ -98,10 +92,7 @@ def _evidence_named(args: argparse.Namespace) -> EvidenceUri | None:
     ``--tenant`` is refused), or None for a plain job id."""
     if not args.job_id.startswith(SCHEME):
         return None
-    try:
-        uri = parse_evidence_uri(args.job_id)
-    except ValueError as exc:
-        raise InvalidInput(str(exc)) from None
+    uri = parse_evidence_uri(args.job_id)
     if args.tenant not in (DEFAULT_TENANT, uri.tenant):
         raise InvalidInput(f"{args.job_id} is tenant {uri.tenant}'s, not {args.tenant}'s")
     return uri

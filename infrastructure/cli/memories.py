@@ -17,7 +17,6 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
 from infrastructure.cli.common import (
     acting_actor,
-    bad_input,
     emit_json,
     parse_json,
     parse_json_argument,
@@ -27,15 +26,14 @@ from infrastructure.cli.common import (
 def add_memory(args: argparse.Namespace, settings: Settings) -> int:
     actor = acting_actor(settings)
     origin = None if args.origin is None else parse_json("--origin", args.origin)
-    with bad_input():  # refused before the store is opened (or created)
-        check_labels(args.label)
-        if args.fact is not None:
-            key, value = args.fact[0], parse_json_argument("value", args.fact[1])
-            check_fact_key(key)
-            validate_value(value)
-        else:
-            check_episode(args.episode)
-    with Ledger.open(settings) as ledger, bad_input():
+    check_labels(args.label)
+    if args.fact is not None:
+        key, value = args.fact[0], parse_json_argument("value", args.fact[1])
+        check_fact_key(key)
+        validate_value(value)
+    else:
+        check_episode(args.episode)
+    with Ledger.open(settings) as ledger:
         if args.fact is not None:
             memory = ledger.memories.remember_fact(
                 args.tenant, key, value, args.label, actor, origin
@@ -79,8 +77,6 @@ def forget_memory(args: argparse.Namespace, settings: Settings) -> int:
             ledger.memories.forget(args.tenant, args.memory_id, args.reason, actor)
         except LookupError:
             raise InvalidInput(f"no memory {args.memory_id}") from None
-        except ValueError as exc:
-            raise InvalidInput(str(exc)) from None
     if args.json:
         emit_json({"memory_id": args.memory_id, "tenant": args.tenant, "forgotten": True})
     else:

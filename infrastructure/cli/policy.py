@@ -16,7 +16,7 @@ from domain.policy_book import PolicyBook, scope_of
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
-from infrastructure.cli.common import acting_actor, bad_input, emit_json, read_bytes
+from infrastructure.cli.common import acting_actor, emit_json, read_bytes
 
 
 def _tenant(args: argparse.Namespace) -> str | None:
@@ -32,9 +32,8 @@ def set_bundle(args: argparse.Namespace, settings: Settings) -> int:
     except UnicodeDecodeError:
         raise InvalidInput(f"{name} is not UTF-8 text") from None
     tenant = _tenant(args)
-    with bad_input():  # a refused bundle is refused before the store is opened (or created)
-        parse_bundle(bundle_yaml)
-    with Ledger.open(settings) as ledger, bad_input():
+    parse_bundle(bundle_yaml)
+    with Ledger.open(settings) as ledger:
         bundle = ledger.policy.set_bundle(tenant, bundle_yaml, actor)
     scope = scope_of(tenant)
     if args.json:

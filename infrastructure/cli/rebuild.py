@@ -9,7 +9,6 @@ import sys
 from threading import Event
 from typing import Any
 
-from domain.errors import InvalidInput
 from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.read_model_sync import Progress, RebuiltView
@@ -23,11 +22,8 @@ BAR_WIDTH = 30
 def follow_views(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
         print(f"following {ledger.status.where}; Ctrl-C stops", file=sys.stderr)
-        try:
-            # Only Ctrl-C ends it (exit 130): following unsubscribes on the way out.
-            ledger.read_models.follow(Event())
-        except ValueError as exc:
-            raise InvalidInput(str(exc)) from None
+        # Only Ctrl-C ends it (exit 130): following unsubscribes on the way out.
+        ledger.read_models.follow(Event())
     return EXIT_OK
 
 

@@ -18,14 +18,14 @@ from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
 from infrastructure.cli.arguments.receipts import MEMORY_VIEWS
-from infrastructure.cli.common import acting_actor, bad_input, emit_json
+from infrastructure.cli.common import acting_actor, emit_json
 from projections.receipt_text import diff_lines, receipt_lines
 
 
 def list_receipts(args: argparse.Namespace, settings: Settings) -> int:
     if args.after < -1:
         raise InvalidInput(f"--after: expected a receipt number (0 or more), got {args.after}")
-    with Ledger.open(settings, create=False) as ledger, bad_input():
+    with Ledger.open(settings, create=False) as ledger:
         rows = ledger.receipts.listing(args.tenant, args.parent, args.after, args.limit)
     if args.json:
         emit_json({"receipts": rows})

@@ -41,17 +41,14 @@ def replay_job(args: argparse.Namespace, settings: Settings) -> int:
         result = replay_from_bundle(bundle, mode, actor, args.force_continue, mocks)
     else:
         with Ledger.open(settings, create=False) as ledger:
-            try:
-                result = ledger.replays.run(
-                    args.job_id,
-                    mode,
-                    actor,
-                    tenant=args.tenant or DEFAULT_TENANT,
-                    force_continue=args.force_continue,
-                    mocks=mocks,
-                )
-            except ValueError as exc:
-                raise InvalidInput(str(exc)) from None
+            result = ledger.replays.run(
+                args.job_id,
+                mode,
+                actor,
+                tenant=args.tenant or DEFAULT_TENANT,
+                force_continue=args.force_continue,
+                mocks=mocks,
+            )
     if args.report_dir is not None:
         (args.report_dir / REPORT_JSON).write_bytes(canonical_json(result.report) + b"\n")
         (args.report_dir / REPORT_MD).write_text(result.markdown, encoding="utf-8")

@@ -28,10 +28,7 @@ def sem_put(args: argparse.Namespace, settings: Settings) -> int:
 def sem_get(args: argparse.Namespace, settings: Settings) -> int:
     overrides = snapshot_overrides(args.snapshot)
     with Ledger.open(settings, create=False) as ledger:
-        try:
-            key, record = ledger.sem.get(args.key, overrides, args.tenant)
-        except ValueError as exc:
-            raise InvalidInput(str(exc)) from None
+        key, record = ledger.sem.get(args.key, overrides, args.tenant)
     _show(key, record, args.json)
     return EXIT_OK
 

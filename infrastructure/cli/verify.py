@@ -128,12 +128,9 @@ def _print_unanswered(
 
 
 def _verify_job(ledger: Ledger, args: argparse.Namespace) -> dict[str, Any]:
-    try:
-        result = ledger.jobs.verify(
-            args.job_id, check_sequence=args.check_sequence, tenant=args.tenant or DEFAULT_TENANT
-        )
-    except ValueError as exc:
-        raise InvalidInput(str(exc)) from None
+    result = ledger.jobs.verify(
+        args.job_id, check_sequence=args.check_sequence, tenant=args.tenant or DEFAULT_TENANT
+    )
     counts: dict[str, Any] = {
         "job_id": result.job_id,
         "events": result.events,

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
+from domain.errors import InvalidInput
 from domain.receipt import SIGNATURE_ALGORITHM
 from infrastructure.storage.keys.keyring import Keyring
 
@@ -53,7 +54,7 @@ def sign_receipt(keyring: Keyring, body: dict[str, Any]) -> str:
     key_id, mac = keyring.sign(canonical_json(body))
     if named != key_id:
         msg = f"the body names key {named!r} but the active key is {key_id!r}"
-        raise ValueError(msg)
+        raise InvalidInput(msg)
     return mac.hex()
 
 
