@@ -170,6 +170,7 @@ def store_some_records(client: TestClient) -> KnownIds:
             "snapshot_id": snapshots,
             "memory_id": memories,
             "receipt_id": receipts,
+            "number": [1, 2],  # checkpoint 1 is written below; 2 is not
         },
         jobs=[*jobs, foreign],
     )
@@ -180,6 +181,7 @@ def fuzz_target(settings: Settings, ledger: Ledger) -> Iterator[FuzzTarget]:
     app = create_app(settings, token_book(), ledger)
     with TestClient(app) as client:
         known = store_some_records(client)
+    ledger.checkpoints.write()
     schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=CONFIG)
     try:
         yield FuzzTarget(schema=schema, known=known)
