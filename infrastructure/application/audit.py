@@ -158,7 +158,7 @@ class AuditService:
             self.store.save(record)  # a conflict: an identical audit took the name; count on
             return record
 
-        return self.store.retrying(attempt, "audit record")
+        return self.store.racing(attempt, "audit record")
 
 
 def _short_of(

@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from eventsourcing.persistence import IntegrityError, RecordConflictError
 from eventsourcing.utils import get_topic
 
 from domain.aggregate import MaceAggregate
@@ -130,31 +129,16 @@ class GovernanceService:
         return self.store_racing(attempt, what)
 
     def store_racing(self, build: Callable[[], tuple[T, Sequence[MaceAggregate]]], what: str) -> T:
-        """Build aggregates from fresh reads and save them, again whenever the save lost a race.
+        """Build aggregates from fresh reads and save them, by the one race policy
+        (`LedgerStore.racing`): built and saved again whenever the save lost a race, an
+        `IntegrityFailure` when it conflicted with no other writer."""
 
-        A save conflicts when a stream it appends to is no longer at the version it was read at.
-        If one of them moved on, another writer's append won: read and build again. Each retry
-        follows another writer's success, so the writers as a whole always progress and nobody
-        is turned away for losing. If none moved, the conflict is not a race (``build`` must
-        check that the streams it creates without reading are new): the store does not hold
-        what the records read from it say, an INTEGRITY_FAILURE.
-        """
-        while True:
+        def attempt() -> T:
             result, aggregates = build()
-            read_at = {a.id: a.version - len(a.pending_events) for a in aggregates}
-            try:
-                self.store.save(*aggregates)
-            except (IntegrityError, RecordConflictError):
-                if any(self._stored_version(s) > v for s, v in read_at.items()):
-                    continue
-                stream, version = next(iter(read_at.items()))
-                reason = f"{what}: the store refused it though no other writer appended first"
-                raise IntegrityFailure(stream, version + 1, reason) from None
+            self.store.save(*aggregates)
             return result
 
-    def _stored_version(self, stream: Any) -> int:
-        last = next(iter(self.store.recorder.select_events(stream, desc=True, limit=1)), None)
-        return 0 if last is None else last.originator_version
+        return self.store.racing(attempt, what)
 
     def existing_job_scope(self, job_id: str, tenant: str = DEFAULT_TENANT) -> str:
         """The governance scope of the tenant's job; NotFoundError when the tenant has none."""

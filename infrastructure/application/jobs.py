@@ -42,7 +42,7 @@ from infrastructure.application.snapshots import SnapshotService, default_snapsh
 from infrastructure.application.tenancy import holds, require_holder
 from infrastructure.storage.records.integrity import SealFacts, check_witness, verify_stream
 from infrastructure.storage.records.signed_record import VerifiedRecord, mac_digest, record_mac
-from infrastructure.storage.store import ID_RACES, LedgerStore
+from infrastructure.storage.store import LedgerStore
 from projections.reflective_log import ReflectiveLog, complete_job
 from projections.refused_input import recorded_input
 from projections.replay_sem import missing_version, version_stamped, versions_met
@@ -159,7 +159,7 @@ class JobService:
                 derived=job_id is None,
             )
 
-        return self.store.retrying(attempt, "run", ID_RACES)
+        return self.store.racing(attempt, "run")
 
     def refusal_mark(self, refused: RefusedValue) -> str:
         """A refused value's mark: its attribute and a digest keyed by the active signing key."""
@@ -210,7 +210,7 @@ class JobService:
         ``held_bundles``: the policy bundles the ledger holds that the job's events name.
         """
         # A derived id was found free in this same attempt (`id_for`): a writer that took it
-        # since makes the insert conflict, and `retrying` counts on.
+        # since makes the insert conflict, and `racing` decides again.
         if not derived and self.exists(job.job_id, tenant=job.tenant):
             raise ConflictError(f"job {job.job_id} already exists")
         if stored is None:

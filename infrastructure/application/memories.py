@@ -138,7 +138,7 @@ class MemoryService:
             log.forget(memory_id, reason, _provenance(actor, None))
             self.store.save(*_with_snapshot(log))
 
-        self.store.retrying(attempt, f"forgetting {memory_id}")
+        self.store.racing(attempt, f"forgetting {memory_id}")
 
     def _remember(self, tenant: str, write: Callable[[MemoryLog], Memory]) -> Memory:
         def attempt() -> Memory:
@@ -147,7 +147,7 @@ class MemoryService:
             self.store.save(*_with_snapshot(log))
             return memory
 
-        return self.store.retrying(attempt, f"memory write for tenant {tenant}")
+        return self.store.racing(attempt, f"memory write for tenant {tenant}")
 
 
 def _with_snapshot(log: MemoryLog) -> list[MemoryLog | MemorySnapshot]:

@@ -30,7 +30,7 @@ class PolicyService:
             self.store.save(book)
             return bundle
 
-        return self.store.retrying(attempt, f"policy bundle for {scope_of(tenant)}")
+        return self.store.racing(attempt, f"policy bundle for {scope_of(tenant)}")
 
     def clear_bundle(self, tenant: str | None, actor: Actor) -> None:
         def attempt() -> None:
@@ -40,7 +40,7 @@ class PolicyService:
             book.clear(actor.actor_id, recorded_at())
             self.store.save(book)
 
-        self.store.retrying(attempt, f"policy bundle for {scope_of(tenant)}")
+        self.store.racing(attempt, f"policy bundle for {scope_of(tenant)}")
 
     def held_bundles(self, tenant: str) -> dict[str, str]:
         """Every policy bundle ever put in force for the tenant or store-wide, by its hash: the

@@ -52,7 +52,7 @@ from infrastructure.storage.keys.receipt_signing import Verdict, sign_receipt, v
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.records.integrity import verify_stream
 from infrastructure.storage.records.signed_record import UnknownSigningKey, unverified_body
-from infrastructure.storage.store import ID_RACES, LedgerStore
+from infrastructure.storage.store import LedgerStore
 from projections.receipts import receipt_diff
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,7 @@ class ReceiptService:
             return {"receipt": body, "signature": signature}
 
         try:
-            return self.store.retrying(attempt, f"receipt for tenant {assembly.tenant}", ID_RACES)
+            return self.store.racing(attempt, f"receipt for tenant {assembly.tenant}")
         except (PersistenceError, StoreBusyError) as exc:
             what = (
                 f"{assembly.kind.value} for tenant {assembly.tenant}: the receipt"

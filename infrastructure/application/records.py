@@ -81,6 +81,6 @@ class RecordService:
         """Store records signed elsewhere as they are, in one transaction."""
         self._store.insert_records(records)
 
-    def retrying(self, attempt: Callable[[], T], what: str) -> T:
-        """Run ``attempt`` again when it lost a race with another writer; it recomputes all."""
-        return self._store.retrying(attempt, what)
+    def racing(self, attempt: Callable[[], T], what: str) -> T:
+        """Run ``attempt`` again whenever its write lost a race (`LedgerStore.racing`)."""
+        return self._store.racing(attempt, what)

@@ -86,7 +86,7 @@ class RunUploads:
             self.store.save(draft)
             return outcome
 
-        return self.store.retrying(attempt, f"events for run {run_id}")
+        return self.store.racing(attempt, f"events for run {run_id}")
 
     def complete(self, run_id: str, tenant: str, final_output: Any) -> tuple[ReflectiveLog, int]:
         """Record the run as a sealed job; completing it again with the same output is a no-op.

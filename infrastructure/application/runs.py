@@ -18,7 +18,6 @@ from infrastructure.application.jobs import JobService
 from infrastructure.application.policy import PolicyService
 from infrastructure.application.privacy_rules import PrivacyRules
 from infrastructure.application.snapshots import SnapshotService
-from infrastructure.storage.store import ID_RACES
 from projections.reflective_log import ReflectiveLog
 
 
@@ -87,7 +86,7 @@ class RunService:
                 held_bundles=bundles,
             )
 
-        return self.jobs.store.retrying(attempt, "record run", ID_RACES)
+        return self.jobs.store.racing(attempt, "record run")
 
 
 def _config_if_usable(snapshot: Snapshot | None, kind: SnapshotKind) -> Any:

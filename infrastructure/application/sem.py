@@ -58,7 +58,7 @@ class SemService:
             self.store.save(entry)
             return entry.read()
 
-        return key, self.store.retrying(attempt, f"SEM write to {key}")
+        return key, self.store.racing(attempt, f"SEM write to {key}")
 
 
 @dataclass(frozen=True)

@@ -67,4 +67,4 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
         left = [s.name for s in bundle.streams if s.role not in IMPORTED_ROLES]
         return ImportSummary(job_id, tenant, len(writes), written, present, left)
 
-    return ledger.records.retrying(attempt, f"import of job {job_id}")
+    return ledger.records.racing(attempt, f"import of job {job_id}")

@@ -8,9 +8,10 @@ what a user can do with it lives in `infrastructure.application`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from functools import cached_property
 from threading import Lock
-from typing import ClassVar, Final, TypeVar, cast
+from typing import ClassVar, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import Application, ProcessingEvent
@@ -24,7 +25,7 @@ from eventsourcing.persistence import (
 
 from domain.aggregate import MaceAggregate
 from domain.checkpoint import Checkpoint
-from domain.errors import ConflictError, NotFoundError, StoreBusyError
+from domain.errors import ConflictError, IntegrityFailure, NotFoundError
 from domain.key_check import KeyCheck
 from infrastructure.storage.backends.connection import check_reachable
 from infrastructure.storage.backends.io_tally import IoTally, TalliedIo
@@ -55,12 +56,18 @@ from infrastructure.storage.verification.ledger import LedgerVerification, verif
 A = TypeVar("A", bound=MaceAggregate)
 T = TypeVar("T")
 
-ATTEMPTS: Final = 5
-"""How often a write that lost a race (a number, a SEM entry) is recomputed and retried."""
-ID_RACES: Final = 32
-"""How often a write whose derived id (seed 004 D3) another writer took first is retried: each
-loss is another writer's write of the same content committed, so every retry loses only when
-that many record the same content at the same moment."""
+_FAILED_WRITE: ContextVar[list[tuple[UUID | str, int]] | None] = ContextVar(
+    "failed_write", default=None
+)
+"""Inside `racing`: the streams and versions of the write being made, so that a conflict can be
+told from a lost race."""
+
+
+def _writing(streams: list[tuple[UUID | str, int]]) -> None:
+    """The write about to be made (each stream and the first version it appends), for `racing`."""
+    written = _FAILED_WRITE.get()
+    if written is not None:
+        written[:] = streams
 
 
 class LedgerStore(Application[UUID]):
@@ -217,6 +224,7 @@ class LedgerStore(Application[UUID]):
     def _record(self, processing_event: ProcessingEvent[UUID]) -> list[Recording[UUID]]:
         """Every save: the keys proven first, the missing key checks in the same transaction."""
         events = list(processing_event.events)
+        _writing([(e.originator_id, e.originator_version) for e in events])
 
         def write(checks: list[KeyCheck.Recorded]) -> list[Recording[UUID]]:
             processing_event.events[:] = [*checks, *events]
@@ -230,6 +238,7 @@ class LedgerStore(Application[UUID]):
         """Store records signed elsewhere (an imported bundle) or made by hand (a checkpoint) as
         they are, keys proven first, with ``also``'s writes in the same transaction."""
         recorder = cast(SavesWithIndex, self.recorder)
+        _writing([(r.originator_id, r.originator_version) for r in records])
 
         def write(checks: list[KeyCheck.Recorded]) -> None:
             stored = [*map(self.mapper.to_stored_event, checks), *records]
@@ -261,17 +270,37 @@ class LedgerStore(Application[UUID]):
         except (IntegrityError, RecordConflictError):
             raise ConflictError(f"{what} already exists or changed concurrently") from None
 
-    def retrying(self, attempt: Callable[[], T], what: str, attempts: int = ATTEMPTS) -> T:
-        """Run ``attempt`` again when it lost a race with another writer; it recomputes all."""
-        for _ in range(attempts):
+    def racing(self, attempt: Callable[[], T], what: str) -> T:
+        """Run ``attempt`` (it reads, decides and writes) again whenever its write lost a race.
+
+        The one policy for races. A write conflicts when a stream it appends to has moved on
+        since it was read, or a stream it creates (a derived id, the next number of a counter)
+        was created first. If a stream the failed write wrote to now holds the version it
+        tried, another writer's write won: ``attempt`` reads and decides again. Each retry
+        follows another writer's success, so the writers as a whole always progress and nobody
+        is turned away for losing. If none moved, the conflict is no race: the store does not
+        hold what the records read from it say, an `IntegrityFailure`.
+        """
+        while True:
+            token = _FAILED_WRITE.set([])
             try:
                 return attempt()
             except (IntegrityError, RecordConflictError):
-                continue
-        raise StoreBusyError(f"{what}: the store kept changing underneath; try again")
+                written = _FAILED_WRITE.get() or []
+                if not any(self._stored_version(s) >= version for s, version in written):
+                    stream, version = written[0] if written else (what, 0)
+                    reason = f"{what}: the store refused it though no other writer appended first"
+                    raise IntegrityFailure(stream, version, reason) from None
+            finally:
+                _FAILED_WRITE.reset(token)
+
+    def _stored_version(self, stream: UUID | str) -> int:
+        """The stream's last stored version, unverified (0: none): whether another writer won."""
+        last = next(iter(self.recorder.select_events(stream, desc=True, limit=1)), None)
+        return 0 if last is None else last.originator_version
 
     def numbered(self, counter: UUID, attempt: Callable[[int], T], what: str) -> T:
-        """Like `retrying`, for a write that takes the next number of the ``counter`` stream:
+        """`racing`, for a write that takes the next number of the ``counter`` stream:
         ``attempt`` gets the stream's version as it stands (0: none yet) and appends to it.
 
         Every such write takes the next number, so concurrent ones race for the same one. Within
@@ -282,7 +311,7 @@ class LedgerStore(Application[UUID]):
         with self._counters_lock:
             turn = self._counters.setdefault(counter, Lock())
         with turn:
-            return self.retrying(lambda: attempt(self.stream_version(counter)), what)
+            return self.racing(lambda: attempt(self.stream_version(counter)), what)
 
     # Reading
 

@@ -1,5 +1,10 @@
 """Eight processes recording at once, on SQLite and PostgreSQL: none fails.
 
+Writers of one record (one SEM key, one tenant's memory log) race for its next version: a loser
+reads and decides again for as long as other writers keep winning (`LedgerStore.racing`, the
+one race policy), where it used to give up with STORE_BUSY after five losses (18 of 80 writes
+to one SEM key failed so).
+
 Every job used to append to one store-wide job registry stream in its own transaction, and every
 receipt to its tenant's receipt book, so writers raced for one version: four processes recording
 Stage-0 jobs lost one job in eight to STORE_BUSY. A job, or a receipt, now writes only its own
@@ -21,18 +26,22 @@ from infrastructure.storage.settings import Settings
 
 WRITERS = 8
 EACH = 5
+ONE_RECORD_EACH = 10
+"""Writes each writer makes to the one record they all write: 80 in all, as the race was seen."""
 HANG_GUARD_SECONDS = 300
 """Far beyond what the writers need; only there so that a hang fails instead of blocking."""
 
 WRITER = """
 import sys
 from domain.context_assembly import ContextCaller, ContextRequest
+from domain.governance import Actor
 from domain.receipt import ReceiptKind
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
 from infrastructure.storage.settings import Settings
 
 writer, what, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+SEM_KEY = "world/country/france/capital"
 caller = ContextCaller("bot", ("operator",))
 with Ledger.open(Settings()) as ledger:
     print("ready", flush=True)
@@ -40,6 +49,13 @@ with Ledger.open(Settings()) as ledger:
     for n in range(count):
         if what == "jobs":
             print(ledger.jobs.run(f"what is {writer} + {n}?", "s1").job_id, flush=True)
+        elif what == "sem":  # every writer writes the same key
+            ledger.sem.put(SEM_KEY, f"{writer}-{n}")
+            print(f"{writer}-{n}", flush=True)
+        elif what == "memories":  # every writer appends to the same tenant's memory log
+            key, actor = f"world/writer/w{writer}/n{n}", Actor.of("bot", ("operator",))
+            memory = ledger.memories.remember_fact("acme", key, n, [], actor, None)
+            print(memory.memory_id, flush=True)
         else:  # the same request from every writer: only the second and the count tell them apart
             request = ContextRequest("plan", 5)
             assembly = Assembly(ReceiptKind.CONTEXT, "acme", caller, request, None)
@@ -49,11 +65,11 @@ with Ledger.open(Settings()) as ledger:
 """
 
 
-def _at_once(store_url: str, what: str) -> list[str]:
+def _at_once(store_url: str, what: str, each: int = EACH) -> list[str]:
     """What eight writer processes, released together, each recorded: job or receipt ids."""
     writers = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(writer), what, str(EACH)],
+            [sys.executable, "-c", WRITER, str(writer), what, str(each)],
             env=subprocess_env(store_url),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -74,7 +90,7 @@ def _at_once(store_url: str, what: str) -> list[str]:
         out, err = writer.communicate(timeout=HANG_GUARD_SECONDS)
         assert (writer.returncode, err) == (0, ""), err
         recorded += out.split()
-    assert len(recorded) == len(set(recorded)) == WRITERS * EACH
+    assert len(recorded) == len(set(recorded)) == WRITERS * each
     return recorded
 
 
@@ -99,4 +115,27 @@ def test_eight_processes_emit_receipts_for_one_tenant_at_once_and_none_fails(
         assert [row["number"] for row in listed] == list(range(len(recorded)))
         assert sorted(row["receipt_id"] for row in listed) == sorted(recorded)
         assert all(row["intact"] for row in listed)
+        store_of(ledger).verify_all()
+
+
+def test_eight_processes_write_one_sem_key_at_once_and_none_fails(
+    settings: Settings, store_url: str
+) -> None:
+    Ledger.open(settings).close()
+    recorded = _at_once(store_url, "sem", ONE_RECORD_EACH)
+    with Ledger.open(settings) as ledger:
+        key, _ = ledger.sem.get("world/country/france/capital")
+        entry = ledger.sem.entry("default", key)
+        assert entry is not None and entry.version == len(recorded)
+        store_of(ledger).verify_all()
+
+
+def test_eight_processes_remember_for_one_tenant_at_once_and_none_fails(
+    settings: Settings, store_url: str
+) -> None:
+    Ledger.open(settings).close()
+    recorded = _at_once(store_url, "memories", ONE_RECORD_EACH)
+    with Ledger.open(settings) as ledger:
+        log = ledger.memories.log("acme")
+        assert log is not None and log.version == 1 + len(recorded)  # opened, then one a write
         store_of(ledger).verify_all()
