@@ -16,7 +16,7 @@ took about 40% of loading an aggregate. Every event the ledger decodes is a MACE
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -25,12 +25,12 @@ from eventsourcing.persistence import StoredEvent
 
 from domain.aggregate import MaceAggregate
 from domain.errors import IntegrityFailure, NotFoundError
-from infrastructure.storage.checkpoints.head_check import HeadCheckedReads
 from infrastructure.storage.records.event_store import VerifyingEventStore
 from infrastructure.storage.records.integrity import verify_stream
 from infrastructure.storage.records.signed_record import VerifiedRecord
 
 A = TypeVar("A", bound=MaceAggregate)
+SelectStreams = Callable[[Sequence[UUID]], dict[UUID, Sequence[StoredEvent]]]
 
 
 def fold_events(aggregate: Any, events: Iterable[Any]) -> Any:
@@ -49,9 +49,11 @@ class LedgerRepository(Repository[UUID]):
         """Every stored record of each stream, read together, each stream held against its
         checkpointed head; nothing verified yet (`aggregate` does)."""
         recorder = self._events.recorder
-        if isinstance(recorder, HeadCheckedReads):
-            return recorder.select_streams(streams)
-        # A bundle's records held in memory: no store to save round trips to.
+        # The ledger's recorders read many streams in one round trip, each held against its
+        # checkpointed head (`HeadCheckedReads`); a bundle's, held in memory, has none to save.
+        select_streams: SelectStreams | None = getattr(recorder, "select_streams", None)
+        if select_streams is not None:
+            return select_streams(streams)
         return {stream: recorder.select_events(stream) for stream in streams}
 
     def aggregate(self, cls: type[A], stream: UUID, records: Sequence[StoredEvent]) -> A | None:
