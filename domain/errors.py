@@ -76,3 +76,9 @@ class IntegrityFailure(MaceError):
     def __reduce__(self) -> tuple[type[IntegrityFailure], tuple[str, int, str]]:
         # Made again from its parts, as it was raised: `side_pass` sends it between processes.
         return type(self), (self.stream, self.version, self.reason)
+
+
+class RefusedWrite(IntegrityFailure):
+    """A write the store refused though no other writer had written first: no race lost, so
+    either the store does not hold what was read from it, or something below the ledger (a
+    trigger, a read-only table) refuses writes. Nothing of the write was stored."""

@@ -27,7 +27,7 @@ from domain.context_assembly import (
     ContextRequest,
     assemble_context,
 )
-from domain.errors import IntegrityFailure, InvalidInput, StoreBusyError
+from domain.errors import IntegrityFailure, InvalidInput, RefusedWrite, StoreBusyError
 from domain.governance import Actor, require_any
 from domain.job import validate_tenant
 from domain.memories import MemoryLog
@@ -191,7 +191,7 @@ class ReceiptService:
 
         try:
             return self.store.racing(attempt, f"receipt for tenant {assembly.tenant}")
-        except (PersistenceError, StoreBusyError) as exc:
+        except (PersistenceError, StoreBusyError, RefusedWrite) as exc:
             what = (
                 f"{assembly.kind.value} for tenant {assembly.tenant}: the receipt"
                 if parent is None

@@ -25,7 +25,7 @@ from eventsourcing.persistence import (
 
 from domain.aggregate import MaceAggregate
 from domain.checkpoint import Checkpoint
-from domain.errors import ConflictError, IntegrityFailure, NotFoundError
+from domain.errors import ConflictError, NotFoundError, RefusedWrite
 from domain.key_check import KeyCheck
 from infrastructure.storage.backends.connection import check_reachable
 from infrastructure.storage.backends.io_tally import IoTally, TalliedIo
@@ -279,7 +279,8 @@ class LedgerStore(Application[UUID]):
         tried, another writer's write won: ``attempt`` reads and decides again. Each retry
         follows another writer's success, so the writers as a whole always progress and nobody
         is turned away for losing. If none moved, the conflict is no race: the store does not
-        hold what the records read from it say, an `IntegrityFailure`.
+        hold what the records read from it say (or something below the ledger refuses writes), a
+        `RefusedWrite`, which is an `IntegrityFailure`.
         """
         while True:
             token = _FAILED_WRITE.set([])
@@ -290,7 +291,7 @@ class LedgerStore(Application[UUID]):
                 if not any(self._stored_version(s) >= version for s, version in written):
                     stream, version = written[0] if written else (what, 0)
                     reason = f"{what}: the store refused it though no other writer appended first"
-                    raise IntegrityFailure(stream, version, reason) from None
+                    raise RefusedWrite(stream, version, reason) from None
             finally:
                 _FAILED_WRITE.reset(token)
 
