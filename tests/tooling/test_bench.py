@@ -198,7 +198,7 @@ def test_a_writer_whose_jobs_fail_is_counted_and_its_first_error_shown(cli_env: 
     run = writers_at_once(1, 2, "x" * 100_001)  # an input over the limit: each job refused
     assert (run.writers, run.jobs, run.failures) == (1, 0, 2)
     assert run.first_failure is not None
-    assert run.first_failure.startswith("failed: ValueError: ")
+    assert run.first_failure.startswith("failed: InvalidInput: job input: ")
 
 
 def test_a_writer_that_cannot_open_the_store_stops_the_figure_in_one_line(
