@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 from uuid import UUID
 
 import pytest
@@ -62,8 +62,12 @@ from domain.governance import Role
 from domain.job import Job
 from infrastructure.api.app import create_app
 from infrastructure.api.errors import ERROR_ANSWERS
+from infrastructure.api.response_models.operations import KeyState
+from infrastructure.api.response_models.receipts import VerdictReason
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.tokens import TokenBook, TokenEntry, TokensFile, token_hash
+from infrastructure.storage.keys.receipt_signing import VerifyReason
+from infrastructure.storage.records.key_checks import KeyStatus
 from infrastructure.storage.settings import Settings
 from infrastructure.tooling.load_server import ServiceProcess
 
@@ -397,7 +401,15 @@ def test_a_live_service_on_postgresql_answers_as_its_document_says(
     live_target: FuzzTarget,
 ) -> None:
     fuzz_every_operation(
-        live_target, LIVE_SETTINGS, (*ANSWERED_OK, "GET /v1/checkpoints/newest", "POST /v1/audits")
+        live_target,
+        LIVE_SETTINGS,
+        (
+            *ANSWERED_OK,
+            "POST /v1/audits",
+            "GET /v1/checkpoints/newest",
+            "GET /v1/checkpoints/{number}",
+            "POST /v1/checkpoints/verify",
+        ),
     )
 
 
@@ -563,6 +575,13 @@ def test_openapi_describes_the_body_of_every_answer(tmp_path: Path) -> None:
     reached = reachable(models, schemas)
     assert {"ErrorBody", "ReplayReport", "Checkpoint", "MissingArtifact"} <= reached
     assert [where for name in sorted(reached) for where in open_objects(schemas[name], name)] == []
+
+
+def test_the_documented_key_states_and_verify_reasons_are_the_stores_own() -> None:
+    """The entry points may not import the store, so two of its enumerations are spelled again
+    in the response models: held here to the store's own."""
+    assert set(get_args(KeyState)) == {status.value for status in KeyStatus}
+    assert set(get_args(VerdictReason)) == {reason.value for reason in VerifyReason}
 
 
 def reachable(names: set[str], schemas: dict[str, Any]) -> set[str]:

@@ -11,7 +11,7 @@ from domain.policy import Action, MemoryKind
 from domain.receipt import MemoryView, ReceiptKind, ReceiptMode
 from infrastructure.api.response_models import ResponseModel
 
-VerifyReason = Literal[
+VerdictReason = Literal[
     "ok",
     "record_mac_mismatch",
     "signature_mismatch",
@@ -139,7 +139,7 @@ class ReceiptVerdict(ResponseModel):
     valid: bool | None
     key_id: str | None
     algorithm: str | None
-    reason: VerifyReason
+    reason: VerdictReason
 
 
 class HashChange(ResponseModel):
