@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import httpx
@@ -29,7 +30,7 @@ from infrastructure.api.app import create_app
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.tokens import TokenBook, TokenEntry
 from infrastructure.storage.settings import Settings
-from support.ledger_fixtures import store_of
+from support.ledger_fixtures import settings_for, store_of
 
 
 @dataclass(frozen=True)
@@ -126,12 +127,20 @@ class DocumentedAnswers:
         return [f"{answered}: {failure.title}: {failure.message}" for failure in failures]
 
 
+@cache
+def service_document() -> DocumentedAnswers:
+    """The service's OpenAPI document, made once per test process (making it takes most of a
+    second): every app `create_app` makes has the same one, as its routes and their answers do
+    not depend on the settings or the ledger it is given."""
+    app = create_app(settings_for("sqlite:///never-opened.db"), token_book())
+    return DocumentedAnswers(app.openapi())
+
+
 def checked_client(settings: Settings, ledger: Ledger) -> TestClient:
     """A test client over the service on ``ledger``; every JSON answer must be canonical, and
     every answer one the service's OpenAPI document describes."""
-    app = create_app(settings, token_book(), ledger)
-    client = TestClient(app)
-    documented = DocumentedAnswers(app.openapi())
+    client = TestClient(create_app(settings, token_book(), ledger))
+    documented = service_document()
 
     def conforms(response: httpx.Response) -> None:
         response.read()
