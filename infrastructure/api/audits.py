@@ -12,7 +12,8 @@ from fastapi.responses import Response
 
 from infrastructure.api.bodies import AuditAsk
 from infrastructure.api.context import Caller, Ctx
-from infrastructure.api.responses import CanonicalJSONResponse
+from infrastructure.api.response_models.audits import AuditAnswer
+from infrastructure.api.responses import CanonicalJSONResponse, answers
 from infrastructure.application.audit import audit_answer, check_auditor
 from infrastructure.application.audit_workers import AuditWorkers
 from projections.audit import AuditScope
@@ -24,7 +25,10 @@ router = APIRouter(tags=["audit"])
     "/v1/audits",
     summary="replay every sealed job of the caller's tenant from one read of the log; one"
     " signed audit record",
-    responses={403: {"description": "the caller may not replay in audit mode (nothing recorded)"}},
+    responses=answers(
+        AuditAnswer,
+        (403, "the caller may not replay in audit mode (ACCESS_DENIED); nothing recorded"),
+    ),
 )
 def run_audit(body: AuditAsk, ctx: Ctx, who: Caller) -> Response:
     check_auditor(who.actor)

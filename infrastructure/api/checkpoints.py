@@ -17,18 +17,25 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import ConfigDict, Field
 
-from domain.checkpoint import Checkpoint, SignedCheckpoint
+from domain.checkpoint import SignedCheckpoint
 from domain.errors import MaceError
 from domain.governance import Role
 from infrastructure.api.bodies import Body
 from infrastructure.api.context import Caller, Ctx, Service, require
-from infrastructure.api.errors import documented, invalid, not_found
+from infrastructure.api.errors import invalid, not_found
+from infrastructure.api.response_models.checkpoints import (
+    CheckpointPublicKey,
+    ConsistencyProof,
+    ExportedCheckpoint,
+    LedgerVerdict,
+)
+from infrastructure.api.responses import answers
 from infrastructure.application.checkpoints import CheckpointService, Consistency
 from infrastructure.application.tokens import Principal
 
@@ -38,62 +45,22 @@ PEM_TYPE: Final = "application/x-pem-file"
 WITNESS: Final = "the witness in the request body"
 
 
-class ExportedCheckpoint(BaseModel):
-    """A checkpoint in the export format (`mace checkpoint export`): keep it elsewhere."""
+class WitnessCheckpoint(ExportedCheckpoint):
+    """An exported checkpoint sent as a witness: read in the export format; fields beyond it
+    are ignored, not refused."""
 
-    algorithm: Literal["ed25519"]
-    key_id: str
-    checkpoint: Checkpoint
-    signature: str = Field(
-        description="base64 Ed25519 signature of the checkpoint's canonical JSON"
-    )
-
-
-class PublicKey(BaseModel):
-    key_id: str
-    public_key: str = Field(description="the Ed25519 public key, PEM")
-
-
-class CheckpointSummary(BaseModel):
-    number: int
-    tree_size: int
-    root: str
-
-
-class ConsistencyProof(BaseModel):
-    """RFC 9162 consistency proof from ``old`` to ``new``, checked against both signed roots."""
-
-    ok: bool = Field(description="whether the proof holds for both roots")
-    old: CheckpointSummary
-    new: CheckpointSummary
-    proof: list[str] = Field(description="the proof's hashes, hex, in order")
+    model_config = ConfigDict(extra="ignore")
 
 
 class WitnessAsk(Body):
-    witness: ExportedCheckpoint | None = Field(
+    witness: WitnessCheckpoint | None = Field(
         default=None,
         description="a checkpoint exported earlier: the ledger must extend it (not rolled back,"
         " truncated or rewritten since)",
     )
 
 
-class LedgerVerdict(BaseModel):
-    """What `mace verify --all --json` says: ok with its counts, or the failure's code."""
-
-    ok: bool
-    error_code: str | None
-    message: str | None = None
-    events: int | None = None
-    streams: int | None = None
-    jobs: int | None = None
-    sealed_jobs: int | None = None
-    checkpoints: int | None = None
-    checkpointed: int | None = None
-    not_yet_checkpointed: int | None = None
-    extends: CheckpointSummary | None = None
-
-
-def _signed(exported: ExportedCheckpoint) -> SignedCheckpoint:
+def _signed(exported: WitnessCheckpoint) -> SignedCheckpoint:
     try:
         signature = base64.b64decode(exported.signature, validate=True)
     except (binascii.Error, ValueError):
@@ -108,10 +75,10 @@ def _checkpoints(ctx: Service, who: Principal) -> CheckpointService:
 
 @router.get(
     "/newest",
-    response_model=ExportedCheckpoint,
+    response_model=None,
     summary="the newest checkpoint, signature and chain position checked, in the export format",
     description="Keep it elsewhere as a witness. Roles: admin, auditor.",
-    responses=documented((404, "no checkpoint has been written yet (NOT_FOUND)")),
+    responses=answers(ExportedCheckpoint, (404, "no checkpoint has been written yet (NOT_FOUND)")),
 )
 def newest_checkpoint(ctx: Ctx, who: Caller) -> dict[str, Any]:
     newest = _checkpoints(ctx, who).newest()
@@ -122,11 +89,13 @@ def newest_checkpoint(ctx: Ctx, who: Caller) -> dict[str, Any]:
 
 @router.get(
     "/public-key",
-    response_model=PublicKey,
+    response_model=None,
     summary="the Ed25519 public key that checks the checkpoints",
     description=f"JSON `{{key_id, public_key}}`; the PEM alone with `Accept: {PEM_TYPE}`. "
     "Roles: admin, auditor.",
-    responses={200: {"content": {PEM_TYPE: {"schema": {"type": "string"}}}}},
+    responses={
+        200: {"model": CheckpointPublicKey, "content": {PEM_TYPE: {"schema": {"type": "string"}}}}
+    },
 )
 def public_key(request: Request, ctx: Ctx, who: Caller) -> Response | dict[str, Any]:
     key = _checkpoints(ctx, who).public_key
@@ -137,11 +106,12 @@ def public_key(request: Request, ctx: Ctx, who: Caller) -> Response | dict[str, 
 
 @router.get(
     "/consistency",
-    response_model=ConsistencyProof,
+    response_model=None,
     summary="the proof that checkpoint `new`'s tree extends checkpoint `old`'s",
     description="Built from the store's log nodes and checked against both signed roots; `ok`"
     " false means the store no longer extends `old`. Roles: admin, auditor.",
-    responses=documented(
+    responses=answers(
+        ConsistencyProof,
         (404, "no such checkpoint (NOT_FOUND)"),
         (422, "old is newer than new (INVALID_INPUT)"),
         (500, "a log node the proof needs is not stored (INTEGRITY_FAILURE)"),
@@ -165,14 +135,15 @@ def consistency_proof(
 
 @router.post(
     "/verify",
-    response_model=LedgerVerdict,
-    response_model_exclude_unset=True,
+    response_model=None,
     summary="verify the whole ledger, and that it extends the witness sent (if any)",
     description="Every checkpoint against the log it signed, every event's MAC, every stream's"
     " versions and seals; with `witness`, that the store extends that exported checkpoint."
     " A ledger that fails answers 200 with `ok` false and the failure's code and message, as"
     " `mace verify --all --json` does. Roles: admin, auditor.",
-    responses=documented((422, "the witness is not an exported checkpoint (INVALID_INPUT)")),
+    responses=answers(
+        LedgerVerdict, (422, "the witness is not an exported checkpoint (INVALID_INPUT)")
+    ),
 )
 def verify_ledger(body: WitnessAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *READERS)
@@ -190,10 +161,10 @@ def verify_ledger(body: WitnessAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
 
 @router.get(
     "/{number}",
-    response_model=ExportedCheckpoint,
+    response_model=None,
     summary="checkpoint `number`, signature and chain position checked, in the export format",
     description="Roles: admin, auditor.",
-    responses=documented((404, "no such checkpoint (NOT_FOUND)")),
+    responses=answers(ExportedCheckpoint, (404, "no such checkpoint (NOT_FOUND)")),
 )
 def checkpoint_by_number(
     ctx: Ctx, who: Caller, number: Annotated[int, Path(ge=1, description="from 1")]

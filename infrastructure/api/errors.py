@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from domain.canonical import canonical_json
 from domain.errors import ErrorCode
+from infrastructure.api.response_models import ResponseModel
 from infrastructure.application.errors import ANSWERS, Code, Failure, failure
 
 
@@ -58,13 +59,13 @@ def too_large(message: str) -> ApiError:
     return refusal(Code.PAYLOAD_TOO_LARGE, message)
 
 
-class ErrorDetail(BaseModel):
-    code: str
-    message: str
+class ErrorDetail(ResponseModel):
+    code: str = Field(description="the exact code a machine switches on (the error table's)")
+    message: str = Field(description="one line: what was wrong and what is expected")
     field: str | None = Field(default=None, description="422 only: the path of the first bad value")
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(ResponseModel):
     """The one shape every error answer has (documented in the OpenAPI document)."""
 
     error: ErrorDetail

@@ -13,6 +13,13 @@ from fastapi import APIRouter
 
 from infrastructure.api.bodies import CouncilVote, ForceContinueAsk, HaltAsk, HaltClearAsk
 from infrastructure.api.context import Caller, Ctx, OwnedJobId, ReadJobId, SnapshotIdPath
+from infrastructure.api.response_models.governance import (
+    ForceContinueAsked,
+    GovernanceLog,
+    HaltChanged,
+    VoteCast,
+)
+from infrastructure.api.responses import answers
 from infrastructure.application.tokens import Principal
 
 router = APIRouter(tags=["governance"])
@@ -24,7 +31,12 @@ def _act(action: Callable[[], None], done: dict[str, Any]) -> dict[str, Any]:
     return done
 
 
-@router.get("/v1/jobs/{job_id}/governance", summary="a job's governance log and its snapshots'")
+@router.get(
+    "/v1/jobs/{job_id}/governance",
+    summary="a job's governance log and its snapshots'",
+    response_model=None,
+    responses=answers(GovernanceLog),
+)
 def governance_log(job_id: ReadJobId, ctx: Ctx, who: Caller) -> dict[str, Any]:
     return {"job_id": job_id, "events": ctx.reader.governance.log(job_id, tenant=who.tenant)}
 
@@ -33,6 +45,8 @@ def governance_log(job_id: ReadJobId, ctx: Ctx, who: Caller) -> dict[str, Any]:
     "/v1/jobs/{job_id}/governance/force-continue",
     status_code=201,
     summary="admin: ask that replays of the job may continue past a divergence",
+    response_model=None,
+    responses=answers(ForceContinueAsked, status=201),
 )
 def request_force_continue(
     job_id: OwnedJobId, body: ForceContinueAsk, ctx: Ctx, who: Caller
@@ -49,6 +63,8 @@ def request_force_continue(
     "/v1/jobs/{job_id}/governance/votes",
     status_code=201,
     summary="council: approve or reject a motion for the job (the latest vote counts)",
+    response_model=None,
+    responses=answers(VoteCast, status=201),
 )
 def vote(job_id: OwnedJobId, body: CouncilVote, ctx: Ctx, who: Caller) -> dict[str, Any]:
     return _act(
@@ -73,6 +89,8 @@ def _halt_tenant(who: Principal, store_wide: bool) -> str | None:
     "/v1/snapshots/{snapshot_id}/halt",
     status_code=201,
     summary="record a security incident: the tenant's replays touching the snapshot halt",
+    response_model=None,
+    responses=answers(HaltChanged, status=201),
 )
 def halt(snapshot_id: SnapshotIdPath, body: HaltAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
     tenant = _halt_tenant(who, body.store_wide)
@@ -85,6 +103,8 @@ def halt(snapshot_id: SnapshotIdPath, body: HaltAsk, ctx: Ctx, who: Caller) -> d
 @router.post(
     "/v1/snapshots/{snapshot_id}/clear",
     summary="council: lift the tenant's (or a store-wide) halt of a snapshot (FORCE_HALT_CLEAR)",
+    response_model=None,
+    responses=answers(HaltChanged),
 )
 def clear(
     snapshot_id: SnapshotIdPath, ctx: Ctx, who: Caller, body: HaltClearAsk | None = None

@@ -24,7 +24,9 @@ from fastapi import APIRouter
 from domain.errors import IntegrityFailure
 from domain.governance import Role
 from infrastructure.api.context import Ctx, MaybeCaller, Service
-from infrastructure.api.errors import documented, refusal
+from infrastructure.api.errors import refusal
+from infrastructure.api.response_models.operations import Healthy, Ready
+from infrastructure.api.responses import answers
 from infrastructure.application.errors import Code
 
 router = APIRouter(tags=["operations"])
@@ -79,7 +81,9 @@ def _read_store(ctx: Service, details: dict[str, Any]) -> list[str]:
     return []
 
 
-@router.get("/healthz", summary="the process is up")
+@router.get(
+    "/healthz", summary="the process is up", response_model=None, responses=answers(Healthy)
+)
 def healthz() -> dict[str, Any]:
     return {"status": "ok"}
 
@@ -89,7 +93,8 @@ def healthz() -> dict[str, Any]:
     summary="ready or not; with an admin token also what the service runs on, or why not ready",
     description="No token needed. Without an admin token the answer is only "
     '`{"status": "ready"}` or 503 `NOT_READY` "not ready".',
-    responses=documented((503, "not ready (NOT_READY); the reason for an admin token only")),
+    response_model=None,
+    responses=answers(Ready, (503, "not ready (NOT_READY); the reason for an admin token only")),
 )
 def readyz(ctx: Ctx, who: MaybeCaller) -> dict[str, Any]:
     state = readiness(ctx)

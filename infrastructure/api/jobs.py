@@ -18,13 +18,22 @@ from infrastructure.api.context import (
     require,
 )
 from infrastructure.api.errors import invalid, not_found
+from infrastructure.api.response_models.jobs import JobEvents, JobListing, JobLog, RunReport
+from infrastructure.api.response_models.replays import ReplayAttempt
+from infrastructure.api.responses import answers
 from infrastructure.application.personal_data import HTTP_CHANNEL, JobRead
 from projections.job_summaries import run_report
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
-@router.post("", status_code=201, summary="run one job through the Stage-0 runtime, recorded")
+@router.post(
+    "",
+    status_code=201,
+    summary="run one job through the Stage-0 runtime, recorded",
+    response_model=None,
+    responses=answers(RunReport, status=201),
+)
 def run_job(body: Stage0Job, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, Role.OPERATOR, Role.ADMIN)
     try:
@@ -43,7 +52,12 @@ def run_job(body: Stage0Job, ctx: Ctx, who: Caller) -> dict[str, Any]:
     return run_report(log)
 
 
-@router.get("", summary="the tenant's jobs, in the order they were recorded")
+@router.get(
+    "",
+    summary="the tenant's jobs, in the order they were recorded",
+    response_model=None,
+    responses=answers(JobListing),
+)
 def list_jobs(
     ctx: Ctx,
     who: Caller,
@@ -59,7 +73,12 @@ def _personal_data(read: JobRead) -> dict[str, Any]:
     return {"versions": read.personal_versions, "redacted": not read.in_full}
 
 
-@router.get("/{job_id}", summary="a job's reflective log; personal data in full to admins only")
+@router.get(
+    "/{job_id}",
+    summary="a job's reflective log; personal data in full to admins only",
+    response_model=None,
+    responses=answers(JobLog),
+)
 def get_job(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> dict[str, Any]:
     read = ctx.ledger.personal_data.read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
     log = ctx.ledger.jobs.reflective_log(job_id, tenant=who.tenant)
@@ -67,7 +86,12 @@ def get_job(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> dict[str, Any]:
     return {**shown, "status": log.status, "personal_data": _personal_data(read)}
 
 
-@router.get("/{job_id}/events", summary="a job's events; personal data in full to admins only")
+@router.get(
+    "/{job_id}/events",
+    summary="a job's events; personal data in full to admins only",
+    response_model=None,
+    responses=answers(JobEvents),
+)
 def job_events(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> dict[str, Any]:
     read = ctx.ledger.personal_data.read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
     return {
@@ -77,7 +101,12 @@ def job_events(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> dict[str, Any]:
     }
 
 
-@router.get("/{job_id}/replays/{attempt}", summary="one replay attempt's steps and report")
+@router.get(
+    "/{job_id}/replays/{attempt}",
+    summary="one replay attempt's steps and report",
+    response_model=None,
+    responses=answers(ReplayAttempt),
+)
 def replay_attempt(
     job_id: ReadJobId, attempt: Annotated[int, Path(ge=1, le=2**31)], ctx: Ctx, who: Caller
 ) -> dict[str, Any]:

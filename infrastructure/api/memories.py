@@ -16,7 +16,9 @@ from domain.errors import InvalidInput
 from domain.governance import Role
 from infrastructure.api.bodies import FactMemory, ForgetAsk, MemoryWrite
 from infrastructure.api.context import Caller, Ctx, require
-from infrastructure.api.errors import documented, invalid, not_found
+from infrastructure.api.errors import invalid, not_found
+from infrastructure.api.response_models.memories import LiveMemories, MemoryForgotten, MemoryShown
+from infrastructure.api.responses import answers
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 WRITERS: Final = (Role.OPERATOR, Role.ADMIN)
@@ -42,9 +44,12 @@ MemoryIdPath = Annotated[
     "",
     status_code=201,
     summary="remember a fact (under a SEM key) or an episode, with labels and its origin",
-    responses=documented(
+    response_model=None,
+    responses=answers(
+        MemoryShown,
         (403, "the caller is neither operator nor admin"),
         (422, "a bad key, value, label or text; field names it; nothing is written"),
+        status=201,
     ),
 )
 def remember(body: Annotated[MemoryWrite, Body()], ctx: Ctx, who: Caller) -> dict[str, Any]:
@@ -61,7 +66,12 @@ def remember(body: Annotated[MemoryWrite, Body()], ctx: Ctx, who: Caller) -> dic
     return memory.as_json()
 
 
-@router.get("", summary="the tenant's live memories in write order, and the log position")
+@router.get(
+    "",
+    summary="the tenant's live memories in write order, and the log position",
+    response_model=None,
+    responses=answers(LiveMemories),
+)
 def list_memories(ctx: Ctx, who: Caller) -> dict[str, Any]:
     log = ctx.reader.memories.log(who.tenant)
     return {
@@ -73,7 +83,9 @@ def list_memories(ctx: Ctx, who: Caller) -> dict[str, Any]:
 @router.post(
     "/{memory_id}/forget",
     summary="tombstone a live memory: later assemblies no longer see it; receipts still name it",
-    responses=documented(
+    response_model=None,
+    responses=answers(
+        MemoryForgotten,
         (403, "the caller is neither operator nor admin"),
         (404, "no live memory with this id for this tenant (NOT_FOUND)"),
         (422, "a bad memory id or reason; field names it"),

@@ -15,7 +15,9 @@ from domain.policy import PolicyError
 from domain.policy_book import scope_of
 from infrastructure.api.bodies import PolicyPut
 from infrastructure.api.context import Caller, Ctx, require
-from infrastructure.api.errors import documented, invalid
+from infrastructure.api.errors import invalid
+from infrastructure.api.response_models.policy import BundleCleared, BundleInForce, BundleSet
+from infrastructure.api.responses import answers
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"])
 ADMIN_ONLY = (403, "the caller is not an admin")
@@ -24,8 +26,9 @@ ADMIN_ONLY = (403, "the caller is not an admin")
 @router.put(
     "",
     summary="put a policy bundle in force for the tenant",
-    responses=documented(
-        ADMIN_ONLY, (422, "the bundle is refused: the rule and why; nothing is written")
+    response_model=None,
+    responses=answers(
+        BundleSet, ADMIN_ONLY, (422, "the bundle is refused: the rule and why; nothing is written")
     ),
 )
 def set_bundle(body: PolicyPut, ctx: Ctx, who: Caller) -> dict[str, Any]:
@@ -41,7 +44,12 @@ def set_bundle(body: PolicyPut, ctx: Ctx, who: Caller) -> dict[str, Any]:
     }
 
 
-@router.get("", summary="the bundle in force: the tenant's own, else the global one, else null")
+@router.get(
+    "",
+    summary="the bundle in force: the tenant's own, else the global one, else null",
+    response_model=None,
+    responses=answers(BundleInForce),
+)
 def bundle_in_force(ctx: Ctx, who: Caller) -> dict[str, Any]:
     book = ctx.reader.policy.bundle_in_force(who.tenant)
     if book is None:
@@ -58,7 +66,8 @@ def bundle_in_force(ctx: Ctx, who: Caller) -> dict[str, Any]:
 @router.delete(
     "",
     summary="clear the tenant's bundle: the global one (if any) applies again",
-    responses=documented(ADMIN_ONLY, (404, "the tenant has no bundle set (NOT_FOUND)")),
+    response_model=None,
+    responses=answers(BundleCleared, ADMIN_ONLY, (404, "the tenant has no bundle set (NOT_FOUND)")),
 )
 def clear_bundle(ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, Role.ADMIN)

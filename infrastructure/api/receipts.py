@@ -19,7 +19,15 @@ from domain.errors import InvalidInput
 from domain.receipt import RECEIPT_ID_PATTERN, MemoryView, ReceiptKind, handoff_of
 from infrastructure.api.bodies import ContextAsk, HandoffAsk
 from infrastructure.api.context import Caller, Ctx, Service
-from infrastructure.api.errors import ApiError, documented, invalid
+from infrastructure.api.errors import ApiError, invalid
+from infrastructure.api.response_models.receipts import (
+    AssembledReceipt,
+    ReceiptListing,
+    ReceiptReplayed,
+    ReceiptVerdict,
+    SignedReceipt,
+)
+from infrastructure.api.responses import answers
 from infrastructure.application.receipts import LIST_LIMIT, Assembly
 from infrastructure.application.tokens import Principal
 
@@ -75,7 +83,10 @@ def _emit(
     "/v1/context",
     summary="assemble a context for the caller under the bundle in force; its signed receipt",
     description=UNWRITTEN,
-    responses=documented((422, "a bad query or max_entries; field names it; nothing is written")),
+    response_model=None,
+    responses=answers(
+        AssembledReceipt, (422, "a bad query or max_entries; field names it; nothing is written")
+    ),
 )
 def context(body: ContextAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
     return _emit(ctx, who, ReceiptKind.CONTEXT, body, None)
@@ -85,8 +96,9 @@ def context(body: ContextAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
     "/v1/handoff",
     summary="assemble the context handed to another agent; its signed receipt",
     description=UNWRITTEN,
-    responses=documented(
-        (422, "a bad query, agent id or note; field names it; nothing is written")
+    response_model=None,
+    responses=answers(
+        AssembledReceipt, (422, "a bad query, agent id or note; field names it; nothing is written")
     ),
 )
 def handoff(body: HandoffAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
@@ -100,7 +112,8 @@ def handoff(body: HandoffAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
 @router.get(
     "/v1/receipts",
     summary="the tenant's receipts in emission order, numbered; ?parent= keeps its replays",
-    responses=documented((422, "a bad parent id, after or limit; field names it")),
+    response_model=None,
+    responses=answers(ReceiptListing, (422, "a bad parent id, after or limit; field names it")),
 )
 def list_receipts(
     ctx: Ctx,
@@ -115,7 +128,10 @@ def list_receipts(
 @router.get(
     "/v1/receipts/{receipt_id}",
     summary="a receipt and its signature",
-    responses=documented(NO_RECEIPT, (500, "the stored receipt was altered (INTEGRITY_FAILURE)")),
+    response_model=None,
+    responses=answers(
+        SignedReceipt, NO_RECEIPT, (500, "the stored receipt was altered (INTEGRITY_FAILURE)")
+    ),
 )
 def get_receipt(receipt_id: ReceiptIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     return ctx.reader.receipts.get(receipt_id, who.tenant)
@@ -124,7 +140,8 @@ def get_receipt(receipt_id: ReceiptIdPath, ctx: Ctx, who: Caller) -> dict[str, A
 @router.get(
     "/v1/receipts/{receipt_id}/verify",
     summary="check a receipt's signature: valid true, false or null (cannot be checked here)",
-    responses=documented(NO_RECEIPT),
+    response_model=None,
+    responses=answers(ReceiptVerdict, NO_RECEIPT),
 )
 def verify_receipt(receipt_id: ReceiptIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     return ctx.reader.receipts.verify(receipt_id, who.tenant).as_json()
@@ -133,7 +150,9 @@ def verify_receipt(receipt_id: ReceiptIdPath, ctx: Ctx, who: Caller) -> dict[str
 @router.post(
     "/v1/receipts/{receipt_id}/replay",
     summary="re-run a receipt's assembly under its frozen bundle; the diff envelope",
-    responses=documented(
+    response_model=None,
+    responses=answers(
+        ReceiptReplayed,
         (403, "the caller is not an auditor, admin or council member"),
         NO_RECEIPT,
         (

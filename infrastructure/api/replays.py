@@ -11,6 +11,7 @@ from domain.errors import ErrorCode
 from domain.stage0.agents import AGENTS, AgentReply
 from infrastructure.api.context import Caller, Ctx, OwnedReplayAsk
 from infrastructure.api.errors import invalid
+from infrastructure.api.response_models.replays import ReplayAnswer
 from infrastructure.api.responses import CanonicalJSONResponse
 
 router = APIRouter(tags=["replay"])
@@ -19,7 +20,14 @@ router = APIRouter(tags=["replay"])
 @router.post(
     "/replay/request",
     summary="replay a job; every attempt, refused or not, is recorded",
-    responses={403: {"description": "the caller may not run this mode (attempt recorded)"}},
+    responses={
+        200: {"model": ReplayAnswer},
+        403: {
+            "model": ReplayAnswer,
+            "description": "the caller may not run this mode: the attempt is recorded, and its"
+            " report says why (error.code ACCESS_DENIED)",
+        },
+    },
 )
 def request_replay(body: OwnedReplayAsk, ctx: Ctx, who: Caller) -> Response:
     unknown = sorted(set(body.mocks) - set(AGENTS))

@@ -14,6 +14,8 @@ from domain.tool_boundary import ToolBoundaryError
 from infrastructure.api.bodies import EventBatch, RunCompletion
 from infrastructure.api.context import Caller, Ctx, RunIdPath, require
 from infrastructure.api.errors import invalid, refusal, too_large
+from infrastructure.api.response_models.runs import BatchTaken, RecordedRun, RunState
+from infrastructure.api.responses import answers
 from infrastructure.application.errors import Code
 from infrastructure.application.privacy_rules import ClearPrivateValue
 from projections.job_summaries import recorded_run
@@ -30,19 +32,35 @@ def _run(draft: RunDraft) -> dict[str, Any]:
     }
 
 
-@router.post("", status_code=201, summary="open a run (RunStarted); re-sending it is harmless")
+@router.post(
+    "",
+    status_code=201,
+    summary="open a run (RunStarted); re-sending it is harmless",
+    response_model=None,
+    responses=answers(RunState, status=201),
+)
 def open_run(started: RunStarted, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *RECORDERS)
     draft, _ = ctx.ledger.run_uploads.open(started, who.tenant)
     return _run(draft)
 
 
-@router.get("/{run_id}", summary="a run's state: open or completed, and how many events")
+@router.get(
+    "/{run_id}",
+    summary="a run's state: open or completed, and how many events",
+    response_model=None,
+    responses=answers(RunState),
+)
 def get_run(run_id: RunIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     return _run(ctx.ledger.run_uploads.get(run_id, who.tenant))
 
 
-@router.post("/{run_id}/events", summary="add a batch of events; events already held are skipped")
+@router.post(
+    "/{run_id}/events",
+    summary="add a batch of events; events already held are skipped",
+    response_model=None,
+    responses=answers(BatchTaken),
+)
 def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *RECORDERS)
     limits = ctx.settings
@@ -68,7 +86,12 @@ def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> d
     }
 
 
-@router.post("/{run_id}/complete", summary="record the run as one sealed job")
+@router.post(
+    "/{run_id}/complete",
+    summary="record the run as one sealed job",
+    response_model=None,
+    responses=answers(RecordedRun),
+)
 def complete_run(run_id: RunIdPath, body: RunCompletion, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *RECORDERS)
     try:

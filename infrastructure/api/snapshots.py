@@ -17,12 +17,21 @@ from domain.stage0.config import UnusableSnapshot, declare_usable
 from infrastructure.api.bodies import SnapshotDeclaration
 from infrastructure.api.context import Caller, Ctx, SnapshotIdPath, require
 from infrastructure.api.errors import invalid, not_found
-from infrastructure.api.responses import CanonicalJSONResponse
+from infrastructure.api.response_models.snapshots import SnapshotShown, SnapshotStored
+from infrastructure.api.responses import CanonicalJSONResponse, answers
 
 router = APIRouter(prefix="/v1/snapshots", tags=["snapshots"])
 
 
-@router.post("", status_code=201, summary="store a snapshot (200 when it was stored already)")
+@router.post(
+    "",
+    status_code=201,
+    summary="store a snapshot (200 when it was stored already)",
+    responses={
+        201: {"model": SnapshotStored, "description": "stored"},
+        200: {"model": SnapshotStored, "description": "stored already: nothing was written"},
+    },
+)
 def put_snapshot(body: SnapshotDeclaration, ctx: Ctx, who: Caller) -> Response:
     require(who, Role.OPERATOR, Role.ADMIN)
     try:
@@ -38,7 +47,12 @@ def put_snapshot(body: SnapshotDeclaration, ctx: Ctx, who: Caller) -> Response:
     return CanonicalJSONResponse(content, status_code=201 if created else 200)
 
 
-@router.get("/{snapshot_id}", summary="a stored snapshot, its content address verified")
+@router.get(
+    "/{snapshot_id}",
+    summary="a stored snapshot, its content address verified",
+    response_model=None,
+    responses=answers(SnapshotShown),
+)
 def get_snapshot(snapshot_id: SnapshotIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
     try:
         return ctx.reader.snapshots.get(snapshot_id).as_json()

@@ -1,4 +1,5 @@
-"""A bounded schemathesis pass over the service's own OpenAPI document, on SQLite and PostgreSQL.
+"""Bounded schemathesis passes over the service's own OpenAPI document: in process on SQLite and
+PostgreSQL, and over HTTP against a live ``mace serve`` on PostgreSQL.
 
 The caller holds every role (operator, admin, auditor, council) for one tenant, so the
 authenticated paths run; a few jobs, replays, an open run and a snapshot are stored first, and
@@ -8,54 +9,67 @@ property, for every generated request, valid or deliberately invalid:
 - no answer is a 5xx (the only one the service may give is 500 INTEGRITY_FAILURE, for tampered
   data, and nothing here tampers);
 - every error answer is ``{"error": {"code", "message"}}`` (422 adds ``field``), in canonical JSON;
-- every answer conforms to what the document says where schemathesis can check it: its body
-  schema, content type and headers; invalid data is refused; a secured operation refuses a call
-  without its token.
+- every answer is one the document describes (schemathesis' response conformance checks): its
+  status is documented for the operation, its body conforms to the model documented for that
+  status (every model forbids fields it does not name), its content type and headers are the
+  documented ones; invalid data is refused; a secured operation refuses a call without its token.
 
-Two kinds of deviation are kept out of that property and pinned by strict xfails below instead,
-so each shows up on its own when fixed: the document leaves the error answers undocumented
-(schemathesis' ``status_code_conformance``) and does not say which ids a path accepts nor that
-an event's ``type`` is required (``positive_data_acceptance``); and Starlette's own errors (a
-body that is not UTF-8, an unknown path, a wrong method) still answer ``{"detail": ...}``.
+One deviation is kept out of that property and pinned by a strict xfail below instead, so it
+shows up on its own when fixed: the document does not say that an event's ``type`` is required
+(``positive_data_acceptance``).
 
 The property can fail: test_the_property_catches_a_server_error tampers with a stored job and
-shows the very checks reporting its 500 INTEGRITY_FAILURE. (An exception the app let escape
-would not even become a response: the in-process transport raises it, failing the test too.)
+shows the very checks reporting its 500 INTEGRITY_FAILURE, and
+test_the_checks_catch_a_body_its_model_does_not_describe shows them reporting a body that its
+documented model does not describe. (An exception the app let escape would not even become a
+response: the in-process transport raises it, failing the test too.)
 
-Bounded: a few examples per operation, a fixed derandomized seed, no deadline, no example database.
+Bounded: a few examples per operation (fewer over HTTP), a fixed derandomized seed, no deadline,
+no example database, no shrinking.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 from uuid import UUID
 
 import pytest
 import schemathesis
+from fastapi import APIRouter
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import Case, GenerationMode
 from schemathesis import checks as st_checks
-from schemathesis.core.failures import FailureGroup
+from schemathesis.core.failures import Failure, FailureGroup
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.core.result import Ok
 from schemathesis.python.asgi import shutdown_lifespans
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 from support.ledger_fixtures import RawTable, settings_for, store_of
 
+import infrastructure.api as api_package
 from domain.canonical import canonical_json
 from domain.governance import Role
 from domain.job import Job
 from infrastructure.api.app import create_app
+from infrastructure.api.errors import ERROR_ANSWERS
+from infrastructure.api.response_models.operations import KeyState
+from infrastructure.api.response_models.receipts import VerdictReason
 from infrastructure.application.ledger import Ledger
-from infrastructure.application.tokens import TokenBook, TokenEntry, token_hash
+from infrastructure.application.tokens import TokenBook, TokenEntry, TokensFile, token_hash
+from infrastructure.storage.keys.receipt_signing import VerifyReason
+from infrastructure.storage.records.key_checks import KeyStatus
 from infrastructure.storage.settings import Settings
+from infrastructure.tooling.load_server import ServiceProcess
 
 TENANT = "acme"
 TOKEN = "fuzz-token-acme-all-roles"
@@ -65,6 +79,7 @@ ALL_ROLES = ["operator", "admin", "auditor", "council"]
 AnyCase = Case[Any]
 
 EXAMPLES_PER_OPERATION = 25
+LIVE_EXAMPLES_PER_OPERATION = 15
 FUZZ_SETTINGS = settings(
     max_examples=EXAMPLES_PER_OPERATION,
     derandomize=True,
@@ -80,10 +95,14 @@ FUZZ_SETTINGS = settings(
     ],
 )
 
-# Schemathesis' own checks that hold here (the module docstring says which are left out).
+# Over HTTP to a process of its own: fewer cases, each a real request (and some a replay).
+LIVE_SETTINGS = settings(FUZZ_SETTINGS, max_examples=LIVE_EXAMPLES_PER_OPERATION)
+
+# Schemathesis' own checks that hold here (the module docstring says which is left out).
 CHECKS = [
     st_checks.not_a_server_error,
     st_checks.response_schema_conformance,
+    st_checks.status_code_conformance,
     st_checks.content_type_conformance,
     st_checks.response_headers_conformance,
     st_checks.negative_data_rejection,
@@ -112,13 +131,15 @@ def token_entry(token: str, actor: str, roles: list[str], tenant: str) -> TokenE
     )
 
 
+def token_entries() -> list[TokenEntry]:
+    return [
+        token_entry(TOKEN, "fuzz-ana", ALL_ROLES, TENANT),
+        token_entry(OTHER_TOKEN, "gus", ["operator"], "globex"),
+    ]
+
+
 def token_book() -> TokenBook:
-    return TokenBook(
-        [
-            token_entry(TOKEN, "fuzz-ana", ALL_ROLES, TENANT),
-            token_entry(OTHER_TOKEN, "gus", ["operator"], "globex"),
-        ]
-    )
+    return TokenBook(token_entries())
 
 
 @dataclass
@@ -233,12 +254,16 @@ def answer_problems(
 ) -> list[str]:
     """What is wrong with this answer: schemathesis' checks, then the service's own rules."""
     problems: list[str] = []
+    failures: Sequence[Failure] = ()
     try:
         case.validate_response(
             response, checks=CHECKS, headers=sent, transport_kwargs={"headers": sent}
         )
     except FailureGroup as group:
-        problems += [f"{failure.title}: {failure.message}" for failure in group.exceptions]
+        failures = group.exceptions
+    except Failure as failure:
+        failures = [failure]
+    problems += [f"{failure.title}: {failure.message}" for failure in failures]
     status = response.status_code
     if status >= 500:
         problems.append(f"{status} answered: {response.content[:300]!r}")
@@ -274,10 +299,12 @@ def error_shape_problems(case: AnyCase, status: int, body: Any) -> list[str]:
     return []
 
 
-def exercise(target: FuzzTarget, operation: Any, problems: dict[str, list[str]]) -> None:
+def exercise(
+    target: FuzzTarget, operation: Any, problems: dict[str, list[str]], examples: settings
+) -> None:
     seen = target.statuses.setdefault(operation.label, Counter())
 
-    @FUZZ_SETTINGS
+    @examples
     @given(case=cases_for(operation, target.known))
     def one_case(case: AnyCase) -> None:
         sent = credentials(case)
@@ -292,45 +319,98 @@ def exercise(target: FuzzTarget, operation: Any, problems: dict[str, list[str]])
     one_case()
 
 
-def test_fuzzed_requests_get_no_server_error_and_documented_answers(
-    fuzz_target: FuzzTarget,
+# Operations whose own code must have answered (200 or 201) at least once in every pass.
+ANSWERED_OK = (
+    "GET /healthz",
+    "GET /readyz",
+    "GET /v1/jobs",
+    "GET /v1/jobs/{job_id}",
+    "GET /v1/jobs/{job_id}/events",
+    "GET /v1/jobs/{job_id}/replays/{attempt}",
+    "GET /v1/jobs/{job_id}/governance",
+    "GET /v1/runs/{run_id}",
+    "GET /v1/snapshots/{snapshot_id}",
+    "POST /replay/request",
+    "POST /v1/jobs",
+    "POST /v1/snapshots",
+    "GET /metrics",
+    "GET /v1/memories",
+    "GET /v1/policy",
+    "GET /v1/receipts",
+    "GET /v1/receipts/{receipt_id}",
+    "GET /v1/receipts/{receipt_id}/verify",
+    "POST /v1/receipts/{receipt_id}/replay",
+    "GET /v1/checkpoints/public-key",
+    "GET /v1/personal-data/reads",
+)
+
+
+def fuzz_every_operation(
+    target: FuzzTarget, examples: settings, answered_ok: tuple[str, ...] = ANSWERED_OK
 ) -> None:
+    """Every operation of the document, ``examples`` cases each: fails with everything found
+    wrong, or unless the operations ``answered_ok`` names answered 200 or 201 (the token worked
+    and real ids were hit, so the operations' own code ran)."""
     problems: dict[str, list[str]] = {}
     operations = []
-    for result in fuzz_target.schema.get_all_operations():
+    for result in target.schema.get_all_operations():
         assert isinstance(result, Ok), result
         operations.append(result.ok())
     assert len(operations) >= 20, [op.label for op in operations]
     for operation in operations:
-        exercise(fuzz_target, operation, problems)
+        exercise(target, operation, problems, examples)
 
-    for label, counts in sorted(fuzz_target.statuses.items()):
+    for label, counts in sorted(target.statuses.items()):
         print(f"{label}: {dict(sorted(counts.items()))}")  # noqa: T201
     report = "\n".join(f"{label}:\n  " + "\n  ".join(found) for label, found in problems.items())
     assert not problems, report
-    # Not a vacuous pass: the token worked and real ids were hit, so the operations' own code ran.
-    answered_ok = {
-        label for label, counts in fuzz_target.statuses.items() if counts[200] + counts[201]
-    }
-    for label in (
-        "GET /v1/jobs/{job_id}",
-        "GET /v1/jobs/{job_id}/events",
-        "GET /v1/jobs/{job_id}/replays/{attempt}",
-        "GET /v1/jobs/{job_id}/governance",
-        "GET /v1/runs/{run_id}",
-        "GET /v1/snapshots/{snapshot_id}",
-        "POST /replay/request",
-        "POST /v1/jobs",
-        "POST /v1/snapshots",
-        "GET /metrics",
-        "GET /v1/memories",
-        "GET /v1/policy",
-        "GET /v1/receipts",
-        "GET /v1/receipts/{receipt_id}",
-        "GET /v1/receipts/{receipt_id}/verify",
-        "POST /v1/receipts/{receipt_id}/replay",
+    answered = {label for label, counts in target.statuses.items() if counts[200] + counts[201]}
+    for label in answered_ok:
+        assert label in answered, (label, target.statuses.get(label))
+
+
+def test_fuzzed_requests_get_no_server_error_and_documented_answers(
+    fuzz_target: FuzzTarget,
+) -> None:
+    fuzz_every_operation(fuzz_target, FUZZ_SETTINGS)
+
+
+@pytest.fixture
+def live_target(postgres_url: str, tmp_path: Path) -> Iterator[FuzzTarget]:
+    """``mace serve`` in its own process, with a tokens file, on a PostgreSQL store that holds
+    the records the passes draw ids from and a checkpoint over them."""
+    settings = settings_for(postgres_url)
+    with (
+        Ledger.open(settings) as ledger,
+        TestClient(create_app(settings, token_book(), ledger)) as client,
     ):
-        assert label in answered_ok, (label, fuzz_target.statuses.get(label))
+        known = store_some_records(client)
+    # The ledger checkpointed the store as it closed: /v1/checkpoints/newest has one to answer.
+    tokens = tmp_path / "tokens.json"
+    tokens.write_bytes(canonical_json(TokensFile(tokens=token_entries()).model_dump(mode="json")))
+    tokens.chmod(0o600)
+    log = tmp_path / "serve.log"
+    with ServiceProcess(settings, tokens, log) as service:
+        service.start()
+        schema = schemathesis.openapi.from_url(f"{service.base_url}/openapi.json", config=CONFIG)
+        yield FuzzTarget(schema=schema, known=known)
+    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+
+
+def test_a_live_service_on_postgresql_answers_as_its_document_says(
+    live_target: FuzzTarget,
+) -> None:
+    fuzz_every_operation(
+        live_target,
+        LIVE_SETTINGS,
+        (
+            *ANSWERED_OK,
+            "POST /v1/audits",
+            "GET /v1/checkpoints/newest",
+            "GET /v1/checkpoints/{number}",
+            "POST /v1/checkpoints/verify",
+        ),
+    )
 
 
 def test_the_property_catches_a_server_error(
@@ -356,6 +436,35 @@ def test_the_property_catches_a_server_error(
     assert response.json()["error"]["code"] == "INTEGRITY_FAILURE"
     assert any(p.startswith("Server error") for p in problems), problems
     assert any(p.startswith("500 answered") for p in problems), problems
+
+
+def test_the_checks_catch_a_body_its_model_does_not_describe(
+    settings: Settings, ledger: Ledger
+) -> None:
+    """The same answer, held to a document whose model says a run's event count is a string,
+    fails the checks above: response_schema_conformance validates the body against the model."""
+    app = create_app(settings, token_book(), ledger)
+    started = {"type": "RunStarted", "seed": 7, "input": "open", "job_id": "run-checked"}
+    with TestClient(app) as client:
+        assert client.post("/v1/runs", json=started, headers=AUTH).status_code == 201
+    found: dict[str, list[str]] = {}
+    try:
+        for events in ("integer", "string"):
+            # The app keeps the document it made; this edits what /openapi.json answers.
+            app.openapi()["components"]["schemas"]["RunState"]["properties"]["events"] = {
+                "type": events
+            }
+            schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=CONFIG)
+            case = schema["/v1/runs/{run_id}"]["GET"].Case(
+                path_parameters={"run_id": "run-checked"}
+            )
+            found[events] = answer_problems(case, case.call(headers=AUTH), AUTH)
+    finally:
+        shutdown_lifespans()
+    assert found["integer"] == []
+    assert any(
+        p.startswith("Response violates schema") and "is not of type" in p for p in found["string"]
+    ), found
 
 
 def flip_a_byte(table: RawTable, stream: UUID, version: int) -> None:
@@ -397,6 +506,95 @@ def openapi_document(tmp_path: Path) -> dict[str, Any]:
     document = TestClient(app).get("/openapi.json").json()
     assert isinstance(document, dict)
     return document
+
+
+def schema_routes() -> set[str]:
+    """Every route of the service's routers that belongs in the document, as ``METHOD path``."""
+    found: set[str] = set()
+    for module in pkgutil.iter_modules(api_package.__path__):
+        router = getattr(
+            importlib.import_module(f"{api_package.__name__}.{module.name}"), "router", None
+        )
+        if not isinstance(router, APIRouter):
+            continue
+        for route in router.routes:
+            if isinstance(route, APIRoute) and route.include_in_schema:
+                found.update(f"{method} {route.path}" for method in route.methods or ())
+    return found
+
+
+def open_objects(node: Any, where: str) -> Iterator[str]:
+    """Where a schema allows an object of any shape (``dict[str, Any]``): properties not listed
+    and not forbidden, or values of any kind under names of any kind."""
+    if isinstance(node, dict):
+        if node.get("type") == "object":
+            extra = node.get("additionalProperties", True)
+            if extra is True or (not node.get("properties") and extra == {}):
+                yield where
+        for key, value in node.items():
+            yield from open_objects(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for position, value in enumerate(node):
+            yield from open_objects(value, f"{where}/{position}")
+
+
+def test_openapi_describes_the_body_of_every_answer(tmp_path: Path) -> None:
+    """Every route is in the document; every operation documents a success (200 or 201) and the
+    error statuses of the error table, each with the schema of its body: a model of the
+    service's own for JSON (the error body for errors; a refused replay's 403 is the replay
+    answer), a string for text. No response model holds an object of unknown shape."""
+    document = openapi_document(tmp_path)
+    schemas = document["components"]["schemas"]
+    operations = {
+        f"{method.upper()} {path}": operation
+        for path, methods in document["paths"].items()
+        for method, operation in methods.items()
+    }
+    assert set(operations) == schema_routes()
+    error_statuses = {str(status) for status in ERROR_ANSWERS}
+    models: set[str] = set()
+    for label, operation in operations.items():
+        responses = operation["responses"]
+        assert {"200", "201"} & set(responses), f"{label}: no success documented"
+        assert error_statuses <= set(responses), f"{label}: {error_statuses - set(responses)}"
+        for status, answer in responses.items():
+            content = answer.get("content", {})
+            assert "application/json" in content or status == "200", f"{label} {status}"
+            for media, described in content.items():
+                schema = described.get("schema")
+                if media != "application/json":
+                    assert schema == {"type": "string"}, f"{label} {status} {media}: {schema}"
+                    continue
+                assert set(schema) == {"$ref"}, f"{label} {status}: {schema}"
+                model = schema["$ref"].removeprefix("#/components/schemas/")
+                if int(status) >= 400:
+                    refused_replay = (label, status) == ("POST /replay/request", "403")
+                    assert model == ("ReplayAnswer" if refused_replay else "ErrorBody"), label
+                assert schemas[model]["additionalProperties"] is False, f"{label} {status}"
+                models.add(model)
+    reached = reachable(models, schemas)
+    assert {"ErrorBody", "ReplayReport", "Checkpoint", "MissingArtifact"} <= reached
+    assert [where for name in sorted(reached) for where in open_objects(schemas[name], name)] == []
+
+
+def test_the_documented_key_states_and_verify_reasons_are_the_stores_own() -> None:
+    """The entry points may not import the store, so two of its enumerations are spelled again
+    in the response models: held here to the store's own."""
+    assert set(get_args(KeyState)) == {status.value for status in KeyStatus}
+    assert set(get_args(VerdictReason)) == {reason.value for reason in VerifyReason}
+
+
+def reachable(names: set[str], schemas: dict[str, Any]) -> set[str]:
+    """The named schemas and every schema they refer to, however deep."""
+    seen: set[str] = set()
+    waiting = list(names)
+    while waiting:
+        name = waiting.pop()
+        if name not in seen:
+            seen.add(name)
+            text = canonical_json(schemas[name]).decode()
+            waiting += re.findall(r'"#/components/schemas/([^"]+)"', text)
+    return seen
 
 
 def test_openapi_documents_the_error_answers(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
 """What the HTTP service's tests share: callers in two tenants, a checked client, small readers.
 
-Every response a test client receives passes one check on its way back: a JSON body must be the
-canonical bytes of what it says (``domain.canonical.canonical_json``). Error bodies are checked
-by `assert_error`; Prometheus text by `parse_metrics`.
+Every response a test client receives passes two checks on its way back: a JSON body must be the
+canonical bytes of what it says (``domain.canonical.canonical_json``), and the answer must be one
+the service's OpenAPI document describes (`DocumentedAnswers`): its status and media type are
+documented for the operation, and its body conforms to the schema documented for that status.
+Error bodies are checked further by `assert_error`; Prometheus text by `parse_metrics`.
 """
 
 from __future__ import annotations
@@ -10,14 +12,17 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import httpx
 import pytest
+import schemathesis
 from fastapi.testclient import TestClient
+from schemathesis.core.failures import Failure, FailureGroup
 
 from domain.canonical import canonical_json
 from domain.governance import Role
@@ -25,7 +30,7 @@ from infrastructure.api.app import create_app
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.tokens import TokenBook, TokenEntry
 from infrastructure.storage.settings import Settings
-from support.ledger_fixtures import store_of
+from support.ledger_fixtures import settings_for, store_of
 
 
 @dataclass(frozen=True)
@@ -86,10 +91,63 @@ def _json_is_canonical(response: httpx.Response) -> None:
         assert response.content == canonical_json(response.json()), response.content
 
 
+class DocumentedAnswers:
+    """The service's own OpenAPI document, held against the answers it gives.
+
+    An answer to an operation of the document must have a status the operation documents, a
+    media type documented for that status, and a body that conforms to the schema documented for
+    it (schemathesis validates the body, as its ``response_schema_conformance`` check does).
+    Requests that reach no operation of the document (the dashboard, the document itself, a path
+    or method the service does not have) are not checked here.
+    """
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.schema = schemathesis.openapi.from_dict(document)
+
+    def problems(self, response: httpx.Response) -> list[str]:
+        request = response.request
+        operation = self.schema.find_operation_by_path(request.method, request.url.path)
+        if operation is None:
+            return []
+        status = response.status_code
+        answered = f"{operation.label} answered {status}"
+        documented = operation.definition.raw["responses"].get(str(status))
+        if documented is None:
+            return [f"{answered}, a status the document does not list for it"]
+        media = response.headers.get("content-type", "").split(";")[0].strip()
+        if media not in documented.get("content", {}):
+            return [f"{answered} with {media!r}, a media type not documented for it"]
+        failures: Sequence[Failure] = ()
+        try:
+            operation.validate_response(response)
+        except FailureGroup as group:
+            failures = group.exceptions
+        except Failure as failure:
+            failures = [failure]
+        return [f"{answered}: {failure.title}: {failure.message}" for failure in failures]
+
+
+@cache
+def service_document() -> DocumentedAnswers:
+    """The service's OpenAPI document, made once per test process (making it takes most of a
+    second): every app `create_app` makes has the same one, as its routes and their answers do
+    not depend on the settings or the ledger it is given."""
+    app = create_app(settings_for("sqlite:///never-opened.db"), token_book())
+    return DocumentedAnswers(app.openapi())
+
+
 def checked_client(settings: Settings, ledger: Ledger) -> TestClient:
-    """A test client over the service on ``ledger``; every JSON answer must be canonical."""
+    """A test client over the service on ``ledger``; every JSON answer must be canonical, and
+    every answer one the service's OpenAPI document describes."""
     client = TestClient(create_app(settings, token_book(), ledger))
-    client.event_hooks = {"request": [], "response": [_json_is_canonical]}
+    documented = service_document()
+
+    def conforms(response: httpx.Response) -> None:
+        response.read()
+        problems = documented.problems(response)
+        assert not problems, "\n".join(problems)
+
+    client.event_hooks = {"request": [], "response": [_json_is_canonical, conforms]}
     return client
 
 

@@ -1,0 +1,33 @@
+"""Answers about runs recorded from outside: a run's state, a batch taken in, a run completed."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from domain.events import MissingArtifact
+from infrastructure.api.response_models import ResponseModel
+
+
+class RunState(ResponseModel):
+    run_id: str
+    status: Literal["open", "completed"]
+    events: int = Field(description="how many events the run holds")
+
+
+class BatchTaken(ResponseModel):
+    run_id: str
+    accepted: int = Field(description="events of the batch new to the run, now held")
+    duplicates: int = Field(description="events of the batch the run already held, skipped")
+    events: int = Field(description="how many events the run holds now")
+
+
+class RecordedRun(ResponseModel):
+    """The run recorded as one sealed job: its id, how many events, and whether it can be
+    replayed in production (what is missing otherwise)."""
+
+    job_id: str
+    events: int
+    replayable: bool
+    missing_artifacts: list[MissingArtifact]
