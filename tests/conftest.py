@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import os
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -11,16 +9,16 @@ from support.postgres_server import (
     UNAVAILABLE,
     PostgresServer,
     describe_plan,
-    drop_database,
     fresh_database,
+    made_databases,
     provide_postgres,
 )
 
 # Stores, ledgers and raw table access for storage tests (SQLite and PostgreSQL); the HTTP client.
 pytest_plugins = [
+    "support.store_copies",
     "support.ledger_fixtures",
     "support.api_support",
-    "support.store_copies",
     "support.hand_written_runs",
 ]
 
@@ -30,8 +28,6 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 # --- PostgreSQL ---------------------------------------------------------------------------------
-
-_database_numbers = itertools.count(1)
 
 
 @pytest.fixture(scope="session")
@@ -46,16 +42,7 @@ def postgres_server() -> Iterator[PostgresServer]:
 @pytest.fixture
 def make_postgres_database(postgres_server: PostgresServer) -> Iterator[Callable[[], str]]:
     """Call it for a new, empty database URL; every database it made is dropped after the test."""
-    names: list[str] = []
-
-    def make() -> str:
-        name = f"mace_t_{os.getpid()}_{next(_database_numbers)}"
-        names.append(name)
-        return fresh_database(postgres_server, name)
-
-    yield make
-    for name in names:
-        drop_database(postgres_server, name)
+    yield from made_databases(postgres_server, lambda name: fresh_database(postgres_server, name))
 
 
 @pytest.fixture

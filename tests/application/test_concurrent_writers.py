@@ -25,6 +25,9 @@ from support.sample_job import job_ids
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
 
+# The writers also race to set up the store: on SQLite, processes (not threads) take its locks.
+pytestmark = pytest.mark.empty_store
+
 WRITERS = 8
 EACH = 5
 ONE_RECORD_EACH = 10

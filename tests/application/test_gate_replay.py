@@ -12,6 +12,7 @@ import orjson
 import pytest
 from support.cli_output import assert_failure_line
 from support.hand_written_runs import (
+    ANA,
     as_auditor,
     ingest_and_replay,
     math_iteration,
@@ -21,6 +22,7 @@ from support.hand_written_runs import (
 from support.ledger_fixtures import run
 
 from domain.policy import parse_bundle
+from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
 
 SECRETS_DENIED = """version: 1
@@ -52,17 +54,11 @@ def gate(decision: str, bundle_hash: str = DENIED_HASH, **extra: Any) -> dict[st
 
 
 @pytest.fixture
-def auditor(
-    cli_env: Settings,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-) -> dict[str, str]:
+def auditor(cli_env: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """`as_auditor`, and SECRETS_DENIED set as the global bundle by `ANA`."""
     ids = as_auditor(cli_env, monkeypatch)
-    policy = tmp_path / "secrets.yaml"
-    policy.write_text(SECRETS_DENIED)
-    code, _, err = run(capsys, "policy", "set", str(policy), "--global")
-    assert (code, err) == (0, ""), err
+    with Ledger.open(cli_env) as ledger:
+        ledger.policy.set_bundle(None, SECRETS_DENIED, ANA)
     return ids
 
 
@@ -71,6 +67,7 @@ def body(*events: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_a_gate_under_a_held_bundle_is_decided_again_by_that_bundle(
+    cli_env: Settings,
     auditor: dict[str, str],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -79,7 +76,7 @@ def test_a_gate_under_a_held_bundle_is_decided_again_by_that_bundle(
     # The bundle in force changes after the run: the replay decides by the recorded one.
     other = tmp_path / "other.yaml"
     other.write_text(NOTHING_DENIED)
-    code, report = ingest_and_replay(capsys, path, "gated")
+    code, report = ingest_and_replay(cli_env, path, "gated")
     assert (code, report["reproduced"]) == (0, True)
     assert run(capsys, "policy", "set", str(other), "--global")[0] == 0
     code, out, _ = run(capsys, "replay", "gated", "--mode", "production", "--json")
@@ -93,10 +90,12 @@ def test_a_gate_under_a_held_bundle_is_decided_again_by_that_bundle(
 
 
 def test_a_gate_its_bundle_decides_otherwise_diverges(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings,
+    auditor: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     path = run_file(tmp_path, "let-through", auditor, body(gate("allow")), "2 + 3 = 5")
-    code, report = ingest_and_replay(capsys, path, "let-through")
+    code, report = ingest_and_replay(cli_env, path, "let-through")
     assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE")
     assert report["divergences"] == [
         {
@@ -110,10 +109,12 @@ def test_a_gate_its_bundle_decides_otherwise_diverges(
 
 
 def test_a_gate_without_a_subject_is_taken_as_recorded(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings,
+    auditor: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     path = run_file(tmp_path, "bare", auditor, body(gate("escalate", subject=None)), "2 + 3 = 5")
-    code, report = ingest_and_replay(capsys, path, "bare")
+    code, report = ingest_and_replay(cli_env, path, "bare")
     assert (code, report["reproduced"]) == (0, True)
     row = next(r for r in report["checks"] if r["subject"] == "event 4 GateDecision")
     assert row["check"] == "taken_as_recorded"
@@ -157,11 +158,13 @@ def test_a_bundle_the_ledger_does_not_hold_makes_the_run_unreplayable_in_product
 
 
 def test_a_held_policy_reference_is_checked_against_the_ledger(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings,
+    auditor: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     event = {"type": "PolicySnapshotRef", "policy_bundle_hash": DENIED_HASH}
     path = run_file(tmp_path, "referenced", auditor, body(event), "2 + 3 = 5")
-    code, report = ingest_and_replay(capsys, path, "referenced")
+    code, report = ingest_and_replay(cli_env, path, "referenced")
     assert (code, report["reproduced"], report["authoritative"]) == (0, True, True)
     row = next(r for r in report["checks"] if r["subject"] == "event 4 PolicySnapshotRef")
     assert (row["check"], row["detail"]) == (
@@ -171,7 +174,9 @@ def test_a_held_policy_reference_is_checked_against_the_ledger(
 
 
 def test_what_a_policy_reference_says_besides_its_bundle_is_taken_as_recorded(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings,
+    auditor: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     # Nothing here holds the outside system's snapshot id or address: the row says so.
     event = {
@@ -181,7 +186,7 @@ def test_what_a_policy_reference_says_besides_its_bundle_is_taken_as_recorded(
         "uri": "s3://nowhere/policy",
     }
     path = run_file(tmp_path, "addressed", auditor, body(event), "2 + 3 = 5")
-    code, report = ingest_and_replay(capsys, path, "addressed")
+    code, report = ingest_and_replay(cli_env, path, "addressed")
     assert code == 0
     row = next(r for r in report["checks"] if r["subject"] == "event 4 PolicySnapshotRef")
     assert row["detail"] == (

@@ -27,9 +27,11 @@ INT64_MAX = 2**63 - 1
 
 
 @pytest.fixture
-def cli_store(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> Settings:
-    """A store the CLI has written to already, so that "nothing written" can be measured."""
-    assert run(capsys, "sem", "put", "world/country/france/capital", '"Paris"')[0] == 0
+def cli_store(cli_env: Settings) -> Settings:
+    """A store written to already (and checkpointed), so that "nothing written" can be
+    measured."""
+    with Ledger.open(cli_env) as ledger:
+        ledger.sem.put("world/country/france/capital", "Paris")
     return cli_env
 
 

@@ -1,17 +1,15 @@
 """Every job records the rules it was recorded under (seed 000 sections 3 and 5): the serializer
 and its numeric rules, and each id generator with its seed. On SQLite and PostgreSQL, through
-``mace run`` and ``mace ingest``."""
+the use cases ``mace run`` and ``mace ingest`` call."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
-from support.ledger_fixtures import run
 
-from infrastructure.storage.settings import Settings
+from domain.run_file import parse_run
+from infrastructure.application.ledger import Ledger
 
 NUMERIC = {
     "precision": 9,
@@ -31,10 +29,8 @@ DERIVED = {
 }
 
 
-def started(capsys: pytest.CaptureFixture[str], job_id: str) -> dict[str, Any]:
-    code, out, _ = run(capsys, "events", job_id, "--json")
-    assert code == 0
-    first = orjson.loads(out.splitlines()[0])
+def started(ledger: Ledger, job_id: str) -> dict[str, Any]:
+    first = ledger.jobs.stream(job_id)[0]
     assert first["event_type"] == "JobStarted"
     payload = first["payload"]
     assert isinstance(payload, dict)
@@ -42,11 +38,9 @@ def started(capsys: pytest.CaptureFixture[str], job_id: str) -> dict[str, Any]:
 
 
 def test_a_job_run_here_records_its_serializer_numeric_rules_and_id_generators(
-    cli_env: Settings, capsys: pytest.CaptureFixture[str]
+    ledger: Ledger,
 ) -> None:
-    code, out, _ = run(capsys, "run", "2 + 3", "--seed", "p1", "--json")
-    assert code == 0
-    provenance = started(capsys, orjson.loads(out)["job_id"])["provenance"]
+    provenance = started(ledger, ledger.jobs.run("2 + 3", "p1").job_id)["provenance"]
     assert provenance == {
         "serializer": "mace-canonical-json/1",
         "numeric": NUMERIC,
@@ -65,21 +59,16 @@ def test_a_job_run_here_records_its_serializer_numeric_rules_and_id_generators(
     }
 
 
-def test_a_named_job_and_an_ingested_run_say_how_their_ids_came_about(
-    cli_env: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    assert run(capsys, "run", "2 + 3", "--seed", "p1", "--job-id", "mine")[0] == 0
-    generators = started(capsys, "mine")["provenance"]["id_generators"]
+def test_a_named_job_and_an_ingested_run_say_how_their_ids_came_about(ledger: Ledger) -> None:
+    ledger.jobs.run("2 + 3", "p1", job_id="mine")
+    generators = started(ledger, "mine")["provenance"]["id_generators"]
     assert generators["job_id"] == {"function": "named by the caller"}
 
     lines = [
         {"type": "RunStarted", "seed": "r1", "input": "look it up"},
         {"type": "RunCompleted", "final_output": "done"},
     ]
-    path = tmp_path / "run.jsonl"
-    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-    code, out, err = run(capsys, "ingest", str(path), "--json")
-    assert (code, err) == (0, "")
-    provenance = started(capsys, orjson.loads(out)["job_id"])["provenance"]
+    log, _ = ledger.run_ingest.record_once(parse_run(orjson.dumps(line) for line in lines))
+    provenance = started(ledger, log.job_id)["provenance"]
     assert (provenance["serializer"], provenance["numeric"]) == ("mace-canonical-json/1", NUMERIC)
     assert provenance["id_generators"]["job_id"] == DERIVED

@@ -20,6 +20,8 @@ from support.hand_written_runs import (
     with_brainstates,
 )
 
+from infrastructure.storage.settings import Settings
+
 
 def edited(lines: list[dict[str, Any]], kind: str, **changes: Any) -> list[dict[str, Any]]:
     return [{**line, **changes} if line["type"] == kind else line for line in lines]
@@ -35,10 +37,12 @@ def steps_of(report: dict[str, Any], iteration: int) -> list[str]:
 
 
 def test_a_faithful_two_iteration_run_replays_every_iteration(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings,
+    auditor: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     path = run_file(tmp_path, "two", auditor, TWO_ITERATIONS, "4 * 5 = 20")
-    code, report = ingest_and_replay(capsys, path, "two")
+    code, report = ingest_and_replay(cli_env, path, "two")
     assert (code, report["ok"], report["authoritative"]) == (0, True, True), report["steps"][-1]
     for iteration in (0, 1):
         compared = steps_of(report, iteration)
@@ -54,11 +58,13 @@ def test_a_faithful_two_iteration_run_replays_every_iteration(
 
 
 def test_a_second_iteration_the_runtime_would_not_give_diverges_there(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings,
+    auditor: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     wrong = with_brainstates([*math_iteration(0, "2 + 3", 5), *math_iteration(1, "4 * 5", 21)])
     path = run_file(tmp_path, "two-wrong", auditor, wrong, "4 * 5 = 21")
-    code, report = ingest_and_replay(capsys, path, "two-wrong")
+    code, report = ingest_and_replay(cli_env, path, "two-wrong")
     assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE")
     assert report["error_message"] == "iteration 1: agent_outputs differs from the record"
     assert [(d["iteration"], d["field"]) for d in report["divergences"]] == [(1, "agent_outputs")]
@@ -66,12 +72,14 @@ def test_a_second_iteration_the_runtime_would_not_give_diverges_there(
 
 
 def test_a_router_decision_event_that_contradicts_its_trace_diverges(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings,
+    auditor: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     # The trace and its BrainState are the faithful run's; only the event says otherwise.
     body = edited(with_brainstates(math_iteration(0, "2 + 3", 5)), "RouterDecision", **R4)
     path = run_file(tmp_path, "misrouted-event", auditor, body, "2 + 3 = 5")
-    code, report = ingest_and_replay(capsys, path, "misrouted-event")
+    code, report = ingest_and_replay(cli_env, path, "misrouted-event")
     assert (code, report["ok"], report["error_code"]) == (1, False, "REPLAY_DIVERGENCE")
     assert report["divergences"] == [
         {
@@ -85,14 +93,16 @@ def test_a_router_decision_event_that_contradicts_its_trace_diverges(
 
 
 def test_an_agent_output_event_that_contradicts_its_trace_diverges(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings,
+    auditor: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     faithful = with_brainstates(math_iteration(0, "2 + 3", 5))
     lied = math_iteration(0, "2 + 3", 6)
     output = next(line for line in lied if line["type"] == "AgentOutput")
     body = [output if line["type"] == "AgentOutput" else line for line in faithful]
     path = run_file(tmp_path, "wrong-output", auditor, body, "2 + 3 = 5")
-    code, report = ingest_and_replay(capsys, path, "wrong-output")
+    code, report = ingest_and_replay(cli_env, path, "wrong-output")
     assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE")
     (divergence,) = report["divergences"]
     assert (divergence["iteration"], divergence["field"]) == (0, "events.AgentOutput")
@@ -122,9 +132,9 @@ def renumbered(lines: list[dict[str, Any]], iteration: int) -> list[dict[str, An
     ],
 )
 def test_iterations_a_run_skips_or_reorders_diverge(
+    cli_env: Settings,
     auditor: dict[str, str],
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
     case: str,
     body: list[dict[str, Any]],
     recorded: list[int],
@@ -132,7 +142,7 @@ def test_iterations_a_run_skips_or_reorders_diverge(
 ) -> None:
     # Each iteration re-runs faithfully on its own: only their places in the run are wrong.
     path = run_file(tmp_path, "placed", auditor, with_brainstates(body), "4 * 5 = 20")
-    code, report = ingest_and_replay(capsys, path, "placed")
+    code, report = ingest_and_replay(cli_env, path, "placed")
     assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE"), case
     assert report["divergences"][0] == {
         "code": "REPLAY_DIVERGENCE",
@@ -144,12 +154,14 @@ def test_iterations_a_run_skips_or_reorders_diverge(
 
 
 def test_a_job_input_its_first_iteration_did_not_read_diverges(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings,
+    auditor: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     # The run says it was asked one thing; its first iteration read another.
     body = with_brainstates(math_iteration(0, "4 * 5", 20))
     path = run_file(tmp_path, "asked", auditor, body, "4 * 5 = 20")  # input: "2 + 3"
-    code, report = ingest_and_replay(capsys, path, "asked")
+    code, report = ingest_and_replay(cli_env, path, "asked")
     assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE")
     assert report["divergences"][0] == {
         "code": "REPLAY_DIVERGENCE",

@@ -1,6 +1,7 @@
 """A replay's verdict says what it checked, and how, fact by fact; it is never OK for what it
-skipped. On SQLite and PostgreSQL, through ``mace ingest`` and ``mace replay``, with run files
-written by hand from Run Event Schema v1."""
+skipped. On SQLite and PostgreSQL, through the use cases ``mace ingest`` and ``mace replay`` call
+(`ingest_and_replay`; the printed report is ``mace replay``'s own), with run files written by hand
+from Run Event Schema v1."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from support.hand_written_runs import (
 from support.ledger_fixtures import run
 
 from domain.events import hash_of
+from infrastructure.storage.settings import Settings
 
 SCHEMA = hash_of({"tool": "search"})
 ARGUMENTS = {"q": "capital of france"}
@@ -50,10 +52,10 @@ def rows(report: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def test_a_run_nothing_in_which_can_be_re_executed_is_not_reproduced_nor_authoritative(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings, auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = run_file(tmp_path, "outside", auditor, [CALL, ANSWER, *RETRIEVAL, GATE], "paris")
-    code, report = ingest_and_replay(capsys, path, "outside")
+    code, report = ingest_and_replay(cli_env, path, "outside")
     assert code == 0  # nothing failed: every signature and kept hash checked out
     assert (report["ok"], report["reproduced"], report["authoritative"]) == (True, False, False)
     assert report["non_authoritative_reasons"] == [
@@ -92,11 +94,13 @@ def test_a_run_nothing_in_which_can_be_re_executed_is_not_reproduced_nor_authori
 
 
 def test_an_iteration_with_a_tool_pair_is_reproduced_and_says_how_each_fact_was_checked(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings,
+    auditor: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     body = with_brainstates([*math_iteration(0, "2 + 3", 5), CALL, ANSWER])
     path = run_file(tmp_path, "with-tool", auditor, body, "2 + 3 = 5")
-    code, report = ingest_and_replay(capsys, path, "with-tool")
+    code, report = ingest_and_replay(cli_env, path, "with-tool")
     assert (code, report["reproduced"], report["authoritative"]) == (0, True, True)
     assert rows(report) == [
         ("event 0 InputReceived", "reexecuted"),
@@ -120,13 +124,15 @@ def test_an_iteration_with_a_tool_pair_is_reproduced_and_says_how_each_fact_was_
 
 
 def test_a_response_kept_as_its_hash_is_compared_by_it_and_a_result_so_kept_taken_as_recorded(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings,
+    auditor: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     hashed_answer = {**ANSWER, "result": None, "response_hash": hash_of(RESULT)}
     iteration = math_iteration(0, "2 + 3", 5, response_kept=False)
     body = with_brainstates([*iteration, CALL, hashed_answer])
     path = run_file(tmp_path, "hashes", auditor, body, "2 + 3 = 5", capture_mode="prompts_only")
-    code, report = ingest_and_replay(capsys, path, "hashes", mode="audit")
+    code, report = ingest_and_replay(cli_env, path, "hashes", mode="audit")
     assert (code, report["reproduced"], report["authoritative"]) == (0, True, True)
     checked = dict(rows(report))
     assert checked["event 2 AgentOutput"] == "hash_compared"
@@ -137,22 +143,24 @@ def test_a_response_kept_as_its_hash_is_compared_by_it_and_a_result_so_kept_take
 
 
 def test_a_call_no_result_answers_is_missing_and_the_audit_is_not_authoritative(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings,
+    auditor: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     body = with_brainstates([*math_iteration(0, "2 + 3", 5), CALL])
     path = run_file(tmp_path, "unanswered", auditor, body, "2 + 3 = 5")
-    code, report = ingest_and_replay(capsys, path, "unanswered", mode="audit")
+    code, report = ingest_and_replay(cli_env, path, "unanswered", mode="audit")
     assert (code, report["ok"], report["authoritative"]) == (0, True, False)
     assert ("event 4 ToolCall", "missing") in rows(report)
     assert report["non_authoritative_reasons"] == ["missing from the record: event 4 ToolCall"]
 
 
 def test_a_diverging_iteration_marks_its_facts_diverged_and_what_follows_unchecked(
-    auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings, auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     body = with_brainstates([*math_iteration(0, "2 + 3", 6), *math_iteration(1, "4 * 5", 20)])
     path = run_file(tmp_path, "wrong-first", auditor, body, "4 * 5 = 20")
-    code, report = ingest_and_replay(capsys, path, "wrong-first")
+    code, report = ingest_and_replay(cli_env, path, "wrong-first")
     assert (code, report["error_code"], report["reproduced"]) == (1, "REPLAY_DIVERGENCE", False)
     assert [check for _, check in rows(report)] == [
         *["diverged"] * 4,

@@ -14,6 +14,7 @@ import orjson
 import pytest
 from support.api_support import Api, assert_error, stage_event
 from support.hand_written_runs import (
+    ANA,
     as_auditor,
     ingest_and_replay,
     math_iteration,
@@ -22,8 +23,9 @@ from support.hand_written_runs import (
 )
 from support.ledger_fixtures import run, store_of
 
-from domain.canonical import digest
+from domain.canonical import canonical_json, digest
 from domain.events import RetrievalResponse, hash_of
+from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
 
 QUERY = "when is the launch"
@@ -31,16 +33,16 @@ QUERY = "when is the launch"
 
 @pytest.fixture
 def remembered(
-    cli_env: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    cli_env: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """The default snapshots' ids, and three episodes remembered."""
+    """The default snapshots' ids, and three episodes remembered by `ANA` (as ``mace memories
+    add --json`` answers each)."""
     ids = as_auditor(cli_env, monkeypatch)
-    memories = []
-    for text in ("the launch moved to friday", "lunch is at noon", "the launch needs a review"):
-        code, out, err = run(capsys, "memories", "add", "--episode", text, "--json")
-        assert (code, err) == (0, ""), err
-        memories.append(orjson.loads(out))
-    return ids, memories
+    texts = ("the launch moved to friday", "lunch is at noon", "the launch needs a review")
+    with Ledger.open(cli_env) as ledger:
+        remember = ledger.memories.remember_episode
+        memories = [remember("default", text, [], ANA, None).as_json() for text in texts]
+    return ids, [orjson.loads(canonical_json(memory)) for memory in memories]
 
 
 def request(position: int, **extra: Any) -> dict[str, Any]:
@@ -84,6 +86,7 @@ def served(
 
 
 def test_a_retrieval_from_the_ledgers_memories_is_served_again_at_its_position(
+    cli_env: Settings,
     remembered: tuple[dict[str, str], list[dict[str, Any]]],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -97,7 +100,7 @@ def test_a_retrieval_from_the_ledgers_memories_is_served_again_at_its_position(
     body = served([moved, lunch, review], hits)
     path = run_file(tmp_path, "retrieved", ids, body, "2 + 3 = 5")
     assert run(capsys, "memories", "add", "--episode", "the launch is tomorrow")[0] == 0
-    code, report = ingest_and_replay(capsys, path, "retrieved")
+    code, report = ingest_and_replay(cli_env, path, "retrieved")
     assert (code, report["reproduced"], report["authoritative"]) == (0, True, True), report
     checked = {r["subject"]: (r["check"], r["detail"]) for r in report["checks"]}
     assert checked["event 4 RetrievalRequest"] == (
@@ -113,9 +116,9 @@ def test_a_retrieval_from_the_ledgers_memories_is_served_again_at_its_position(
 
 
 def test_retrieved_context_hashes_beside_a_served_retrieval_are_said_to_be_taken_as_recorded(
+    cli_env: Settings,
     remembered: tuple[dict[str, str], list[dict[str, Any]]],
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:
     ids, memories = remembered
     body = served(memories)
@@ -123,7 +126,7 @@ def test_retrieved_context_hashes_beside_a_served_retrieval_are_said_to_be_taken
         if line["type"] == "RetrievalResponse":
             line["retrieved_context_hashes"] = ["0" * 64]
     path = run_file(tmp_path, "context", ids, body, "2 + 3 = 5")
-    code, report = ingest_and_replay(capsys, path, "context")
+    code, report = ingest_and_replay(cli_env, path, "context")
     assert code == 0
     checked = {r["subject"]: r["detail"] for r in report["checks"]}
     assert checked["event 5 RetrievalResponse"].endswith(
@@ -143,16 +146,16 @@ def test_retrieved_context_hashes_beside_a_served_retrieval_are_said_to_be_taken
     ],
 )
 def test_hits_the_memories_did_not_give_diverge(
+    cli_env: Settings,
     remembered: tuple[dict[str, str], list[dict[str, Any]]],
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
     case: str,
     changed: Any,
 ) -> None:
     ids, memories = remembered
     body = served(memories, changed(*memories))
     path = run_file(tmp_path, "lied", ids, body, "2 + 3 = 5")
-    code, report = ingest_and_replay(capsys, path, "lied")
+    code, report = ingest_and_replay(cli_env, path, "lied")
     assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE"), case
     (divergence,) = report["divergences"]
     assert divergence["field"] == "event 5 RetrievalResponse hits"
@@ -162,19 +165,20 @@ def test_hits_the_memories_did_not_give_diverge(
 
 
 def test_a_position_the_memory_log_never_reached_diverges(
+    cli_env: Settings,
     remembered: tuple[dict[str, str], list[dict[str, Any]]],
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:
     ids, _ = remembered
     body = with_brainstates([*math_iteration(0, "2 + 3", 5), request(99), response([])])
     path = run_file(tmp_path, "future", ids, body, "2 + 3 = 5")
-    code, report = ingest_and_replay(capsys, path, "future")
+    code, report = ingest_and_replay(cli_env, path, "future")
     assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE")
     assert report["divergences"][0]["field"] == "event 4 RetrievalRequest memory_position"
 
 
 def test_a_retrieval_from_outside_is_taken_as_recorded_and_a_bad_ledger_query_refused(
+    cli_env: Settings,
     remembered: tuple[dict[str, str], list[dict[str, Any]]],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -183,7 +187,7 @@ def test_a_retrieval_from_outside_is_taken_as_recorded_and_a_bad_ledger_query_re
     outside = {k: v for k, v in request(3).items() if k != "memory_position"}
     body = with_brainstates([*math_iteration(0, "2 + 3", 5), outside, response([])])
     path = run_file(tmp_path, "outside", ids, body, "2 + 3 = 5")
-    code, report = ingest_and_replay(capsys, path, "outside")
+    code, report = ingest_and_replay(cli_env, path, "outside")
     assert code == 0
     checked = {r["subject"]: r["check"] for r in report["checks"]}
     assert checked["event 4 RetrievalRequest"] == "taken_as_recorded"

@@ -27,8 +27,10 @@ from support.receipt_tampering import edit_receipt, refuse_new_receipts
 
 from domain.canonical import canonical_json
 from domain.checkpoint import CHECKPOINT_STREAM
+from domain.governance import Actor
 from domain.policy import MAX_BUNDLE_BYTES, parse_bundle
 from domain.receipt import BODY_KEYS, Receipt
+from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
 
 BUNDLE_HASH = parse_bundle(BUNDLE).bundle_hash
@@ -104,31 +106,31 @@ class Acme:
 
 
 @pytest.fixture
-def acme(
-    cli_env: Settings,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> Acme:
+def acme(cli_env: Settings, monkeypatch: pytest.MonkeyPatch) -> Acme:
     """Tenant acme: a fact, a PII fact, a medical episode and a billing episode, under BUNDLE.
 
+    Recorded through the use cases the commands call, as ``wes`` (operator) and ``ada``
+    (auditor), in one ledger that checkpoints as it closes: the store is as the commands leave
+    it, fully checkpointed (`mace memories add` and `mace policy set` are tested above).
     Afterwards the acting identity is ``support-bot`` (operator), the agent asking for context.
     """
-    act(monkeypatch, "wes", "operator")
+    wes = Actor.of("wes", ["operator"])
+    with Ledger.open(cli_env) as ledger:
+        memories = ledger.memories
 
-    def add(*argv: str) -> str:
-        memory_id = ok_json(capsys, "memories", "add", *argv, *ACME)["memory_id"]
-        assert isinstance(memory_id, str)
-        return memory_id
+        def fact(key: str, value: str, *labels: str) -> str:
+            return memories.remember_fact("acme", key, value, [*labels], wes, None).memory_id
 
-    ids = Acme(
-        plan=add("--fact", "user/customer/alice/plan", '"gold"'),
-        email=add("--fact", "user/customer/alice/email", '"alice@example.com"', "--label", "pii"),
-        medical=add("--episode", "alice asked about her plan renewal", "--label", "medical"),
-        invoice=add("--episode", "alice disputed a plan invoice", "--label", "billing"),
-    )
-    act(monkeypatch, "ada", "auditor")
-    ok(capsys, "policy", "set", write_bundle(tmp_path), *ACME)
+        def episode(text: str, *labels: str) -> str:
+            return memories.remember_episode("acme", text, [*labels], wes, None).memory_id
+
+        ids = Acme(
+            plan=fact("user/customer/alice/plan", "gold"),
+            email=fact("user/customer/alice/email", "alice@example.com", "pii"),
+            medical=episode("alice asked about her plan renewal", "medical"),
+            invoice=episode("alice disputed a plan invoice", "billing"),
+        )
+        ledger.policy.set_bundle("acme", BUNDLE, Actor.of("ada", ["auditor"]))
     act(monkeypatch, "support-bot", "operator")
     return ids
 

@@ -193,9 +193,11 @@ def record_and_checkpoint(settings: Settings, worker: int, rounds: int) -> None:
             writer(ledger).write()
 
 
+@pytest.mark.empty_store
 def test_threads_racing_to_checkpoint_never_fork_the_chain(settings: Settings) -> None:
-    """From an empty store, so that the race for the first checkpoint is run too; a writer
-    that read while another's checkpoint was committing starts again, it reports nothing."""
+    """From an empty store, so that the races to set it up and for the first checkpoint are run
+    too; a writer that read while another's checkpoint was committing starts again, it reports
+    nothing."""
     with ThreadPoolExecutor(4) as pool:
         racing = [pool.submit(record_and_checkpoint, settings, worker, 6) for worker in range(4)]
         for outcome in racing:

@@ -33,6 +33,9 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.storage.backends.schema import StoreNotSetUp
 from infrastructure.storage.settings import PostgresStore, Settings, SQLiteStore
 
+# Every test here starts from a store with no tables: that is what opening one sets up.
+pytestmark = pytest.mark.empty_store
+
 HANG_GUARD_SECONDS = 300
 """Far beyond what a `mace` command needs; only there so that a hang fails instead of blocking."""
 

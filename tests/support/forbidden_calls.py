@@ -103,10 +103,10 @@ def forbid_nondeterminism() -> Iterator[list[str]]:
 
     previous, previous_threads = sys.getprofile(), threading.getprofile()
     # A garbage collection inside the block runs other libraries' gc callbacks (hypothesis times
-    # its collections with perf_counter), which are not the code under test: collect first and
-    # hold the collector off until the block ends.
+    # its collections with perf_counter), which are not the code under test: hold the collector
+    # off until the block ends. (No collection first: disabled, it cannot start in the block,
+    # and a full collection of a worker's heap late in a run took seconds per block.)
     gc_was_enabled = gc.isenabled()
-    gc.collect()
     gc.disable()
     sys.setprofile(profile)
     threading.setprofile(profile)

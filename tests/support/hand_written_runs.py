@@ -13,18 +13,23 @@ from typing import Any
 import orjson
 import pytest
 
+from domain.canonical import canonical_json
 from domain.events import INGEST_LINE, MaterialisedState, RunEvent, hash_of
+from domain.governance import Actor
+from domain.replay_access import ReplayMode
+from domain.run_file import parse_run
 from domain.snapshot import SnapshotKind
 from domain.stage0.config import BrainStateConfig, parse_config
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.snapshots import default_snapshots
 from infrastructure.storage.settings import Settings
 from projections.brainstate import fold_brainstate
-from support.ledger_fixtures import run
 
 SEED = "two-steps"
 USER = "default"
 R1 = {"agent": "math_agent", "fallback": None, "rule_id": "R1", "why": "matched_R1_math"}
+ANA = Actor.of("ana", ["admin", "auditor"])
+"""The caller: the CLI's once `as_auditor` made it so, the use cases' in `ingest_and_replay`."""
 R4 = {"agent": "generic_agent", "fallback": None, "rule_id": "R4", "why": "matched_R4_fallback"}
 
 
@@ -118,9 +123,9 @@ def run_file(
 
 
 def as_auditor(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """Make the CLI's caller an admin and auditor; the default snapshots' ids, stored."""
-    monkeypatch.setenv("MACE_ACTOR", "ana")
-    monkeypatch.setenv("MACE_ROLES", "admin,auditor")
+    """Make the CLI's caller `ANA`, an admin and auditor; the default snapshots' ids, stored."""
+    monkeypatch.setenv("MACE_ACTOR", ANA.actor_id)
+    monkeypatch.setenv("MACE_ROLES", ",".join(sorted(ANA.roles)))
     with Ledger.open(settings) as ledger:
         return ledger.snapshots.default_ids()
 
@@ -132,10 +137,15 @@ def auditor(cli_env: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, str
 
 
 def ingest_and_replay(
-    capsys: pytest.CaptureFixture[str], path: str, job_id: str, mode: str = "production"
+    settings: Settings, path: str, job_id: str, mode: str = "production"
 ) -> tuple[int, dict[str, Any]]:
-    """``mace ingest`` the run file, then ``mace replay --json`` it: the exit code and report."""
-    code, _, err = run(capsys, "ingest", path)
-    assert (code, err) == (0, "")
-    code, out, _ = run(capsys, "replay", job_id, "--mode", mode, "--json")
-    return code, orjson.loads(out)
+    """The run file recorded as ``mace ingest`` records it, then replayed as ``mace replay
+    --json`` replays it, as `ANA`, through the use cases the two commands call, in one ledger
+    that checkpoints as it closes: the exit code the command gives (0 for an ok outcome, else
+    1) and the report, as its canonical JSON reads back."""
+    run = parse_run(Path(path).read_bytes().split(b"\n"))
+    with Ledger.open(settings) as ledger:
+        ledger.run_ingest.record_once(run)
+        result = ledger.replays.run(job_id, ReplayMode(mode), ANA)
+    report: dict[str, Any] = orjson.loads(canonical_json(result.report))
+    return (0 if result.outcome.ok else 1), report

@@ -7,7 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -23,6 +23,19 @@ from infrastructure.storage.backends.connection import connect_postgres
 from infrastructure.storage.checkpoints.tables import TABLES as CHECKPOINT_TABLES
 from infrastructure.storage.settings import PostgresStore, Settings, SQLiteStore
 from infrastructure.storage.store import LedgerStore
+from support.postgres_server import (
+    PostgresServer,
+    copy_database,
+    drop_database,
+    fresh_database,
+    made_databases,
+)
+from support.store_templates import (
+    EMPTY_STORE_HELP,
+    EMPTY_STORE_MARKER,
+    copy_sqlite_template,
+    set_up_store,
+)
 
 TEST_SECRETS = {"k1": b"\x11" * 32, "k2": b"\x22" * 32}
 TEST_CHECKPOINT_KEY = Path(__file__).with_name("test-checkpoint-key.pem")
@@ -80,25 +93,70 @@ def mace_process(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess
     )
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh, empty store of each kind."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/mace.db"
-    url = request.getfixturevalue("postgres_url")
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", EMPTY_STORE_HELP)
+
+
+def wants_empty_store(request: pytest.FixtureRequest) -> bool:
+    """Whether the test is marked ``empty_store``: its stores have no tables (SQLite: no file)."""
+    return request.node.get_closest_marker(EMPTY_STORE_MARKER) is not None
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This worker's SQLite template: a store set up as ``mace init`` leaves one, no row in it."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "mace.db"
+    set_up_store(settings_for(f"sqlite:///{path}"))
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server: PostgresServer) -> Iterator[str]:
+    """This worker's PostgreSQL template: a database set up as ``mace init`` leaves one, no row
+    in it. Nothing stays connected to it, so that it can be copied."""
+    name = f"mace_template_{os.getpid()}"
+    set_up_store(settings_for(fresh_database(postgres_server, name)))
+    yield name
+    drop_database(postgres_server, name)
+
+
+@pytest.fixture
+def make_postgres_store(
+    postgres_server: PostgresServer, postgres_template: str
+) -> Iterator[Callable[[], str]]:
+    """Call it for a new database copied from the worker's template (a set-up store, no rows);
+    every database it made is dropped after the test."""
+    yield from made_databases(
+        postgres_server, lambda name: copy_database(postgres_server, postgres_template, name)
+    )
+
+
+def new_store(request: pytest.FixtureRequest, kind: str, path: Path) -> str:
+    """A new store of ``kind`` (SQLite at ``path``): a copy of the worker's set-up template, or,
+    for a test marked ``empty_store``, one with no tables (on SQLite no file)."""
+    empty = wants_empty_store(request)
+    if kind == "sqlite":
+        if not empty:
+            copy_sqlite_template(request.getfixturevalue("sqlite_template"), path)
+        return f"sqlite:///{path}"
+    make = request.getfixturevalue("make_postgres_database" if empty else "make_postgres_store")
+    url = make()
     assert isinstance(url, str)
     return url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store of each kind, its tables set up and nothing in them (`store_templates`);
+    a test marked ``empty_store`` gets one with no tables instead (on SQLite, no file)."""
+    return new_store(request, request.param, tmp_path / "mace.db")
 
 
 @pytest.fixture
 def other_store(store_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    """A second, empty store of the same kind as ``store_url``."""
-    if store_url.startswith("sqlite"):
-        return f"sqlite:///{tmp_path}/other.db"
-    make = request.getfixturevalue("make_postgres_database")
-    url = make()
-    assert isinstance(url, str)
-    return url
+    """A second fresh store of the same kind as ``store_url``, made the same way."""
+    kind = "sqlite" if store_url.startswith("sqlite") else "postgres"
+    return new_store(request, kind, tmp_path / "other.db")
 
 
 @pytest.fixture
