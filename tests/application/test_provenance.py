@@ -68,7 +68,7 @@ def test_a_named_job_and_an_ingested_run_say_how_their_ids_came_about(ledger: Le
         {"type": "RunStarted", "seed": "r1", "input": "look it up"},
         {"type": "RunCompleted", "final_output": "done"},
     ]
-    log, _ = ledger.run_ingest.record_once(parse_run(orjson.dumps(line) for line in lines))
+    log, _ = ledger.run_imports.record_once(parse_run(orjson.dumps(line) for line in lines))
     provenance = started(ledger, log.job_id)["provenance"]
     assert (provenance["serializer"], provenance["numeric"]) == ("mace-canonical-json/1", NUMERIC)
     assert provenance["id_generators"]["job_id"] == DERIVED

@@ -11,8 +11,8 @@ from support.ledger_fixtures import settings_for
 from support.postgres_server import MEMORY_PER_CLUSTER, cluster_parent
 from support.store_templates import prove_holds_nothing
 
+from domain.errors import NotFoundError
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.errors import NotFoundError
 from infrastructure.storage.records.key_checks import KeyStatus
 from infrastructure.storage.store import LedgerStore
 

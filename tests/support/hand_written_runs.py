@@ -145,7 +145,7 @@ def ingest_and_replay(
     1) and the report, as its canonical JSON reads back."""
     run = parse_run(Path(path).read_bytes().split(b"\n"))
     with Ledger.open(settings) as ledger:
-        ledger.run_ingest.record_once(run)
+        ledger.run_imports.record_once(run)
         result = ledger.replays.run(job_id, ReplayMode(mode), ANA)
     report: dict[str, Any] = orjson.loads(canonical_json(result.report))
     return (0 if result.outcome.ok else 1), report
