@@ -4,8 +4,8 @@
 response's hash, ``none`` the hashes only. Hashes are always kept, so a later replay can still
 prove what was said even where it cannot say it again. A job is replayable only if production
 replay would find everything it needs: every declared snapshot in the ledger, the content of
-every model and tool output, a result for every tool call (`domain.tool_boundary`), and every
-policy bundle a gate decision or policy reference names.
+every model and tool output, an answer for every tool call and retrieval request
+(`domain.tool_boundary`), and every policy bundle a gate decision or policy reference names.
 """
 
 from __future__ import annotations
@@ -20,13 +20,15 @@ from domain.events import (
     MissingArtifact,
     ModelCallEnvelope,
     PolicySnapshotRef,
+    RetrievalRequest,
+    RetrievalResponse,
     RunEvent,
     ToolCall,
     ToolResult,
 )
 from domain.job import CaptureMode
 from domain.snapshot import SnapshotKind
-from domain.tool_boundary import tool_steps, unanswered_calls
+from domain.tool_boundary import tool_steps, unanswered
 
 E = TypeVar("E", bound=RunEvent)
 
@@ -101,6 +103,14 @@ def _never_recorded(
     )
 
 
+def _unanswered(event: RunEvent) -> tuple[str, str, str]:
+    """A call or request no answer follows: its step, what is missing, the answer's type."""
+    if isinstance(event, ToolCall):
+        return f"tool call {event.call_id} ({event.tool})", "result", ToolResult.EVENT_TYPE
+    assert isinstance(event, RetrievalRequest)
+    return f"retrieval {event.request_id}", "response", RetrievalResponse.EVENT_TYPE
+
+
 def missing_artifacts(
     snapshot_ids: dict[str, str],
     stored_snapshots: Set[str],
@@ -131,7 +141,7 @@ def missing_artifacts(
             )
         )
     indexed = list(events)
-    unanswered = {indexed[p][0] for p in unanswered_calls(tool_steps(e for _, e in indexed))}
+    unanswered_at = {indexed[p][0] for p in unanswered(tool_steps(e for _, e in indexed))}
     for index, event in indexed:
         if (
             isinstance(event, PolicySnapshotRef | GateDecision)
@@ -142,10 +152,10 @@ def missing_artifacts(
             unheld = "the ledger holds no policy bundle with this hash"
             missing.append(_never_recorded(index, event, bundle, "policy_bundle", unheld))
             continue
-        if index in unanswered and isinstance(event, ToolCall):
-            call = f"tool call {event.call_id} ({event.tool})"
-            unanswered_why = "no ToolResult in the run answers it"
-            missing.append(_never_recorded(index, event, call, "result", unanswered_why))
+        if index in unanswered_at:
+            asked, what, answer = _unanswered(event)
+            why = f"no {answer} in the run answers it"
+            missing.append(_never_recorded(index, event, asked, what, why))
             continue
         absent = _missing_content(event)
         step = _step(event)

@@ -29,6 +29,7 @@ from domain.context_assembly import ContextRequest
 from domain.errors import InvalidInput
 from domain.job import MAX_INPUT_CHARS, CaptureMode, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, SnapshotKind
+from domain.tool_boundary import contradicted_status
 
 RECORDED = "recorded"
 """Validation context of a fact decoded from a job's stored, verified record (`decode_recorded`)."""
@@ -368,7 +369,8 @@ class ToolCall(_HashedContent):
 
 
 class ToolResult(_HashedContent):
-    """A tool's response; without ``result`` only its hash is kept and it cannot be re-applied."""
+    """A tool's response; without ``result`` only its hash is kept and it cannot be re-applied.
+    Its ``status`` is the one its result gives, if that says one (`contradicted_status`)."""
 
     CONTENT_FIELDS = (("result", "response_hash"),)
     type: Literal["ToolResult"] = "ToolResult"
@@ -377,6 +379,19 @@ class ToolResult(_HashedContent):
     status: Literal["ok", "error"]
     result: JsonValue = None
     response_hash: Sha256 | None = None
+
+    @model_validator(mode="after")
+    def _status_as_said(self, info: ValidationInfo) -> ToolResult:
+        # A recorded fact was taken in before this rule, maybe: replay diverges on it instead.
+        if not (info.context or {}).get(RECORDED):
+            said = contradicted_status(self.status, self.result)
+            if said is not None:
+                msg = (
+                    f"status {self.status!r} contradicts its result, which says {said!r}:"
+                    " a result's status is the one its content gives"
+                )
+                raise InvalidInput(msg)
+        return self
 
 
 class PatchApply(RunEvent):

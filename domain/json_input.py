@@ -6,7 +6,9 @@ reads an integer beyond 64 bits as a float (``123456789012345678901234567890`` b
 complaint. Python's ``json`` reads every integer exactly (and NaN, Infinity, overflowing floats
 as non-finite floats); the canonical serializer's own rules then refuse, naming the JSONPath of
 the value, what it could not write faithfully: integers outside signed 64 bits, non-finite
-numbers, lone surrogates. The HTTP service holds bodies to the same rules (its bodies are
+numbers, lone surrogates. An object naming one key twice is refused too: parsers differ on which
+of the two it means (Python's and orjson keep the last, others the first), so it says nothing
+that could be stored as given. The HTTP service holds bodies to the same rules (its bodies are
 checked by the canonical serializer too).
 """
 
@@ -29,6 +31,17 @@ def _integer(literal: str) -> int:
     return int(literal) if len(literal) <= _INT64_DIGITS else _BEYOND_INT64
 
 
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members as a dict; JSONInputError naming the first key given twice."""
+    members: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in members:
+            msg = f"key {key!r} appears twice in one object: each key may appear once"
+            raise JSONInputError(msg)
+        members[key] = value
+    return members
+
+
 class JSONInputError(InvalidInput):
     """JSON holding a value that cannot be stored as given; the message names it and its path."""
 
@@ -41,7 +54,9 @@ def parse_json_input(raw: bytes | str) -> Any:
     """The JSON value ``raw`` holds (UTF-8 when bytes), or JSONInputError saying what is wrong."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        value = json.loads(text, parse_int=_integer)
+        value = json.loads(text, parse_int=_integer, object_pairs_hook=_object)
+    except JSONInputError:
+        raise  # a key given twice (`_object`): JSON, but not one value
     except UnicodeDecodeError as exc:
         msg = f"not UTF-8 text: byte {exc.start} cannot be decoded"
         raise NotJSONError(msg) from None

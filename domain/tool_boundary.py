@@ -1,13 +1,15 @@
-"""The tool and retrieval boundary of a run (seed 002: the governed execution boundary, tools
-and memory): each tool call and each retrieval request made once, each result or response
-answering a call or request made before it in the same run, once.
+"""The tool, retrieval and model-call boundary of a run (seed 002: the governed execution
+boundary, tools and memory): each tool call, retrieval request and model call made once, each
+result or response answering a call or request made before it in the same run, once, with a
+status its content does not contradict.
 
 A replay re-applies every tool from its recorded result, never by calling it, and compares each
 retrieval served from the ledger with the one response that answers it; a result or response that
 answers nothing, or a second answer to one call or request, has no place in that replay and is
-refused where the run is taken in (the line of a run file, the event of a batch). A call that no
-result answers is stored, but the job cannot be replayed in production: its result is a missing
-artifact (`unanswered_calls`, `domain.capture`).
+refused where the run is taken in (the line of a run file, the event of a batch), as is a second
+model call under one id (which of the two would a trace's reference mean?). A call or request no
+answer follows is stored, but the job cannot be replayed in production: its answer is a missing
+artifact (`unanswered`, `domain.capture`), a tool call's and a retrieval's alike.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ TOOL_CALL = "ToolCall"
 TOOL_RESULT = "ToolResult"
 RETRIEVAL_REQUEST = "RetrievalRequest"
 RETRIEVAL_RESPONSE = "RetrievalResponse"
+MODEL_CALL = "ModelCallEnvelope"
 
 _ANSWERING: Final = {
     TOOL_RESULT: (TOOL_CALL, "call_id"),
@@ -28,7 +31,10 @@ _ANSWERING: Final = {
 }
 """Each kind of answer: the kind of event it answers, and the field naming which one."""
 _ASKING: Final = {question: name for question, name in _ANSWERING.values()}
-_KEY: Final = {**_ASKING, **{answer: name for answer, (_, name) in _ANSWERING.items()}}
+_MADE_ONCE: Final = {**_ASKING, MODEL_CALL: "call_id"}
+"""Each kind of event a run makes once under its id: the calls and requests an answer names, and
+model calls (an answer arrives inside the call's own envelope)."""
+_KEY: Final = {**_MADE_ONCE, **{answer: name for answer, (_, name) in _ANSWERING.items()}}
 
 
 class ToolBoundaryError(InvalidInput):
@@ -54,7 +60,7 @@ def tool_boundary_problem(events: Iterable[tuple[str, object]]) -> tuple[int, st
     asked: set[tuple[str, object]] = set()
     answered: set[tuple[str, object]] = set()
     for position, (event_type, key) in enumerate(events):
-        if event_type in _ASKING:
+        if event_type in _MADE_ONCE:
             if (event_type, key) in asked:
                 return position, f"{event_type} {key!r} is made a second time in this run"
             asked.add((event_type, key))
@@ -70,14 +76,36 @@ def tool_boundary_problem(events: Iterable[tuple[str, object]]) -> tuple[int, st
     return None
 
 
-def unanswered_calls(events: Sequence[tuple[str, object]]) -> list[int]:
-    """The positions of the tool calls no result answers, in run order."""
-    answered = {call_id for event_type, call_id in events if event_type == TOOL_RESULT}
+def unanswered(events: Sequence[tuple[str, object]]) -> list[int]:
+    """The positions of the tool calls and retrieval requests no answer follows, in run order:
+    one rule for both, no answer is a missing answer."""
+    answered = {(_ANSWERING[t][0], key) for t, key in events if t in _ANSWERING}
     return [
         position
-        for position, (event_type, call_id) in enumerate(events)
-        if event_type == TOOL_CALL and call_id not in answered
+        for position, step in enumerate(events)
+        if step[0] in _ASKING and step not in answered
     ]
+
+
+_STATUSES: Final = ("ok", "error")
+
+
+def contradicted_status(status: str, result: object) -> str | None:
+    """The status a tool result's content says when it is not its ``status`` (None: it says the
+    same, or nothing). A result says ``ok`` or ``error`` by a ``status`` member of that value or
+    an ``ok`` member true or false, and ``error`` by a non-empty ``error`` member: an emitter
+    whose result says one status and records the other claims both."""
+    if not isinstance(result, dict):
+        return None
+    said: set[str] = set()
+    if result.get("status") in _STATUSES:
+        said.add(result["status"])
+    if isinstance(result.get("ok"), bool):
+        said.add("ok" if result["ok"] else "error")
+    if result.get("error") not in (None, False, "", [], {}):
+        said.add("error")
+    other = sorted(said - {status})
+    return other[0] if other else None
 
 
 def tool_steps(events: Iterable[object]) -> list[tuple[str, object]]:

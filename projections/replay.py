@@ -57,8 +57,8 @@ from projections.reflective_log import recorded_events
 from projections.replay_checks import (
     Check,
     FactCheck,
-    GateMismatch,
     HashMismatch,
+    RecordMismatch,
     iteration_fact,
     outside_fact,
     request_checked,
@@ -70,7 +70,11 @@ from projections.replay_sem import MemoryAsRecorded, SemHistory
 from projections.selfrep import fold_selfrep
 from projections.stage0_runtime import Stage0Run, Stage0Snapshots, run_iteration
 
-_TOOL_EVENTS = frozenset({ToolCall.EVENT_TYPE, ToolResult.EVENT_TYPE})
+_ANSWERED_EVENTS = frozenset(
+    {ToolCall.EVENT_TYPE, ToolResult.EVENT_TYPE, RetrievalRequest.EVENT_TYPE}
+)
+"""The events whose answer production re-applies from the record: a tool's result, a retrieval's
+response. One that is missing is refused as an output that was not persisted."""
 _ITERATION_EVENTS = (InputReceived, RouterDecision, SemRead, SemWrite, AgentOutput, IterationTrace)
 """The events an iteration of the Stage-0 runtime emits; each carries its iteration."""
 _RETRIEVALS = (RetrievalRequest, RetrievalResponse)
@@ -378,8 +382,9 @@ class _Replay:
         if missing:
             detail += f" (capture mode {job.capture_mode})"
         if self.request.mode is ReplayMode.PRODUCTION:
-            # Tools are re-applied from their recorded results only: production has nothing to
-            # re-apply for a call no result answers, or a result kept as its hash.
+            # Tools and retrievals are re-applied from their recorded answers only: production
+            # has nothing to re-apply for a call or request no answer follows, or a result kept
+            # as its hash.
             for artifact in missing:
                 if "policy_bundle" in artifact.missing:
                     message = (
@@ -387,7 +392,7 @@ class _Replay:
                         f": {artifact.reason}"
                     )
                     self.stop(ErrorCode.MISSING_SNAPSHOT, "6 persisted outputs", message)
-                if artifact.event_type in _TOOL_EVENTS:
+                if artifact.event_type in _ANSWERED_EVENTS:
                     self.refuse_unpersisted(artifact, "6 persisted outputs")
         self.step("6 persisted outputs", "ok", detail)
         return missing
@@ -425,14 +430,8 @@ class _Replay:
                 continue
             try:
                 self.rows[index] = outside_fact(index, event, self.bundles)
-            except HashMismatch as bad:
-                self.hash_differs(bad)
-            except GateMismatch as gate:
-                self.diverge(
-                    Divergence(
-                        ErrorCode.REPLAY_DIVERGENCE, None, gate.field, gate.recorded, gate.decided
-                    )
-                )
+            except RecordMismatch as bad:
+                self.differs(bad)
         outside = [row.check for row in self.rows.values()]
         counts = ", ".join(
             f"{outside.count(check)} {check.value}"
@@ -448,31 +447,24 @@ class _Replay:
         for index, request in events:
             if not isinstance(request, RetrievalRequest) or request.memory_position is None:
                 continue
+            answered = responses.get(request.request_id)
+            if answered is None:
+                continue  # its answer is missing (`unpersisted`), as a tool call's would be
             subject = f"event {index} RetrievalRequest"
             position = request.memory_position
             if not self.source.carries_tenant_state:
                 self.not_carried(index, subject, "the tenant's memory log")
                 continue
-            answered = responses.get(request.request_id)
             try:
                 request_checked(index, request)
-                if answered is not None:
-                    response_checked(*answered)
+                response_checked(*answered)
             except HashMismatch as bad:
-                self.hash_differs(bad)
+                self.differs(bad)
                 continue
             memories = self.source.memories_at(tenant, position)
-            if memories is None or answered is None:
-                what = "memory_position" if memories is None else "response"
-                self.diverge(
-                    Divergence(
-                        ErrorCode.REPLAY_DIVERGENCE,
-                        None,
-                        f"{subject} {what}",
-                        position if memories is None else None,
-                        None if memories is None else request.request_id,
-                    )
-                )
+            if memories is None:
+                field = f"{subject} memory_position"
+                self.diverge(Divergence(ErrorCode.REPLAY_DIVERGENCE, None, field, position, None))
                 continue
             at, response = answered
             hits = ledger_hits(tenant, memories, request.query, request.max_entries)
@@ -505,9 +497,9 @@ class _Replay:
                 f"event {at} RetrievalResponse", Check.REEXECUTED, matched, at
             )
 
-    def hash_differs(self, bad: HashMismatch) -> None:
+    def differs(self, bad: RecordMismatch) -> None:
         self.diverge(
-            Divergence(ErrorCode.REPLAY_DIVERGENCE, None, bad.field, bad.recorded, bad.computed)
+            Divergence(ErrorCode.REPLAY_DIVERGENCE, None, bad.field, bad.recorded, bad.replayed)
         )
 
     def not_carried(self, index: int, subject: str, what: str) -> None:
@@ -787,7 +779,18 @@ class _Replay:
         self.step(step, "ok", "the computed final answer equals the stored final_answer")
 
     def finish(self) -> None:
-        unanswered = [r.subject for r in self.rows.values() if r.check is Check.MISSING]
+        """The verdict: authoritative only when no recorded fact is one only the run vouches for
+        (`projections.replay_checks` draws that line) nor one it left out, however the rest
+        reproduced."""
+        rows = sorted(self.rows.items())
+        vouched = [row.subject for _, row in rows if row.check is Check.TAKEN_AS_RECORDED]
+        if vouched:
+            facts = "fact" if len(vouched) == 1 else "facts"
+            self.outcome.non_authoritative.append(
+                f"{len(vouched)} {facts} only the run vouches for, taken as recorded:"
+                f" {', '.join(vouched)}"
+            )
+        unanswered = [row.subject for _, row in rows if row.check is Check.MISSING]
         if unanswered:
             self.outcome.non_authoritative.append(
                 f"missing from the record: {', '.join(unanswered)}"

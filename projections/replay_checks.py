@@ -1,19 +1,38 @@
 """How a replay checked each recorded fact: the table its verdict stands on.
 
-Every event of the job gets one row. An iteration's events are re-executed by the Stage-0 runtime
-and compared; a response kept only as its hash (capture mode) is compared by that hash. Facts
-from outside the ledger (model calls, tool results, retrievals, gates, the rest) cannot be
-re-run: their content is checked against their recorded hashes where it was kept, and they are
-otherwise taken as recorded. A fact production replay would need and the job did not persist is
-missing. A replay that stopped leaves the facts it did not reach unchecked.
+Every event of the job gets one row. A verdict is authoritative only when every recorded fact was
+proven by the ledger: re-executed, or checked against something the ledger holds independently of
+the run. Which checks are independent of the run decides the badge, so the line is drawn here:
+
+- `Check.REEXECUTED`: the ledger computed the fact again and got the record. An iteration re-run
+  by the Stage-0 runtime, a retrieval served again from the tenant's memory log at the position
+  it names, a gate decided again under a policy bundle the ledger holds, a reducer re-folded.
+- `Check.HASH_COMPARED`: one half of a pair the ledger holds or recomputes itself, the other the
+  record's hash of it. An agent output the replay re-executed whose response the record kept
+  only as its hash (capture mode), a policy reference naming a bundle the ledger holds.
+- `Check.TAKEN_AS_RECORDED`: only the run vouches for it. A content and its hash that the
+  emitter wrote side by side (a tool call's arguments, a tool's result, a model call's prompt and
+  response, the hits of a retrieval from outside) prove that the emitter hashed what it wrote,
+  nothing more: the ledger never saw the tool, the model or the outside index answer, and an
+  emitter that swaps two results or invents a response hashes what it invented. Signatures prove
+  who recorded a fact and that it has not changed since, not that it happened. So too a gate
+  nothing can decide again, an emitter's error, a stage transition, and every fact of the
+  emitter's the ledger has nothing to recompute from.
+
+A fact taken as recorded or missing makes the verdict non-authoritative, in the ledger exactly as
+from a bundle. A fact production replay would need and the job did not persist (a call or a
+request no answer follows) is missing. Kept content that is not its recorded hash, a tool result
+whose content contradicts its status, a gate its bundle decides otherwise: each diverges
+(`RecordMismatch`). A replay that stopped leaves the facts it did not reach unchecked.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from domain.events import (
     AgentOutput,
@@ -30,16 +49,17 @@ from domain.events import (
     hits_hash,
 )
 from domain.policy import Subject, parse_bundle
+from domain.tool_boundary import contradicted_status
 
 
 class Check(StrEnum):
     REEXECUTED = "reexecuted"
     """Re-executed by the replay and equal to the record, bit for bit in canonical form."""
     HASH_COMPARED = "hash_compared"
-    """Content the replay computed or was given, equal to the hash the record kept."""
+    """Content the ledger recomputed or holds itself, equal to the hash the record kept."""
     TAKEN_AS_RECORDED = "taken_as_recorded"
-    """Nothing to recompute it from in this capture mode or outside the ledger: signed, not
-    reproduced."""
+    """Only the run vouches for it (nothing to recompute it from in this capture mode, or a fact
+    from outside the ledger): signed, not proven."""
     MISSING = "missing"
     """Production replay needs it and the job did not persist it."""
     DIVERGED = "diverged"
@@ -77,12 +97,27 @@ class FactCheck:
         }
 
 
-class HashMismatch(ValueError):
+class RecordMismatch(ValueError):
+    """A recorded fact a check of the ledger's contradicts: ``field``, the recorded value and the
+    one the check gives."""
+
+    def __init__(self, field: str, recorded: Any, replayed: Any, why: str) -> None:
+        super().__init__(f"{field}: {why}")
+        self.field, self.recorded, self.replayed = field, recorded, replayed
+
+
+class HashMismatch(RecordMismatch):
     """Recorded content whose hash is not the one recorded beside it."""
 
     def __init__(self, field: str, recorded: str, computed: str) -> None:
-        super().__init__(f"{field} is not the hash of the recorded content")
-        self.field, self.recorded, self.computed = field, recorded, computed
+        super().__init__(field, recorded, computed, "not the hash of the recorded content")
+
+
+class GateMismatch(RecordMismatch):
+    """A gate decision its recorded policy bundle decides otherwise."""
+
+    def __init__(self, field: str, recorded: str, decided: str) -> None:
+        super().__init__(field, recorded, decided, f"the recorded policy bundle decides {decided}")
 
 
 _CONTENT: dict[type[RunEvent], tuple[tuple[str, str], ...]] = {
@@ -90,41 +125,59 @@ _CONTENT: dict[type[RunEvent], tuple[tuple[str, str], ...]] = {
     ToolResult: (("result", "response_hash"),),
     ModelCallEnvelope: (("prompt", "request_hash"), ("response", "response_hash")),
 }
-
-
-class GateMismatch(ValueError):
-    """A gate decision its recorded policy bundle decides otherwise."""
-
-    def __init__(self, field: str, recorded: str, decided: str) -> None:
-        super().__init__(f"{field}: the recorded policy bundle decides {decided}")
-        self.field, self.recorded, self.decided = field, recorded, decided
+_VOUCHED: dict[type[RunEvent], str] = {
+    ToolCall: "a tool is never called again (seed 002): what it was asked is the emitter's",
+    ToolResult: (
+        "re-applied from its recorded result, never by calling the tool (seed 002): what the"
+        " tool answered is the emitter's"
+    ),
+    ModelCallEnvelope: (
+        "a model call is never made again offline (seed 003): its response is the emitter's"
+    ),
+}
+"""Why each kind of call with kept content is the emitter's word, whatever its hashes say."""
+_MOVING_VERSION: Final = re.compile(r"(.*[-:@/])?latest", re.IGNORECASE)
+"""A model version that names whichever model is newest when called, not one model."""
 
 
 def outside_fact(index: int, event: RunEvent, bundles: Mapping[str, str]) -> FactCheck:
     """The row of a fact from outside the Stage-0 runtime. ``bundles``: the policy bundles the
     ledger holds (YAML by hash), under which a gate decision is decided again.
 
-    HashMismatch when kept content does not hash to its recorded hash, GateMismatch when a gate's
-    recorded bundle decides its subject otherwise.
+    RecordMismatch when kept content does not hash to its recorded hash (`HashMismatch`), a
+    tool result's content contradicts its status, or a gate's recorded bundle decides its
+    subject otherwise (`GateMismatch`).
     """
+    subject = _subject(index, event)
     if isinstance(event, RetrievalResponse):
         response_checked(index, event)
-        detail = "a retrieval from outside the ledger: response_hash is the hash of its hits"
+        detail = _outside_hits(event)
     elif isinstance(event, RetrievalRequest):
         detail = f"a retrieval from outside the ledger, not re-run: {request_checked(index, event)}"
     elif isinstance(event, GateDecision):
         return _gate_check(index, event, bundles)
     elif isinstance(event, PolicySnapshotRef):
+        held = f"policy bundle {event.policy_bundle_hash} is held by the ledger"
         unchecked = [name for name in ("snapshot_id", "uri") if getattr(event, name) is not None]
-        detail = f"policy bundle {event.policy_bundle_hash} is held by the ledger" + (
-            f"; {' and '.join(unchecked)} taken as recorded" if unchecked else ""
-        )
-        return FactCheck(_subject(index, event), Check.HASH_COMPARED, detail, index)
+        if not unchecked:
+            return FactCheck(subject, Check.HASH_COMPARED, held, index)
+        detail = f"{held}; {' and '.join(unchecked)} taken as recorded"
     elif type(event) in _CONTENT:
-        return _content_check(index, event)
+        detail = _content_check(index, event)
     else:
         detail = "a fact of the emitter's: nothing recomputes it"
-    return FactCheck(_subject(index, event), Check.TAKEN_AS_RECORDED, detail, index)
+    return FactCheck(subject, Check.TAKEN_AS_RECORDED, detail, index)
+
+
+def _outside_hits(event: RetrievalResponse) -> str:
+    detail = (
+        "hits not served again: the emitter's; response_hash is the hash of its hits as the"
+        " emitter gave them"
+    )
+    ledger_uri = next((hit.uri for hit in event.hits if hit.uri.startswith("mace://")), None)
+    if ledger_uri is None:
+        return detail
+    return f"{detail}; {ledger_uri} names a ledger memory, but no memory_position where to serve it"
 
 
 def response_checked(index: int, event: RetrievalResponse) -> None:
@@ -150,7 +203,9 @@ def request_checked(index: int, event: RetrievalRequest) -> str:
 def _gate_check(index: int, event: GateDecision, bundles: Mapping[str, str]) -> FactCheck:
     subject = _subject(index, event)
     if event.policy_bundle_hash is None or event.subject is None:
-        detail = "a gate decision naming no policy bundle and subject: nothing to decide it by"
+        named = {"policy bundle": event.policy_bundle_hash, "subject": event.subject}
+        unnamed = [name for name, value in named.items() if value is None]
+        detail = f"a gate decision naming no {' and '.join(unnamed)}: nothing to decide it by"
         return FactCheck(subject, Check.TAKEN_AS_RECORDED, detail, index)
     bundle = parse_bundle(bundles[event.policy_bundle_hash])
     rule = bundle.decide(
@@ -169,8 +224,15 @@ def _gate_check(index: int, event: GateDecision, bundles: Mapping[str, str]) -> 
     return FactCheck(subject, Check.REEXECUTED, detail, index)
 
 
-def _content_check(index: int, event: RunEvent) -> FactCheck:
-    kept: list[str] = []
+def _content_check(index: int, event: RunEvent) -> str:
+    """Why a call's kept content is the emitter's word, and what was checked of it: each kept
+    content against its hash, a tool result's status against what its content says."""
+    if isinstance(event, ToolResult):
+        said = contradicted_status(event.status, event.result)
+        if said is not None:
+            why = f"its result says {said}"
+            raise RecordMismatch(f"{_subject(index, event)} status", event.status, said, why)
+    kept: list[tuple[str, str]] = []
     for content, hash_field in _CONTENT[type(event)]:
         value, recorded = getattr(event, content), getattr(event, hash_field)
         if value is None:
@@ -178,13 +240,35 @@ def _content_check(index: int, event: RunEvent) -> FactCheck:
         computed = hash_of(value)
         if computed != recorded:
             raise HashMismatch(f"{_subject(index, event)} {hash_field}", recorded, computed)
-        kept.append(f"{hash_field} is the hash of its {content}")
+        kept.append((hash_field, content))
+    parts = [_VOUCHED[type(event)]]
+    if isinstance(event, ModelCallEnvelope):
+        loose = _unpinned(event)
+        if loose:
+            parts.append(f"not pinned: {', '.join(loose)}")
     if not kept:
-        what = "only hashes kept: nothing to check them against"
-        return FactCheck(_subject(index, event), Check.TAKEN_AS_RECORDED, what, index)
-    applied = "re-applied from its recorded result; " if isinstance(event, ToolResult) else ""
-    detail = applied + "; ".join(kept) + " (no live call)"
-    return FactCheck(_subject(index, event), Check.HASH_COMPARED, detail, index)
+        parts.append("only hashes kept: nothing to check them against")
+    else:
+        hashes, contents = (" and ".join(names) for names in zip(*kept, strict=True))
+        one = len(kept) == 1
+        parts.append(
+            f"{hashes} {'is the hash' if one else 'are the hashes'} of its {contents} as the"
+            f" emitter gave {'it' if one else 'them'}"
+        )
+    return "; ".join(parts)
+
+
+def _unpinned(event: ModelCallEnvelope) -> list[str]:
+    """What leaves a model call's answer free to differ if it were made again (seed 002: a trace
+    pins model id and version, temperature and seed)."""
+    loose: list[str] = []
+    if _MOVING_VERSION.fullmatch(event.model_version):
+        loose.append(f"model_version {event.model_version!r}")
+    if event.temperature > 0:
+        loose.append(f"temperature {event.temperature:g}")
+    if event.seed is None:
+        loose.append("no seed")
+    return loose
 
 
 def iteration_fact(index: int, event: RunEvent, iteration: int, matched: bool) -> FactCheck:
@@ -209,13 +293,13 @@ def unreached(index: int, event: RunEvent, diverged: int | None) -> FactCheck:
 
 
 def unpersisted(artifact: MissingArtifact, event: RunEvent) -> FactCheck:
-    """The row of an output the job did not keep: missing when it never existed (a call no result
-    answers, a policy bundle the ledger does not hold), taken as recorded when the capture mode or
-    the emitter kept only its hash."""
+    """The row of an output the job did not keep: missing when it never existed (a call or a
+    request no answer follows, a policy bundle the ledger does not hold), taken as recorded when
+    the capture mode or the emitter kept only its hash."""
     index = artifact.sequence_index
     assert index is not None
     what = f"{', '.join(artifact.missing)} not persisted: {artifact.reason}"
-    absent = isinstance(event, ToolCall) or "policy_bundle" in artifact.missing
+    absent = isinstance(event, ToolCall | RetrievalRequest) or "policy_bundle" in artifact.missing
     check = Check.MISSING if absent else Check.TAKEN_AS_RECORDED
     return FactCheck(_subject(index, event), check, what, index)
 

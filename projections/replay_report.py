@@ -73,11 +73,18 @@ def verdict(report: dict[str, Any]) -> str:
     if counts is None:  # a version 1 report kept no table
         return f"{result}, {badge}"
     shown = [
-        f"{counts[check.value]} {LABELS[check]}"
+        f"{counts[check.value]} {LABELS[check]}{_why(check, counts[check.value])}"
         for check in Check
         if check in _ALWAYS_COUNTED or counts[check.value]
     ]
     return f"{result}, {badge}; of {sum(counts.values())} facts: {', '.join(shown)}"
+
+
+def _why(check: Check, count: int) -> str:
+    """Why facts so checked leave the verdict non-authoritative, when there are any."""
+    if check is not Check.TAKEN_AS_RECORDED or not count:
+        return ""
+    return f" (only the run vouches for {'it' if count == 1 else 'them'})"
 
 
 def render_markdown(report: dict[str, Any]) -> str:

@@ -1,4 +1,8 @@
-"""``mace verify JOB_ID`` and ``mace verify --all``: integrity only, nothing is replayed."""
+"""``mace verify JOB_ID`` and ``mace verify --all``: integrity only, nothing is replayed.
+
+``--check-retrievals`` also resolves a job's retrieval hits against its tenant's memory log: a hit
+that does not resolve is the emitter's claim differing from the ledger (REPLAY_DIVERGENCE, as
+replay finds it), never an integrity failure of a store whose bytes verified."""
 
 from __future__ import annotations
 
@@ -144,12 +148,14 @@ def _verify_job(ledger: Ledger, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _check_retrievals(ledger: Ledger, args: argparse.Namespace) -> int:
-    """How many retrievals served from the tenant's memories were checked; INTEGRITY_FAILURE
-    naming the first hit that is no memory the log held where the retrieval says it stood."""
+    """How many retrievals served from the tenant's memories were checked; REPLAY_DIVERGENCE
+    naming the first hit that is no memory the log held where the retrieval says it stood. The
+    store is intact (its bytes verified): it is the emitter's claim that differs from the memory
+    log, as replay finds it serving the retrieval again."""
     tenant = args.tenant or DEFAULT_TENANT
     events = recorded_events(ledger.jobs.get(args.job_id, tenant=tenant))
     problems = ledger.memories.unresolved_hits(tenant, events)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise MaceError(ErrorCode.INTEGRITY_FAILURE, problems[0] + more, problems=problems)
+        raise MaceError(ErrorCode.REPLAY_DIVERGENCE, problems[0] + more, problems=problems)
     return sum(isinstance(e, RetrievalRequest) and e.memory_position is not None for _, e in events)

@@ -225,7 +225,7 @@ def test_verify_check_retrievals_resolves_every_hit_at_its_position(
     code, out, err = run(capsys, "verify", "early", "--check-retrievals")
     assert (code, out) == (1, "")
     assert err == (
-        f"mace: INTEGRITY_FAILURE: retrieval r1 (event 4): hit {good[0]['uri']} is no memory the"
+        f"mace: REPLAY_DIVERGENCE: retrieval r1 (event 4): hit {good[0]['uri']} is no memory the"
         f" log held at position {moved['position']} (and 1 more)\n"
     )
     code, out, err = run(capsys, "verify", "--all", "--check-retrievals")
@@ -374,7 +374,9 @@ def test_a_bundle_replay_takes_retrievals_and_gates_as_recorded_and_says_so(
     assert (report["ok"], report["reproduced"], report["authoritative"]) == (True, True, False)
     assert report["non_authoritative_reasons"] == [
         "the tenant's memory log and policy bundles are not among the records replayed: what"
-        " they decide is taken as recorded"
+        " they decide is taken as recorded",
+        "3 facts only the run vouches for, taken as recorded: event 4 RetrievalRequest,"
+        " event 5 RetrievalResponse, event 6 GateDecision",
     ]
     checked = {r["subject"]: r["check"] for r in report["checks"]}
     assert checked["event 4 RetrievalRequest"] == "taken_as_recorded"

@@ -27,6 +27,7 @@ from domain.events import (
     IterationTrace,
     JobCompleted,
     MissingArtifact,
+    ModelCallEnvelope,
     RetrievalRequest,
     RetrievalResponse,
     RunEvent,
@@ -988,7 +989,8 @@ def test_the_markdown_shows_each_step_divergence_and_unreconstructable_step() ->
     assert lines[0] == "# Replay report: job `job-1`, attempt 7"
     assert lines[2] == (
         "**Verdict: FAILED REPLAY_DIVERGENCE, NON-AUTHORITATIVE; of 3 facts: 0 re-executed and"
-        " matched, 0 compared by hash, 1 taken as recorded, 0 missing, 2 diverged**"
+        " matched, 0 compared by hash, 1 taken as recorded (only the run vouches for it),"
+        " 0 missing, 2 diverged**"
     )
     assert "- Report: `mace://acme/job/job-1/replay/7/report`" in lines
     assert [line for line in lines if line.startswith(("| [event", "| final"))] == [
@@ -1141,6 +1143,43 @@ def test_a_recorded_tool_result_for_no_call_diverges_on_the_tool_boundary() -> N
     (divergence,) = outcome.divergences
     assert (divergence.field, divergence.recorded) == ("tool_boundary", "event 5")
     assert divergence.replayed == "ToolResult answers call_id 'c2', which no earlier ToolCall made"
+
+
+def test_a_recorded_tool_result_whose_content_contradicts_its_status_diverges() -> None:
+    # Taken in before ingest refused such a result: the replay diverges on it instead.
+    said_ok: dict[str, JsonValue] = {"status": "ok"}
+    contradicted = ToolResult.model_construct(
+        call_id="c1", status="error", result=said_ok, response_hash=hash_of(said_ok)
+    )
+    right = hash_of(TOOL_ARGUMENTS)
+    job, _ = recorded_job("2 + 3", tamper=lambda e: [*e, tool_call(right), contradicted])
+    outcome = audit(FakeSource(job))
+    assert outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
+    assert outcome.divergences == [
+        Divergence(ErrorCode.REPLAY_DIVERGENCE, None, "event 5 ToolResult status", "error", "ok")
+    ]
+
+
+def test_a_recorded_second_model_call_under_one_id_diverges_on_the_tool_boundary() -> None:
+    call = ModelCallEnvelope(
+        call_id="m1",
+        model_id="gpt-x",
+        model_version="2024-08-06",
+        prompt_bundle_hash=hash_of("prompts"),
+        temperature=0.0,
+        seed=1,
+        prompt="2 + 3?",
+        response="5",
+    )
+    job, _ = recorded_job("2 + 3", tamper=lambda e: [*e, call, call])
+    outcome = audit(FakeSource(job))
+    assert outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
+    (divergence,) = outcome.divergences
+    assert (divergence.field, divergence.recorded, divergence.replayed) == (
+        "tool_boundary",
+        "event 5",
+        "ModelCallEnvelope 'm1' is made a second time in this run",
+    )
 
 
 QUERY = "capital of france"
