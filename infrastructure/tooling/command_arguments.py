@@ -21,14 +21,16 @@ Each of --runs runs is an outside run: POST /v1/runs, --events events in --batch
 one batch sent again (it must come back as all duplicates: idempotency under load), POST
 /v1/runs/{id}/complete. Its first events are the Stage-0 iteration for its input (an arithmetic
 question) under the declared Stage-0 default snapshots, the rest tool calls and results, so an
-audit replay of it reproduces it authoritatively. --replays of the runs (spread evenly; default
+audit replay of it reproduces it (authoritatively only with --events 4: a tool's result is the
+emitter's word). --replays of the runs (spread evenly; default
 every 4th) get POST /replay/request (audit) right after they are recorded, from the same client.
 
 Reported: requests, wall time, requests/s and recorded events/s, p50/p95/p99/max latency per
 endpoint kind (open, batch, complete, replay), failures by status. Then the store is read back
 through the ledger, not the HTTP answers: every acknowledged run must be a sealed job holding
 exactly the events sent (count and content digests, in order; the re-sent batch stored once),
-and every answered replay recorded in its job's governance as ok and authoritative.
+and every answered replay recorded in its job's governance as ok, and authoritative where no
+fact is taken as recorded.
 
 A request that fails is counted by status and its run abandoned; with --retries N, an answer
 that asks to try again (503, or a 409 whose message ends "try again": a race the service lost)

@@ -5,8 +5,9 @@ holding exactly the events sent, once each, in the order sent (compared by conte
 the ledger's own completion with the final output sent and ``replayable: true``. A run the client
 gave up on (its request failed) must be absent or, if its completion went through after all,
 exact: never partly stored. Every replay the service answered must be recorded in its job's
-governance as exactly one REPLAY_REQUEST and one REPLAY_RESULT of the attempt answered, ok and
-authoritative. Reading a job verifies its MACs, versions, seal and seal witness on the way.
+governance as exactly one REPLAY_REQUEST and one REPLAY_RESULT of the attempt answered, ok, and
+authoritative exactly when the run holds nothing the replay takes as recorded. Reading a job
+verifies its MACs, versions, seal and seal witness on the way.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def verify_store(
             result.problem(f"abandoned run {run.run_id}: {problem}")
         if run.run_id in attempts:
             result.replays_answered += 1
-            problem = _replay_problem(ledger, run.run_id, tenant, attempts[run.run_id])
+            problem = _replay_problem(ledger, run, tenant, attempts[run.run_id])
             if problem is None:
                 result.replays_verified += 1
             else:
@@ -156,10 +157,10 @@ def _difference(sent: Sequence[str], found: Sequence[str]) -> str:
     return "" if first is None else f"event {first} differs from the one sent (content digest)"
 
 
-def _replay_problem(ledger: Ledger, job_id: str, tenant: str, attempt: int) -> str | None:
+def _replay_problem(ledger: Ledger, run: PlannedRun, tenant: str, attempt: int) -> str | None:
     """What is wrong with the tenant's job's one recorded replay (None: nothing)."""
     try:
-        scope = ledger.governance.existing_job_scope(job_id, tenant)
+        scope = ledger.governance.existing_job_scope(run.run_id, tenant)
         events = list(ledger.records.decoded(Governance.id_for(scope)))
     except NotFoundError:
         return "its job is not in the store"
@@ -176,6 +177,9 @@ def _replay_problem(ledger: Ledger, job_id: str, tenant: str, attempt: int) -> s
             f"recorded attempt {result.attempt}, the service answered {attempt}",
         ),
         (result.ok, f"recorded as failed: {result.error_code}"),
-        (result.authoritative, "recorded as not authoritative"),
+        (
+            result.authoritative == run.authoritative,
+            f"recorded as {'' if result.authoritative else 'not '}authoritative",
+        ),
     ]
     return next((message for ok, message in checks if not ok), None)

@@ -1,12 +1,14 @@
 """The load test's workload: replayable outside runs, built and encoded before the clock starts.
 
 Every run is an outside run (``POST /v1/runs``, event batches, ``complete``), recorded as a
-sealed job. To make an audit replay of it succeed *and* be authoritative, its first events are
-what the Stage-0 runtime itself does for the run's input (an arithmetic question, so the math
-agent answers and no memory is read or written), under the Stage-0 default snapshots the run
-declares: the replay re-decides that iteration and finds the same trace and the same final
-answer. The rest of the run is tool calls and their results, so ``--events`` can be any size
-from the Stage-0 iteration up; the reducers fold them the same way when recording and replaying.
+sealed job. To make an audit replay of it reproduce it, its first events are what the Stage-0
+runtime itself does for the run's input (an arithmetic question, so the math agent answers and no
+memory is read or written), under the Stage-0 default snapshots the run declares: the replay
+re-decides that iteration and finds the same trace and the same final answer. The rest of the run
+is tool calls and their results, so ``--events`` can be any size from the Stage-0 iteration up;
+the reducers fold them the same way when recording and replaying. A tool's result is the
+emitter's word (the replay re-applies it, it does not prove it), so the replay of a run holding
+any is ok and not authoritative (`PlannedRun.authoritative`).
 
 The emitter's events are built as Run Event models and sent as their JSON dump, which is also
 the form the ledger stores (``type`` beside the payload), so each event's content digest can be
@@ -26,7 +28,8 @@ from projections.stage0_runtime import Stage0Snapshots, run_stage0
 
 STAGE0_EVENTS = 4
 """The Stage-0 iteration of an arithmetic input: InputReceived, RouterDecision, AgentOutput,
-IterationTrace. A run cannot hold fewer events and stay authoritatively replayable."""
+IterationTrace. A run cannot hold fewer events and stay replayable; one of exactly these is
+replayed authoritatively."""
 
 TOOL = "load.lookup"
 
@@ -94,6 +97,12 @@ class PlannedRun:
     final_output: str
     digests: tuple[str, ...]
     """The content digest of each event sent, in order, once each."""
+
+    @property
+    def authoritative(self) -> bool:
+        """Whether its replay is authoritative: only when it holds nothing but the Stage-0
+        iteration, every fact of which the replay re-executes."""
+        return len(self.digests) == STAGE0_EVENTS
 
 
 class _NoMemory:

@@ -77,7 +77,8 @@ def render(report: dict[str, Any]) -> str:
     lines.append(
         f"read back: {v['runs_verified']}/{v['runs_acknowledged']} acknowledged runs sealed with"
         f" exactly the events sent ({v['events_found']}/{v['events_sent']} events),"
-        f" {v['replays_verified']}/{v['replays_answered']} answered replays ok and authoritative"
+        f" {v['replays_verified']}/{v['replays_answered']} answered replays ok, authoritative"
+        " where no fact is taken as recorded"
     )
     abandoned = v["runs_planned"] - v["runs_acknowledged"]
     if abandoned:

@@ -80,12 +80,24 @@ def replayed(
     tmp_path: Path,
     job_id: str,
     extra: list[dict[str, Any]],
-    mode: str = "audit",
 ) -> tuple[int, dict[str, Any]]:
-    """A run whose one iteration re-executes, followed by ``extra``: ingested, then replayed."""
+    """A run whose one iteration re-executes, followed by ``extra``: ingested, then replayed in
+    audit mode."""
     body = with_brainstates([*math_iteration(0, "2 + 3", 5), *extra])
     path = run_file(tmp_path, job_id, ids, body, "2 + 3 = 5")
-    return ingest_and_replay(settings, path, job_id, mode)
+    return ingest_and_replay(settings, path, job_id, "audit")
+
+
+def assert_refused(
+    settings: Settings, capsys: pytest.CaptureFixture[str], path: str, message: str
+) -> None:
+    """``mace ingest path`` refuses the run with one line, ``message`` after the file's name, and
+    writes nothing."""
+    before = event_count(settings)
+    code, out, err = run(capsys, "ingest", path)
+    assert (code, out) == (2, "")
+    assert_failure_line(err, "INVALID_INPUT", f"{path} {message}")
+    assert event_count(settings) == before
 
 
 def checks(report: dict[str, Any]) -> dict[str, tuple[str, str]]:
@@ -201,17 +213,14 @@ def test_a_tool_result_whose_content_contradicts_its_status_is_refused_with_its_
 ) -> None:
     body = [*math_iteration(0, "2 + 3", 5), call("c1", "weather", {}), answer("c1", result, status)]
     path = run_file(tmp_path, "contradicted", auditor, with_brainstates(body), "2 + 3 = 5")
-    before = event_count(cli_env)
-    code, out, err = run(capsys, "ingest", path)
-    assert (code, out) == (2, "")
     said = "ok" if status == "error" else "error"
-    assert_failure_line(
-        err,
-        "INVALID_INPUT",
-        f"{path} line 7: status {status!r} contradicts its result, which says {said!r}:"
-        " a result's status is the one its content gives",
+    assert_refused(
+        cli_env,
+        capsys,
+        path,
+        f"line 7: status {status!r} contradicts its result, which says {said!r}: a result's"
+        " status is the one its content gives",
     )
-    assert event_count(cli_env) == before
 
 
 @pytest.mark.parametrize("served", [True, False], ids=["from the ledger", "from outside"])
@@ -253,15 +262,8 @@ def test_a_model_call_id_made_twice_is_refused_with_its_line(
 ) -> None:
     body = [*math_iteration(0, "2 + 3", 5), MODEL_CALL, {**MODEL_CALL, "response": "6"}]
     path = run_file(tmp_path, "twice", auditor, with_brainstates(body), "2 + 3 = 5")
-    before = event_count(cli_env)
-    code, out, err = run(capsys, "ingest", path)
-    assert (code, out) == (2, "")
-    assert_failure_line(
-        err,
-        "INVALID_INPUT",
-        f"{path} line 7: ModelCallEnvelope 'm1' is made a second time in this run",
-    )
-    assert event_count(cli_env) == before
+    message = "line 7: ModelCallEnvelope 'm1' is made a second time in this run"
+    assert_refused(cli_env, capsys, path, message)
 
 
 def test_a_line_naming_one_key_twice_is_refused_with_its_line_and_key(
@@ -277,15 +279,8 @@ def test_a_line_naming_one_key_twice_is_refused_with_its_line_and_key(
     lines = path.read_bytes().splitlines()
     doubled = b'{"type":"ToolResult","call_id":"c1","status":"error","result":null,"status":"ok"}'
     path.write_bytes(b"\n".join([*lines[:-1], doubled, lines[-1]]) + b"\n")
-    before = event_count(cli_env)
-    code, out, err = run(capsys, "ingest", str(path))
-    assert (code, out) == (2, "")
-    assert_failure_line(
-        err,
-        "INVALID_INPUT",
-        f"{path} line 7: key 'status' appears twice in one object: each key may appear once",
-    )
-    assert event_count(cli_env) == before
+    message = "line 7: key 'status' appears twice in one object: each key may appear once"
+    assert_refused(cli_env, capsys, str(path), message)
     assert orjson.loads(doubled)["status"] == "ok"  # what the line was taken to say before
 
 
