@@ -6,9 +6,9 @@ reads an integer beyond 64 bits as a float (``123456789012345678901234567890`` b
 complaint. Python's ``json`` reads every integer exactly (and NaN, Infinity, overflowing floats
 as non-finite floats); the canonical serializer's own rules then refuse, naming the JSONPath of
 the value, what it could not write faithfully: integers outside signed 64 bits, non-finite
-numbers, lone surrogates. An object naming one key twice is refused too: parsers differ on which
-of the two it means (Python's and orjson keep the last, others the first), so it says nothing
-that could be stored as given. The HTTP service holds bodies to the same rules (its bodies are
+numbers, lone surrogates. An object naming one key twice is refused too: RFC 8259 leaves its
+meaning to each parser (many keep the last pair, others refuse it or report both), so what it
+says depends on who reads it, and nothing can be stored as given. The HTTP service holds bodies to the same rules (its bodies are
 checked by the canonical serializer too).
 """
 
