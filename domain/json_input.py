@@ -8,8 +8,8 @@ as non-finite floats); the canonical serializer's own rules then refuse, naming 
 the value, what it could not write faithfully: integers outside signed 64 bits, non-finite
 numbers, lone surrogates. An object naming one key twice is refused too: RFC 8259 leaves its
 meaning to each parser (many keep the last pair, others refuse it or report both), so what it
-says depends on who reads it, and nothing can be stored as given. The HTTP service holds bodies to the same rules (its bodies are
-checked by the canonical serializer too).
+says depends on who reads it, and nothing can be stored as given. The HTTP service holds bodies
+to the serializer's rules (its bodies are checked by the canonical serializer too).
 """
 
 from __future__ import annotations
