@@ -11,6 +11,7 @@ canonical serializer's own resolution, so a score an emitter wrote as a float st
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -22,6 +23,7 @@ SCORE_EPSILON: Final = NUMERIC_EPSILON
 EXPLAINED: Final = ("rank", "position")
 """The explain fields a ledger retrieval gives each hit, and replay compares."""
 _RETRIEVER: Final = ContextCaller("retrieval", ())
+_MEMORY_URI: Final = re.compile(r"mace://[^/]+/memory/[^/]+")
 
 
 def memory_uri(tenant: str, memory_id: str) -> str:
@@ -41,6 +43,11 @@ def ledger_hits(
         }
         for entry in context.entries
     ]
+
+
+def names_a_memory(uri: str) -> bool:
+    """Whether ``uri`` has the shape of a ledger memory's (`memory_uri`, any tenant's)."""
+    return _MEMORY_URI.fullmatch(uri) is not None
 
 
 def memory_of(tenant: str, uri: str) -> str | None:

@@ -49,6 +49,7 @@ from domain.events import (
     hits_hash,
 )
 from domain.policy import Subject, parse_bundle
+from domain.retrieval import names_a_memory
 from domain.tool_boundary import contradicted_status
 
 
@@ -174,10 +175,10 @@ def _outside_hits(event: RetrievalResponse) -> str:
         "hits not served again: the emitter's; response_hash is the hash of its hits as the"
         " emitter gave them"
     )
-    ledger_uri = next((hit.uri for hit in event.hits if hit.uri.startswith("mace://")), None)
+    ledger_uri = next((hit.uri for hit in event.hits if names_a_memory(hit.uri)), None)
     if ledger_uri is None:
         return detail
-    return f"{detail}; {ledger_uri} names a ledger memory, but no memory_position where to serve it"
+    return f"{detail}; {ledger_uri} names a ledger memory, but no memory_position says where from"
 
 
 def response_checked(index: int, event: RetrievalResponse) -> None:

@@ -158,6 +158,21 @@ def test_a_fact_only_the_run_vouches_for_leaves_the_verdict_non_authoritative(
     assert report["check_counts"]["taken_as_recorded"] == len(vouched)
 
 
+@pytest.mark.parametrize("tenant", ["default", "acme"])
+def test_a_hit_naming_a_ledger_memory_with_no_position_says_it_could_not_be_served_again(
+    cli_env: Settings, auditor: dict[str, str], tmp_path: Path, tenant: str
+) -> None:
+    uri = f"mace://{tenant}/memory/forged"
+    code, report = replayed(cli_env, auditor, tmp_path, "unplaced", retrieval(uri))
+    assert (code, report["authoritative"]) == (0, False)
+    assert checks(report)["event 5 RetrievalResponse"] == (
+        "taken_as_recorded",
+        "hits not served again: the emitter's; response_hash is the hash of its hits as the"
+        f" emitter gave them; {uri} names a ledger memory, but no memory_position says where"
+        " from",
+    )
+
+
 def test_the_verdict_line_says_how_many_facts_were_taken_as_recorded_and_why(
     cli_env: Settings,
     auditor: dict[str, str],
