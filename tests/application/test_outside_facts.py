@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 import pytest
+from support.api_support import Api, assert_error
 from support.cli_output import assert_failure_line, event_count
 from support.hand_written_runs import (
     ingest_and_replay,
@@ -321,3 +322,28 @@ def test_a_forged_hit_at_a_real_position_diverges_in_replay_and_in_verify_alike(
     )
     code, out, _ = run(capsys, "verify", "forged", "--check-retrievals", "--json")
     assert (code, orjson.loads(out)["error_code"]) == (1, "REPLAY_DIVERGENCE")
+
+
+def test_a_batch_is_held_to_the_same_rules_as_a_run_file(api: Api) -> None:
+    # One rule in one place: what ingest refuses in a line, HTTP refuses in a batch.
+    run_id = api.open_run({"seed": "o-1", "input": "look it up"})
+    assert api.send(run_id, [{"event_id": "c1", "event": call("c1", "weather", {})}]).is_success
+    assert api.send(run_id, [{"event_id": "m1", "event": MODEL_CALL}]).is_success
+    before = api.position()
+    contradicted = answer("c1", {"error": "timeout"})
+    assert_error(
+        api.send(run_id, [{"event_id": "r1", "event": contradicted}]),
+        422,
+        "INVALID_INPUT",
+        "body.events.0.event.ToolResult: status 'ok' contradicts its result, which says 'error':"
+        " a result's status is the one its content gives",
+        "body.events.0.event.ToolResult",
+    )
+    assert_error(
+        api.send(run_id, [{"event_id": "m2", "event": {**MODEL_CALL, "response": "6"}}]),
+        422,
+        "INVALID_INPUT",
+        "ModelCallEnvelope 'm1' is made a second time in this run",
+        "body.events.0.event",
+    )
+    assert api.position() == before
