@@ -21,7 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
 from domain.canonical import canonical_json
-from domain.capture import missing_artifacts, policy_bundles_named
+from domain.capture import (
+    missing_artifacts,
+    policy_bundles_named,
+    snapshots_found_at_completion,
+)
 from domain.errors import ErrorCode, InvalidInput, MaceError
 from domain.events import (
     EQUALITY_FIELDS,
@@ -89,8 +93,9 @@ class ReplaySource(SemHistory, Protocol):
     def load_job(self, job_id: str) -> Job:
         """The job, its MACs, versions, seal and witness verified (MaceError otherwise)."""
 
-    def snapshot_stored(self, snapshot_id: str) -> bool:
-        """Whether the ledger holds a snapshot with this id (not yet verified)."""
+    def snapshot_absent(self, snapshot_id: str) -> Absent | None:
+        """None when the ledger holds a snapshot with this id (not yet verified); else what the
+        ledger itself says of its absence."""
 
     def load_snapshot(self, snapshot_id: str) -> Snapshot:
         """The snapshot, signature and content address verified (MaceError otherwise)."""
@@ -105,6 +110,15 @@ class ReplaySource(SemHistory, Protocol):
     def policy_bundles(self, tenant: str) -> Mapping[str, str]:
         """The policy bundles the ledger holds for the tenant (its own and store-wide ones, every
         one ever put in force): YAML by bundle hash, verified."""
+
+
+@dataclass(frozen=True, slots=True)
+class Absent:
+    """A snapshot the ledger does not hold."""
+
+    deleted: str | None = None
+    """What proves the ledger held it (the newest checkpoint's head of its stream); None when
+    the ledger has no such proof."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +175,8 @@ class ReplayOutcome:
     capture_mode: str | None = None
     snapshot_ids: dict[str, str | None] = field(default_factory=dict)
     halt_snapshots: list[str] = field(default_factory=list)
-    """Snapshots that failed verification: the caller sets FORCE_HALT_REPLAY on them."""
+    """Snapshots that failed verification or were deleted: the caller sets FORCE_HALT_REPLAY on
+    them."""
     checks: list[FactCheck] = field(default_factory=list)
     """How each recorded fact was checked, in stream order, then the facts derived from them."""
 
@@ -216,7 +231,7 @@ class _Replay:
 
     def run(self) -> None:
         job, completion = self.load_reflective_log()
-        ids = self.required_snapshots(job)
+        ids = self.required_snapshots(job, completion)
         self.no_force_halt(job, ids)
         snapshots = self.verified_snapshots(ids)
         events = self.ordered_events()
@@ -292,18 +307,34 @@ class _Replay:
             self.stop(ErrorCode.UNSUPPORTED_RULES, step, f"{message} implement")
         return f"recorded under {SERIALIZER} and its id generators"
 
-    def required_snapshots(self, job: Job) -> dict[SnapshotKind, str]:
+    def required_snapshots(self, job: Job, completion: JobCompleted) -> dict[SnapshotKind, str]:
+        """Seed 000 step 2, before any signature: a snapshot the ledger held and no longer does
+        is MISSING_SNAPSHOT, named with what proves it was deleted (the newest checkpoint, else
+        the job's own completion, which found it), and halted as a forged one is: deleting it
+        altered the store."""
         step = "2 required snapshots"
+        found = snapshots_found_at_completion(
+            job.snapshot_ids, [m.model_dump() for m in completion.missing_artifacts]
+        )
         ids: dict[SnapshotKind, str] = {}
         missing: list[str] = []
         for kind in SnapshotKind:
             snapshot_id = job.snapshot_ids.get(kind.value)
             if snapshot_id is None:
                 missing.append(f"{kind.value} (not declared)")
-            elif not self.source.snapshot_stored(snapshot_id):
-                missing.append(f"{kind.value} {snapshot_id} (not in the ledger)")
-            else:
+                continue
+            absent = self.source.snapshot_absent(snapshot_id)
+            if absent is None:
                 ids[kind] = snapshot_id
+                continue
+            proof = absent.deleted
+            if proof is None and kind.value in found:
+                proof = "the job found it in the ledger when it completed"
+            if proof is None:
+                missing.append(f"{kind.value} {snapshot_id} (not in the ledger)")
+                continue
+            missing.append(f"{kind.value} {snapshot_id} (deleted: {proof})")
+            self.outcome.halt_snapshots.append(snapshot_id)
         if missing:
             self.stop(ErrorCode.MISSING_SNAPSHOT, step, "missing " + ", ".join(missing))
         self.step(step, "ok", f"all {len(ids)} declared snapshots present")
