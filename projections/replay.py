@@ -182,18 +182,16 @@ class ReplayOutcome:
 
     @property
     def ok(self) -> bool:
-        return self.error_code is None
+        """The replay reproduced the job: no error, and at least one recorded fact re-executed
+        and matched. One that ran to its end re-executing nothing is NOT REPRODUCED: not ok,
+        though no error stopped it."""
+        return self.error_code is None and any(
+            row.check is Check.REEXECUTED and row.sequence_index is not None for row in self.checks
+        )
 
     @property
     def authoritative(self) -> bool:
         return not self.non_authoritative
-
-    @property
-    def reproduced(self) -> bool:
-        """No error, and at least one recorded fact was re-executed and matched."""
-        return self.ok and any(
-            row.check is Check.REEXECUTED and row.sequence_index is not None for row in self.checks
-        )
 
     @classmethod
     def stopped(
