@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from support.bundle_files import (
+    NOT_REPRODUCED_LINE,
     assert_integrity_failure,
     bundle_json,
     bundle_replay,
@@ -475,8 +476,9 @@ def test_redacted_bundle_holds_no_pii_and_no_model_io(
     assert {"payload.prompt", "payload.response", "payload.result"} <= set(io_paths)
 
     code, report, err = bundle_replay(capsys, pii)
-    assert (code, err) == (0, ""), err
-    assert (report["ok"], report["authoritative"]) == (True, False)
+    # Redaction hid every fact the replay could have re-executed: nothing was reproduced.
+    assert (code, err) == (1, NOT_REPRODUCED_LINE), err
+    assert (report["ok"], report["error_code"], report["authoritative"]) == (False, None, False)
     assert report["bundle"]["redacted"] is True
     skipped = [s for s in report["steps"] if s["outcome"] == "skipped"]
     assert skipped and all(
@@ -533,7 +535,8 @@ def test_a_short_refused_value_is_in_no_bundle_and_its_mark_not_in_a_redacted_on
         assert '"value":"12"' not in states
         assert ("my pin is [refused:pin:" in states) is holds_mark
     code, report, _ = bundle_replay(capsys, redacted)
-    assert (code, report["ok"], report["authoritative"]) == (0, True, False)
+    assert (code, report["ok"], report["authoritative"]) == (1, False, False)
+    assert report["error_code"] is None  # not reproduced: redaction hid the refused input
 
 
 # --- bad input ----------------------------------------------------------------------------------
