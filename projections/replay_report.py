@@ -77,12 +77,18 @@ def verdict(report: dict[str, Any]) -> str:
     counts = report.get("check_counts")
     if counts is None:  # a version 1 report kept no table
         return f"{result}, {badge}"
+    return f"{result}, {badge}; {fact_counts(counts)}"
+
+
+def fact_counts(counts: dict[str, int]) -> str:
+    """How many facts each kind of check covered (`tally`), in words: the kinds that say how
+    far a verdict can be trusted always, the others when there are any."""
     shown = [
         f"{counts[check.value]} {LABELS[check]}"
         for check in Check
         if check in _ALWAYS_COUNTED or counts[check.value]
     ]
-    return f"{result}, {badge}; of {sum(counts.values())} facts: {', '.join(shown)}"
+    return f"of {sum(counts.values())} facts: {', '.join(shown)}"
 
 
 def render_markdown(report: dict[str, Any]) -> str:
