@@ -29,6 +29,7 @@ from domain.capture import (
 from domain.errors import ErrorCode, InvalidInput, MaceError
 from domain.events import (
     EQUALITY_FIELDS,
+    ITERATION_EVENTS,
     AgentOutput,
     GateDecision,
     InputReceived,
@@ -75,8 +76,6 @@ from projections.selfrep import fold_selfrep
 from projections.stage0_runtime import Stage0Run, Stage0Snapshots, run_iteration
 
 _TOOL_EVENTS = frozenset({ToolCall.EVENT_TYPE, ToolResult.EVENT_TYPE})
-_ITERATION_EVENTS = (InputReceived, RouterDecision, SemRead, SemWrite, AgentOutput, IterationTrace)
-"""The events an iteration of the Stage-0 runtime emits; each carries its iteration."""
 _RETRIEVALS = (RetrievalRequest, RetrievalResponse)
 _COMPARED_EVENTS = (InputReceived, RouterDecision, AgentOutput, SemRead, SemWrite)
 """The iteration's events compared with the re-run besides its trace (compared field by field)."""
@@ -439,7 +438,7 @@ class _Replay:
         unkept = {m.sequence_index: m for m in missing}
         self.retrievals(events)
         for index, event in events:
-            if isinstance(event, _ITERATION_EVENTS) or index in self.rows:
+            if isinstance(event, ITERATION_EVENTS) or index in self.rows:
                 continue
             if index in unkept:
                 self.rows[index] = unpersisted(unkept[index], event)
@@ -559,7 +558,7 @@ class _Replay:
                 index,
                 event,
                 event.iteration
-                if isinstance(event, _ITERATION_EVENTS) and event.iteration in diverged
+                if isinstance(event, ITERATION_EVENTS) and event.iteration in diverged
                 else None,
             )
             for index, event in self.indexed
@@ -660,7 +659,7 @@ class _Replay:
         the runtime runs them, and the first took in the job's input: a run that skips, reorders
         or interleaves iterations, or whose input is not what its first iteration read, is not
         the run its answer and its iterations' re-runs stand for."""
-        in_stream = [e.iteration for e in body if isinstance(e, _ITERATION_EVENTS)]
+        in_stream = [e.iteration for e in body if isinstance(e, ITERATION_EVENTS)]
         expected = list(range(len(recorded)))
         if sorted(recorded) != expected or in_stream != sorted(in_stream):
             shown = [n for at, n in enumerate(in_stream) if at == 0 or in_stream[at - 1] != n]
@@ -844,7 +843,7 @@ def _by_iteration(body: list[RunEvent]) -> dict[int, list[tuple[int, RunEvent]]]
     """The Stage-0 events of each iteration, with their positions in the job's events."""
     grouped: dict[int, list[tuple[int, RunEvent]]] = {}
     for position, event in enumerate(body):
-        if isinstance(event, _ITERATION_EVENTS):
+        if isinstance(event, ITERATION_EVENTS):
             grouped.setdefault(event.iteration, []).append((position, event))
     return grouped
 

@@ -906,8 +906,8 @@ def test_iteration_cap_of_the_governance_snapshot_stops_replay_with_timeout(
     governance, _ = ledger.snapshots.put(
         Snapshot.declare("governance", {"replay_max_iterations": 1})
     )
-    base = ledger.jobs.run(SUM, SEED, job_id="job-cap-base").job_id
-    _, events = run_of(ledger, base)
+    base = ledger.jobs.run(SUM, SEED, job_id="job-cap-base", capture_mode=CaptureMode.FULL_IO)
+    _, events = run_of(ledger, base.job_id)
     percept = next(e for e in events if isinstance(e, InputReceived))
     trace = next(e for e in events if isinstance(e, IterationTrace))
     second_iteration = [
@@ -916,12 +916,26 @@ def test_iteration_cap_of_the_governance_snapshot_stops_replay_with_timeout(
     ]
     job_id = record_variant(
         ledger,
-        base,
+        base.job_id,
         "job-cap",
         extra=second_iteration,
         snapshot_ids={"governance": governance.snapshot_id},
     )
     assert snapshot_id_of(ledger, job_id, SnapshotKind.GOVERNANCE) == governance.snapshot_id
+    # Its own governance snapshot lets no replay reach its second iteration: not replayable.
+    assert base.completion is not None and base.completion.replayable
+    recorded = ledger.jobs.reflective_log(job_id).as_json()
+    assert recorded["replayable"] is False
+    assert recorded["missing_artifacts"] == [
+        {
+            "sequence_index": None,
+            "event_type": "IterationTrace",
+            "step": "replay iteration cap",
+            "missing": ["iterations"],
+            "reason": f"the job ran 2 iterations and its governance snapshot"
+            f" {governance.snapshot_id} lets a replay run 1: no replay reaches iteration 1",
+        }
+    ]
     assert [t["router_decision"] for t in ledger.jobs.reflective_log(job_id).iteration_trace] == [
         R1_DECISION,
         R1_DECISION,
