@@ -225,6 +225,8 @@ class _Replay:
         self.bundles: Mapping[str, str] = {}
         self.tenant = ""
         """The job's tenant, once it is loaded: whose memories and bundles the replay reads."""
+        self.seconds: float | None = None
+        """The replay time cap, once the job's governance snapshot is verified (step 3)."""
 
     def run(self) -> None:
         job, completion = self.load_reflective_log()
@@ -244,7 +246,17 @@ class _Replay:
     # Logging and stopping
 
     def step(self, name: str, outcome: str, detail: str) -> None:
+        """Log a step; one that did not fail is logged only inside the time cap."""
+        if outcome != "failed":
+            self.within_time(name)
         self.outcome.steps.append(StepLog(name, outcome, detail))
+
+    def within_time(self, where: str) -> None:
+        """Stop with REPLAY_TIMEOUT once the replay has run longer than its governance snapshot
+        allows: checked as each step ends and before each re-run (iteration or retrieval)."""
+        if self.seconds is not None and self.request.elapsed() > self.seconds:
+            message = f"replay time cap {self.seconds:g} s (governance snapshot) exceeded"
+            self.stop(ErrorCode.REPLAY_TIMEOUT, f"{where}: limits", message)
 
     def stop(self, code: ErrorCode, step: str, message: str) -> NoReturn:
         self.step(step, "failed", f"{code.value}: {message}")
@@ -366,8 +378,10 @@ class _Replay:
                 message = f"no usable {kind.value} snapshot: {snapshot_id} {problem}"
                 self.stop(ErrorCode.MISSING_SNAPSHOT, step, message)
             payloads[kind] = snapshot.payload
+        parsed = Stage0Snapshots.parse(payloads)
+        self.seconds = parsed.governance.replay_max_seconds
         self.step(step, "ok", "every snapshot's signature and content address verified")
-        return Stage0Snapshots.parse(payloads)
+        return parsed
 
     def ordered_events(self) -> list[tuple[int, RunEvent]]:
         """The job's events without its completion, in order (decoded once, at step 1)."""
@@ -478,6 +492,7 @@ class _Replay:
                 continue
             subject = f"event {index} RetrievalRequest"
             position = request.memory_position
+            self.within_time(f"6b outside facts: retrieval event {index}")
             if not self.source.carries_tenant_state:
                 self.not_carried(index, subject, "the tenant's memory log")
                 continue
@@ -621,9 +636,7 @@ class _Replay:
         computed: Any = None
         limits = snapshots.governance
         for position, iteration in enumerate(sorted(recorded)):
-            self.within_limits(
-                position, iteration, limits.replay_max_iterations, limits.replay_max_seconds
-            )
+            self.within_limits(position, iteration, limits.replay_max_iterations)
             events = recorded[iteration]
             trace = next((e for _, e in events if isinstance(e, IterationTrace)), None)
             percept = next(((i, e) for i, e in events if isinstance(e, InputReceived)), None)
@@ -672,14 +685,12 @@ class _Replay:
                 Divergence(ErrorCode.REPLAY_DIVERGENCE, 0, "job_input", job.job_input, first.text)
             )
 
-    def within_limits(self, position: int, iteration: int, cap: int, seconds: float) -> None:
-        step = f"8 iteration {iteration}: limits"
+    def within_limits(self, position: int, iteration: int, cap: int) -> None:
+        where = f"8 iteration {iteration}"
         if position >= cap:
             message = f"iteration cap {cap} (governance snapshot) reached at iteration {iteration}"
-            self.stop(ErrorCode.REPLAY_TIMEOUT, step, message)
-        if self.request.elapsed() > seconds:
-            message = f"replay time cap {seconds:g} s (governance snapshot) exceeded"
-            self.stop(ErrorCode.REPLAY_TIMEOUT, step, message)
+            self.stop(ErrorCode.REPLAY_TIMEOUT, f"{where}: limits", message)
+        self.within_time(where)
 
     def rerun(
         self,

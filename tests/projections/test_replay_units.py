@@ -808,7 +808,18 @@ def test_the_time_cap_stops_the_replay() -> None:
     cap = PARSED.governance.replay_max_seconds
     assert outcome.error_code is ErrorCode.REPLAY_TIMEOUT
     assert outcome.error_message == f"replay time cap {cap:g} s (governance snapshot) exceeded"
-    assert outcome.steps[-1].step == "8 iteration 0: limits"
+    # Checked as each step ends, from the moment the governance snapshot gives the cap.
+    assert outcome.steps[-1].step == "3 snapshot signatures: limits"
+
+
+def test_the_time_cap_is_checked_between_steps_too() -> None:
+    """A replay that passes the cap while it re-folds its reducers stops before it re-runs an
+    iteration."""
+    job, _ = recorded_job("2 + 3")
+    clock = iter([0.0] * 6)
+    outcome = audit(FakeSource(job), elapsed=lambda: next(clock, 1e9))
+    assert outcome.error_code is ErrorCode.REPLAY_TIMEOUT
+    assert not any(step.step.startswith("8 ") for step in outcome.steps[:-1])
 
 
 def test_replay_job_reads_no_wall_clock_and_no_unseeded_randomness() -> None:
