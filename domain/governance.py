@@ -445,7 +445,8 @@ class Governance(MaceAggregate):
     ) -> None:
         """Append REPLAY_RESULT for an attempt this record requested.
 
-        ``elapsed_ms``: how long the replay ran, by a monotonic clock (ops metadata).
+        ``ok``: the replay reproduced the job (no error, and a recorded fact re-executed and
+        matched). ``elapsed_ms``: how long the replay ran, by a monotonic clock (ops metadata).
         """
         if not 1 <= attempt <= self.replay_attempts:
             msg = f"replay attempt {attempt} was never requested in scope {self.scope}"

@@ -21,14 +21,18 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from support.bundle_files import (
-    NOT_REPRODUCED_LINE,
     bundle_json,
     bundle_replay,
     export,
     rewrite,
     use_store,
 )
-from support.cli_output import assert_usage_error, canonical_line, event_count
+from support.cli_output import (
+    NOT_REPRODUCED_LINE,
+    assert_usage_error,
+    canonical_line,
+    event_count,
+)
 from support.ledger_fixtures import RawTable, run
 from support.replay_cli import ROUTER_ID, act, new_job
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 from support.bundle_files import (
-    NOT_REPRODUCED_LINE,
     assert_integrity_failure,
     bundle_json,
     bundle_replay,
@@ -27,7 +26,12 @@ from support.bundle_files import (
     rewrite,
     use_store,
 )
-from support.cli_output import assert_usage_error, canonical_line, event_count
+from support.cli_output import (
+    NOT_REPRODUCED_LINE,
+    assert_usage_error,
+    canonical_line,
+    event_count,
+)
 from support.ledger_fixtures import RawTable, run, signing_keys
 from support.replay_cli import ROUTER_ID, act, diverging_run, new_job, replay_json, write_run_file
 from support.sample_job import job_ids

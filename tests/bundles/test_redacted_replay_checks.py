@@ -10,7 +10,8 @@ from typing import Any
 
 import orjson
 import pytest
-from support.bundle_files import NOT_REPRODUCED_LINE, bundle_replay, export
+from support.bundle_files import bundle_replay, export
+from support.cli_output import NOT_REPRODUCED_LINE
 from support.hand_written_runs import R4, math_iteration, run_file, with_brainstates
 from support.ledger_fixtures import run
 

@@ -11,13 +11,8 @@ import pytest
 
 from domain.canonical import canonical_json
 from infrastructure.storage.settings import Settings
-from projections.replay_report import NOT_REPRODUCED, NOT_REPRODUCED_WHY
 from support.cli_output import canonical_line
 from support.ledger_fixtures import run, settings_for
-
-NOT_REPRODUCED_LINE = f"mace: {NOT_REPRODUCED}: {NOT_REPRODUCED_WHY}\n"
-"""What ``mace replay`` says on standard error (exit 1) of a replay that reproduced nothing: a
-redacted bundle's, whose redaction hid every fact it could have re-executed."""
 
 
 def use_store(monkeypatch: pytest.MonkeyPatch, url: str) -> Settings:
