@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Set
 from typing import Any, TypeVar, cast
 
 from domain.events import (
+    ITERATION_EVENTS,
     AgentOutput,
     GateDecision,
     IterationTrace,
@@ -28,6 +29,7 @@ from domain.events import (
 )
 from domain.job import CaptureMode
 from domain.snapshot import SnapshotKind
+from domain.stage0.config import GovernanceConfig
 from domain.tool_boundary import tool_steps, unanswered
 
 E = TypeVar("E", bound=RunEvent)
@@ -117,10 +119,13 @@ def missing_artifacts(
     events: Iterable[tuple[int, RunEvent]],
     mode: CaptureMode,
     held_bundles: Set[str] = frozenset(),
+    governance: GovernanceConfig | None = None,
 ) -> list[MissingArtifact]:
     """What production replay of this job would lack, in stream order, snapshots first.
 
     ``held_bundles``: the hashes of the policy bundles the ledger holds for the job's tenant.
+    ``governance``: the job's governance snapshot, whose iteration cap every replay of the job
+    obeys: a job that ran more iterations than it allows can never be replayed.
     """
     missing: list[MissingArtifact] = []
     for kind in SnapshotKind:
@@ -141,6 +146,8 @@ def missing_artifacts(
             )
         )
     indexed = list(events)
+    if governance is not None:
+        missing += _beyond_iteration_cap(snapshot_ids, indexed, governance)
     unanswered_at = {indexed[p][0] for p in unanswered(tool_steps(e for _, e in indexed))}
     for index, event in indexed:
         if (
@@ -176,6 +183,32 @@ def missing_artifacts(
             )
         )
     return missing
+
+
+def _beyond_iteration_cap(
+    snapshot_ids: dict[str, str],
+    events: list[tuple[int, RunEvent]],
+    governance: GovernanceConfig,
+) -> list[MissingArtifact]:
+    """The iteration cap as replay applies it (one iteration per distinct ``iteration``)."""
+    ran = len({e.iteration for _, e in events if isinstance(e, ITERATION_EVENTS)})
+    cap = governance.replay_max_iterations
+    if ran <= cap:
+        return []
+    snapshot = snapshot_ids.get(SnapshotKind.GOVERNANCE.value)
+    reason = (
+        f"the job ran {ran} iterations and its governance snapshot {snapshot} lets a replay run"
+        f" {cap}: no replay reaches iteration {cap}"
+    )
+    return [
+        MissingArtifact(
+            sequence_index=None,
+            event_type=IterationTrace.EVENT_TYPE,
+            step="replay iteration cap",
+            missing=["iterations"],
+            reason=reason,
+        )
+    ]
 
 
 def snapshots_found_at_completion(

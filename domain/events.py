@@ -515,6 +515,9 @@ class JobCompleted(RunEvent):
     brainstate: MaterialisedState | None
 
 
+ITERATION_EVENTS = (InputReceived, RouterDecision, SemRead, SemWrite, AgentOutput, IterationTrace)
+"""The events an iteration of the Stage-0 runtime emits; each carries its iteration."""
+
 EMITTED_TYPES: tuple[type[RunEvent], ...] = (
     InputReceived,
     RouterDecision,

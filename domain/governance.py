@@ -222,9 +222,12 @@ class Governance(MaceAggregate):
             aggregate.note_replay_request(self.attempt, self.lease)
 
     class ReplayResulted(MaceAggregate.Event):
+        """Version 3: ``ok`` means the replay reproduced the job. Before, it meant only that no
+        error stopped the replay, so it was true for one that re-executed nothing."""
+
         LOG_NAME: ClassVar[str] = "REPLAY_RESULT"
-        # Version 1 did not time the replay.
-        class_version: ClassVar[int] = 2
+        # Version 1 did not time the replay; version 2's ok did not mean reproduced.
+        class_version: ClassVar[int] = 3
         job_id: str
         attempt: int
         ok: bool
@@ -238,6 +241,14 @@ class Governance(MaceAggregate):
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state["elapsed_ms"] = None
+
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            # Read, never rewritten: since the first replay, one that re-ran no iteration (so
+            # reproduced nothing) has been non-authoritative. An old ok and authoritative result
+            # reproduced its job; an old ok one that was not authoritative (a mock answered, a
+            # fact was taken as recorded, or nothing was re-executed) does not show that it did.
+            state["ok"] = bool(state["ok"] and state["authoritative"])
 
     @classmethod
     def open(cls, scope: str) -> Governance:
@@ -434,7 +445,8 @@ class Governance(MaceAggregate):
     ) -> None:
         """Append REPLAY_RESULT for an attempt this record requested.
 
-        ``elapsed_ms``: how long the replay ran, by a monotonic clock (ops metadata).
+        ``ok``: the replay reproduced the job (no error, and a recorded fact re-executed and
+        matched). ``elapsed_ms``: how long the replay ran, by a monotonic clock (ops metadata).
         """
         if not 1 <= attempt <= self.replay_attempts:
             msg = f"replay attempt {attempt} was never requested in scope {self.scope}"

@@ -3,9 +3,11 @@
 The replay of each job is `projections.replay.replay_job`, the one the live replay runs; this
 module only sorts its outcome into a verdict, keeps the per-job results in a canonical order (by
 the job's stream name, whatever the number of workers that found them) and says what the verdict
-covers (DESIGN section 9: never "ok" for what was not checked). A job that replayed but that the
-replay could not reproduce (its final answer not recomputed, e.g. a run recorded by another
-runtime with no Stage-0 iteration) is *taken as recorded*: counted apart, never as ok.
+covers (DESIGN section 9: never "ok" for what was not checked). A job is ok only when its replay
+reproduced it, authoritatively; one that replayed but that the replay could not reproduce (e.g. a
+run recorded by another runtime with no Stage-0 iteration), or not authoritatively, is *taken as
+recorded*: counted apart, never as ok. Every replayed job keeps its replay's check counts
+(`replay_checks.tally`), and the totals add them up.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from domain.canonical import digest
 from domain.errors import ErrorCode
 from domain.naming import tenant_and_key
 from projections.replay import ReplayOutcome
+from projections.replay_checks import Check, tally
 
 DIVERGENCE_CODES = (ErrorCode.REPLAY_DIVERGENCE, ErrorCode.RESULT_MISMATCH)
 TAKEN_AS_RECORDED = "taken as recorded"
@@ -42,6 +45,8 @@ class JobAudit:
     code: str | None
     detail: str
     divergence: dict[str, Any] | None = None
+    check_counts: dict[str, int] | None = None
+    """How many of its facts each kind of check covered (`tally`); None: not replayed."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +56,7 @@ class JobAudit:
             "code": self.code,
             "detail": self.detail,
             "divergence": self.divergence,
+            "check_counts": self.check_counts,
         }
 
     @property
@@ -64,18 +70,22 @@ class JobAudit:
 def judged(job: str, stream: str, outcome: ReplayOutcome) -> JobAudit:
     """The verdict on a completed job from its audit-mode replay."""
     code = outcome.error_code
+    counts = tally(outcome.checks)
     if code is None:
-        if outcome.authoritative:
-            return JobAudit(job, stream, Verdict.OK, None, "reproduced")
-        detail = f"{TAKEN_AS_RECORDED}: " + "; ".join(outcome.non_authoritative)
-        return JobAudit(job, stream, Verdict.NOT_REPLAYABLE, None, detail)
+        if outcome.ok and outcome.authoritative:
+            return JobAudit(job, stream, Verdict.OK, None, "reproduced", check_counts=counts)
+        reasons = outcome.non_authoritative or ["not reproduced"]
+        detail = f"{TAKEN_AS_RECORDED}: " + "; ".join(reasons)
+        return JobAudit(job, stream, Verdict.NOT_REPLAYABLE, None, detail, check_counts=counts)
     message = outcome.error_message or ""
     if code in DIVERGENCE_CODES:
         first = outcome.divergences[0].as_json() if outcome.divergences else None
-        return JobAudit(job, stream, Verdict.DIVERGED, code.value, message, first)
+        return JobAudit(job, stream, Verdict.DIVERGED, code.value, message, first, counts)
     if code is ErrorCode.INTEGRITY_FAILURE:
-        return JobAudit(job, stream, Verdict.INTEGRITY_FAILURE, code.value, message)
-    return JobAudit(job, stream, Verdict.NOT_REPLAYABLE, code.value, message)
+        verdict = Verdict.INTEGRITY_FAILURE
+    else:
+        verdict = Verdict.NOT_REPLAYABLE
+    return JobAudit(job, stream, verdict, code.value, message, check_counts=counts)
 
 
 def integrity_failed(job: str, stream: str, message: str) -> JobAudit:
@@ -234,8 +244,22 @@ class AuditReport:
             "stream_failures": [f.as_json() for f in self.findings.stream_failures],
         }
 
+    def fact_totals(self) -> dict[str, int]:
+        """The facts of every replayed job, by how they were checked (`tally`'s kinds)."""
+        totals = dict.fromkeys((check.value for check in Check), 0)
+        for job in self.findings.jobs:
+            for check, n in (job.check_counts or {}).items():
+                totals[check] += n
+        return totals
+
+    @property
+    def replayed(self) -> int:
+        """How many jobs were replayed (their facts are in `fact_totals`)."""
+        return sum(job.check_counts is not None for job in self.findings.jobs)
+
     def totals(self) -> dict[str, int]:
         count = Counter(j.verdict for j in self.findings.jobs)
+        facts = {f"facts_{check}": n for check, n in self.fact_totals().items()}
         return {
             "events": self.findings.events,
             "streams": len(self.findings.heads),
@@ -247,6 +271,7 @@ class AuditReport:
             "open": count[Verdict.OPEN],
             "stream_failures": len(self.findings.stream_failures) + self.findings.unnamed_failures,
             "not_yet_checkpointed": self.findings.not_checkpointed,
+            **facts,
         }
 
     def not_replayable(self) -> dict[str, int]:

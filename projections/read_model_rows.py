@@ -50,9 +50,10 @@ RECEIPT_INDEX: Final = "receipt_index"
 VIEWS: Final = (JOB_INDEX, NON_REPLAYABLE, REPLAY_OUTCOMES, HALTED_SNAPSHOTS, RECEIPT_INDEX)
 PROJECTION: Final = ("read_model", "projection")
 """Where the views keep which projection made them (view, key): not one of the `VIEWS`."""
-PROJECTION_VERSION: Final = 2
+PROJECTION_VERSION: Final = 3
 """Raised whenever `view_changes` changes what it makes from the same events (2: job positions,
-the receipt index), so that views a store kept from before are made again from position 0."""
+the receipt index; 3: a replay outcome is ok only when it reproduced), so that views a store kept
+from before are made again from position 0."""
 
 
 Row = dict[str, Any]
@@ -199,9 +200,13 @@ def _replay_resulted(
 
 
 def _outcome(event: Governance.ReplayResulted) -> str:
-    """ok, failed, or refused: a replay the caller's roles did not allow never ran."""
+    """ok (reproduced), not_reproduced (no error stopped it, yet it re-executed nothing, or, for
+    a result recorded before results said so, nothing shows it reproduced: the event's upcast),
+    failed, or refused: a replay the caller's roles did not allow never ran."""
     if event.ok:
         return "ok"
+    if event.error_code is None:
+        return "not_reproduced"
     return "refused" if event.error_code == ErrorCode.ACCESS_DENIED.value else "failed"
 
 

@@ -22,7 +22,7 @@ from domain.events import (
 )
 from domain.job import CaptureMode, Job
 from domain.snapshot import SnapshotKind
-from domain.stage0.config import BrainStateConfig, SelfRepConfig
+from domain.stage0.config import BrainStateConfig, GovernanceConfig, SelfRepConfig
 from projections.brainstate import fold_brainstate
 from projections.selfrep import fold_selfrep
 
@@ -38,13 +38,21 @@ def complete_job(
     stored_snapshots: Set[str],
     selfrep: SelfRepConfig | None,
     brainstate: BrainStateConfig | None,
+    governance: GovernanceConfig | None = None,
     held_bundles: Set[str] = frozenset(),
 ) -> JobCompleted:
-    """The job's closing verdict over everything it recorded: answer, states, replayability."""
+    """The job's closing verdict over everything it recorded: answer, states, replayability
+    (``governance``: the job's governance snapshot, when usable, whose iteration cap its
+    replays obey)."""
     indexed = recorded_events(job)
     events = [event for _, event in indexed]
     missing = missing_artifacts(
-        job.snapshot_ids, stored_snapshots, indexed, CaptureMode(job.capture_mode), held_bundles
+        job.snapshot_ids,
+        stored_snapshots,
+        indexed,
+        CaptureMode(job.capture_mode),
+        held_bundles,
+        governance,
     )
     return JobCompleted(
         final_output=final_output,

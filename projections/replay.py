@@ -21,10 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
 from domain.canonical import canonical_json
-from domain.capture import missing_artifacts, policy_bundles_named
+from domain.capture import (
+    missing_artifacts,
+    policy_bundles_named,
+    snapshots_found_at_completion,
+)
 from domain.errors import ErrorCode, InvalidInput, MaceError
 from domain.events import (
     EQUALITY_FIELDS,
+    ITERATION_EVENTS,
     AgentOutput,
     GateDecision,
     InputReceived,
@@ -75,8 +80,6 @@ _ANSWERED_EVENTS = frozenset(
 )
 """The events whose answer production re-applies from the record: a tool's result, a retrieval's
 response. One that is missing is refused as an output that was not persisted."""
-_ITERATION_EVENTS = (InputReceived, RouterDecision, SemRead, SemWrite, AgentOutput, IterationTrace)
-"""The events an iteration of the Stage-0 runtime emits; each carries its iteration."""
 _RETRIEVALS = (RetrievalRequest, RetrievalResponse)
 _COMPARED_EVENTS = (InputReceived, RouterDecision, AgentOutput, SemRead, SemWrite)
 """The iteration's events compared with the re-run besides its trace (compared field by field)."""
@@ -93,8 +96,9 @@ class ReplaySource(SemHistory, Protocol):
     def load_job(self, job_id: str) -> Job:
         """The job, its MACs, versions, seal and witness verified (MaceError otherwise)."""
 
-    def snapshot_stored(self, snapshot_id: str) -> bool:
-        """Whether the ledger holds a snapshot with this id (not yet verified)."""
+    def snapshot_absent(self, snapshot_id: str) -> Absent | None:
+        """None when the ledger holds a snapshot with this id (not yet verified); else what the
+        ledger itself says of its absence."""
 
     def load_snapshot(self, snapshot_id: str) -> Snapshot:
         """The snapshot, signature and content address verified (MaceError otherwise)."""
@@ -109,6 +113,15 @@ class ReplaySource(SemHistory, Protocol):
     def policy_bundles(self, tenant: str) -> Mapping[str, str]:
         """The policy bundles the ledger holds for the tenant (its own and store-wide ones, every
         one ever put in force): YAML by bundle hash, verified."""
+
+
+@dataclass(frozen=True, slots=True)
+class Absent:
+    """A snapshot the ledger does not hold."""
+
+    deleted: str | None = None
+    """What proves the ledger held it (the newest checkpoint's head of its stream); None when
+    the ledger has no such proof."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,24 +178,23 @@ class ReplayOutcome:
     capture_mode: str | None = None
     snapshot_ids: dict[str, str | None] = field(default_factory=dict)
     halt_snapshots: list[str] = field(default_factory=list)
-    """Snapshots that failed verification: the caller sets FORCE_HALT_REPLAY on them."""
+    """Snapshots that failed verification or were deleted: the caller sets FORCE_HALT_REPLAY on
+    them."""
     checks: list[FactCheck] = field(default_factory=list)
     """How each recorded fact was checked, in stream order, then the facts derived from them."""
 
     @property
     def ok(self) -> bool:
-        return self.error_code is None
+        """The replay reproduced the job: no error, and at least one recorded fact re-executed
+        and matched. One that ran to its end re-executing nothing is NOT REPRODUCED: not ok,
+        though no error stopped it."""
+        return self.error_code is None and any(
+            row.check is Check.REEXECUTED and row.sequence_index is not None for row in self.checks
+        )
 
     @property
     def authoritative(self) -> bool:
         return not self.non_authoritative
-
-    @property
-    def reproduced(self) -> bool:
-        """No error, and at least one recorded fact was re-executed and matched."""
-        return self.ok and any(
-            row.check is Check.REEXECUTED and row.sequence_index is not None for row in self.checks
-        )
 
     @classmethod
     def stopped(
@@ -217,10 +229,12 @@ class _Replay:
         self.bundles: Mapping[str, str] = {}
         self.tenant = ""
         """The job's tenant, once it is loaded: whose memories and bundles the replay reads."""
+        self.seconds: float | None = None
+        """The replay time cap, once the job's governance snapshot is verified (step 3)."""
 
     def run(self) -> None:
         job, completion = self.load_reflective_log()
-        ids = self.required_snapshots(job)
+        ids = self.required_snapshots(job, completion)
         self.no_force_halt(job, ids)
         snapshots = self.verified_snapshots(ids)
         events = self.ordered_events()
@@ -236,7 +250,17 @@ class _Replay:
     # Logging and stopping
 
     def step(self, name: str, outcome: str, detail: str) -> None:
+        """Log a step; one that did not fail is logged only inside the time cap."""
+        if outcome != "failed":
+            self.within_time(name)
         self.outcome.steps.append(StepLog(name, outcome, detail))
+
+    def within_time(self, where: str) -> None:
+        """Stop with REPLAY_TIMEOUT once the replay has run longer than its governance snapshot
+        allows: checked as each step ends and before each re-run (iteration or retrieval)."""
+        if self.seconds is not None and self.request.elapsed() > self.seconds:
+            message = f"replay time cap {self.seconds:g} s (governance snapshot) exceeded"
+            self.stop(ErrorCode.REPLAY_TIMEOUT, f"{where}: limits", message)
 
     def stop(self, code: ErrorCode, step: str, message: str) -> NoReturn:
         self.step(step, "failed", f"{code.value}: {message}")
@@ -296,18 +320,34 @@ class _Replay:
             self.stop(ErrorCode.UNSUPPORTED_RULES, step, f"{message} implement")
         return f"recorded under {SERIALIZER} and its id generators"
 
-    def required_snapshots(self, job: Job) -> dict[SnapshotKind, str]:
+    def required_snapshots(self, job: Job, completion: JobCompleted) -> dict[SnapshotKind, str]:
+        """Seed 000 step 2, before any signature: a snapshot the ledger held and no longer does
+        is MISSING_SNAPSHOT, named with what proves it was deleted (the newest checkpoint, else
+        the job's own completion, which found it), and halted as a forged one is: deleting it
+        altered the store."""
         step = "2 required snapshots"
+        found = snapshots_found_at_completion(
+            job.snapshot_ids, [m.model_dump() for m in completion.missing_artifacts]
+        )
         ids: dict[SnapshotKind, str] = {}
         missing: list[str] = []
         for kind in SnapshotKind:
             snapshot_id = job.snapshot_ids.get(kind.value)
             if snapshot_id is None:
                 missing.append(f"{kind.value} (not declared)")
-            elif not self.source.snapshot_stored(snapshot_id):
-                missing.append(f"{kind.value} {snapshot_id} (not in the ledger)")
-            else:
+                continue
+            absent = self.source.snapshot_absent(snapshot_id)
+            if absent is None:
                 ids[kind] = snapshot_id
+                continue
+            proof = absent.deleted
+            if proof is None and kind.value in found:
+                proof = "the job found it in the ledger when it completed"
+            if proof is None:
+                missing.append(f"{kind.value} {snapshot_id} (not in the ledger)")
+                continue
+            missing.append(f"{kind.value} {snapshot_id} (deleted: {proof})")
+            self.outcome.halt_snapshots.append(snapshot_id)
         if missing:
             self.stop(ErrorCode.MISSING_SNAPSHOT, step, "missing " + ", ".join(missing))
         self.step(step, "ok", f"all {len(ids)} declared snapshots present")
@@ -342,8 +382,10 @@ class _Replay:
                 message = f"no usable {kind.value} snapshot: {snapshot_id} {problem}"
                 self.stop(ErrorCode.MISSING_SNAPSHOT, step, message)
             payloads[kind] = snapshot.payload
+        parsed = Stage0Snapshots.parse(payloads)
+        self.seconds = parsed.governance.replay_max_seconds
         self.step(step, "ok", "every snapshot's signature and content address verified")
-        return Stage0Snapshots.parse(payloads)
+        return parsed
 
     def ordered_events(self) -> list[tuple[int, RunEvent]]:
         """The job's events without its completion, in order (decoded once, at step 1)."""
@@ -415,7 +457,7 @@ class _Replay:
         unkept = {m.sequence_index: m for m in missing}
         self.retrievals(events)
         for index, event in events:
-            if isinstance(event, _ITERATION_EVENTS) or index in self.rows:
+            if isinstance(event, ITERATION_EVENTS) or index in self.rows:
                 continue
             if index in unkept:
                 self.rows[index] = unpersisted(unkept[index], event)
@@ -452,6 +494,7 @@ class _Replay:
                 continue  # its answer is missing (`unpersisted`), as a tool call's would be
             subject = f"event {index} RetrievalRequest"
             position = request.memory_position
+            self.within_time(f"6b outside facts: retrieval event {index}")
             if not self.source.carries_tenant_state:
                 self.not_carried(index, subject, "the tenant's memory log")
                 continue
@@ -522,7 +565,7 @@ class _Replay:
                 index,
                 event,
                 event.iteration
-                if isinstance(event, _ITERATION_EVENTS) and event.iteration in diverged
+                if isinstance(event, ITERATION_EVENTS) and event.iteration in diverged
                 else None,
             )
             for index, event in self.indexed
@@ -585,9 +628,7 @@ class _Replay:
         computed: Any = None
         limits = snapshots.governance
         for position, iteration in enumerate(sorted(recorded)):
-            self.within_limits(
-                position, iteration, limits.replay_max_iterations, limits.replay_max_seconds
-            )
+            self.within_limits(position, iteration, limits.replay_max_iterations)
             events = recorded[iteration]
             trace = next((e for _, e in events if isinstance(e, IterationTrace)), None)
             percept = next(((i, e) for i, e in events if isinstance(e, InputReceived)), None)
@@ -623,7 +664,7 @@ class _Replay:
         the runtime runs them, and the first took in the job's input: a run that skips, reorders
         or interleaves iterations, or whose input is not what its first iteration read, is not
         the run its answer and its iterations' re-runs stand for."""
-        in_stream = [e.iteration for e in body if isinstance(e, _ITERATION_EVENTS)]
+        in_stream = [e.iteration for e in body if isinstance(e, ITERATION_EVENTS)]
         expected = list(range(len(recorded)))
         if sorted(recorded) != expected or in_stream != sorted(in_stream):
             shown = [n for at, n in enumerate(in_stream) if at == 0 or in_stream[at - 1] != n]
@@ -636,14 +677,12 @@ class _Replay:
                 Divergence(ErrorCode.REPLAY_DIVERGENCE, 0, "job_input", job.job_input, first.text)
             )
 
-    def within_limits(self, position: int, iteration: int, cap: int, seconds: float) -> None:
-        step = f"8 iteration {iteration}: limits"
+    def within_limits(self, position: int, iteration: int, cap: int) -> None:
+        where = f"8 iteration {iteration}"
         if position >= cap:
             message = f"iteration cap {cap} (governance snapshot) reached at iteration {iteration}"
-            self.stop(ErrorCode.REPLAY_TIMEOUT, step, message)
-        if self.request.elapsed() > seconds:
-            message = f"replay time cap {seconds:g} s (governance snapshot) exceeded"
-            self.stop(ErrorCode.REPLAY_TIMEOUT, step, message)
+            self.stop(ErrorCode.REPLAY_TIMEOUT, f"{where}: limits", message)
+        self.within_time(where)
 
     def rerun(
         self,
@@ -818,7 +857,7 @@ def _by_iteration(body: list[RunEvent]) -> dict[int, list[tuple[int, RunEvent]]]
     """The Stage-0 events of each iteration, with their positions in the job's events."""
     grouped: dict[int, list[tuple[int, RunEvent]]] = {}
     for position, event in enumerate(body):
-        if isinstance(event, _ITERATION_EVENTS):
+        if isinstance(event, ITERATION_EVENTS):
             grouped.setdefault(event.iteration, []).append((position, event))
     return grouped
 

@@ -1,8 +1,10 @@
 """Replay evidence (seed 002): how often replays reproduce their job, and how fast.
 
-Computed from the read models only, so ``/metrics`` and the dashboard say the same thing. The
-time to reproduce is how long a successful replay ran (its REPLAY_RESULT's ``elapsed_ms``, ops
-metadata from a monotonic clock), averaged over the replays that succeeded.
+Computed from the read models only, so ``/metrics`` and the dashboard say the same thing. A
+success is a replay that reproduced its job (outcome ``ok``); one that ran to its end without
+reproducing anything (``not_reproduced``) is finished and no success. The time to reproduce is
+how long a successful replay ran (its REPLAY_RESULT's ``elapsed_ms``, ops metadata from a
+monotonic clock), averaged over the replays that succeeded.
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ from typing import Any
 
 from projections.read_model_rows import Row
 
-REPRODUCTION_OUTCOMES = frozenset({"ok", "failed"})
+REPRODUCTION_OUTCOMES = frozenset({"ok", "not_reproduced", "failed"})
 """Replays that ran to a verdict: not those without a result, nor those refused before they ran."""
 
 
 @dataclass(frozen=True)
 class ReplayEvidence:
     attempts: dict[tuple[str, str], int] = field(default_factory=dict)
-    """Replay attempts by ``(mode, outcome)``: ok, failed or refused, and those without a result:
-    pending (the read model's word), running or abandoned (as the ledger's leases tell)."""
+    """Replay attempts by ``(mode, outcome)``: ok, not_reproduced, failed or refused, and those
+    without a result: pending (the read model's word), running or abandoned (as the ledger's
+    leases tell)."""
     jobs: int = 0
     jobs_not_replayable: int = 0
     mean_seconds_to_reproduce: float | None = None

@@ -15,8 +15,10 @@ from domain.governance import Actor
 from projections.replay import ReplayOutcome
 from projections.replay_checks import LABELS, Check, tally
 
-REPORT_VERSION = 2
-"""2: the verdict leads, over the table of how each recorded fact was checked."""
+REPORT_VERSION = 3
+"""2: the verdict leads, over the table of how each recorded fact was checked. 3: ``ok`` means
+reproduced (before, it said only that no error stopped the replay); ``reproduced`` stays, equal
+to it, for readers of version 2."""
 
 
 def replay_report(
@@ -33,7 +35,7 @@ def replay_report(
         "actor": actor.as_json(),
         "force_continue": force_continue,
         "ok": outcome.ok,
-        "reproduced": outcome.reproduced,
+        "reproduced": outcome.ok,
         "error_code": None if outcome.error_code is None else outcome.error_code.value,
         "error_message": outcome.error_message,
         "authoritative": outcome.authoritative,
@@ -56,28 +58,37 @@ def replay_report(
     }
 
 
+NOT_REPRODUCED = "NOT REPRODUCED"
+NOT_REPRODUCED_WHY = "none of the run's events could be re-executed"
+
 _ALWAYS_COUNTED = (Check.REEXECUTED, Check.HASH_COMPARED, Check.TAKEN_AS_RECORDED, Check.MISSING)
 
 
 def verdict(report: dict[str, Any]) -> str:
     """The one line a reader needs first: the result, whether it is authoritative, and what it
     stands on."""
-    if not report["ok"]:
+    if report["error_code"] is not None:
         result = f"FAILED {report['error_code']}"
-    elif report.get("reproduced", True):  # a version 1 report: ok was its only word
+    elif report.get("reproduced", report["ok"]):  # a version 1 report: ok was its only word
         result = "REPRODUCED"
     else:
-        result = "NOT REPRODUCED (none of the run's events could be re-executed)"
+        result = f"{NOT_REPRODUCED} ({NOT_REPRODUCED_WHY})"
     badge = "authoritative" if report["authoritative"] else "NON-AUTHORITATIVE"
     counts = report.get("check_counts")
     if counts is None:  # a version 1 report kept no table
         return f"{result}, {badge}"
+    return f"{result}, {badge}; {fact_counts(counts)}"
+
+
+def fact_counts(counts: dict[str, int]) -> str:
+    """How many facts each kind of check covered (`tally`), in words: the kinds that say how
+    far a verdict can be trusted always, the others when there are any."""
     shown = [
         f"{counts[check.value]} {LABELS[check]}{_why(check, counts[check.value])}"
         for check in Check
         if check in _ALWAYS_COUNTED or counts[check.value]
     ]
-    return f"{result}, {badge}; of {sum(counts.values())} facts: {', '.join(shown)}"
+    return f"of {sum(counts.values())} facts: {', '.join(shown)}"
 
 
 def _why(check: Check, count: int) -> str:
@@ -88,7 +99,10 @@ def _why(check: Check, count: int) -> str:
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    result = "OK" if report["ok"] else f"FAILED: {report['error_code']}"
+    if report["error_code"] is not None:
+        result = f"FAILED: {report['error_code']}"
+    else:
+        result = "OK" if report.get("reproduced", report["ok"]) else NOT_REPRODUCED
     badge = "authoritative" if report["authoritative"] else "**NON-AUTHORITATIVE**"
     actor = report["actor"]
     lines = [

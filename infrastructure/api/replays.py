@@ -47,7 +47,7 @@ def request_replay(body: OwnedReplayAsk, ctx: Ctx, who: Caller) -> Response:
     )
     report = result.report
     error: dict[str, Any] | None = None
-    if not result.outcome.ok:
+    if result.outcome.error_code is not None:
         error = {"code": report["error_code"], "message": report["error_message"]}
     content = {
         "job_id": body.job_id,

@@ -35,7 +35,7 @@ from domain.job import (
 from domain.naming import tenant_scoped
 from domain.sem import SemEntry
 from domain.snapshot import Snapshot
-from domain.stage0.config import BrainStateConfig, SelfRepConfig
+from domain.stage0.config import BrainStateConfig, GovernanceConfig, SelfRepConfig
 from domain.stage0.refusals import RefusedValue, refusal_mark
 from infrastructure.application.sem import SemService
 from infrastructure.application.snapshots import SnapshotService, default_snapshots
@@ -139,7 +139,7 @@ class JobService:
             run = run_stage0(this_id, seed, text, user, snapshots, memory, capture_mode)
             for event in run.events:
                 job.record(event.EVENT_TYPE, event.payload())
-            configs = (snapshots.selfrep, snapshots.brainstate)
+            configs = (snapshots.selfrep, snapshots.brainstate, snapshots.governance)
             # Another writer may have stored a default since: recheck, or the retry conflicts too.
             if unstored:
                 unstored.difference_update(self.snapshots.stored_ids(unstored))
@@ -194,7 +194,7 @@ class JobService:
         self,
         job: Job,
         final_output: Any,
-        configs: tuple[SelfRepConfig | None, BrainStateConfig | None],
+        configs: tuple[SelfRepConfig | None, BrainStateConfig | None, GovernanceConfig | None],
         with_job: Sequence[MaceAggregate] = (),
         stored: set[str] | None = None,
         *,

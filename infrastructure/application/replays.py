@@ -54,9 +54,10 @@ from infrastructure.application.jobs import JobService
 from infrastructure.application.memories import MemoryService
 from infrastructure.application.policy import PolicyService
 from infrastructure.application.snapshots import SnapshotService, content_checked
+from infrastructure.storage.checkpoints.head_check import ShortOfCheckpoint
 from infrastructure.storage.ops_clock import recorded_at, stopwatch
 from infrastructure.storage.store import LedgerStore
-from projections.replay import ReplayOutcome, ReplayRequest, replay_job
+from projections.replay import Absent, ReplayOutcome, ReplayRequest, replay_job
 from projections.replay_report import render_markdown, replay_report
 
 
@@ -101,8 +102,18 @@ class LedgerReplaySource:
             return self._job
         return self._replays.jobs.get(job_id, tenant=self._tenant)
 
-    def snapshot_stored(self, snapshot_id: str) -> bool:
-        return bool(self._records(Snapshot.id_for(snapshot_id)))
+    def snapshot_absent(self, snapshot_id: str) -> Absent | None:
+        stream = Snapshot.id_for(snapshot_id)
+        try:
+            return None if self._records(stream) else Absent()
+        except ShortOfCheckpoint as short:
+            if short.stream != str(stream) or short.held:
+                raise  # another stream's, or a snapshot cut short: its bytes were altered
+            proof = (
+                f"checkpoint {short.checkpoint} records its stream {stream} at version"
+                f" {short.head}; the store holds none of it"
+            )
+            return Absent(deleted=proof)
 
     def load_snapshot(self, snapshot_id: str) -> Snapshot:
         stream = Snapshot.id_for(snapshot_id)
@@ -386,8 +397,11 @@ class ReplayService:
             # own signature check, and halts there.
             scope_of_halt = governance_scope_of_snapshot(snapshot_id, tenant)
             halt = self.governance.record_or_new(scope_of_halt)
+            replay = replay_record_name(outcome.job_id, attempt)
             reason = (
-                f"signature check failed in replay {replay_record_name(outcome.job_id, attempt)}"
+                f"deleted from the ledger, found missing in replay {replay}"
+                if outcome.error_code is ErrorCode.MISSING_SNAPSHOT
+                else f"signature check failed in replay {replay}"
             )
             halt.halt(snapshot_id, HaltCause.INTEGRITY_FAILURE, reason, actor, now)
             halts.append(halt)

@@ -60,6 +60,7 @@ class RunService:
         configs = (
             _config_if_usable(found.get(SnapshotKind.SELFREP.value), SnapshotKind.SELFREP),
             _config_if_usable(found.get(SnapshotKind.BRAINSTATE.value), SnapshotKind.BRAINSTATE),
+            _config_if_usable(found.get(SnapshotKind.GOVERNANCE.value), SnapshotKind.GOVERNANCE),
         )
 
         def attempt() -> ReflectiveLog:

@@ -20,6 +20,7 @@ from infrastructure.application.settings import Settings
 from infrastructure.cli.common import acting_actor, emit_json
 from infrastructure.cli.read_store import print_read_store, read_store_note
 from projections.audit import AuditReport, AuditScope, Verdict
+from projections.replay_report import fact_counts
 
 BAR_WIDTH = 30
 
@@ -59,7 +60,9 @@ def _print_report(
         f" {workers} worker{'s' if workers > 1 else ''})"
     )
     for job in report.findings.jobs:
-        print(f"job {job.job}: {_verdict_text(job.verdict, job.code, job.detail, job.divergence)}")
+        text = _verdict_text(job.verdict, job.code, job.detail, job.divergence)
+        counts = "" if job.check_counts is None else f"; {fact_counts(job.check_counts)}"
+        print(f"job {job.job}: {text}{counts}")
     for failure in report.findings.stream_failures:
         print(
             f"stream {failure.stream}: INTEGRITY_FAILURE at version {failure.version}:"
@@ -74,6 +77,7 @@ def _print_report(
         f" {totals['events']} events in {totals['streams']} streams,"
         f" {totals['stream_failures']} other streams failing verification"
     )
+    print(f"facts of the {report.replayed} jobs replayed: {fact_counts(report.fact_totals())}")
     for line in report.checked:
         print(f"checked: {line}")
     for line in report.not_checked:

@@ -20,7 +20,7 @@ from infrastructure.bundles.format import Bundle
 from infrastructure.cli.bundles import open_bundle, replay_from_bundle
 from infrastructure.cli.common import acting_actor, emit_json, read_json_object
 from projections.replay_checks import LABELS, Check
-from projections.replay_report import verdict
+from projections.replay_report import NOT_REPRODUCED, NOT_REPRODUCED_WHY, verdict
 
 REPORT_JSON = "replay_report.json"
 REPORT_MD = "replay_report.md"
@@ -61,7 +61,14 @@ def replay_job(args: argparse.Namespace, settings: Settings) -> int:
             print(f"replayed from bundle {args.bundle}: nothing was recorded (no store)")
     if result.outcome.ok:
         return EXIT_OK
-    print(f"mace: {result.report['error_code']}: {result.report['error_message']}", file=sys.stderr)
+    report = result.report
+    # NOT REPRODUCED has no error code: no error stopped the replay, yet it proved nothing.
+    failure = (
+        (NOT_REPRODUCED, NOT_REPRODUCED_WHY)
+        if report["error_code"] is None
+        else (report["error_code"], report["error_message"])
+    )
+    print("mace: {}: {}".format(*failure), file=sys.stderr)
     return EXIT_FAILED
 
 

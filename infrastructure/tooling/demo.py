@@ -60,7 +60,7 @@ def run_demo(ledger: Ledger, say: Say) -> bool:
     for job_id in job_ids:
         result = ledger.replays.run(job_id, ReplayMode.PRODUCTION, DEMO_ACTOR)
         say(f"   {job_id[:16]}  {verdict(result.report)}")
-        all_ok = all_ok and result.outcome.reproduced
+        all_ok = all_ok and result.outcome.ok
     say("")
     with tempfile.TemporaryDirectory(prefix="mace-demo-") as scratch:
         copy = _scratch_copy(ledger, Path(scratch))

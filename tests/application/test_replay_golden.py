@@ -373,26 +373,59 @@ def test_REPLAY_01_replaying_twice_gives_identical_reports(ledger: Ledger) -> No
 # --- REPLAY-02: missing snapshot ----------------------------------------------------------------
 
 
+@pytest.mark.parametrize("checkpointed", [True, False], ids=["checkpointed", "never_checkpointed"])
 @pytest.mark.parametrize("kind", list(SnapshotKind))
-def test_REPLAY_02_deleted_snapshot_fails_missing_snapshot(
-    ledger: Ledger, raw_table: RawTable, kind: SnapshotKind
+def test_REPLAY_02_deleted_snapshot_fails_missing_snapshot_and_halts(
+    ledger: Ledger, raw_table: RawTable, kind: SnapshotKind, checkpointed: bool
 ) -> None:
+    """As a user meets it (every CLI write checkpoints) and on a store never checkpointed:
+    presence is checked before signatures, so the answer is MISSING_SNAPSHOT naming the snapshot
+    and what proves it was deleted; the snapshot is halted as a flipped byte's is."""
     job_id = ledger.jobs.run(SUM, SEED, job_id="job-02").job_id
     snapshot_id = snapshot_id_of(ledger, job_id, kind)
     stream = Snapshot.id_for(snapshot_id)
+    if checkpointed:
+        number = ledger.checkpoints.write().newest.checkpoint.number
+        proof = (
+            f"checkpoint {number} records its stream {stream} at version 1; the store holds"
+            " none of it"
+        )
+    else:
+        proof = "the job found it in the ledger when it completed"
     raw_table.execute("DELETE FROM {table} WHERE originator_id = %s", (raw_table.key(stream),))
     assert raw_table.rows(stream) == []
 
     result = replay(ledger, job_id)
 
-    message = f"missing {kind.value} {snapshot_id} (not in the ledger)"
+    message = f"missing {kind.value} {snapshot_id} (deleted: {proof})"
     assert_failed(result, "MISSING_SNAPSHOT", message)
     assert result.outcome.steps[-1] == StepLog(
         "2 required snapshots", "failed", f"MISSING_SNAPSHOT: {message}"
     )
     assert result.outcome.divergences == []
-    assert result.outcome.halt_snapshots == []
+    assert result.outcome.halt_snapshots == [snapshot_id]
     assert replay_log(ledger, job_id)[-1]["error_code"] == "MISSING_SNAPSHOT"
+    record = ledger.governance.record(f"tenant-snapshot:{snapshot_id}")
+    assert record is not None
+    assert record.halted == {
+        snapshot_id: "INTEGRITY_FAILURE: deleted from the ledger, found missing in replay job-02#1"
+    }
+
+
+def test_REPLAY_02_a_snapshot_never_stored_is_missing_and_halts_nothing(ledger: Ledger) -> None:
+    """A run that declares a snapshot the ledger never held: missing, not deleted."""
+    declared = "0" * 64
+    record_variant(
+        ledger,
+        ledger.jobs.run(SUM, SEED).job_id,
+        "job-02-never",
+        snapshot_ids={SnapshotKind.ROUTER.value: declared},
+    )
+
+    result = replay(ledger, "job-02-never")
+
+    assert_failed(result, "MISSING_SNAPSHOT", f"missing router {declared} (not in the ledger)")
+    assert result.outcome.halt_snapshots == []
 
 
 # --- REPLAY-03: signature mismatch --------------------------------------------------------------
@@ -873,8 +906,8 @@ def test_iteration_cap_of_the_governance_snapshot_stops_replay_with_timeout(
     governance, _ = ledger.snapshots.put(
         Snapshot.declare("governance", {"replay_max_iterations": 1})
     )
-    base = ledger.jobs.run(SUM, SEED, job_id="job-cap-base").job_id
-    _, events = run_of(ledger, base)
+    base = ledger.jobs.run(SUM, SEED, job_id="job-cap-base", capture_mode=CaptureMode.FULL_IO)
+    _, events = run_of(ledger, base.job_id)
     percept = next(e for e in events if isinstance(e, InputReceived))
     trace = next(e for e in events if isinstance(e, IterationTrace))
     second_iteration = [
@@ -883,12 +916,26 @@ def test_iteration_cap_of_the_governance_snapshot_stops_replay_with_timeout(
     ]
     job_id = record_variant(
         ledger,
-        base,
+        base.job_id,
         "job-cap",
         extra=second_iteration,
         snapshot_ids={"governance": governance.snapshot_id},
     )
     assert snapshot_id_of(ledger, job_id, SnapshotKind.GOVERNANCE) == governance.snapshot_id
+    # Its own governance snapshot lets no replay reach its second iteration: not replayable.
+    assert base.completion is not None and base.completion.replayable
+    recorded = ledger.jobs.reflective_log(job_id).as_json()
+    assert recorded["replayable"] is False
+    assert recorded["missing_artifacts"] == [
+        {
+            "sequence_index": None,
+            "event_type": "IterationTrace",
+            "step": "replay iteration cap",
+            "missing": ["iterations"],
+            "reason": f"the job ran 2 iterations and its governance snapshot"
+            f" {governance.snapshot_id} lets a replay run 1: no replay reaches iteration 1",
+        }
+    ]
     assert [t["router_decision"] for t in ledger.jobs.reflective_log(job_id).iteration_trace] == [
         R1_DECISION,
         R1_DECISION,
@@ -915,8 +962,10 @@ def test_time_cap_of_the_governance_snapshot_stops_replay_with_timeout(ledger: L
 
     message = "replay time cap 60 s (governance snapshot) exceeded"
     assert_failed(result, "REPLAY_TIMEOUT", message)
+    # Held to the cap from the moment its governance snapshot is verified, not only between
+    # iterations (tests/application/test_replay_time_cap.py).
     assert result.outcome.steps[-1] == StepLog(
-        "8 iteration 0: limits", "failed", f"REPLAY_TIMEOUT: {message}"
+        "3 snapshot signatures: limits", "failed", f"REPLAY_TIMEOUT: {message}"
     )
     assert replay_log(ledger, job_id)[-1]["error_code"] == "REPLAY_TIMEOUT"
     # Within the cap the same job replays.

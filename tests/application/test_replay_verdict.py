@@ -56,8 +56,11 @@ def test_a_run_nothing_in_which_can_be_re_executed_is_not_reproduced_nor_authori
 ) -> None:
     path = run_file(tmp_path, "outside", auditor, [CALL, ANSWER, *RETRIEVAL, GATE], "paris")
     code, report = ingest_and_replay(cli_env, path, "outside")
-    assert code == 0  # nothing failed: every signature and kept hash checked out
-    assert (report["ok"], report["reproduced"], report["authoritative"]) == (True, False, False)
+    # Nothing failed (every signature and kept hash checked out), yet nothing was reproduced:
+    # ok means reproduced, so the replay is no success.
+    assert code == 1
+    assert (report["ok"], report["reproduced"], report["authoritative"]) == (False, False, False)
+    assert report["error_code"] is None
     assert report["non_authoritative_reasons"] == [
         "final answer: no iteration was re-run, so the recorded answer is not reproduced",
         "5 facts only the run vouches for, taken as recorded: event 0 ToolCall, event 1"
@@ -83,8 +86,11 @@ def test_a_run_nothing_in_which_can_be_re_executed_is_not_reproduced_nor_authori
     assert report["checks"][4]["detail"] == (
         "a gate decision naming no policy bundle and subject: nothing to decide it by"
     )
-    code, out, _ = run(capsys, "replay", "outside")
-    assert code == 0
+    code, out, err = run(capsys, "replay", "outside")
+    assert (code, err) == (
+        1,
+        "mace: NOT REPRODUCED: none of the run's events could be re-executed\n",
+    )
     assert out.splitlines()[0] == (
         "verdict: NOT REPRODUCED (none of the run's events could be re-executed),"
         " NON-AUTHORITATIVE; of 8 facts: 2 re-executed and matched, 0 compared by hash,"

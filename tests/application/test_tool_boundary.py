@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 from support.api_support import Api, assert_error, stage_event
-from support.cli_output import assert_failure_line
+from support.cli_output import NOT_REPRODUCED_LINE, assert_failure_line
 from support.ledger_fixtures import run, store_of
 
 from domain.events import hash_of
@@ -143,8 +143,10 @@ def test_a_call_no_result_answers_is_a_missing_artifact_and_production_replay_re
     assert "MISSING_PERSISTED_AGENT_OUTPUT" in out + err
     assert "tool call c2 (search) (event 1): result not persisted" in out + err
     assert position(cli_env) > before  # the refusal is on record, as every replay is
+    # Nothing missing: production replay does not refuse it. With no iteration, nothing in it
+    # can be re-executed: NOT REPRODUCED, no success (ok means reproduced).
     code, out, err = run(capsys, "replay", "answered", "--mode", "production")
-    assert (code, err) == (0, ""), err
+    assert (code, err) == (1, NOT_REPRODUCED_LINE), err
 
 
 def test_a_batch_with_a_result_for_no_call_is_refused_naming_the_event(api: Api) -> None:

@@ -20,8 +20,19 @@ from uuid import UUID
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from support.bundle_files import bundle_json, bundle_replay, export, rewrite, use_store
-from support.cli_output import assert_usage_error, canonical_line, event_count
+from support.bundle_files import (
+    bundle_json,
+    bundle_replay,
+    export,
+    rewrite,
+    use_store,
+)
+from support.cli_output import (
+    NOT_REPRODUCED_LINE,
+    assert_usage_error,
+    canonical_line,
+    event_count,
+)
 from support.ledger_fixtures import RawTable, run
 from support.replay_cli import ROUTER_ID, act, new_job
 
@@ -211,7 +222,7 @@ def test_a_redacted_bundle_proves_the_records_it_did_not_rewrite(
     redacted = [r.get("redacted", False) for r in data["records"]]
     assert [p is None for p in data["checkpoint"]["proofs"]] == redacted
     code, report, err = bundle_replay(capsys, bundle)
-    assert (code, err) == (0, ""), err
+    assert (code, err) == (1, NOT_REPRODUCED_LINE), err  # redaction hid what could be re-run
     facts = report["bundle"]["checkpoint"]
     assert (facts["included"], facts["records_not_provable"]) == (True, sum(redacted))
     assert facts["records_included"] == len(redacted) - sum(redacted) > 0

@@ -26,7 +26,12 @@ from support.bundle_files import (
     rewrite,
     use_store,
 )
-from support.cli_output import assert_usage_error, canonical_line, event_count
+from support.cli_output import (
+    NOT_REPRODUCED_LINE,
+    assert_usage_error,
+    canonical_line,
+    event_count,
+)
 from support.ledger_fixtures import RawTable, run, signing_keys
 from support.replay_cli import ROUTER_ID, act, diverging_run, new_job, replay_json, write_run_file
 from support.sample_job import job_ids
@@ -475,8 +480,9 @@ def test_redacted_bundle_holds_no_pii_and_no_model_io(
     assert {"payload.prompt", "payload.response", "payload.result"} <= set(io_paths)
 
     code, report, err = bundle_replay(capsys, pii)
-    assert (code, err) == (0, ""), err
-    assert (report["ok"], report["authoritative"]) == (True, False)
+    # Redaction hid every fact the replay could have re-executed: nothing was reproduced.
+    assert (code, err) == (1, NOT_REPRODUCED_LINE), err
+    assert (report["ok"], report["error_code"], report["authoritative"]) == (False, None, False)
     assert report["bundle"]["redacted"] is True
     skipped = [s for s in report["steps"] if s["outcome"] == "skipped"]
     assert skipped and all(
@@ -533,7 +539,8 @@ def test_a_short_refused_value_is_in_no_bundle_and_its_mark_not_in_a_redacted_on
         assert '"value":"12"' not in states
         assert ("my pin is [refused:pin:" in states) is holds_mark
     code, report, _ = bundle_replay(capsys, redacted)
-    assert (code, report["ok"], report["authoritative"]) == (0, True, False)
+    assert (code, report["ok"], report["authoritative"]) == (1, False, False)
+    assert report["error_code"] is None  # not reproduced: redaction hid the refused input
 
 
 # --- bad input ----------------------------------------------------------------------------------

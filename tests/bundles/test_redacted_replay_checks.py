@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 from support.bundle_files import bundle_replay, export
+from support.cli_output import NOT_REPRODUCED_LINE
 from support.hand_written_runs import R4, math_iteration, run_file, with_brainstates
 from support.ledger_fixtures import run
 
@@ -48,8 +49,8 @@ def test_facts_hidden_by_pii_redaction_are_taken_as_recorded_never_compared_by_h
     code, _, _ = run(capsys, "replay", "hidden")
     assert code == 1  # in the ledger, the routing diverges
     code, report, err = redacted_replay(capsys, tmp_path, "hidden")
-    assert (code, err) == (0, ""), err
-    assert (report["reproduced"], report["authoritative"]) == (False, False)
+    assert (code, err) == (1, NOT_REPRODUCED_LINE), err
+    assert (report["ok"], report["reproduced"], report["authoritative"]) == (False, False, False)
     checked = {row["subject"]: (row["check"], row["detail"]) for row in report["checks"]}
     assert checked["event 1 RouterDecision"] == (
         "taken_as_recorded",

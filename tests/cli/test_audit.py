@@ -30,6 +30,8 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.storage.records.signed_record import sign_record
 from infrastructure.storage.settings import Settings
 from projections.audit import AuditScope
+from projections.replay_checks import Check
+from projections.replay_report import fact_counts
 
 SUM = "What is 2 + 3?"
 AUDITOR = {"MACE_ACTOR": "ada", "MACE_ROLES": "auditor"}
@@ -136,11 +138,64 @@ def test_text_output_names_each_job_and_the_record(
     code, out, err = run(capsys, "audit")
     assert (code, err) == (0, "")
     lines = out.splitlines()
-    assert f"job {ids['first']}: ok" in lines
+    assert any(line.startswith(f"job {ids['first']}: ok; of ") for line in lines)
     assert "job still-open: open (skipped: not sealed)" in lines
     assert any(line.startswith("totals: 5 jobs: 3 ok, 0 diverged") for line in lines)
     assert any(line.startswith("not checked: ") for line in lines)
     assert lines[-1].startswith("audit record ") and "written to MACE_STORE" in lines[-1]
+
+
+def test_each_job_shows_how_its_facts_were_checked_and_only_a_reproduced_one_is_ok(
+    auditor: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 27 point 6: per job, the replay's check counts (re-executed, compared by hash,
+    taken as recorded, missing, ...); in the totals, the facts of every replayed job by how they
+    were checked. A run nothing in which could be re-executed is never ok."""
+    with Ledger.open(auditor) as ledger:
+        reproduced = ledger.jobs.run(
+            SUM, "s1", job_id="stage0-sum", capture_mode=CaptureMode.FULL_IO
+        ).job_id
+        outside = ingest(
+            ledger,
+            [
+                {
+                    "type": "RunStarted",
+                    "job_id": "outside",
+                    "seed": "s1",
+                    "input": "capital of france",
+                    "snapshot_ids": ledger.snapshots.default_ids(),
+                },
+                {"type": "GateDecision", "gate": "publish", "decision": "allow"},
+                {"type": "RunCompleted", "final_output": "paris"},
+            ],
+        )
+    expected = {}
+    for job_id in (reproduced, outside):
+        code, out, _ = run(capsys, "replay", job_id, "--mode", "audit", "--json")
+        expected[job_id] = orjson.loads(out)["check_counts"]
+    assert expected[outside]["diverged"] == 0
+
+    code, report, err = audit(capsys)
+    assert (code, err) == (0, "")
+    jobs = {job["job"]: job for job in report["jobs"]}
+    assert (jobs[reproduced]["verdict"], jobs[outside]["verdict"]) == ("ok", "not_replayable")
+    assert {job: jobs[job]["check_counts"] for job in expected} == expected
+    totals = report["totals"]
+    for check in Check:
+        assert totals[f"facts_{check.value}"] == sum(c[check.value] for c in expected.values())
+    assert totals["facts_taken_as_recorded"] > 0
+
+    code, out, err = run(capsys, "audit")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert f"job {reproduced}: ok; {fact_counts(expected[reproduced])}" in lines
+    assert any(
+        line.startswith(f"job {outside}: not replayable: taken as recorded: ")
+        and line.endswith(f"; {fact_counts(expected[outside])}")
+        for line in lines
+    ), lines
+    summed = {check.value: totals[f"facts_{check.value}"] for check in Check}
+    assert f"facts of the 2 jobs replayed: {fact_counts(summed)}" in lines
 
 
 def test_altered_bytes_fail_that_job_only(

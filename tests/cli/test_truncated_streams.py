@@ -101,18 +101,28 @@ def test_replay_of_a_job_whose_tail_and_witness_were_deleted_fails_closed(
     assert "truncated below checkpoint" in err
 
 
-def test_replay_of_a_job_whose_snapshot_was_deleted_is_an_integrity_failure(
+def test_replay_of_a_job_whose_snapshot_was_deleted_names_it_missing_with_the_proof(
     cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """REPLAY-02 as a user meets it: presence before signatures (seed 000 section 6), so
+    MISSING_SNAPSHOT naming the snapshot, the checkpoint as the proof it was deleted, and a halt
+    on it as on a forged one."""
     job_id = new_job(capsys)
     stream = Snapshot.id_for(ROUTER_ID)
     delete_from(RawTable(cli_env), stream, 1)
 
     act(monkeypatch, "ana", "admin,auditor")
     code, report, err = replay_json(capsys, job_id)
-    # Not MISSING_SNAPSHOT: the checkpoint proves the snapshot was recorded.
-    assert (code, report["error_code"]) == (1, "INTEGRITY_FAILURE"), err
-    assert f"stream {stream} version 1: truncated below checkpoint " in err
+    assert (code, report["error_code"]) == (1, "MISSING_SNAPSHOT"), err
+    assert report["error_message"].startswith(
+        f"missing router {ROUTER_ID} (deleted: checkpoint "
+    ), report["error_message"]
+    assert report["error_message"].endswith(
+        f" records its stream {stream} at version 1; the store holds none of it)"
+    )
+    the_stream_with(RawTable(cli_env), "Governance.HaltSet")  # the halt, stored once
+    code, report, err = replay_json(capsys, job_id)
+    assert (code, report["error_code"]) == (1, "MISSING_SNAPSHOT"), err
 
     # Listing gaps is what the read models are for: the job is listed, the snapshot named.
     code, out, err = run(capsys, "jobs", "--non-replayable", "--json")

@@ -49,6 +49,7 @@ from domain.stage0.agents import AgentReply
 from infrastructure.application.snapshots import default_snapshots
 from projections.reflective_log import complete_job
 from projections.replay import (
+    Absent,
     Divergence,
     ReplayOutcome,
     ReplayRequest,
@@ -431,9 +432,9 @@ class FakeSource:
             raise self.job_error
         return self.job
 
-    def snapshot_stored(self, snapshot_id: str) -> bool:
-        self.calls.append(f"snapshot_stored {snapshot_id}")
-        return snapshot_id in self.snapshots
+    def snapshot_absent(self, snapshot_id: str) -> Absent | None:
+        self.calls.append(f"snapshot_absent {snapshot_id}")
+        return None if snapshot_id in self.snapshots else Absent()
 
     def load_snapshot(self, snapshot_id: str) -> Snapshot:
         self.calls.append(f"load_snapshot {snapshot_id}")
@@ -534,7 +535,7 @@ def test_the_checks_reach_the_source_in_seed_order() -> None:
     ordered = [IDS[kind.value] for kind in SnapshotKind]
     assert source.calls == [
         "load_job job-1",
-        *(f"snapshot_stored {sid}" for sid in ordered),
+        *(f"snapshot_absent {sid}" for sid in ordered),
         *(f"halt_reason {sid}" for sid in ordered),
         *(f"load_snapshot {sid}" for sid in ordered),
     ]
@@ -598,18 +599,21 @@ def test_a_sem_read_whose_history_is_gone_is_an_integrity_failure() -> None:
 
 
 def test_missing_snapshots_stop_the_replay() -> None:
+    """The job's completion found the router snapshot: gone now, it was deleted, and halted."""
     job, _ = recorded_job("2 + 3")
     present = {s.snapshot_id: s for k, s in SNAPSHOTS.items() if k is not SnapshotKind.ROUTER}
     source = FakeSource(job, snapshots=present)
     outcome = audit(source)
+    message = (
+        f"missing router {ROUTER_ID} (deleted: the job found it in the ledger when it completed)"
+    )
     assert outcome.error_code is ErrorCode.MISSING_SNAPSHOT
-    assert outcome.error_message == f"missing router {ROUTER_ID} (not in the ledger)"
+    assert outcome.error_message == message
     assert step_names(outcome) == ["1 load reflective log", "2 required snapshots"]
     assert outcome.steps[-1] == StepLog(
-        "2 required snapshots",
-        "failed",
-        f"MISSING_SNAPSHOT: missing router {ROUTER_ID} (not in the ledger)",
+        "2 required snapshots", "failed", f"MISSING_SNAPSHOT: {message}"
     )
+    assert outcome.halt_snapshots == [ROUTER_ID]
     assert not outcome.ok
     assert not any(c.startswith(("load_snapshot", "halt_reason")) for c in source.calls)
 
@@ -621,7 +625,8 @@ def test_undeclared_and_unstored_snapshots_are_all_listed() -> None:
     outcome = audit(FakeSource(job, snapshots=present))
     assert outcome.error_code is ErrorCode.MISSING_SNAPSHOT
     assert outcome.error_message == (
-        f"missing selfrep {IDS['selfrep']} (not in the ledger), governance (not declared)"
+        f"missing selfrep {IDS['selfrep']} (deleted: the job found it in the ledger when it"
+        " completed), governance (not declared)"
     )
 
 
@@ -804,7 +809,18 @@ def test_the_time_cap_stops_the_replay() -> None:
     cap = PARSED.governance.replay_max_seconds
     assert outcome.error_code is ErrorCode.REPLAY_TIMEOUT
     assert outcome.error_message == f"replay time cap {cap:g} s (governance snapshot) exceeded"
-    assert outcome.steps[-1].step == "8 iteration 0: limits"
+    # Checked as each step ends, from the moment the governance snapshot gives the cap.
+    assert outcome.steps[-1].step == "3 snapshot signatures: limits"
+
+
+def test_the_time_cap_is_checked_between_steps_too() -> None:
+    """A replay that passes the cap while it re-folds its reducers stops before it re-runs an
+    iteration."""
+    job, _ = recorded_job("2 + 3")
+    clock = iter([0.0] * 6)
+    outcome = audit(FakeSource(job), elapsed=lambda: next(clock, 1e9))
+    assert outcome.error_code is ErrorCode.REPLAY_TIMEOUT
+    assert not any(step.step.startswith("8 ") for step in outcome.steps[:-1])
 
 
 def test_replay_job_reads_no_wall_clock_and_no_unseeded_randomness() -> None:

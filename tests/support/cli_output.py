@@ -11,9 +11,13 @@ import psycopg
 from domain.canonical import canonical_json
 from infrastructure.application.errors import ANSWERS, EXIT_USAGE
 from infrastructure.storage.settings import Settings, SQLiteStore
+from projections.replay_report import NOT_REPRODUCED, NOT_REPRODUCED_WHY
 from support.ledger_fixtures import RawTable
 
 USAGE_CODES = {code for code, answer in ANSWERS.items() if answer.exit_code == EXIT_USAGE}
+NOT_REPRODUCED_LINE = f"mace: {NOT_REPRODUCED}: {NOT_REPRODUCED_WHY}\n"
+"""What ``mace replay`` says on standard error (exit 1) of a replay that ran to its end
+re-executing nothing: ok means reproduced."""
 
 
 def canonical_line(line: str) -> dict[str, Any]:

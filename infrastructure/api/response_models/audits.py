@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from infrastructure.api.response_models import ResponseModel
-from infrastructure.api.response_models.replays import DivergenceShown
+from infrastructure.api.response_models.replays import CheckCounts, DivergenceShown
 from projections.audit import Verdict
 
 
@@ -16,6 +16,9 @@ class JobAudited(ResponseModel):
     code: str | None = Field(description="the error code, if the verdict has one")
     detail: str
     divergence: DivergenceShown | None = Field(description="a diverged job's first divergence")
+    check_counts: CheckCounts | None = Field(
+        description="how many of its facts each kind of check covered; null: not replayed"
+    )
 
 
 class StreamFailed(ResponseModel):
@@ -37,6 +40,12 @@ class AuditTotals(ResponseModel):
     open: int
     stream_failures: int = Field(description="named and unnamed (another tenant's) alike")
     not_yet_checkpointed: int
+    facts_reexecuted: int = Field(description="the replayed jobs' facts, by how each was checked")
+    facts_hash_compared: int
+    facts_taken_as_recorded: int
+    facts_missing: int
+    facts_diverged: int
+    facts_not_checked: int
 
 
 class AuditAnswer(ResponseModel):

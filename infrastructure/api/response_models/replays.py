@@ -68,7 +68,9 @@ class _ReportFacts(ResponseModel):
     mode: ReplayMode
     actor: ActorShown
     force_continue: bool
-    ok: bool
+    ok: bool = Field(
+        description="version 3: the replay reproduced the job; before: no error stopped it"
+    )
     error_message: str | None
     authoritative: bool
     non_authoritative_reasons: list[str]
@@ -80,9 +82,10 @@ class _ReportFacts(ResponseModel):
 
 
 class ReplayReport(_ReportFacts):
-    """The replay report, version 2: the verdict's facts and how each recorded fact was checked."""
+    """The replay report, versions 2 and 3: the verdict's facts and how each recorded fact was
+    checked (3: ``ok`` means reproduced, as ``reproduced`` does)."""
 
-    report_version: Literal[2]
+    report_version: Literal[2, 3]
     uri: str | None = Field(
         default=None,
         description="the report's address (null: not recorded); absent from reports recorded"
@@ -91,7 +94,9 @@ class ReplayReport(_ReportFacts):
     tenant: str | None = Field(
         default=None, description="absent from reports recorded before reports had addresses"
     )
-    reproduced: bool = Field(description="ok, and at least one recorded fact re-executed")
+    reproduced: bool = Field(
+        description="no error, and at least one recorded fact re-executed and matched"
+    )
     error_code: ErrorCode | None
     checks: list[FactChecked]
     check_counts: CheckCounts
@@ -132,8 +137,10 @@ class ReplayAnswer(ResponseModel):
 
     job_id: str
     attempt: int
-    ok: bool
+    ok: bool = Field(description="the replay reproduced the job")
     authoritative: bool
-    error: ReplayFailure | None = Field(description="null when ok")
+    error: ReplayFailure | None = Field(
+        description="null when no error stopped the replay (not ok with no error: NOT REPRODUCED)"
+    )
     report: ReplayReport
     report_markdown: str

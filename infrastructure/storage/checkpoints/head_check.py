@@ -110,12 +110,27 @@ class ProvenHead:
         if read.reached >= required:
             return None
         assert self.checkpoint is not None  # a head above 0 was proven by one
-        held = f"ends at version {read.reached}" if read.reached else "holds none of it"
+        return ShortOfCheckpoint(read.stream, read.reached, self.version, self.checkpoint.number)
+
+
+class ShortOfCheckpoint(IntegrityFailure):
+    """A stream the store holds ``held`` events of, where checkpoint ``checkpoint`` records
+    ``head``: events were deleted below it. Kept apart so that a reader can name what was
+    deleted (a replay: the snapshot it lacks) with the checkpoint as the proof."""
+
+    def __init__(self, stream: UUID | str, held: int, head: int, checkpoint: int) -> None:
+        shown = f"ends at version {held}" if held else "holds none of it"
         reason = (
-            f"truncated below checkpoint {self.checkpoint.number}, which records the stream's"
-            f" head at version {self.version}; the store {held}"
+            f"truncated below checkpoint {checkpoint}, which records the stream's head at"
+            f" version {head}; the store {shown}"
         )
-        return IntegrityFailure(read.stream, read.reached + 1, reason)
+        super().__init__(stream, held + 1, reason)
+        self.held = held
+        self.head = head
+        self.checkpoint = checkpoint
+
+    def __reduce__(self) -> tuple[type[ShortOfCheckpoint], tuple[str, int, int, int]]:  # type: ignore[override]
+        return type(self), (self.stream, self.held, self.head, self.checkpoint)
 
 
 @dataclass(frozen=True)
