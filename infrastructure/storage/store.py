@@ -145,8 +145,11 @@ class LedgerStore(Application[UUID]):
                 schema.ensure()
             else:
                 schema.require()
-            # A key the store contradicts is refused here, before any command reads or writes.
+            # A key the store contradicts is refused here, before any command reads or writes;
+            # the checkpoint key too (its newest checkpoint names another: KEY_MISMATCH).
             store.key_checks.prove()
+            if store.checkpoints is not None:
+                store.checkpoints.prove_key()
         except BaseException:
             store.close()
             raise

@@ -59,6 +59,7 @@ from infrastructure.storage.keys.checkpoint_key import CheckpointKey, PublicChec
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.records.event_store import VerifyingEventStore
+from infrastructure.storage.records.key_checks import KeyMismatch
 from infrastructure.storage.records.signed_record import verify_record
 
 
@@ -92,6 +93,23 @@ RACES: Final = 100
 """A writer that lost this many races in a row for the next number gives up (StoreBusyError)."""
 
 Entries = list[HeadEntry]
+
+
+class CheckpointKeyMismatch(KeyMismatch):
+    """The configured checkpoint key is not the one the store's checkpoints are signed with.
+
+    A configuration error like a wrong HMAC key (KEY_MISMATCH), never tampering: the key id a
+    checkpoint names is read from its event once the event's MAC holds, so it is the ledger's own
+    statement of which key signed it, and only the configured key differs from it.
+    """
+
+    def __init__(self, key: CheckpointKey, stored_key_id: str) -> None:
+        Exception.__init__(
+            self,
+            f"{key.source} (key id {key.key_id}) is not the key this store's checkpoints are"
+            f" signed with (key id {stored_key_id}): configure the store's checkpoint key",
+        )
+        self.key_id = key.key_id
 
 
 def signature_problem(signed: SignedCheckpoint, key: PublicCheckpointKey) -> str | None:
@@ -135,19 +153,31 @@ class Checkpoints:
 
     def newest(self) -> SignedCheckpoint | None:
         """The newest checkpoint, its MAC and signature checked; None before the first."""
+        last = self._newest_event()
+        return None if last is None else self.checked(last)
+
+    def prove_key(self) -> None:
+        """`CheckpointKeyMismatch` unless the newest checkpoint (its MAC checked) names the
+        configured key: what a process proves at open, as it proves its HMAC keys."""
+        last = self._newest_event()
+        if last is not None and last.key_id != self.key.key_id:
+            raise CheckpointKeyMismatch(self.key, last.key_id)
+
+    def _newest_event(self) -> LedgerCheckpoints.Signed | None:
         last = next(self.store.verifying_store.get(CHECKPOINT_STREAM, desc=True, limit=1), None)
-        if last is None:
-            return None
-        assert isinstance(last, LedgerCheckpoints.Signed)
-        return self.checked(last)
+        assert last is None or isinstance(last, LedgerCheckpoints.Signed)
+        return last
 
     def checked(self, event: LedgerCheckpoints.Signed) -> SignedCheckpoint:
-        """The checkpoint a verified checkpoint event holds, once its number and signature hold."""
+        """The checkpoint a verified checkpoint event holds, once its number and signature hold;
+        one signed under another key id than the configured key's is `CheckpointKeyMismatch`."""
         number = event.originator_version
         signed = SignedCheckpoint(event.checkpoint, event.key_id, decoded(event.signature))
         if event.checkpoint.number != number:
             reason = f"holds checkpoint number {event.checkpoint.number}, not {number}"
             raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+        if signed.key_id != self.key.key_id:
+            raise CheckpointKeyMismatch(self.key, signed.key_id)
         problem = signature_problem(signed, self.key.public)
         if problem is not None:
             raise IntegrityFailure(CHECKPOINT_STREAM, number, problem)
