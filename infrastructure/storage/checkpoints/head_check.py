@@ -107,15 +107,22 @@ class ProvenHead:
     def shortfall(self, read: StreamRead) -> IntegrityFailure | None:
         """Why ``read`` shows the stream shorter than this head; None if it does not."""
         required = self.version if read.lte is None else min(self.version, read.lte)
-        if read.reached >= required:
+        return self.short_of(read.stream, read.reached, required)
+
+    def short_of(
+        self, stream: UUID, reached: int, required: int | None = None
+    ) -> IntegrityFailure | None:
+        """Why a reader that shows ``stream`` up to version ``reached`` (0: none of it) shows it
+        shorter than this head (or ``required``, a lower bound of it); None if it does not."""
+        if reached >= (self.version if required is None else required):
             return None
         assert self.checkpoint is not None  # a head above 0 was proven by one
-        held = f"ends at version {read.reached}" if read.reached else "holds none of it"
+        held = f"ends at version {reached}" if reached else "holds none of it"
         reason = (
             f"truncated below checkpoint {self.checkpoint.number}, which records the stream's"
             f" head at version {self.version}; the store {held}"
         )
-        return IntegrityFailure(read.stream, read.reached + 1, reason)
+        return IntegrityFailure(stream, reached + 1, reason)
 
 
 @dataclass(frozen=True)

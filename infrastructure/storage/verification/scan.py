@@ -389,6 +389,24 @@ class StoreReader:
         assert row is not None
         return int(row[0])
 
+    def count_through(self, through: int, skip: UUID) -> int:
+        """How many events of streams other than ``skip`` have a notification id up to
+        ``through``."""
+        conn = self._connection()
+        if isinstance(conn, sqlite3.Connection):
+            row = conn.execute(
+                f"SELECT count(*) FROM {self._sqlite_table()}"  # noqa: S608
+                " WHERE rowid <= ? AND originator_id <> ?",
+                (through, skip.hex),
+            ).fetchone()
+        else:
+            query = sql.SQL(
+                "SELECT count(*) FROM {} WHERE notification_id <= %s AND originator_id <> %s"
+            ).format(self._table())
+            row = conn.execute(query, (through, skip)).fetchone()
+        assert row is not None
+        return int(row[0])
+
     def notification_ids(self, stream: UUID, after_version: int, limit: int) -> list[int]:
         """The notification ids of the stream's events after ``after_version``, in version
         order, at most ``limit``."""
