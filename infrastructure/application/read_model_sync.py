@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from threading import Event, Lock
 from typing import Any, Final
+from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.postgres import PostgresApplicationRecorder
@@ -196,10 +197,16 @@ class ReadModels:
                     conn.execute(SQL("UNLISTEN {0}").format(channel))
                     conn.commit()
 
-    def jobs(self, tenant: str, *, non_replayable: bool = False) -> list[dict[str, Any]]:
-        """The tenant's jobs, in the order they were recorded; ``non_replayable``: only those
-        production replay cannot redo (and open ones, whose verdict is not known yet)."""
-        summaries = job_listing(self.rows(JOB_INDEX), tenant)
+    def jobs(self, tenant: str | None, *, non_replayable: bool = False) -> list[dict[str, Any]]:
+        """The tenant's jobs (None: every tenant's), in the order they were recorded;
+        ``non_replayable``: only those production replay cannot redo (and open ones, whose
+        verdict is not known yet)."""
+        jobs = self._job_views()[0]
+        listed = [(key, row) for key, row in jobs if tenant is None or row.get("tenant") == tenant]
+        # The view says what each job was when it was projected: a job stream cut short or
+        # deleted below the newest checkpoint since then fails the listing, as reading it would.
+        self.store.require_stored_heads([UUID(key) for key, _ in listed])
+        summaries = job_listing([row for _, row in listed], tenant)
         if non_replayable:
             return [summary for summary in summaries if summary["replayable"] is not True]
         return summaries
@@ -207,15 +214,21 @@ class ReadModels:
     def rows(self, view: str) -> list[Row]:
         """The view's rows, current; the job views with the snapshots found gone since
         (`read_model_rows.with_gone_snapshots`: checked here, on each read)."""
-        self.catch_up()
         if view not in {JOB_INDEX, NON_REPLAYABLE}:
+            self.catch_up()
             return [row for _, row in self.view.rows(view)]
-        present = cache(self._snapshot_present)
-        jobs, gaps = with_gone_snapshots(self.view.rows(JOB_INDEX), present)
+        jobs, gaps = self._job_views()
         if view == JOB_INDEX:
             return [row for _, row in jobs]
         recorded = dict(self.view.rows(NON_REPLAYABLE))
         return [row for _, row in sorted((recorded | dict(gaps)).items())]
+
+    def _job_views(self) -> tuple[list[tuple[str, Row]], list[tuple[str, Row]]]:
+        """The job index by job stream id, current, and the gaps the snapshots found gone since
+        add (`with_gone_snapshots`)."""
+        self.catch_up()
+        present = cache(self._snapshot_present)
+        return with_gone_snapshots(self.view.rows(JOB_INDEX), present)
 
     def receipt_entries(self, tenant: str, after: int, limit: int) -> list[Row]:
         """The tenant's receipts numbered ``after + 1`` on, at most ``limit``, current."""
