@@ -38,9 +38,11 @@ from infrastructure.storage.backends.sqlite_file import (
 )
 from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.checkpoints.head_check import HeadCheck, HeadCheckedReads
+from infrastructure.storage.checkpoints.inclusion_proofs import event_key, inclusion_proofs
 from infrastructure.storage.checkpoints.tables import AlsoWrite, CheckpointTables, SavesWithIndex
 from infrastructure.storage.keys.checkpoint_key import CheckpointKey, load_checkpoint_key
 from infrastructure.storage.keys.keyring import Keyring, load_keyring
+from infrastructure.storage.keys.receipt_signing import RecordStanding
 from infrastructure.storage.read_models.tables import (
     PostgresReadModelView,
     ReadModelView,
@@ -377,6 +379,39 @@ class LedgerStore(Application[UUID]):
                 " ('mace verify --all' names where)"
             )
             raise IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
+
+    def record_standing(self, record: StoredEvent) -> RecordStanding:
+        """What the newest checkpoint says of ``record``, one whose MAC cannot be checked (its
+        key id is not in the keyring): whether its tree holds these very bytes.
+
+        Covered means the proven head of the record's stream (`HeadCheck`) reaches its version.
+        The leaf is then found by the log's leaf index and proven by the stored nodes; a proof
+        that does not lead to the signed root means the record's bytes, or the nodes proving
+        them, were altered (``mace verify --all`` says which, and ``mace rebuild`` makes the
+        nodes again). A covered record the leaf index has no position for is the index's loss:
+        an `IntegrityFailure` naming the checkpoint, not a verdict on the record.
+        """
+        check, checkpoints = self._head_check, self.checkpoints
+        if check is None or checkpoints is None:
+            return RecordStanding.NOT_CHECKPOINTED
+        stream, version = event_key(record)
+        head = check.head(stream)
+        if head.checkpoint is None or head.version < version:
+            return RecordStanding.NOT_CHECKPOINTED
+        checkpoint = head.checkpoint
+        try:
+            proofs = inclusion_proofs(checkpoints.tables, checkpoint, [record])
+        except IntegrityFailure as failure:
+            if failure.stream != str(stream):
+                raise  # a log node is missing: nothing is known of the record
+            return RecordStanding.ALTERED
+        if proofs is None:
+            reason = (
+                f"the log's leaf index has no position for stream {stream} version {version},"
+                f" which checkpoint {checkpoint.number} covers; run 'mace rebuild'"
+            )
+            raise IntegrityFailure(CHECKPOINT_STREAM, checkpoint.number, reason)
+        return RecordStanding.AS_CHECKPOINTED
 
     @property
     def _head_check(self) -> HeadCheck | None:

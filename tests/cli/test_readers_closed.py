@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from support.api_support import auth, checked_client
 from support.cli_output import assert_failure_line, canonical_line, json_lines
-from support.ledger_fixtures import RawTable, run
+from support.ledger_fixtures import RawTable, run, signing_keys
 from support.receipt_tampering import edit_receipt
 from support.replay_cli import ROUTER_ID, act, new_job
 
@@ -177,6 +177,28 @@ def test_a_receipt_edited_and_rewrapped_under_an_unknown_key_is_altered(
     receipt_id = a_receipt(capsys, monkeypatch)
     rewrap(cli_env, receipt_id, "k9")
 
+    code, out, err = run(capsys, "receipts", "verify", receipt_id, "--tenant", TENANT, "--json")
+    verdict = canonical_line(out)
+    assert (code, verdict["valid"], verdict["reason"]) == (1, False, "record_altered"), (out, err)
+
+
+def test_a_receipt_under_a_retired_and_removed_key_is_said_to_be_as_checkpointed(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    receipt_id = a_receipt(capsys, monkeypatch)
+    # Rotated: k2 signs from now on, and a checkpoint signed then covers the receipt.
+    monkeypatch.setenv("MACE_SIGNING_KEYS", signing_keys("k1", "k2").get_secret_value())
+    monkeypatch.setenv("MACE_ACTIVE_KEY_ID", "k2")
+    act(monkeypatch, "wes", "operator")
+    ok(capsys, "memories", "add", "--episode", "alice called", "--tenant", TENANT)
+    # k1 retired and removed: the receipt's record cannot be checked, and was not altered.
+    monkeypatch.setenv("MACE_SIGNING_KEYS", signing_keys("k2").get_secret_value())
+    act(monkeypatch, "ada", "auditor")
+    code, out, err = run(capsys, "receipts", "verify", receipt_id, "--tenant", TENANT, "--json")
+    verdict = canonical_line(out)
+    assert (code, verdict["valid"], verdict["reason"]) == (1, None, "key_retired"), (out, err)
+
+    rewrap(cli_env, receipt_id, "k1")  # now edited under that retired key: no longer as checkpointed
     code, out, err = run(capsys, "receipts", "verify", receipt_id, "--tenant", TENANT, "--json")
     verdict = canonical_line(out)
     assert (code, verdict["valid"], verdict["reason"]) == (1, False, "record_altered"), (out, err)
