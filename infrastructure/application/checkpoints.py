@@ -149,6 +149,11 @@ class CheckpointService:
         assert isinstance(event, LedgerCheckpoints.Signed)
         return chain.checked(event)
 
+    def rebuild_log_tables(self) -> int:
+        """Make the log's stored Merkle nodes and leaf index again from the log, up to the
+        newest checkpoint (its signed root checked); the number of leaves."""
+        return self._chain.rebuild_log_tables()
+
     def head(self) -> int:
         """The log's head: the highest notification id committed (0: none)."""
         return self.store.recorder.max_notification_id() or 0

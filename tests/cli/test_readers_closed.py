@@ -242,22 +242,30 @@ def test_a_wrong_checkpoint_key_is_a_key_mismatch_not_tampering(
 
 
 def test_emptied_log_nodes_fail_verify_all_and_rebuild_makes_them_again(
-    cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    new_job(capsys)
+    job_id = new_job(capsys)
+    ok(capsys, "checkpoint", "export", "-o", str(tmp_path / "old.json"))
     new_job(capsys, "3 + 4", "s2")
+    ok(capsys, "checkpoint", "export", "-o", str(tmp_path / "new.json"))
     table = RawTable(cli_env)
     table.execute(f"DELETE FROM {LOG_NODES}")
     table.execute(f"DELETE FROM {LOG_LEAVES}")
+    prove = ["checkpoint", "prove", str(tmp_path / "old.json"), str(tmp_path / "new.json")]
+    export = ["export", job_id, "-o", str(tmp_path / "job.bundle")]
+    for argv in (prove, export):  # every proof is made from the nodes: they fail for good
+        code, _, err = run(capsys, *argv)
+        assert code == 1, (argv, err)
 
     err = failed(capsys, "verify", "--all")
     assert_failure_line(err, "INTEGRITY_FAILURE")
-    assert "log node" in err, err
+    assert "log node (0, 0) below checkpoint 1 is missing" in err, err
 
     out = ok(capsys, "rebuild", "--json")
     assert canonical_line(out)["ok"] is True
     ok(capsys, "verify", "--all")
-    ok(capsys, "checkpoint", "prove", "1", "2")
+    for argv in (prove, export):
+        ok(capsys, *argv)
 
 
 # --- the read models ---------------------------------------------------------------------------

@@ -254,6 +254,53 @@ class Checkpoints:
         self.tables.add_log_leaves(leaves)
         return window
 
+    def rebuild_log_tables(self) -> int:
+        """Make the log's nodes and leaf index (`CheckpointTables`) again from the log, up to the
+        newest checkpoint, as its writers made them; the number of leaves.
+
+        Both tables are a pure function of the log, so what the log makes replaces whatever they
+        held (emptied, edited). Each event's MAC is checked before it is hashed, and the tree
+        made must have the checkpoint's signed root, else an `IntegrityFailure` names the
+        checkpoint: the log itself was altered (``mace verify --all`` says where), and the
+        tables then hold what the log makes, which no proof against the checkpoint can use.
+        Nodes past the newest checkpoint are left to the next checkpoint writer, who completes
+        them from the checkpoint's peaks.
+        """
+        newest = self.newest()
+        self.tables.clear_log()
+        if newest is None:
+            return 0
+        body = newest.checkpoint
+        builder = MerkleBuilder()
+        nodes: list[tuple[int, int, bytes]] = []
+        leaves: list[tuple[int, EventKey]] = []
+        after = 0
+        while after < body.last_notification_id:
+            page = self.store.recorder.select_notifications(
+                after, PAGE, stop=body.last_notification_id, inclusive_of_start=False
+            )
+            if not page:
+                break
+            for notification in page:
+                stream = _uuid(notification.originator_id)
+                if stream != CHECKPOINT_STREAM:
+                    leaves.append((builder.size, (stream, notification.originator_version)))
+                    nodes.extend(builder.append(self._leaf(stream, notification)))
+            after = page[-1].id
+            if len(nodes) >= NODE_BATCH:
+                self.tables.add_log_nodes(nodes)
+                self.tables.add_log_leaves(leaves)
+                nodes, leaves = [], []
+        self.tables.add_log_nodes(nodes)
+        self.tables.add_log_leaves(leaves)
+        if builder.size != body.tree_size or builder.root().hex() != body.root:
+            reason = (
+                f"checkpoint {body.number} no longer holds: the log up to it makes another tree"
+                " ('mace verify --all' says where it differs)"
+            )
+            raise IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
+        return builder.size
+
     def _leaf(self, stream: UUID, notification: Notification) -> bytes:
         """The event's leaf hash, once its MAC holds: a checkpoint vouches for no forged event."""
         record = verify_record(self.store.keyring, notification)
