@@ -36,10 +36,10 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.projection import Projection
 from psycopg.sql import SQL, Identifier
 
-from domain.errors import IntegrityFailure, InvalidInput
+from domain.errors import IntegrityFailure, InvalidInput, StoreBusyError
 from domain.snapshot import Snapshot
 from infrastructure.storage.read_models.memory import MemoryReadModelView
-from infrastructure.storage.read_models.tables import ReadModelView, Row
+from infrastructure.storage.read_models.tables import TABLE, ReadModelView, Row
 from infrastructure.storage.settings import SQLiteStore
 from infrastructure.storage.store import LedgerStore
 from projections.job_summaries import job_listing
@@ -270,11 +270,43 @@ class ReadModels:
     def compare(self, progress: Progress | None = None) -> list[RebuiltView]:
         """Project the log from position 0 to the views' own position into memory and compare
         with the views as they stand, writing nothing (a read store's rebuild: see above)."""
-        position = self.position()
-        recorded = self.digests()
+        position, recorded = self._standing()
         rebuilt = ReadModels(self.store, MemoryReadModelView())
         rebuilt.catch_up(progress, upto=position)
         return _compared(recorded, rebuilt.digests())
+
+    def verify(self) -> None:
+        """The views hold what the log makes up to their position (`compare`), else an
+        `IntegrityFailure` naming the first view that does not: ``mace verify --all``'s check.
+
+        Rows edited in the database (a job marked replayable, a halt row deleted) would mislead
+        ``mace jobs --non-replayable`` and the dashboard while every event verifies. The views
+        are derived from the verified log, so they are recomputed and compared, not signed: a
+        digest a checkpoint covered would put the projection's version into the checkpoint's
+        signed bytes (every change to `view_changes` would break the chain's meaning, and
+        outside verifiers would have to know it), and the views lag the log by design, so no
+        checkpoint could say at which position its digest holds. Recomputing costs one more
+        pass over the projected events, of the order of the verify's own pass.
+        """
+        for result in self.compare():
+            if not result.matches:
+                reason = (
+                    f"read model {result.view} is not what the log makes up to position"
+                    f" {self.position()} (digest {result.recorded_digest}, the log makes"
+                    f" {result.rebuilt_digest}): rows were edited; 'mace rebuild' makes it again"
+                )
+                raise IntegrityFailure(TABLE, 0, reason)
+
+    def _standing(self) -> tuple[int, dict[str, tuple[int, str]]]:
+        """The views' position and digests, read together: a catch-up committed by another
+        process between the two (its rows and tracking move in one transaction) is read again."""
+        for _ in range(ATTEMPTS):
+            position = self.position()
+            digests = self.digests()
+            if self.position() == position:
+                return position, digests
+        msg = "read models: other processes kept applying events while they were read; try again"
+        raise StoreBusyError(msg)
 
 
 def _compared(
