@@ -142,9 +142,7 @@ def test_memories_are_per_tenant(acme: Ledger) -> None:
     assert acme.memories.memories("other") == []
 
 
-def test_verify_ok_then_after_rotation_then_key_retired(
-    acme: Ledger, settings: Settings
-) -> None:
+def test_verify_ok_then_after_rotation_then_key_retired(acme: Ledger, settings: Settings) -> None:
     receipt_id = acme.receipts.emit(ask("alice"))["receipt"]["receipt_id"]
     assert acme.receipts.verify(receipt_id, "acme").as_json() == {
         "valid": True,

@@ -13,36 +13,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from support.api_support import auth, checked_client
-from support.cli_output import assert_failure_line, canonical_line, json_lines
+from support.cli_output import assert_failure_line, canonical_line, failed, json_lines, ok
 from support.ledger_fixtures import RawTable, run, signing_keys
 from support.receipt_tampering import edit_receipt
-from support.replay_cli import ROUTER_ID, act, new_job
+from support.replay_cli import ROUTER_ID, act, council_rejection, new_job
 
 from domain.governance import Governance
+from domain.job import Job
 from domain.receipt import Receipt
-from infrastructure.api import serve_command
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.tokens import add_token
 from infrastructure.storage.checkpoints.tables import LOG_LEAVES, LOG_NODES
 from infrastructure.storage.settings import Settings
 
 TENANT = "acme"
-
-
-def ok(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    code, out, err = run(capsys, *argv)
-    assert (code, err) == (0, ""), err
-    return out
-
-
-def failed(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    """``mace *argv`` exited 1 with nothing on standard output: its standard error."""
-    code, out, err = run(capsys, *argv)
-    assert (code, out) == (1, ""), (code, out, err)
-    return err
 
 
 def assert_truncated(err: str, stream: object, missing: int) -> None:
@@ -52,17 +40,6 @@ def assert_truncated(err: str, stream: object, missing: int) -> None:
 
 
 # --- the governance log ------------------------------------------------------------------------
-
-
-def council_rejection(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:
-    """A job whose force-continue was approved, then rejected: its id."""
-    job_id = new_job(capsys)
-    act(monkeypatch, "adm", "admin")
-    ok(capsys, "governance", "request", job_id, "--action", "force_continue", "--reason", "why")
-    act(monkeypatch, "cou", "council")
-    ok(capsys, "governance", "approve", job_id, "--action", "force_continue")
-    ok(capsys, "governance", "reject", job_id, "--action", "force_continue")
-    return job_id
 
 
 def test_the_governance_log_without_its_council_rejection_fails_closed(
@@ -131,8 +108,6 @@ def test_the_whole_governance_log_fails_closed_on_a_governance_stream_deleted_wh
 def test_the_job_listing_fails_closed_on_a_job_deleted_below_the_checkpoint(
     cli_env: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from domain.job import Job
-
     job_id = new_job(capsys)
     ok(capsys, "jobs", "--json")  # the view has the job
     table = RawTable(cli_env)
@@ -149,7 +124,8 @@ def test_the_job_listing_fails_closed_on_a_job_deleted_below_the_checkpoint(
 
 def a_receipt(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:
     act(monkeypatch, "wes", "operator")
-    ok(capsys, "memories", "add", "--fact", "user/customer/alice/plan", '"gold"', "--tenant", TENANT)
+    fact = ("--fact", "user/customer/alice/plan", '"gold"')
+    ok(capsys, "memories", "add", *fact, "--tenant", TENANT)
     out = ok(capsys, "context", "plan", "--tenant", TENANT, "--json")
     receipt_id = canonical_line(out)["receipt"]["receipt_id"]
     assert isinstance(receipt_id, str)
@@ -159,6 +135,7 @@ def a_receipt(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatc
 
 def rewrap(settings: Settings, receipt_id: str, key_id: str) -> None:
     """Edit the receipt's body and store it under ``key_id``, a key this ledger does not hold."""
+
     def edit(fields: dict[str, Any]) -> None:
         fields["body"]["entries"].pop()
         fields["body"]["signature"]["key_id"] = key_id
@@ -198,7 +175,8 @@ def test_a_receipt_under_a_retired_and_removed_key_is_said_to_be_as_checkpointed
     verdict = canonical_line(out)
     assert (code, verdict["valid"], verdict["reason"]) == (1, None, "key_retired"), (out, err)
 
-    rewrap(cli_env, receipt_id, "k1")  # now edited under that retired key: no longer as checkpointed
+    # Now edited under that retired key: no longer what the checkpoint holds.
+    rewrap(cli_env, receipt_id, "k1")
     code, out, err = run(capsys, "receipts", "verify", receipt_id, "--tenant", TENANT, "--json")
     verdict = canonical_line(out)
     assert (code, verdict["valid"], verdict["reason"]) == (1, False, "record_altered"), (out, err)
@@ -230,7 +208,7 @@ def test_a_wrong_checkpoint_key_is_a_key_mismatch_not_tampering(
     def never(*_: object, **__: object) -> None:
         raise AssertionError("the service started with a wrong checkpoint key")
 
-    monkeypatch.setattr(serve_command.uvicorn, "run", never)
+    monkeypatch.setattr(uvicorn, "run", never)
     for argv in (["run", "2 + 2", "--seed", "s9"], ["serve"], ["verify", "--all"]):
         code, out, err = run(capsys, *argv)
         assert (code, out) == (2, ""), (argv, code, err)
@@ -279,9 +257,7 @@ def test_an_edited_read_model_row_fails_verify_all_and_rebuild_repairs_it(
     assert [j["job_id"] for j in listed] == [job_id]
     table = RawTable(cli_env)
     table.execute("DELETE FROM mace_read_models WHERE view = 'non_replayable'")
-    rows = table.execute(
-        "SELECT row_key, row_json FROM mace_read_models WHERE view = 'job_index'"
-    )
+    rows = table.execute("SELECT row_key, row_json FROM mace_read_models WHERE view = 'job_index'")
     for key, text in rows:
         table.execute(
             "UPDATE mace_read_models SET row_json = %s WHERE view = 'job_index' AND row_key = %s",

@@ -38,7 +38,7 @@ from domain.checkpoint import (
     leaf_data,
 )
 from domain.errors import IntegrityFailure, StoreBusyError
-from domain.merkle import MerkleBuilder, leaf_hash
+from domain.merkle import MerkleBuilder, MerkleNode, leaf_hash
 from domain.stream_heads import (
     HeadEntry,
     HeadsTree,
@@ -135,6 +135,28 @@ class _Window:
     firsts: dict[UUID, int] = field(default_factory=dict)
 
 
+@dataclass
+class _LogRows:
+    """The log's nodes and leaf positions a pass over the log makes, stored in batches."""
+
+    tables: CheckpointTables
+    nodes: list[MerkleNode] = field(default_factory=list)
+    leaves: list[tuple[int, EventKey]] = field(default_factory=list)
+
+    def add(self, builder: MerkleBuilder, notification: Notification, leaf: bytes) -> None:
+        """Append the event's leaf to the tree, keeping where it is and the nodes it completed."""
+        event = (_uuid(notification.originator_id), notification.originator_version)
+        self.leaves.append((builder.size, event))
+        self.nodes.extend(builder.append(leaf))
+
+    def store(self, *, at_least: int = 0) -> None:
+        """Store what was kept, once it is ``at_least`` that many nodes."""
+        if len(self.nodes) >= at_least:
+            self.tables.add_log_nodes(self.nodes)
+            self.tables.add_log_leaves(self.leaves)
+            self.nodes, self.leaves = [], []
+
+
 @dataclass(frozen=True)
 class Written:
     """What `Checkpoints.write` did: the newest checkpoint now, and how many it wrote."""
@@ -223,8 +245,7 @@ class Checkpoints:
                 reason = f"checkpoint {body.number}: its peaks do not make its root"
                 raise IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
             window = _Window(builder, body.last_notification_id)
-        nodes: list[tuple[int, int, bytes]] = []
-        leaves: list[tuple[int, EventKey]] = []
+        rows = _LogRows(self.tables)
         recorder = self.store.recorder
         while window.events < WINDOW:
             page = recorder.select_notifications(
@@ -238,20 +259,15 @@ class Checkpoints:
                 stream = _uuid(notification.originator_id)
                 if stream == CHECKPOINT_STREAM:
                     continue
-                leaves.append((window.builder.size, (stream, notification.originator_version)))
-                nodes.extend(window.builder.append(self._leaf(stream, notification)))
+                rows.add(window.builder, notification, self._leaf(stream, notification))
                 window.heads[stream] = self._next_version(window, stream, notification)
                 window.events += 1
                 if window.events == WINDOW:
                     break
-            if len(nodes) >= NODE_BATCH:
-                self.tables.add_log_nodes(nodes)
-                self.tables.add_log_leaves(leaves)
-                nodes, leaves = [], []
+            rows.store(at_least=NODE_BATCH)
         # Nodes and leaf positions are a function of the log alone: stored ahead of the
         # checkpoint, they stay true.
-        self.tables.add_log_nodes(nodes)
-        self.tables.add_log_leaves(leaves)
+        rows.store()
         return window
 
     def rebuild_log_tables(self) -> int:
@@ -272,8 +288,7 @@ class Checkpoints:
             return 0
         body = newest.checkpoint
         builder = MerkleBuilder()
-        nodes: list[tuple[int, int, bytes]] = []
-        leaves: list[tuple[int, EventKey]] = []
+        rows = _LogRows(self.tables)
         after = 0
         while after < body.last_notification_id:
             page = self.store.recorder.select_notifications(
@@ -284,15 +299,10 @@ class Checkpoints:
             for notification in page:
                 stream = _uuid(notification.originator_id)
                 if stream != CHECKPOINT_STREAM:
-                    leaves.append((builder.size, (stream, notification.originator_version)))
-                    nodes.extend(builder.append(self._leaf(stream, notification)))
+                    rows.add(builder, notification, self._leaf(stream, notification))
             after = page[-1].id
-            if len(nodes) >= NODE_BATCH:
-                self.tables.add_log_nodes(nodes)
-                self.tables.add_log_leaves(leaves)
-                nodes, leaves = [], []
-        self.tables.add_log_nodes(nodes)
-        self.tables.add_log_leaves(leaves)
+            rows.store(at_least=NODE_BATCH)
+        rows.store()
         if builder.size != body.tree_size or builder.root().hex() != body.root:
             reason = (
                 f"checkpoint {body.number} no longer holds: the log up to it makes another tree"

@@ -97,10 +97,9 @@ def verify_receipt(
     key_id, algorithm = named.get("key_id"), named.get("algorithm")
     key_id = key_id if isinstance(key_id, str) else None
     algorithm = algorithm if isinstance(algorithm, str) else None
-    if record_altered:
-        return Verdict(False, key_id, algorithm, VerifyReason.RECORD_MAC_MISMATCH)
-    if unchecked_record is RecordStanding.ALTERED:
-        return Verdict(False, key_id, algorithm, VerifyReason.RECORD_ALTERED)
+    if record_altered or unchecked_record is RecordStanding.ALTERED:
+        edited = VerifyReason.RECORD_MAC_MISMATCH if record_altered else VerifyReason.RECORD_ALTERED
+        return Verdict(False, key_id, algorithm, edited)
     if not isinstance(declared, dict) or not isinstance(signature, str):
         return Verdict(None, None, None, VerifyReason.NO_SIGNATURE)
     if algorithm != SIGNATURE_ALGORITHM:
