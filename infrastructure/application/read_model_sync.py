@@ -217,11 +217,23 @@ class ReadModels:
         if view not in {JOB_INDEX, NON_REPLAYABLE}:
             self.catch_up()
             return [row for _, row in self.view.rows(view)]
-        jobs, gaps = self._job_views()
         if view == JOB_INDEX:
-            return [row for _, row in jobs]
+            return [row for _, row in self._job_views()[0]]
+        return [row for _, row in self._gaps()]
+
+    def gaps(self, tenant: str) -> list[Row]:
+        """The tenant's non-replayable jobs (the dashboard's gaps), each job's stream held to its
+        checkpointed head as the job listing's are (`jobs`)."""
+        listed = [(key, row) for key, row in self._gaps() if row.get("tenant") == tenant]
+        self.store.require_stored_heads([UUID(key) for key, _ in listed])
+        return [row for _, row in listed]
+
+    def _gaps(self) -> list[tuple[str, Row]]:
+        """The non-replayable view by job stream id, current, with the jobs whose snapshots were
+        found gone since."""
+        gone = self._job_views()[1]
         recorded = dict(self.view.rows(NON_REPLAYABLE))
-        return [row for _, row in sorted((recorded | dict(gaps)).items())]
+        return sorted((recorded | dict(gone)).items())
 
     def _job_views(self) -> tuple[list[tuple[str, Row]], list[tuple[str, Row]]]:
         """The job index by job stream id, current, and the gaps the snapshots found gone since

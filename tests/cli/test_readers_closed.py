@@ -16,7 +16,7 @@ import pytest
 import uvicorn
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from support.api_support import auth, checked_client
+from support.api_support import Api, auth, checked_client
 from support.cli_output import assert_failure_line, canonical_line, failed, json_lines, ok
 from support.ledger_fixtures import RawTable, run, signing_keys
 from support.receipt_tampering import edit_receipt
@@ -117,6 +117,15 @@ def test_the_job_listing_fails_closed_on_a_job_deleted_below_the_checkpoint(
 
     for argv in (["jobs"], ["jobs", "--non-replayable"]):
         assert_truncated(failed(capsys, *argv), stream, head)
+    with Ledger.open(cli_env) as ledger, checked_client(cli_env, ledger) as client:
+        api = Api(client, ledger)
+        listed = api.get("/v1/jobs", "default_operator")
+        with api.unchecked() as html:  # the dashboard answers HTML
+            dashboard = html.get("/dashboard", headers=auth("default_operator"))
+    assert listed.status_code == 500, listed.content
+    assert f"stream {stream} version {head}: truncated below checkpoint" in listed.text
+    assert dashboard.status_code == 500, dashboard.text
+    assert f"stream {stream} version {head}: truncated below checkpoint" in dashboard.text
 
 
 # --- receipts verify ---------------------------------------------------------------------------
