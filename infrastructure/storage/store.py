@@ -361,9 +361,9 @@ class LedgerStore(Application[UUID]):
             self.held_to_heads(lambda: (None, self._stored_versions(streams)))
 
     def require_whole_log(self) -> None:
-        """The log up to the newest checkpoint holds exactly the events it counts: what a reader
-        of the whole log (every governance event, every stream a view was made from) shows
-        cannot have lost a stream deleted whole, which no stream it sees names. One count."""
+        """The log up to the newest checkpoint holds exactly the events it counts (one count):
+        a reader of the whole log (the store's governance log) cannot tell a stream deleted
+        whole from one never written, since no event it reads names it."""
         checkpoints = self.checkpoints
         newest = None if checkpoints is None else checkpoints.newest()
         if newest is None:
