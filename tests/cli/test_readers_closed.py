@@ -16,9 +16,9 @@ import pytest
 import uvicorn
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from support.api_support import Api, auth, checked_client
+from support.api_support import Api, assert_error, auth, checked_client
 from support.cli_output import assert_failure_line, canonical_line, failed, json_lines, ok
-from support.ledger_fixtures import RawTable, run, signing_keys
+from support.ledger_fixtures import TEST_CHECKPOINT_KEY, RawTable, run, signing_keys
 from support.receipt_tampering import edit_receipt
 from support.replay_cli import ROUTER_ID, act, council_rejection, new_job
 
@@ -223,6 +223,34 @@ def test_a_wrong_checkpoint_key_is_a_key_mismatch_not_tampering(
         assert (code, out) == (2, ""), (argv, code, err)
         assert_failure_line(err, "KEY_MISMATCH")
         assert f"checkpoint key {other}" in err, err
+
+
+def test_a_service_whose_store_another_checkpoint_key_signed_since_is_not_ready(
+    settings: Settings, tmp_path: Path
+) -> None:
+    other_key = tmp_path / "other-checkpoint-key.pem"
+    other_key.write_bytes(
+        Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    other = settings.model_copy(update={"checkpoint_key": other_key})
+    with Ledger.open(settings) as ledger, checked_client(settings, ledger) as client:
+        api = Api(client, ledger)
+        assert api.get("/readyz", None).json() == {"status": "ready"}
+        with Ledger.open(other) as first:  # the store had no checkpoint: it opened
+            first.checkpoints.write()
+        head = api.position()
+
+        assert_error(api.get("/readyz", None), 503, "NOT_READY", "not ready")
+        ready = api.get("/readyz", "admin")
+        assert_error(ready, 503, "NOT_READY")
+        assert f"checkpoint key {TEST_CHECKPOINT_KEY} (key id " in ready.text
+        refused = api.post("/v1/jobs", {"input": "2 + 3", "seed": "s1"})
+        assert_error(refused, 503, "KEY_MISMATCH")
+        assert api.position() == head
 
 
 # --- the stored Merkle nodes -------------------------------------------------------------------
