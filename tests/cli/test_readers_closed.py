@@ -194,6 +194,19 @@ def test_a_receipt_under_a_retired_and_removed_key_is_said_to_be_as_checkpointed
 # --- the checkpoint key ------------------------------------------------------------------------
 
 
+def another_checkpoint_key(directory: Path) -> Path:
+    """A valid Ed25519 key that is not the one the test stores' checkpoints are signed with."""
+    path = directory / "other-checkpoint-key.pem"
+    path.write_bytes(
+        Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return path
+
+
 def test_a_wrong_checkpoint_key_is_a_key_mismatch_not_tampering(
     cli_env: Settings,
     capsys: pytest.CaptureFixture[str],
@@ -201,14 +214,7 @@ def test_a_wrong_checkpoint_key_is_a_key_mismatch_not_tampering(
     tmp_path: Path,
 ) -> None:
     new_job(capsys)  # checkpointed under the test key
-    other = tmp_path / "other-checkpoint-key.pem"
-    other.write_bytes(
-        Ed25519PrivateKey.generate().private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    other = another_checkpoint_key(tmp_path)
     monkeypatch.setenv("MACE_CHECKPOINT_KEY", str(other))
     tokens = tmp_path / "tokens.json"
     add_token(tokens, "ana", ["auditor"], "acme")
@@ -228,15 +234,7 @@ def test_a_wrong_checkpoint_key_is_a_key_mismatch_not_tampering(
 def test_a_service_whose_store_another_checkpoint_key_signed_since_is_not_ready(
     settings: Settings, tmp_path: Path
 ) -> None:
-    other_key = tmp_path / "other-checkpoint-key.pem"
-    other_key.write_bytes(
-        Ed25519PrivateKey.generate().private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    other = settings.model_copy(update={"checkpoint_key": other_key})
+    other = settings.model_copy(update={"checkpoint_key": another_checkpoint_key(tmp_path)})
     with Ledger.open(settings) as ledger, checked_client(settings, ledger) as client:
         api = Api(client, ledger)
         assert api.get("/readyz", None).json() == {"status": "ready"}
