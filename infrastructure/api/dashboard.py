@@ -30,7 +30,7 @@ from infrastructure.api.metrics import tenant_evidence, tenant_replays
 from infrastructure.application.governance import ABANDONED
 from infrastructure.application.personal_data import HTTP_CHANNEL
 from infrastructure.application.tokens import Principal
-from projections.read_model_rows import HALTED_SNAPSHOTS, NON_REPLAYABLE, REPLAY_OUTCOMES
+from projections.read_model_rows import HALTED_SNAPSHOTS, REPLAY_OUTCOMES
 from projections.replay_report import verdict
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -70,7 +70,7 @@ def overview(ctx: Ctx, who: Caller) -> HTMLResponse:
     mine = who.tenant
     replays = tenant_replays(ctx, who)
     replays.sort(key=lambda r: (r["requested_at"], r["job_id"], r["attempt"]), reverse=True)
-    gaps = [r for r in models.rows(NON_REPLAYABLE) if r.get("tenant") == mine]
+    gaps = models.gaps(mine)
     gaps.sort(key=lambda r: str(r["job_id"]))
     # The halts that stop this tenant's replays: its own and store-wide ones (tenant null).
     halts = [r for r in models.rows(HALTED_SNAPSHOTS) if r.get("tenant") in {mine, None}]

@@ -24,6 +24,7 @@ from domain.checkpoint import (
     SignedCheckpoint,
 )
 from domain.errors import IntegrityFailure, InvalidInput, NotFoundError
+from infrastructure.application.read_model_sync import ReadModels
 from infrastructure.storage.checkpoints.chain import Checkpoints, Written, signature_problem
 from infrastructure.storage.checkpoints.inclusion_proofs import (
     InclusionProof,
@@ -110,8 +111,11 @@ def checked_signature(
 
 
 class CheckpointService:
-    def __init__(self, store: LedgerStore) -> None:
+    def __init__(self, store: LedgerStore, read_models: ReadModels) -> None:
+        """``read_models``: the views derived from the log, which verifying the ledger holds to
+        it too."""
         self.store = store
+        self.read_models = read_models
 
     @property
     def _chain(self) -> Checkpoints:
@@ -148,6 +152,11 @@ class CheckpointService:
         (event,) = found
         assert isinstance(event, LedgerCheckpoints.Signed)
         return chain.checked(event)
+
+    def rebuild_log_tables(self) -> int:
+        """Make the log's stored Merkle nodes and leaf index again from the log, up to the
+        newest checkpoint (its signed root checked); the number of leaves."""
+        return self._chain.rebuild_log_tables()
 
     def head(self) -> int:
         """The log's head: the highest notification id committed (0: none)."""
@@ -203,7 +212,8 @@ class CheckpointService:
         self, witness: SignedCheckpoint | None = None, source: str = "the witness"
     ) -> LedgerAudit:
         """Check every checkpoint against the log it signed, then every stored event's MAC,
-        every stream's versions, seal and witness; then that the store extends ``witness`` (a
+        every stream's versions, seal and witness, the stored Merkle nodes and the read models
+        derived from the log; then that the store extends ``witness`` (a
         checkpoint kept outside it, its signature checked already), if one is given.
 
         Without a witness a store restored from an older copy verifies: its shorter chain is
@@ -211,6 +221,7 @@ class CheckpointService:
         `IntegrityFailure` naming ``source``.
         """
         verification = self.store.verify_all()
+        self.read_models.verify()  # the log holds: what is derived from it must be its own
         tree = verification.tree
         assert tree is not None  # verify_all checks the checkpoints unless told not to
         extends = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
+from uuid import UUID
 
 from eventsourcing.utils import get_topic
 
@@ -228,9 +229,26 @@ class GovernanceService:
             wanted = {job_scope}
             for snapshot_id in job.snapshot_ids.values():
                 wanted.update(halt_scopes(snapshot_id, job.tenant))
+        entries, requests = self.store.held_to_heads(lambda: self._read_log(wanted))
+        if wanted is None:
+            # No stream the whole log shows names a governance record deleted whole.
+            self.store.require_whole_log()
+        leases = {attempt: entry["lease"] for attempt, entry in requests.items()}
+        for attempt, status in self._unanswered_status(leases).items():
+            requests[attempt]["result"] = status
+        return entries
+
+    def _read_log(
+        self, wanted: set[str] | None
+    ) -> tuple[tuple[list[dict[str, Any]], dict[Attempt, dict[str, Any]]], dict[UUID, int]]:
+        """The log's entries of the ``wanted`` scopes (None: all), the requests among them by
+        attempt, and the last version shown of each record shown (0: a wanted one that has no
+        event), for `LedgerStore.held_to_heads`. A record shown with a version missing between
+        two it holds fails closed: the log would show it without that event."""
         scopes: dict[Any, str] = {}
         entries: list[dict[str, Any]] = []
         requests: dict[Attempt, dict[str, Any]] = {}
+        reached = {Governance.id_for(scope): 0 for scope in wanted or ()}
         for event in self._all_governance_events():
             if isinstance(event, Governance.Opened):
                 scopes[event.originator_id] = event.scope
@@ -238,6 +256,12 @@ class GovernanceService:
             if scope is None:
                 raise IntegrityFailure(event.originator_id, 1, "governance record was never opened")
             if wanted is None or scope in wanted:
+                stream, version = event.originator_id, event.originator_version
+                if version != reached.get(stream, 0) + 1:
+                    missing = reached.get(stream, 0) + 1
+                    reason = f"version {missing} is missing (next stored is {version})"
+                    raise IntegrityFailure(stream, missing, reason)
+                reached[stream] = version
                 entry = {"scope": scope, **_log_entry(event)}
                 if isinstance(event, ReplayRequestFields):
                     entry["result"] = RECORDED
@@ -245,10 +269,7 @@ class GovernanceService:
                 elif isinstance(event, Governance.ReplayResulted):
                     requests.pop((event.job_id, event.attempt), None)
                 entries.append(entry if wanted is None else _as_its_tenant_sees(entry))
-        leases = {attempt: entry["lease"] for attempt, entry in requests.items()}
-        for attempt, status in self._unanswered_status(leases).items():
-            requests[attempt]["result"] = status
-        return entries
+        return (entries, requests), reached
 
     def unanswered_replays(self) -> list[UnansweredReplay]:
         """Every REPLAY_REQUEST without a REPLAY_RESULT, in stored order, running or abandoned."""

@@ -53,7 +53,8 @@ class Ledger:
         self._store = store
         self.checkpoint_on_close = checkpoint_on_close
         self.status = StoreStatus(store)
-        self.checkpoints = CheckpointService(store)
+        self.read_models = ReadModels(store)
+        self.checkpoints = CheckpointService(store, self.read_models)
         self.records = RecordService(store)
         self.snapshots = SnapshotService(store)
         self.sem = SemService(store, self.snapshots)
@@ -70,7 +71,6 @@ class Ledger:
             store, self.jobs, self.snapshots, self.governance, self.policy, self.memories
         )
         self.audits = AuditService(store, self.jobs, self.replays)
-        self.read_models = ReadModels(store)
         self.receipts = ReceiptService(store, self.memories, self.policy, self.read_models)
 
     @classmethod

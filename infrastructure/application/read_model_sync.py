@@ -29,16 +29,17 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from threading import Event, Lock
 from typing import Any, Final
+from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.projection import Projection
 from psycopg.sql import SQL, Identifier
 
-from domain.errors import IntegrityFailure, InvalidInput
+from domain.errors import IntegrityFailure, InvalidInput, StoreBusyError
 from domain.snapshot import Snapshot
 from infrastructure.storage.read_models.memory import MemoryReadModelView
-from infrastructure.storage.read_models.tables import ReadModelView, Row
+from infrastructure.storage.read_models.tables import TABLE, ReadModelView, Row
 from infrastructure.storage.settings import SQLiteStore
 from infrastructure.storage.store import LedgerStore
 from projections.job_summaries import job_listing
@@ -196,10 +197,16 @@ class ReadModels:
                     conn.execute(SQL("UNLISTEN {0}").format(channel))
                     conn.commit()
 
-    def jobs(self, tenant: str, *, non_replayable: bool = False) -> list[dict[str, Any]]:
-        """The tenant's jobs, in the order they were recorded; ``non_replayable``: only those
-        production replay cannot redo (and open ones, whose verdict is not known yet)."""
-        summaries = job_listing(self.rows(JOB_INDEX), tenant)
+    def jobs(self, tenant: str | None, *, non_replayable: bool = False) -> list[dict[str, Any]]:
+        """The tenant's jobs (None: every tenant's), in the order they were recorded;
+        ``non_replayable``: only those production replay cannot redo (and open ones, whose
+        verdict is not known yet)."""
+        jobs = self._job_views()[0]
+        listed = [(key, row) for key, row in jobs if tenant is None or row.get("tenant") == tenant]
+        # The view says what each job was when it was projected: a job stream cut short or
+        # deleted below the newest checkpoint since then fails the listing, as reading it would.
+        self.store.require_stored_heads([UUID(key) for key, _ in listed])
+        summaries = job_listing([row for _, row in listed], tenant)
         if non_replayable:
             return [summary for summary in summaries if summary["replayable"] is not True]
         return summaries
@@ -207,15 +214,33 @@ class ReadModels:
     def rows(self, view: str) -> list[Row]:
         """The view's rows, current; the job views with the snapshots found gone since
         (`read_model_rows.with_gone_snapshots`: checked here, on each read)."""
-        self.catch_up()
         if view not in {JOB_INDEX, NON_REPLAYABLE}:
+            self.catch_up()
             return [row for _, row in self.view.rows(view)]
-        present = cache(self._snapshot_present)
-        jobs, gaps = with_gone_snapshots(self.view.rows(JOB_INDEX), present)
         if view == JOB_INDEX:
-            return [row for _, row in jobs]
+            return [row for _, row in self._job_views()[0]]
+        return [row for _, row in self._gaps()]
+
+    def gaps(self, tenant: str) -> list[Row]:
+        """The tenant's non-replayable jobs (the dashboard's gaps), each job's stream held to its
+        checkpointed head as the job listing's are (`jobs`)."""
+        listed = [(key, row) for key, row in self._gaps() if row.get("tenant") == tenant]
+        self.store.require_stored_heads([UUID(key) for key, _ in listed])
+        return [row for _, row in listed]
+
+    def _gaps(self) -> list[tuple[str, Row]]:
+        """The non-replayable view by job stream id, current, with the jobs whose snapshots were
+        found gone since."""
+        gone = self._job_views()[1]
         recorded = dict(self.view.rows(NON_REPLAYABLE))
-        return [row for _, row in sorted((recorded | dict(gaps)).items())]
+        return sorted((recorded | dict(gone)).items())
+
+    def _job_views(self) -> tuple[list[tuple[str, Row]], list[tuple[str, Row]]]:
+        """The job index by job stream id, current, and the gaps the snapshots found gone since
+        add (`with_gone_snapshots`)."""
+        self.catch_up()
+        present = cache(self._snapshot_present)
+        return with_gone_snapshots(self.view.rows(JOB_INDEX), present)
 
     def receipt_entries(self, tenant: str, after: int, limit: int) -> list[Row]:
         """The tenant's receipts numbered ``after + 1`` on, at most ``limit``, current."""
@@ -257,11 +282,43 @@ class ReadModels:
     def compare(self, progress: Progress | None = None) -> list[RebuiltView]:
         """Project the log from position 0 to the views' own position into memory and compare
         with the views as they stand, writing nothing (a read store's rebuild: see above)."""
-        position = self.position()
-        recorded = self.digests()
+        position, recorded = self._standing()
         rebuilt = ReadModels(self.store, MemoryReadModelView())
         rebuilt.catch_up(progress, upto=position)
         return _compared(recorded, rebuilt.digests())
+
+    def verify(self) -> None:
+        """The views hold what the log makes up to their position (`compare`), else an
+        `IntegrityFailure` naming the first view that does not: ``mace verify --all``'s check.
+
+        Rows edited in the database (a job marked replayable, a halt row deleted) would mislead
+        ``mace jobs --non-replayable`` and the dashboard while every event verifies. The views
+        are derived from the verified log, so they are recomputed and compared, not signed: a
+        digest a checkpoint covered would put the projection's version into the checkpoint's
+        signed bytes (every change to `view_changes` would break the chain's meaning, and
+        outside verifiers would have to know it), and the views lag the log by design, so no
+        checkpoint could say at which position its digest holds. Recomputing costs one more
+        pass over the projected events, of the order of the verify's own pass.
+        """
+        for result in self.compare():
+            if not result.matches:
+                reason = (
+                    f"read model {result.view} is not what the log makes up to position"
+                    f" {self.position()} (digest {result.recorded_digest}, the log makes"
+                    f" {result.rebuilt_digest}): rows were edited; 'mace rebuild' makes it again"
+                )
+                raise IntegrityFailure(TABLE, 0, reason)
+
+    def _standing(self) -> tuple[int, dict[str, tuple[int, str]]]:
+        """The views' position and digests, read together: a catch-up committed by another
+        process between the two (its rows and tracking move in one transaction) is read again."""
+        for _ in range(ATTEMPTS):
+            position = self.position()
+            digests = self.digests()
+            if self.position() == position:
+                return position, digests
+        msg = "read models: other processes kept applying events while they were read; try again"
+        raise StoreBusyError(msg)
 
 
 def _compared(

@@ -48,7 +48,12 @@ from infrastructure.application.memories import MemoryService
 from infrastructure.application.policy import PolicyService
 from infrastructure.application.read_model_sync import ReadModels
 from infrastructure.application.tenancy import require_holder
-from infrastructure.storage.keys.receipt_signing import Verdict, sign_receipt, verify_receipt
+from infrastructure.storage.keys.receipt_signing import (
+    RecordStanding,
+    Verdict,
+    sign_receipt,
+    verify_receipt,
+)
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.records.integrity import verify_stream
 from infrastructure.storage.records.signed_record import UnknownSigningKey, unverified_body
@@ -76,6 +81,8 @@ class StoredReceipt:
     body: dict[str, Any]
     signature: str | None
     failure: IntegrityFailure | None = None
+    unchecked: RecordStanding | None = None
+    """A record signed under a key id the keyring lacks: what the newest checkpoint says of it."""
 
     @property
     def intact(self) -> bool:
@@ -218,6 +225,9 @@ class ReceiptService:
             return None
         try:
             verified = verify_stream(self.store.keyring, stream, records)
+        except UnknownSigningKey as failure:
+            standing = self.store.record_standing(records[0])
+            return _untrusted(records[0].state, failure, standing)
         except IntegrityFailure as failure:
             return _untrusted(records[0].state, failure)
         event = self.store.verifying_store.signed_mapper.decode(verified[0])
@@ -233,9 +243,15 @@ class ReceiptService:
         return {"receipt": receipt.body, "signature": receipt.signature}
 
     def verify(self, receipt_id: str, tenant: str) -> Verdict:
-        receipt = self.stored(receipt_id, tenant)
+        return self._verdict(self.stored(receipt_id, tenant))
+
+    def _verdict(self, receipt: StoredReceipt) -> Verdict:
         return verify_receipt(
-            self.store.keyring, receipt.body, receipt.signature, record_altered=receipt.altered
+            self.store.keyring,
+            receipt.body,
+            receipt.signature,
+            record_altered=receipt.altered,
+            unchecked_record=receipt.unchecked,
         )
 
     def listing(
@@ -290,9 +306,7 @@ class ReceiptService:
         """
         require_any(replayed_by, RECEIPT_REPLAYERS)
         stored = self.stored(receipt_id, tenant)
-        verdict = verify_receipt(
-            self.store.keyring, stored.body, stored.signature, record_altered=stored.altered
-        )
+        verdict = self._verdict(stored)
         bundle = frozen_bundle(stored.body, verdict.reason.value)
         original = stored.body
         assembly = Assembly(
@@ -338,7 +352,9 @@ def _position(memory_log: MemoryLog | None) -> int:
     return 0 if memory_log is None else memory_log.version
 
 
-def _untrusted(state: bytes, failure: IntegrityFailure) -> StoredReceipt:
+def _untrusted(
+    state: bytes, failure: IntegrityFailure, unchecked: RecordStanding | None = None
+) -> StoredReceipt:
     """The body of a record that failed verification, decoded to say what is wrong with it."""
     stream = failure.stream
     try:
@@ -349,4 +365,5 @@ def _untrusted(state: bytes, failure: IntegrityFailure) -> StoredReceipt:
     if not isinstance(body, dict):
         raise IntegrityFailure(stream, 1, "receipt record holds no body")
     signature = fields.get("signature")
-    return StoredReceipt(body, signature if isinstance(signature, str) else None, failure)
+    signed = signature if isinstance(signature, str) else None
+    return StoredReceipt(body, signed, failure, unchecked)

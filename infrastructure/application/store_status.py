@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from infrastructure.storage.backends.connection import connect_postgres
 from infrastructure.storage.backends.io_tally import IoTally
+from infrastructure.storage.checkpoints.chain import CheckpointKeyMismatch
 from infrastructure.storage.records.key_checks import KeyMismatch, KeyStatus
 from infrastructure.storage.settings import SQLiteStore, Store
 from infrastructure.storage.store import LedgerStore
@@ -81,14 +82,22 @@ class StoreStatus:
         return list(self._store.schema.tables)
 
     def keys(self) -> KeyStanding:
-        """Each key id's standing, looked up in the store; a mismatch is said, not raised."""
+        """Each key id's standing, looked up in the store, and the checkpoint key's (the newest
+        checkpoint must name it); a mismatch is said, not raised."""
         statuses = self._store.key_checks.status()
         keyring = self._store.keyring
+        mismatches = [
+            str(KeyMismatch(keyring, key_id))
+            for key_id, status in sorted(statuses.items())
+            if status is KeyStatus.MISMATCH
+        ]
+        checkpoints = self._store.checkpoints
+        try:
+            # The checkpoint's key id is read once its MAC holds: under keys the store confirms.
+            if checkpoints is not None and not mismatches:
+                checkpoints.prove_key()
+        except CheckpointKeyMismatch as mismatch:
+            mismatches.append(str(mismatch))
         return KeyStanding(
-            {key_id: status.value for key_id, status in sorted(statuses.items())},
-            [
-                str(KeyMismatch(keyring, key_id))
-                for key_id, status in sorted(statuses.items())
-                if status is KeyStatus.MISMATCH
-            ],
+            {key_id: status.value for key_id, status in sorted(statuses.items())}, mismatches
         )

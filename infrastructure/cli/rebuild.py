@@ -1,6 +1,8 @@
-"""``mace rebuild`` (project every read model again from 0, compare digests) and ``mace follow``.
+"""``mace rebuild`` (project every read model again from 0, compare digests; make the log's
+Merkle nodes and leaf index again) and ``mace follow``.
 
-With ``MACE_READ_STORE`` set, ``rebuild`` compares there and writes nowhere (`_rebuilt`)."""
+With ``MACE_READ_STORE`` set, ``rebuild`` compares the read models there and writes nowhere
+(`_rebuilt`)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ def follow_views(args: argparse.Namespace, settings: Settings) -> int:
 
 def rebuild_views(args: argparse.Namespace, settings: Settings) -> int:
     show_progress = sys.stderr.isatty() and not args.json
-    results, position, note = _rebuilt(settings, _progress_bar if show_progress else None)
+    results, position, leaves, note = _rebuilt(settings, _progress_bar if show_progress else None)
     if show_progress:
         print(file=sys.stderr)
     views = [
@@ -44,9 +46,12 @@ def rebuild_views(args: argparse.Namespace, settings: Settings) -> int:
     ]
     ok = all(r.matches for r in results)
     if args.json:
-        emit_json({"ok": ok, "position": position, "views": views, **note})
+        log = {} if leaves is None else {"log_leaves": leaves}
+        emit_json({"ok": ok, "position": position, "views": views, **log, **note})
     else:
         _print_views(views, position, note)
+        if leaves is not None:
+            print(f"log nodes and leaf index made again: {leaves} leaves, the newest checkpoint's")
     return EXIT_OK if ok else EXIT_FAILED
 
 
@@ -71,16 +76,19 @@ def _print_views(views: list[dict[str, Any]], position: int, note: dict[str, Any
 
 def _rebuilt(
     settings: Settings, progress: Progress | None
-) -> tuple[list[RebuiltView], int, dict[str, Any]]:
-    """On MACE_STORE: the views rebuilt in place. With MACE_READ_STORE set: the read store's
-    views compared with a rebuild in memory, written nowhere (`ReadModels.compare` says why the
-    primary's views are not rebuilt from a replica); ``rebuild`` on MACE_STORE repairs them."""
+) -> tuple[list[RebuiltView], int, int | None, dict[str, Any]]:
+    """On MACE_STORE: the views rebuilt in place, and the log's nodes and leaf index made again
+    (how many leaves). With MACE_READ_STORE set: the read store's views compared with a rebuild
+    in memory, written nowhere (`ReadModels.compare` says why the primary's views are not
+    rebuilt from a replica), no leaves (None); ``rebuild`` on MACE_STORE repairs them."""
     if settings.parsed_read_store() is None:
         with Ledger.open(settings, create=False) as ledger:
-            return ledger.read_models.rebuild(progress), ledger.read_models.position(), {}
+            leaves = ledger.checkpoints.rebuild_log_tables()
+            models = ledger.read_models
+            return models.rebuild(progress), models.position(), leaves, {}
     with Ledger.open_for_reading(settings) as ledger:
         models = ledger.read_models
-        return models.compare(progress), models.position(), read_store_note(ledger)
+        return models.compare(progress), models.position(), None, read_store_note(ledger)
 
 
 def _progress_bar(position: int, head: int) -> None:

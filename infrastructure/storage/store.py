@@ -7,7 +7,7 @@ what a user can do with it lives in `infrastructure.application`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from functools import cached_property
 from threading import Lock
@@ -24,8 +24,8 @@ from eventsourcing.persistence import (
 )
 
 from domain.aggregate import MaceAggregate
-from domain.checkpoint import Checkpoint
-from domain.errors import ConflictError, NotFoundError, RefusedWrite
+from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint
+from domain.errors import ConflictError, IntegrityFailure, NotFoundError, RefusedWrite
 from domain.key_check import KeyCheck
 from infrastructure.storage.backends.connection import check_reachable
 from infrastructure.storage.backends.io_tally import IoTally, TalliedIo
@@ -38,9 +38,11 @@ from infrastructure.storage.backends.sqlite_file import (
 )
 from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.checkpoints.head_check import HeadCheck, HeadCheckedReads
+from infrastructure.storage.checkpoints.inclusion_proofs import event_key, inclusion_proofs
 from infrastructure.storage.checkpoints.tables import AlsoWrite, CheckpointTables, SavesWithIndex
 from infrastructure.storage.keys.checkpoint_key import CheckpointKey, load_checkpoint_key
 from infrastructure.storage.keys.keyring import Keyring, load_keyring
+from infrastructure.storage.keys.receipt_signing import RecordStanding
 from infrastructure.storage.read_models.tables import (
     PostgresReadModelView,
     ReadModelView,
@@ -52,6 +54,7 @@ from infrastructure.storage.records.mapper import SignedMapper
 from infrastructure.storage.records.repository import LedgerRepository
 from infrastructure.storage.settings import Settings, SettingsError, SQLiteStore, Store
 from infrastructure.storage.verification.ledger import LedgerVerification, verify_ledger
+from infrastructure.storage.verification.scan import StoreReader
 
 A = TypeVar("A", bound=MaceAggregate)
 T = TypeVar("T")
@@ -145,8 +148,11 @@ class LedgerStore(Application[UUID]):
                 schema.ensure()
             else:
                 schema.require()
-            # A key the store contradicts is refused here, before any command reads or writes.
+            # A key the store contradicts is refused here, before any command reads or writes;
+            # the checkpoint key too (its newest checkpoint names another: KEY_MISMATCH).
             store.key_checks.prove()
+            if store.checkpoints is not None:
+                store.checkpoints.prove_key()
         except BaseException:
             store.close()
             raise
@@ -326,12 +332,115 @@ class LedgerStore(Application[UUID]):
         last = next(self.verifying_store.get(stream, desc=True, limit=1), None)
         return 0 if last is None else last.originator_version
 
+    # Readers that gather events other than by reading each stream (the notification log, the
+    # read models) hold what they show to the newest checkpoint here, as `HeadCheckedReads`
+    # holds every read of a stream.
+
+    def held_to_heads(self, read: Callable[[], tuple[T, Mapping[UUID, int]]]) -> T:
+        """What ``read`` answers, once every stream it names is shown at least as long as the
+        newest checkpoint records it: ``read`` gives its answer and, for each stream the answer
+        shows, the last version it shows (0: none of it). A stream shown shorter fails closed
+        (`ProvenHead.short_of`), after ``read`` is made once more: a checkpoint committed after
+        the first read began may count events that read could not see yet, and the second read
+        starts after the heads were proven."""
+        check = self._head_check
+        answer, reached = read()
+        if check is None or not self._short(check, reached):
+            return answer
+        answer, reached = read()
+        failures = self._short(check, reached)
+        if failures:
+            raise failures[0]
+        return answer
+
+    def require_stored_heads(self, streams: Sequence[UUID]) -> None:
+        """Each of ``streams`` (the ones a listing shows, by a view's rows) holds at least the
+        head the newest checkpoint records for it: a stream cut short or deleted whole below
+        it fails closed, naming the stream and the checkpoint."""
+        if self._head_check is not None:
+            self.held_to_heads(lambda: (None, self._stored_versions(streams)))
+
+    def require_whole_log(self) -> None:
+        """The log up to the newest checkpoint holds exactly the events it counts (one count):
+        a reader of the whole log (the store's governance log) cannot tell a stream deleted
+        whole from one never written, since no event it reads names it."""
+        checkpoints = self.checkpoints
+        newest = None if checkpoints is None else checkpoints.newest()
+        if newest is None:
+            return
+        body = newest.checkpoint
+        with StoreReader(self.location, self._events_table) as reader:
+            held = reader.count_through(body.last_notification_id, CHECKPOINT_STREAM)
+        if held != body.tree_size:
+            what = "deleted below it" if held < body.tree_size else "inserted below it"
+            reason = (
+                f"checkpoint {body.number} counts {body.tree_size} events up to notification"
+                f" {body.last_notification_id}; the store holds {held}: events were {what}"
+                " ('mace verify --all' names where)"
+            )
+            raise IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
+
+    def record_standing(self, record: StoredEvent) -> RecordStanding:
+        """What the newest checkpoint says of ``record``, one whose MAC cannot be checked (its
+        key id is not in the keyring): whether its tree holds these very bytes.
+
+        Covered means the proven head of the record's stream (`HeadCheck`) reaches its version.
+        The leaf is then found by the log's leaf index and proven by the stored nodes; a proof
+        that does not lead to the signed root means the record's bytes, or the nodes proving
+        them, were altered (``mace verify --all`` says which, and ``mace rebuild`` makes the
+        nodes again). A covered record the leaf index has no position for is the index's loss:
+        an `IntegrityFailure` naming the checkpoint, not a verdict on the record.
+        """
+        check, checkpoints = self._head_check, self.checkpoints
+        if check is None or checkpoints is None:
+            return RecordStanding.NOT_CHECKPOINTED
+        stream, version = event_key(record)
+        head = check.head(stream)
+        if head.checkpoint is None or head.version < version:
+            return RecordStanding.NOT_CHECKPOINTED
+        checkpoint = head.checkpoint
+        try:
+            proofs = inclusion_proofs(checkpoints.tables, checkpoint, [record])
+        except IntegrityFailure as failure:
+            if failure.stream != str(stream):
+                raise  # a log node is missing: nothing is known of the record
+            return RecordStanding.ALTERED
+        if proofs is None:
+            reason = (
+                f"the log's leaf index has no position for stream {stream} version {version},"
+                f" which checkpoint {checkpoint.number} covers; run 'mace rebuild'"
+            )
+            raise IntegrityFailure(CHECKPOINT_STREAM, checkpoint.number, reason)
+        return RecordStanding.AS_CHECKPOINTED
+
+    @property
+    def _head_check(self) -> HeadCheck | None:
+        recorder = self.recorder
+        return recorder.head_check if isinstance(recorder, HeadCheckedReads) else None
+
+    @staticmethod
+    def _short(check: HeadCheck, reached: Mapping[UUID, int]) -> list[IntegrityFailure]:
+        streams = sorted(s for s in reached if s not in check.exempt)
+        heads = check.heads(streams)
+        failures = (heads[s].short_of(s, reached[s]) for s in streams)
+        return [failure for failure in failures if failure is not None]
+
+    def _stored_versions(self, streams: Sequence[UUID]) -> dict[UUID, int]:
+        with StoreReader(self.location, self._events_table) as reader:
+            found = reader.last_versions(streams)
+        return {stream: found.get(stream, 0) for stream in streams}
+
+    @property
+    def _events_table(self) -> str:
+        table = getattr(self.recorder, "events_table_name", None)
+        assert isinstance(table, str)
+        return table
+
     def verify_all(self, *, tree: bool = True) -> LedgerVerification:
         """Check every checkpoint against the log it signed, then every stored event's MAC,
         every stream's versions, every seal and witness. ``tree=False`` leaves the checkpoints
         out: what verify cost before them, the bench's baseline."""
-        table = getattr(self.recorder, "events_table_name", None)
-        assert isinstance(table, str)
+        table = self._events_table
         checkpoints = self.checkpoints
         # Only the in-memory ledger of a bundle has no checkpoint key, and it is never verified
         # whole: a store opened from settings always has one.

@@ -15,12 +15,14 @@ import pytest
 from support.cli_output import (
     assert_failure_line,
     canonical_line,
+    failed,
     json_error_as_line,
     json_lines,
+    ok,
 )
 from support.ledger_fixtures import RawTable, run
 from support.receipt_examples import BUNDLE
-from support.replay_cli import ROUTER_ID, act, new_job, replay_json
+from support.replay_cli import ROUTER_ID, act, council_rejection, new_job, replay_json
 
 from domain.governance import Governance
 from domain.job import Job, JobSealWitness
@@ -56,19 +58,6 @@ def delete_from(table: RawTable, stream: UUID, version: int) -> None:
 
 def last_version(table: RawTable, stream: UUID) -> int:
     return table.rows(stream)[-1][0]
-
-
-def ok(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    code, out, err = run(capsys, *argv)
-    assert (code, err) == (0, ""), err
-    return out
-
-
-def failed(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    """``mace *argv`` exited 1 with nothing on standard output: its standard error."""
-    code, out, err = run(capsys, *argv)
-    assert (code, out) == (1, ""), (code, out, err)
-    return err
 
 
 def the_stream_with(table: RawTable, topic_end: str) -> tuple[UUID, int]:
@@ -162,12 +151,7 @@ def test_a_halt_lifted_by_deleting_its_row_still_stops_replay_and_clear(
 def test_a_deleted_council_rejection_blocks_votes_and_force_continue(
     cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    job_id = new_job(capsys)
-    act(monkeypatch, "adm", "admin")
-    ok(capsys, "governance", "request", job_id, "--action", "force_continue", "--reason", "why")
-    act(monkeypatch, "cou", "council")
-    ok(capsys, "governance", "approve", job_id, "--action", "force_continue")
-    ok(capsys, "governance", "reject", job_id, "--action", "force_continue")
+    job_id = council_rejection(capsys, monkeypatch)
     table = RawTable(cli_env)
     stream = Governance.id_for(f"job:{job_id}")
     head = last_version(table, stream)

@@ -7,12 +7,13 @@ from typing import Any
 
 import orjson
 import psycopg
+import pytest
 
 from domain.canonical import canonical_json
 from infrastructure.application.errors import ANSWERS, EXIT_USAGE
 from infrastructure.storage.settings import Settings, SQLiteStore
 from projections.replay_report import NOT_REPRODUCED, NOT_REPRODUCED_WHY
-from support.ledger_fixtures import RawTable
+from support.ledger_fixtures import RawTable, run
 
 USAGE_CODES = {code for code, answer in ANSWERS.items() if answer.exit_code == EXIT_USAGE}
 NOT_REPRODUCED_LINE = f"mace: {NOT_REPRODUCED}: {NOT_REPRODUCED_WHY}\n"
@@ -81,3 +82,17 @@ def assert_failure_line(err: str, code: str, message: str | None = None) -> None
     assert err.startswith(f"mace: {code}: "), err
     if message is not None:
         assert err == f"mace: {code}: {message}\n"
+
+
+def ok(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """``mace *argv`` succeeded with nothing on standard error: its standard output."""
+    code, out, err = run(capsys, *argv)
+    assert (code, err) == (0, ""), err
+    return out
+
+
+def failed(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """``mace *argv`` exited 1 with nothing on standard output: its standard error."""
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (1, ""), (code, out, err)
+    return err

@@ -10,7 +10,7 @@ import pytest
 
 from infrastructure.application.snapshots import default_snapshots
 from infrastructure.storage.settings import Settings
-from support.cli_output import canonical_line, event_count, json_lines
+from support.cli_output import canonical_line, event_count, json_lines, ok
 from support.ledger_fixtures import run
 from support.misrouted_run import misrouted_run
 
@@ -63,6 +63,17 @@ def new_job(
     assert (code, err) == (0, ""), err
     job_id = canonical_line(out)["job_id"]
     assert isinstance(job_id, str)
+    return job_id
+
+
+def council_rejection(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:
+    """A job whose force-continue was approved, then rejected: its id."""
+    job_id = new_job(capsys)
+    act(monkeypatch, "adm", "admin")
+    ok(capsys, "governance", "request", job_id, "--action", "force_continue", "--reason", "why")
+    act(monkeypatch, "cou", "council")
+    ok(capsys, "governance", "approve", job_id, "--action", "force_continue")
+    ok(capsys, "governance", "reject", job_id, "--action", "force_continue")
     return job_id
 
 

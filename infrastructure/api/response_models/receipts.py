@@ -14,7 +14,9 @@ from infrastructure.api.response_models import ResponseModel
 VerdictReason = Literal[
     "ok",
     "record_mac_mismatch",
+    "record_altered",
     "signature_mismatch",
+    "key_retired",
     "key_unavailable",
     "no_signature",
     "unsupported_algorithm",

@@ -38,7 +38,7 @@ from domain.checkpoint import (
     leaf_data,
 )
 from domain.errors import IntegrityFailure, StoreBusyError
-from domain.merkle import MerkleBuilder, leaf_hash
+from domain.merkle import MerkleBuilder, MerkleNode, leaf_hash
 from domain.stream_heads import (
     HeadEntry,
     HeadsTree,
@@ -59,6 +59,7 @@ from infrastructure.storage.keys.checkpoint_key import CheckpointKey, PublicChec
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.records.event_store import VerifyingEventStore
+from infrastructure.storage.records.key_checks import KeyMismatch
 from infrastructure.storage.records.signed_record import verify_record
 
 
@@ -94,6 +95,23 @@ RACES: Final = 100
 Entries = list[HeadEntry]
 
 
+class CheckpointKeyMismatch(KeyMismatch):
+    """The configured checkpoint key is not the one the store's checkpoints are signed with.
+
+    A configuration error like a wrong HMAC key (KEY_MISMATCH), never tampering: the key id a
+    checkpoint names is read from its event once the event's MAC holds, so it is the ledger's own
+    statement of which key signed it, and only the configured key differs from it.
+    """
+
+    def __init__(self, key: CheckpointKey, stored_key_id: str) -> None:
+        Exception.__init__(
+            self,
+            f"{key.source} (key id {key.key_id}) is not the key this store's checkpoints are"
+            f" signed with (key id {stored_key_id}): configure the store's checkpoint key",
+        )
+        self.key_id = key.key_id
+
+
 def signature_problem(signed: SignedCheckpoint, key: PublicCheckpointKey) -> str | None:
     """Why ``signed`` is not a checkpoint signed by ``key`` (None: it is). The one check for the
     ledger's own checkpoints, exported files and bundles."""
@@ -117,6 +135,28 @@ class _Window:
     firsts: dict[UUID, int] = field(default_factory=dict)
 
 
+@dataclass
+class _LogRows:
+    """The log's nodes and leaf positions a pass over the log makes, stored in batches."""
+
+    tables: CheckpointTables
+    nodes: list[MerkleNode] = field(default_factory=list)
+    leaves: list[tuple[int, EventKey]] = field(default_factory=list)
+
+    def add(self, builder: MerkleBuilder, notification: Notification, leaf: bytes) -> None:
+        """Append the event's leaf to the tree, keeping where it is and the nodes it completed."""
+        event = (_uuid(notification.originator_id), notification.originator_version)
+        self.leaves.append((builder.size, event))
+        self.nodes.extend(builder.append(leaf))
+
+    def store(self, *, at_least: int = 0) -> None:
+        """Store what was kept, once it is ``at_least`` that many nodes."""
+        if len(self.nodes) >= at_least:
+            self.tables.add_log_nodes(self.nodes)
+            self.tables.add_log_leaves(self.leaves)
+            self.nodes, self.leaves = [], []
+
+
 @dataclass(frozen=True)
 class Written:
     """What `Checkpoints.write` did: the newest checkpoint now, and how many it wrote."""
@@ -135,19 +175,31 @@ class Checkpoints:
 
     def newest(self) -> SignedCheckpoint | None:
         """The newest checkpoint, its MAC and signature checked; None before the first."""
+        last = self._newest_event()
+        return None if last is None else self.checked(last)
+
+    def prove_key(self) -> None:
+        """`CheckpointKeyMismatch` unless the newest checkpoint (its MAC checked) names the
+        configured key: what a process proves at open, as it proves its HMAC keys."""
+        last = self._newest_event()
+        if last is not None and last.key_id != self.key.key_id:
+            raise CheckpointKeyMismatch(self.key, last.key_id)
+
+    def _newest_event(self) -> LedgerCheckpoints.Signed | None:
         last = next(self.store.verifying_store.get(CHECKPOINT_STREAM, desc=True, limit=1), None)
-        if last is None:
-            return None
-        assert isinstance(last, LedgerCheckpoints.Signed)
-        return self.checked(last)
+        assert last is None or isinstance(last, LedgerCheckpoints.Signed)
+        return last
 
     def checked(self, event: LedgerCheckpoints.Signed) -> SignedCheckpoint:
-        """The checkpoint a verified checkpoint event holds, once its number and signature hold."""
+        """The checkpoint a verified checkpoint event holds, once its number and signature hold;
+        one signed under another key id than the configured key's is `CheckpointKeyMismatch`."""
         number = event.originator_version
         signed = SignedCheckpoint(event.checkpoint, event.key_id, decoded(event.signature))
         if event.checkpoint.number != number:
             reason = f"holds checkpoint number {event.checkpoint.number}, not {number}"
             raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+        if signed.key_id != self.key.key_id:
+            raise CheckpointKeyMismatch(self.key, signed.key_id)
         problem = signature_problem(signed, self.key.public)
         if problem is not None:
             raise IntegrityFailure(CHECKPOINT_STREAM, number, problem)
@@ -193,8 +245,7 @@ class Checkpoints:
                 reason = f"checkpoint {body.number}: its peaks do not make its root"
                 raise IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
             window = _Window(builder, body.last_notification_id)
-        nodes: list[tuple[int, int, bytes]] = []
-        leaves: list[tuple[int, EventKey]] = []
+        rows = _LogRows(self.tables)
         recorder = self.store.recorder
         while window.events < WINDOW:
             page = recorder.select_notifications(
@@ -208,21 +259,57 @@ class Checkpoints:
                 stream = _uuid(notification.originator_id)
                 if stream == CHECKPOINT_STREAM:
                     continue
-                leaves.append((window.builder.size, (stream, notification.originator_version)))
-                nodes.extend(window.builder.append(self._leaf(stream, notification)))
+                rows.add(window.builder, notification, self._leaf(stream, notification))
                 window.heads[stream] = self._next_version(window, stream, notification)
                 window.events += 1
                 if window.events == WINDOW:
                     break
-            if len(nodes) >= NODE_BATCH:
-                self.tables.add_log_nodes(nodes)
-                self.tables.add_log_leaves(leaves)
-                nodes, leaves = [], []
+            rows.store(at_least=NODE_BATCH)
         # Nodes and leaf positions are a function of the log alone: stored ahead of the
         # checkpoint, they stay true.
-        self.tables.add_log_nodes(nodes)
-        self.tables.add_log_leaves(leaves)
+        rows.store()
         return window
+
+    def rebuild_log_tables(self) -> int:
+        """Make the log's nodes and leaf index (`CheckpointTables`) again from the log, up to the
+        newest checkpoint, as its writers made them; the number of leaves.
+
+        Both tables are a pure function of the log, so what the log makes replaces whatever they
+        held (emptied, edited). Each event's MAC is checked before it is hashed, and the tree
+        made must have the checkpoint's signed root, else an `IntegrityFailure` names the
+        checkpoint: the log itself was altered (``mace verify --all`` says where), and the
+        tables then hold what the log makes, which no proof against the checkpoint can use.
+        Nodes past the newest checkpoint are left to the next checkpoint writer, who completes
+        them from the checkpoint's peaks.
+        """
+        newest = self.newest()
+        self.tables.clear_log()
+        if newest is None:
+            return 0
+        body = newest.checkpoint
+        builder = MerkleBuilder()
+        rows = _LogRows(self.tables)
+        after = 0
+        while after < body.last_notification_id:
+            page = self.store.recorder.select_notifications(
+                after, PAGE, stop=body.last_notification_id, inclusive_of_start=False
+            )
+            if not page:
+                break
+            for notification in page:
+                stream = _uuid(notification.originator_id)
+                if stream != CHECKPOINT_STREAM:
+                    rows.add(builder, notification, self._leaf(stream, notification))
+            after = page[-1].id
+            rows.store(at_least=NODE_BATCH)
+        rows.store()
+        if builder.size != body.tree_size or builder.root().hex() != body.root:
+            reason = (
+                f"checkpoint {body.number} no longer holds: the log up to it makes another tree"
+                " ('mace verify --all' says where it differs)"
+            )
+            raise IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
+        return builder.size
 
     def _leaf(self, stream: UUID, notification: Notification) -> bytes:
         """The event's leaf hash, once its MAC holds: a checkpoint vouches for no forged event."""

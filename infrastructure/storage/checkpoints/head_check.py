@@ -107,10 +107,17 @@ class ProvenHead:
     def shortfall(self, read: StreamRead) -> IntegrityFailure | None:
         """Why ``read`` shows the stream shorter than this head; None if it does not."""
         required = self.version if read.lte is None else min(self.version, read.lte)
-        if read.reached >= required:
+        return self.short_of(read.stream, read.reached, required)
+
+    def short_of(
+        self, stream: UUID, reached: int, required: int | None = None
+    ) -> IntegrityFailure | None:
+        """Why a reader that shows ``stream`` up to version ``reached`` (0: none of it) shows it
+        shorter than this head (or ``required``, a lower bound of it); None if it does not."""
+        if reached >= (self.version if required is None else required):
             return None
         assert self.checkpoint is not None  # a head above 0 was proven by one
-        return ShortOfCheckpoint(read.stream, read.reached, self.version, self.checkpoint.number)
+        return ShortOfCheckpoint(stream, reached, self.version, self.checkpoint.number)
 
 
 class ShortOfCheckpoint(IntegrityFailure):

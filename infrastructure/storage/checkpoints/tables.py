@@ -102,6 +102,12 @@ class CheckpointTables:
     def log_nodes(self, positions: Iterable[Position]) -> dict[Position, bytes]:
         return self._nodes(LOG_NODES, positions)
 
+    def clear_log(self) -> None:
+        """Empty the log's nodes and leaf index, to make them again from the log (a rebuild)."""
+        with self._datastore.transaction(commit=True) as cursor:
+            for table in (LOG_NODES, LOG_LEAVES):
+                cursor.execute(self._sql("DELETE FROM {t}", t=table))
+
     # The log's leaves
 
     def add_log_leaves(self, leaves: Sequence[tuple[int, EventKey]]) -> None:
@@ -116,6 +122,15 @@ class CheckpointTables:
         rows = [(position, str(stream), version) for position, (stream, version) in leaves]
         with self._datastore.transaction(commit=True) as cursor:
             cursor.executemany(statement, rows)
+
+    def count_log_leaves(self, below: int) -> int:
+        """How many leaf positions under ``below`` the leaf index holds."""
+        statement = self._sql(
+            "SELECT count(*) AS n FROM {leaves} WHERE position < ?", leaves=LOG_LEAVES
+        )
+        with self._datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, [below])
+            return int(cursor.fetchone()["n"])
 
     def leaf_positions(self, events: Iterable[EventKey]) -> dict[EventKey, int]:
         """The leaf positions of those of ``events`` that a checkpoint writer has reached."""

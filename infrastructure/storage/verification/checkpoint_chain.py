@@ -12,6 +12,13 @@ leaves the checkpoint writer stored, when those still make the signed root; else
 positions between the previous checkpoint and this one.
 
 Events after the newest checkpoint are counted, not judged: nothing has signed them yet.
+
+The tables derived from the log for proofs are held to it too: ``mace_log_nodes`` must hold every
+node the recomputed tree completes below the newest checkpoint, byte for byte, and
+``mace_log_leaves`` a position for each leaf it covers. Either one emptied or edited would make
+every proof fail for good (``checkpoint prove``, bundles), though the log is intact; the first
+such problem is reported only once the log itself holds (`TreeVerification.log_nodes`), and
+``mace rebuild`` makes both again.
 """
 
 from __future__ import annotations
@@ -23,9 +30,9 @@ from dataclasses import dataclass
 from typing import Final
 from uuid import UUID
 
-from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints, SignedCheckpoint
+from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint, LedgerCheckpoints, SignedCheckpoint
 from domain.errors import IntegrityFailure
-from domain.merkle import HASH_SIZE, MerkleBuilder, leaf_hash
+from domain.merkle import HASH_SIZE, MerkleBuilder, MerkleNode, leaf_hash
 from domain.stream_heads import HeadsTree
 from infrastructure.storage.checkpoints.chain import CheckpointedLog, Checkpoints
 from infrastructure.storage.checkpoints.head_check import bucket_entries, disagrees
@@ -34,6 +41,8 @@ from infrastructure.storage.verification.scan import Leaf, LeafPage, StoreReader
 
 PAGE: Final = 500
 """Checkpoint events read per page: the chain is walked, never held whole."""
+NODES_PER_READ: Final = 4000
+"""Stored log nodes compared per read of ``mace_log_nodes``."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,9 @@ class TreeVerification:
     checkpoints: int
     newest: SignedCheckpoint | None
     not_yet_checkpointed: int
+    log_nodes: IntegrityFailure | None = None
+    """The first stored Merkle node that is not the log's (`_log_nodes_problem`): reported once
+    the log itself is known to hold, since an altered log makes other nodes too."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,7 @@ def verify_checkpoints(checkpoints: Checkpoints, reader: StoreReader) -> TreeVer
         log = _LeafFeed(pages)
         committed = _committed_at(reader)
         committed_before = 0
+        nodes_problem: IntegrityFailure | None = None
         for event in _chain(checkpoints.store, last.number):
             signed = checkpoints.checked(event)
             _check_link(held, signed)
@@ -82,10 +95,16 @@ def verify_checkpoints(checkpoints: Checkpoints, reader: StoreReader) -> TreeVer
                 pages.close()  # its cursor ends before the search for the position reads again
                 raise _broken(checkpoints, reader, held, signed)
             committed_before = _check_commit_order(signed, next(committed, 0), committed_before)
+            completed = log.completed()
+            if nodes_problem is None:
+                nodes_problem = _log_nodes_problem(checkpoints.tables, completed, body.number)
             held = _Held(signed, builder.peaks)
     assert held is not None and held.signed.checkpoint == last
+    if nodes_problem is None:
+        nodes_problem = _leaf_index_problem(checkpoints.tables, last)
     after = last.last_notification_id
-    return TreeVerification(last.number, newest, reader.count_after(after, CHECKPOINT_STREAM))
+    not_yet = reader.count_after(after, CHECKPOINT_STREAM)
+    return TreeVerification(last.number, newest, not_yet, nodes_problem)
 
 
 class _LeafFeed:
@@ -95,6 +114,17 @@ class _LeafFeed:
         self._pages = pages
         self._page = LeafPage([], [])
         self._at = 0  # the next leaf of the page to feed
+        self._completed: list[MerkleNode] = []
+
+    def completed(self) -> list[MerkleNode]:
+        """The tree's nodes the leaves fed since the last call completed (`MerkleBuilder.append`):
+        what ``mace_log_nodes`` must hold."""
+        completed, self._completed = self._completed, []
+        return completed
+
+    def _append(self, builder: MerkleBuilder, leaves: Sequence[bytes]) -> None:
+        for leaf in leaves:
+            self._completed.extend(builder.append(leaf))
 
     def feed(self, builder: MerkleBuilder, through: int) -> bool:
         """Add every leaf up to notification id ``through``; False if one of them has none
@@ -111,13 +141,50 @@ class _LeafFeed:
             chunk = hashes[self._at : end]
             if None in chunk:
                 good = chunk.index(None)
-                builder.extend(chunk[:good])  # type: ignore[arg-type]  # None is past `good`
+                self._append(builder, chunk[:good])  # type: ignore[arg-type]  # None is past it
                 self._at += good
                 return False
-            builder.extend(chunk)  # type: ignore[arg-type]  # no None in it
+            self._append(builder, chunk)  # type: ignore[arg-type]  # no None in it
             self._at = end
             if end < len(ids):
                 return True
+
+
+def _log_nodes_problem(
+    tables: CheckpointTables, nodes: Sequence[MerkleNode], number: int
+) -> IntegrityFailure | None:
+    """The stored Merkle nodes hold each node the log makes below checkpoint ``number``, which
+    holds: proofs are made from them (``checkpoint prove``, bundles' inclusion proofs), so a
+    node missing or altered would make them fail for good, though the log is intact. Nodes are
+    derived, so the remedy is to make them again (``mace rebuild``)."""
+    for start in range(0, len(nodes), NODES_PER_READ):
+        chunk = nodes[start : start + NODES_PER_READ]
+        stored = tables.log_nodes((level, index) for level, index, _ in chunk)
+        for level, index, hashed in chunk:
+            found = stored.get((level, index))
+            if found != hashed:
+                state = "missing" if found is None else "altered"
+                reason = (
+                    f"log node ({level}, {index}) below checkpoint {number} is {state}: the"
+                    " stored Merkle nodes no longer make the tree the log makes; 'mace rebuild'"
+                    " makes them again"
+                )
+                return IntegrityFailure(CHECKPOINT_STREAM, number, reason)
+    return None
+
+
+def _leaf_index_problem(tables: CheckpointTables, newest: Checkpoint) -> IntegrityFailure | None:
+    """The leaf index (where each event's leaf is, for inclusion proofs) has a position for each
+    leaf the newest checkpoint covers. What each row names is checked where it is used: a proof
+    from a wrong one does not lead to the signed root."""
+    held = tables.count_log_leaves(newest.tree_size)
+    if held == newest.tree_size:
+        return None
+    reason = (
+        f"the log's leaf index holds {held} of the {newest.tree_size} positions checkpoint"
+        f" {newest.number} covers; 'mace rebuild' makes it again"
+    )
+    return IntegrityFailure(CHECKPOINT_STREAM, newest.number, reason)
 
 
 def _chain(store: CheckpointedLog, through: int) -> Iterator[LedgerCheckpoints.Signed]:

@@ -10,6 +10,9 @@ snapshots that completed jobs found in the ledger, to check that each is still t
 deleted whole produces no event of its own). The first failure stops it and is reported with its
 stream and version.
 
+The stored Merkle nodes are held to the tree the log makes below the newest checkpoint, and
+reported last: only once the log holds is a node that differs the nodes' own fault.
+
 The stream pass is split by stream id: one part runs beside the rest (`side_pass`), so that the
 checkpoint pass costs little more time than a verify without it.
 """
@@ -105,7 +108,10 @@ def verify_ledger(
         facts = side.result()
     if isinstance(upper, IntegrityFailure):
         raise upper
-    return _finished(facts.then(upper), tree)
+    verified = _finished(facts.then(upper), tree)
+    if tree.log_nodes is not None:
+        raise tree.log_nodes  # the log holds: only what is derived from it is not its own
+    return verified
 
 
 SPLIT: Final = UUID(int=3 * 2**128 // 4)

@@ -374,18 +374,26 @@ class StoreReader:
 
     def count_after(self, after: int, skip: UUID) -> int:
         """How many events of streams other than ``skip`` have a notification id after ``after``."""
+        return self._count(">", after, skip)
+
+    def count_through(self, through: int, skip: UUID) -> int:
+        """How many events of streams other than ``skip`` have a notification id up to
+        ``through``."""
+        return self._count("<=", through, skip)
+
+    def _count(self, compared: str, position: int, skip: UUID) -> int:
         conn = self._connection()
         if isinstance(conn, sqlite3.Connection):
             row = conn.execute(
                 f"SELECT count(*) FROM {self._sqlite_table()}"  # noqa: S608
-                " WHERE rowid > ? AND originator_id <> ?",
-                (after, skip.hex),
+                f" WHERE rowid {compared} ? AND originator_id <> ?",
+                (position, skip.hex),
             ).fetchone()
         else:
             query = sql.SQL(
-                "SELECT count(*) FROM {} WHERE notification_id > %s AND originator_id <> %s"
-            ).format(self._table())
-            row = conn.execute(query, (after, skip)).fetchone()
+                "SELECT count(*) FROM {} WHERE notification_id {} %s AND originator_id <> %s"
+            ).format(self._table(), sql.SQL(compared))
+            row = conn.execute(query, (position, skip)).fetchone()
         assert row is not None
         return int(row[0])
 
