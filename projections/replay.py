@@ -48,6 +48,7 @@ from domain.memories import Memory as StoredMemory
 from domain.provenance import SERIALIZER, unimplemented
 from domain.replay_access import ReplayMode
 from domain.retrieval import SCORE_EPSILON, ledger_hits, same_hits
+from domain.sem import SemEntry
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.agents import AGENTS, Agent, AgentReply, AgentRequest, Memory
 from domain.stage0.config import parse_config
@@ -66,9 +67,15 @@ from projections.replay_checks import (
     unpersisted,
     unreached,
 )
-from projections.replay_sem import MemoryAsRecorded, SemHistory
+from projections.replay_sem import (
+    MemoryAsRecorded,
+    MemoryAtPosition,
+    SemHistory,
+    held_version,
+    sem_claim_problem,
+)
 from projections.selfrep import fold_selfrep
-from projections.stage0_runtime import Stage0Run, Stage0Snapshots, run_iteration
+from projections.stage0_runtime import SemSource, Stage0Run, Stage0Snapshots, run_iteration
 
 _TOOL_EVENTS = frozenset({ToolCall.EVENT_TYPE, ToolResult.EVENT_TYPE})
 _ITERATION_EVENTS = (InputReceived, RouterDecision, SemRead, SemWrite, AgentOutput, IterationTrace)
@@ -83,8 +90,8 @@ class ReplaySource(SemHistory, Protocol):
     """What a replay reads from the ledger; every read is verified before it is returned."""
 
     carries_tenant_state: bool
-    """Whether the tenant's memory log and policy books are here to read (a run bundle holds a
-    job's own records only): without them, what they decide is taken as recorded."""
+    """Whether the tenant's memory log, SEM log and policy books are here to read (a run bundle
+    holds a job's own records only): without them, what they decide is taken as recorded."""
 
     def load_job(self, job_id: str) -> Job:
         """The job, its MACs, versions, seal and witness verified (MaceError otherwise)."""
@@ -213,6 +220,11 @@ class _Replay:
         self.bundles: Mapping[str, str] = {}
         self.tenant = ""
         """The job's tenant, once it is loaded: whose memories and bundles the replay reads."""
+        self.job_position: int | None = None
+        """Where the ledger recorded the job in its log (read once, when SEM is first met)."""
+        self.sem_written: dict[str, SemEntry] = {}
+        """The SEM entries the re-run iterations wrote so far, by key: a later iteration's
+        memory holds them over the tenant's SEM."""
 
     def run(self) -> None:
         job, completion = self.load_reflective_log()
@@ -613,6 +625,8 @@ class _Replay:
             )
             if run is not None:
                 self.compare_events(iteration, [e for _, e in events], run.events)
+                self.sem_writes_held(job, iteration, [e for _, e in events])
+                self.sem_written.update({entry.key: entry for entry in run.sem_writes})
             matched = run is not None and all(
                 d.iteration != iteration for d in self.outcome.divergences
             )
@@ -669,10 +683,54 @@ class _Replay:
             percept,
             body[:start],
             snapshots,
-            MemoryAsRecorded(self.source, job.tenant, body[start:]),
+            self.memory(job, body[start:]),
             CaptureMode(job.capture_mode),
             self.agents(percept.iteration),
         )
+
+    def memory(self, job: Job, ahead: list[RunEvent]) -> SemSource:
+        """SEM as the tenant's log held it where the ledger recorded the job, with the writes
+        the re-run made in earlier iterations (`replay_sem`); without the tenant's SEM log (a
+        bundle), as the run says it met it, and the verdict says so."""
+        if self.source.carries_tenant_state:
+            if self.job_position is None:
+                self.job_position = self.source.job_position(job)
+            return MemoryAtPosition(self.source, job.tenant, self.job_position, self.sem_written)
+        if any(isinstance(e, SemRead | SemWrite) for e in ahead):
+            reason = (
+                "the tenant's SEM log is not among the records replayed: SEM reads and writes"
+                " are rebuilt from the versions the run says it met (taken as recorded)"
+            )
+            if reason not in self.outcome.non_authoritative:
+                self.outcome.non_authoritative.append(reason)
+        return MemoryAsRecorded(self.source, job.tenant, ahead)
+
+    def sem_writes_held(self, job: Job, iteration: int, recorded: list[RunEvent]) -> None:
+        """Each SEM write the iteration says it made is a version the ledger holds as written
+        by this job, with that value: a write the ledger never applied diverges."""
+        if not self.source.carries_tenant_state:
+            return
+        for event in recorded:
+            if (
+                not isinstance(event, SemWrite)
+                or sem_claim_problem(self.source, job.tenant, job.job_id, event) is None
+            ):
+                continue
+            claimed = {
+                "value": event.value,
+                "last_updated": event.last_updated,
+                "source": f"job:{job.job_id}",
+            }
+            held = (
+                None
+                if event.last_updated is None
+                else held_version(self.source, job.tenant, event.key, event.last_updated)
+            )
+            self.diverge(
+                Divergence(
+                    ErrorCode.REPLAY_DIVERGENCE, iteration, f"sem_write {event.key}", claimed, held
+                )
+            )
 
     def compare_events(
         self, iteration: int, recorded: list[RunEvent], replayed: list[RunEvent]
