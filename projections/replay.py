@@ -16,6 +16,7 @@ The store, the signatures and the ops clock are reached through `ReplaySource` a
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
@@ -84,6 +85,11 @@ _RETRIEVALS = (RetrievalRequest, RetrievalResponse)
 _COMPARED_EVENTS = (InputReceived, RouterDecision, AgentOutput, SemRead, SemWrite)
 """The iteration's events compared with the re-run besides its trace (compared field by field)."""
 _RE_EXECUTED = frozenset({Check.REEXECUTED, Check.DIVERGED})
+_SEM_AS_HELD = (
+    ": the re-run met the key as the tenant's SEM log held it where the ledger recorded the job"
+    " (a version deleted below the newest checkpoint fails its stream's head check as"
+    " INTEGRITY_FAILURE; one deleted after it, or never stored, differs here)"
+)
 
 
 class ReplaySource(SemHistory, Protocol):
@@ -95,6 +101,10 @@ class ReplaySource(SemHistory, Protocol):
 
     def load_job(self, job_id: str) -> Job:
         """The job, its MACs, versions, seal and witness verified (MaceError otherwise)."""
+
+    def job_position(self, job: Job) -> int:
+        """The log position of the job's first stored record: where the ledger recorded it
+        (`replay_sem`); asked only where the tenant's state is carried."""
 
     def snapshot_stored(self, snapshot_id: str) -> bool:
         """Whether the ledger holds a snapshot with this id (not yet verified)."""
@@ -252,12 +262,13 @@ class _Replay:
         self.outcome.error_message = message
         raise _Stopped
 
-    def diverge(self, divergence: Divergence) -> None:
-        """Record a divergence; stop unless a force-continue was asked for and is allowed."""
+    def diverge(self, divergence: Divergence, why: str = "") -> None:
+        """Record a divergence; stop unless a force-continue was asked for and is allowed.
+        ``why``: what the message adds to "differs from the record"."""
         self.outcome.divergences.append(divergence)
         where = "job" if divergence.iteration is None else f"iteration {divergence.iteration}"
         step = f"compare {divergence.field} ({where})"
-        message = f"{where}: {divergence.field} differs from the record"
+        message = f"{where}: {divergence.field} differs from the record{why}"
         if not self.request.force_continue:
             self.stop(divergence.code, step, message)
         if not self.request.force_approved:
@@ -612,6 +623,8 @@ class _Replay:
             trace = next((e for _, e in events if isinstance(e, IterationTrace)), None)
             percept = next(((i, e) for i, e in events if isinstance(e, InputReceived)), None)
             run = None if percept is None else self.rerun(job, snapshots, body, *percept)
+            if run is not None:
+                self.compare_sem(job, iteration, [e for _, e in events], run.events)
             replayed = (
                 None
                 if run is None
@@ -625,7 +638,6 @@ class _Replay:
             )
             if run is not None:
                 self.compare_events(iteration, [e for _, e in events], run.events)
-                self.sem_writes_held(job, iteration, [e for _, e in events])
                 self.sem_written.update({entry.key: entry for entry in run.sem_writes})
             matched = run is not None and all(
                 d.iteration != iteration for d in self.outcome.divergences
@@ -705,11 +717,31 @@ class _Replay:
                 self.outcome.non_authoritative.append(reason)
         return MemoryAsRecorded(self.source, job.tenant, ahead)
 
+    def compare_sem(
+        self, job: Job, iteration: int, recorded: list[RunEvent], replayed: list[RunEvent]
+    ) -> None:
+        """SEM first, each fact named by its key: the iteration's reads and writes against the
+        re-run's, in order (the re-run met the tenant's SEM as the ledger held it), then each
+        write against the version the ledger holds as this job's (`replay_sem`)."""
+        for kind, name in ((SemRead, "sem_read"), (SemWrite, "sem_write")):
+            was = [e.payload() for e in recorded if isinstance(e, kind)]
+            now = [e.payload() for e in replayed if isinstance(e, kind)]
+            for claimed, met in itertools.zip_longest(was, now):
+                if claimed is None or met is None or canonical_json(claimed) != canonical_json(met):
+                    key = (claimed or met)["key"]
+                    self.diverge(
+                        Divergence(
+                            ErrorCode.REPLAY_DIVERGENCE, iteration, f"{name} {key}", claimed, met
+                        ),
+                        _SEM_AS_HELD if self.source.carries_tenant_state else "",
+                    )
+                    break
+        if self.source.carries_tenant_state:
+            self.sem_writes_held(job, iteration, recorded)
+
     def sem_writes_held(self, job: Job, iteration: int, recorded: list[RunEvent]) -> None:
         """Each SEM write the iteration says it made is a version the ledger holds as written
         by this job, with that value: a write the ledger never applied diverges."""
-        if not self.source.carries_tenant_state:
-            return
         for event in recorded:
             if (
                 not isinstance(event, SemWrite)
@@ -729,7 +761,8 @@ class _Replay:
             self.diverge(
                 Divergence(
                     ErrorCode.REPLAY_DIVERGENCE, iteration, f"sem_write {event.key}", claimed, held
-                )
+                ),
+                _SEM_AS_HELD,
             )
 
     def compare_events(

@@ -48,7 +48,6 @@ from typing import Any, Protocol
 from domain.canonical import canonical_json
 from domain.determinism import iso_text
 from domain.events import RunEvent, SemRead, SemWrite
-from domain.job import Job
 from domain.sem import SemEntry
 
 
@@ -61,9 +60,6 @@ class SemVersions(Protocol):
 class SemHistory(SemVersions, Protocol):
     def sem_positions(self, tenant: str, key: str) -> Mapping[int, int]:
         """The log position (notification id) of each version of the tenant's entry."""
-
-    def job_position(self, job: Job) -> int:
-        """The log position of the job's first stored record: where the ledger recorded it."""
 
 
 class MemoryAtPosition:
