@@ -16,7 +16,6 @@ The store, the signatures and the ops clock are reached through `ReplaySource` a
 from __future__ import annotations
 
 import contextlib
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
@@ -72,8 +71,7 @@ from projections.replay_sem import (
     MemoryAsRecorded,
     MemoryAtPosition,
     SemHistory,
-    held_version,
-    sem_claim_problem,
+    sem_differences,
 )
 from projections.selfrep import fold_selfrep
 from projections.stage0_runtime import SemSource, Stage0Run, Stage0Snapshots, run_iteration
@@ -720,49 +718,14 @@ class _Replay:
     def compare_sem(
         self, job: Job, iteration: int, recorded: list[RunEvent], replayed: list[RunEvent]
     ) -> None:
-        """SEM first, each fact named by its key: the iteration's reads and writes against the
-        re-run's, in order (the re-run met the tenant's SEM as the ledger held it), then each
-        write against the version the ledger holds as this job's (`replay_sem`)."""
-        for kind, name in ((SemRead, "sem_read"), (SemWrite, "sem_write")):
-            was = [e.payload() for e in recorded if isinstance(e, kind)]
-            now = [e.payload() for e in replayed if isinstance(e, kind)]
-            for claimed, met in itertools.zip_longest(was, now):
-                if claimed is None or met is None or canonical_json(claimed) != canonical_json(met):
-                    key = (claimed or met)["key"]
-                    self.diverge(
-                        Divergence(
-                            ErrorCode.REPLAY_DIVERGENCE, iteration, f"{name} {key}", claimed, met
-                        ),
-                        _SEM_AS_HELD if self.source.carries_tenant_state else "",
-                    )
-                    break
-        if self.source.carries_tenant_state:
-            self.sem_writes_held(job, iteration, recorded)
-
-    def sem_writes_held(self, job: Job, iteration: int, recorded: list[RunEvent]) -> None:
-        """Each SEM write the iteration says it made is a version the ledger holds as written
-        by this job, with that value: a write the ledger never applied diverges."""
-        for event in recorded:
-            if (
-                not isinstance(event, SemWrite)
-                or sem_claim_problem(self.source, job.tenant, job.job_id, event) is None
-            ):
-                continue
-            claimed = {
-                "value": event.value,
-                "last_updated": event.last_updated,
-                "source": f"job:{job.job_id}",
-            }
-            held = (
-                None
-                if event.last_updated is None
-                else held_version(self.source, job.tenant, event.key, event.last_updated)
-            )
+        """SEM first, each fact named by its key (`replay_sem.sem_differences`)."""
+        held = self.source.carries_tenant_state
+        for field_name, claimed, met in sem_differences(
+            self.source if held else None, job.tenant, job.job_id, recorded, replayed
+        ):
             self.diverge(
-                Divergence(
-                    ErrorCode.REPLAY_DIVERGENCE, iteration, f"sem_write {event.key}", claimed, held
-                ),
-                _SEM_AS_HELD,
+                Divergence(ErrorCode.REPLAY_DIVERGENCE, iteration, field_name, claimed, met),
+                _SEM_AS_HELD if held else "",
             )
 
     def compare_events(

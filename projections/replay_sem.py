@@ -42,6 +42,7 @@ and the verdict says the SEM facts were taken as recorded.
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -183,6 +184,42 @@ def sem_claim_problem(
             f" {held['source']}, not for this run"
         )
     return None
+
+
+def sem_differences(
+    history: SemVersions | None,
+    tenant: str,
+    job_id: str,
+    recorded: Sequence[RunEvent],
+    replayed: Sequence[RunEvent],
+) -> list[tuple[str, Any, Any]]:
+    """Where an iteration's SEM facts differ, each as ``(field, recorded, replayed)`` named by
+    its key: the first read, then the first write, that differs from the re-run's (which met
+    the tenant's SEM as the ledger held it); then, with the ledger's ``history``, each
+    ``written`` write that is not a version the ledger holds as this job's, against what it
+    holds at that stamp (None: nothing)."""
+    found: list[tuple[str, Any, Any]] = []
+    for kind, name in ((SemRead, "sem_read"), (SemWrite, "sem_write")):
+        was = [e.payload() for e in recorded if isinstance(e, kind)]
+        now = [e.payload() for e in replayed if isinstance(e, kind)]
+        for claimed, met in itertools.zip_longest(was, now):
+            if claimed is None or met is None or canonical_json(claimed) != canonical_json(met):
+                found.append((f"{name} {(claimed or met)['key']}", claimed, met))
+                break
+    if history is None:
+        return found
+    for event in recorded:
+        if not isinstance(event, SemWrite) or not sem_claim_problem(history, tenant, job_id, event):
+            continue
+        claimed = {
+            "value": event.value,
+            "last_updated": event.last_updated,
+            "source": f"job:{job_id}",
+        }
+        stamp = event.last_updated
+        held = None if stamp is None else held_version(history, tenant, event.key, stamp)
+        found.append((f"sem_write {event.key}", claimed, held))
+    return found
 
 
 def _fold(events: Sequence[SemEntry.Event]) -> SemEntry | None:

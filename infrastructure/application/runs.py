@@ -58,8 +58,9 @@ class RunService:
         `RefusedSemClaim`, nothing written, for a SEM read or write the tenant's SEM log already
         contradicts (`replay_sem.sem_claim_problem`): a version no entry holds, a value that is
         not that version's, a write the ledger did not make for this run (a run recorded from
-        outside never writes the tenant's SEM). What the log cannot settle yet (a miss, a version
-        not current when the job was recorded) is the replay's to find.
+        outside never writes the tenant's SEM). A miss, or a real version that is not the one
+        current where the run is recorded, may have been true when the emitter read: the run is
+        kept, and its replay diverges on it (the ledger cannot prove it).
 
         ``alongside`` makes, afresh for each attempt and given the job's id, aggregates to save
         in the job's own transaction (a run draft marked complete, the run's content index).

@@ -163,14 +163,20 @@ def forged_stamp(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def test_a_read_stamped_with_a_version_that_never_existed_is_refused_at_ingest(
-    settings: Settings,
-) -> None:
+def forged_stamp_run(settings: Settings) -> list[dict[str, Any]]:
+    """A real job reading the capital, as a run whose read names a version never stored."""
     with step(settings) as ledger:
         ledger.sem.put(CAPITAL, "Paris")
     real = recorded(settings, QUESTION)
     with step(settings) as ledger:
-        lines = forged_stamp(job_as_run(ledger, real, "forged-stamp"))
+        return forged_stamp(job_as_run(ledger, real, "forged-stamp"))
+
+
+def test_a_read_stamped_with_a_version_that_never_existed_is_refused_at_ingest(
+    settings: Settings,
+) -> None:
+    lines = forged_stamp_run(settings)
+    with step(settings) as ledger:
         before = store_of(ledger).recorder.max_notification_id()
         with pytest.raises(RefusedSemClaim, match="a version the ledger does not hold") as refused:
             ingest(ledger, lines)
@@ -185,11 +191,9 @@ def test_a_read_stamped_with_a_version_that_never_existed_is_refused_at_ingest(
 def test_an_impossible_read_stamp_already_stored_is_no_integrity_failure(
     settings: Settings,
 ) -> None:
+    lines = forged_stamp_run(settings)
     with step(settings) as ledger:
-        ledger.sem.put(CAPITAL, "Paris")
-    real = recorded(settings, QUESTION)
-    with step(settings) as ledger:
-        ingest(ledger, forged_stamp(job_as_run(ledger, real, "forged-stamp")))
+        ingest(ledger, lines)
     with step(settings) as ledger:
         verified = ledger.jobs.verify("forged-stamp")
         assert (verified.sealed, verified.sem_entries) == (True, 1)
