@@ -229,7 +229,7 @@ class _Replay:
         self.tenant = ""
         """The job's tenant, once it is loaded: whose memories and bundles the replay reads."""
         self.job_position: int | None = None
-        """Where the ledger recorded the job in its log (read once, when SEM is first met)."""
+        """Where the ledger recorded the job in its log (`recorded_at`)."""
         self.sem_written: dict[str, SemEntry] = {}
         """The SEM entries the re-run iterations wrote so far, by key: a later iteration's
         memory holds them over the tenant's SEM."""
@@ -703,9 +703,9 @@ class _Replay:
         the re-run made in earlier iterations (`replay_sem`); without the tenant's SEM log (a
         bundle), as the run says it met it, and the verdict says so."""
         if self.source.carries_tenant_state:
-            if self.job_position is None:
-                self.job_position = self.source.job_position(job)
-            return MemoryAtPosition(self.source, job.tenant, self.job_position, self.sem_written)
+            return MemoryAtPosition(
+                self.source, job.tenant, lambda: self.recorded_at(job), self.sem_written
+            )
         if any(isinstance(e, SemRead | SemWrite) for e in ahead):
             reason = (
                 "the tenant's SEM log is not among the records replayed: SEM reads and writes"
@@ -714,6 +714,12 @@ class _Replay:
             if reason not in self.outcome.non_authoritative:
                 self.outcome.non_authoritative.append(reason)
         return MemoryAsRecorded(self.source, job.tenant, ahead)
+
+    def recorded_at(self, job: Job) -> int:
+        """Where the ledger recorded the job in its log, read when SEM is first met."""
+        if self.job_position is None:
+            self.job_position = self.source.job_position(job)
+        return self.job_position
 
     def compare_sem(
         self, job: Job, iteration: int, recorded: list[RunEvent], replayed: list[RunEvent]

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from domain.canonical import canonical_json
@@ -65,14 +65,14 @@ class SemHistory(SemVersions, Protocol):
 
 class MemoryAtPosition:
     """A `SemSource`: each key of the tenant as the ledger's SEM log held it before
-    ``position``, then ``written`` (the job's own writes, as its earlier iterations re-made
-    them)."""
+    ``position`` (asked for when a key is first read: a job that meets no SEM costs no read),
+    then ``written`` (the job's own writes, as its earlier iterations re-made them)."""
 
     def __init__(
         self,
         history: SemHistory,
         tenant: str,
-        position: int,
+        position: Callable[[], int],
         written: Mapping[str, SemEntry],
     ) -> None:
         self._history = history
@@ -84,12 +84,13 @@ class MemoryAtPosition:
         if key in self._written:
             # The caller may write to it: the next iteration starts from this one's entry.
             return copy.deepcopy(self._written[key])
+        job_at = self._position()
         positions = self._history.sem_positions(self.tenant, key)
         before: list[SemEntry.Event] = []
         for stored in self._history.sem_events(self.tenant, key):
             # Versions are placed in the log in version order: the first one at or after the
             # job (or not placed yet: appended since the events were read) ends the history.
-            if positions.get(stored.originator_version, self._position) >= self._position:
+            if positions.get(stored.originator_version, job_at) >= job_at:
                 break
             before.append(stored)
         return _fold(before)

@@ -346,11 +346,11 @@ def test_memory_at_a_position_is_the_log_before_it_whatever_the_run_claims() -> 
     job_at = history.mark()
     entry.write("green", "job:later")
     history.add(entry)
-    seen = MemoryAtPosition(history, DEFAULT_TENANT, job_at, {}).entry(COLOR)
+    seen = MemoryAtPosition(history, DEFAULT_TENANT, lambda: job_at, {}).entry(COLOR)
     assert seen is not None
     assert (seen.version, seen.value) == (2, "blue")
-    assert MemoryAtPosition(history, DEFAULT_TENANT, 1, {}).entry(COLOR) is None
-    assert MemoryAtPosition(history, DEFAULT_TENANT, job_at, {}).entry(CITY) is None
+    assert MemoryAtPosition(history, DEFAULT_TENANT, lambda: 1, {}).entry(COLOR) is None
+    assert MemoryAtPosition(history, DEFAULT_TENANT, lambda: job_at, {}).entry(CITY) is None
 
 
 def test_memory_at_a_position_holds_the_jobs_earlier_writes_over_the_log() -> None:
@@ -358,7 +358,7 @@ def test_memory_at_a_position_holds_the_jobs_earlier_writes_over_the_log() -> No
     history = FakeSemHistory(entry)
     job_at = history.mark()
     own, _ = written(["mine"])
-    memory = MemoryAtPosition(history, DEFAULT_TENANT, job_at, {COLOR: own})
+    memory = MemoryAtPosition(history, DEFAULT_TENANT, lambda: job_at, {COLOR: own})
     first = memory.entry(COLOR)
     assert first is not None and first.value == "mine"
     first.write("changed by the re-run", "job:replay")
@@ -529,6 +529,7 @@ class FakeSource:
 
     def job_position(self, job: Job) -> int:
         assert job is self.job
+        self.calls.append("job_position")
         return self.job_at
 
 
@@ -662,6 +663,17 @@ def test_a_sem_write_replays_over_the_history_that_followed() -> None:
     outcome = audit(FakeSource(job, sem=history, job_at=job_at))
     assert outcome.ok, outcome.steps[-1]
     assert step_names(outcome) == SUCCESS_STEPS
+
+
+def test_a_job_that_meets_no_sem_reads_no_log_position() -> None:
+    job, _ = recorded_job("2 + 3")
+    source = FakeSource(job)
+    assert audit(source).ok
+    assert "job_position" not in source.calls
+    sem_job, _ = recorded_job("what is my favorite color")
+    source = FakeSource(sem_job)
+    audit(source)
+    assert source.calls.count("job_position") == 1
 
 
 def test_a_sem_write_the_ledger_never_made_for_the_job_diverges() -> None:
