@@ -3,8 +3,9 @@
 `replay_job` loads the job's ReflectiveLog, checks that every declared snapshot is present, not
 halted and signed, re-folds SelfRepresentation and BrainState through the reducers the live run
 used, re-runs each recorded iteration through the very `run_stage0` the live run called (routing
-re-decided from the recorded RouterConfig snapshot, memory as the job saw it) and compares every
-seed 004 section 5 field, then the final answer. Each verification step is logged, in order, for
+re-decided from the recorded RouterConfig snapshot, memory as the tenant's SEM log held it where
+the ledger recorded the job: `replay_sem`) and compares its SEM facts, then every seed 004
+section 5 field, then the final answer. Each verification step is logged, in order, for
 the append-only replay record. The first difference stops the replay (``REPLAY_DIVERGENCE``, or
 ``RESULT_MISMATCH`` for the final answer) unless a force-continue was asked for *and* governance
 allows it; a forced replay runs to the end, lists every divergence and is not authoritative.
@@ -686,7 +687,7 @@ class _Replay:
         percept: InputReceived,
     ) -> Stage0Run:
         """The iteration as the live path computes it: after the events recorded before it, with
-        memory as this iteration saw it."""
+        memory as the ledger held it for this iteration (`memory`)."""
         return run_iteration(
             job.job_id,
             job.job_seed,
