@@ -26,7 +26,7 @@ from psycopg.sql import SQL, Identifier
 
 from infrastructure.storage.backends.checked_recorder import CheckedPostgresRecorder
 from infrastructure.storage.backends.io_tally import TalliedIo
-from infrastructure.storage.backends.stream_reads import moved_streams
+from infrastructure.storage.backends.stream_reads import conflict_if_moved
 from infrastructure.storage.checkpoints.head_check import HeadCheckedReads
 from infrastructure.storage.checkpoints.tables import AlsoWrite
 
@@ -71,7 +71,7 @@ class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
         def check(cursor: Any) -> None:
             cursor.execute(query, (list(read),))
             found = {row["originator_id"]: int(row["version"]) for row in cursor.fetchall()}
-            moved_streams(read, found)
+            conflict_if_moved(read, found)
 
         return check
 

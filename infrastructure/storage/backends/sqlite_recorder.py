@@ -15,7 +15,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from infrastructure.storage.backends.io_tally import TalliedIo
-from infrastructure.storage.backends.stream_reads import moved_streams
+from infrastructure.storage.backends.stream_reads import conflict_if_moved
 from infrastructure.storage.checkpoints.head_check import HeadCheckedReads
 from infrastructure.storage.checkpoints.tables import AlsoWrite
 
@@ -66,7 +66,7 @@ class IndexedSQLiteRecorder(HeadCheckedReads, SQLiteApplicationRecorder):
 
         def check(cursor: Any) -> None:
             cursor.execute(statement, [stream.hex for stream in read])
-            moved_streams(read, {UUID(row[0]): int(row[1]) for row in cursor.fetchall()})
+            conflict_if_moved(read, {UUID(row[0]): int(row[1]) for row in cursor.fetchall()})
 
         return check
 

@@ -32,7 +32,7 @@ class StreamReads(Protocol):
         """For each of ``streams``, the notification id of each of its versions."""
 
 
-def moved_streams(read: Mapping[UUID, int], found: Mapping[UUID, int]) -> None:
+def conflict_if_moved(read: Mapping[UUID, int], found: Mapping[UUID, int]) -> None:
     """`RecordConflictError` when a stream of ``read`` is not at the version read (``found``:
     each stream's last stored version; a stream with none is absent)."""
     moved = sorted(str(s) for s, version in read.items() if found.get(s, 0) != version)
