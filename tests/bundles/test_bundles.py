@@ -243,6 +243,28 @@ def test_export_import_into_another_store_then_verify_and_replay(
     assert event_count(target) == rows
 
 
+@pytest.mark.parametrize("which", ["writer", "reader"])
+def test_a_sem_job_imported_alone_replays_against_the_sem_it_met(
+    which: str,
+    cli_env: Settings,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    other_store: str,
+) -> None:
+    """Its SEM versions are placed in the new store's log as the job met them: the one it read
+    ahead of it, the one it wrote after it (replay meets SEM where the job's record stands)."""
+    act(monkeypatch, "ana", "auditor")
+    writer, reader = memory_jobs(capsys)
+    job_id = writer if which == "writer" else reader
+    bundle = export(capsys, job_id, tmp_path / "job.json")
+    use_store(monkeypatch, other_store)
+    code, _, err = run(capsys, "import", str(bundle))
+    assert (code, err) == (0, ""), err
+    code, report, _ = replay_json(capsys, job_id)
+    assert (code, report["ok"], report["reproduced"], report["divergences"]) == (0, True, True, [])
+
+
 def test_import_refusals_write_nothing(
     cli_env: Settings,
     capsys: pytest.CaptureFixture[str],
