@@ -3,8 +3,9 @@
 `replay_job` loads the job's ReflectiveLog, checks that every declared snapshot is present, not
 halted and signed, re-folds SelfRepresentation and BrainState through the reducers the live run
 used, re-runs each recorded iteration through the very `run_stage0` the live run called (routing
-re-decided from the recorded RouterConfig snapshot, memory as the job saw it) and compares every
-seed 004 section 5 field, then the final answer. Each verification step is logged, in order, for
+re-decided from the recorded RouterConfig snapshot, memory as the tenant's SEM log held it where
+the ledger recorded the job: `replay_sem`) and compares its SEM facts, then every seed 004
+section 5 field, then the final answer. Each verification step is logged, in order, for
 the append-only replay record. The first difference stops the replay (``REPLAY_DIVERGENCE``, or
 ``RESULT_MISMATCH`` for the final answer) unless a force-continue was asked for *and* governance
 allows it; a forced replay runs to the end, lists every divergence and is not authoritative.
@@ -53,6 +54,7 @@ from domain.memories import Memory as StoredMemory
 from domain.provenance import SERIALIZER, unimplemented
 from domain.replay_access import ReplayMode
 from domain.retrieval import SCORE_EPSILON, ledger_hits, same_hits
+from domain.sem import SemEntry
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.agents import AGENTS, Agent, AgentReply, AgentRequest, Memory
 from domain.stage0.config import parse_config
@@ -71,9 +73,14 @@ from projections.replay_checks import (
     unpersisted,
     unreached,
 )
-from projections.replay_sem import MemoryAsRecorded, SemHistory
+from projections.replay_sem import (
+    MemoryAsRecorded,
+    MemoryAtPosition,
+    SemHistory,
+    sem_differences,
+)
 from projections.selfrep import fold_selfrep
-from projections.stage0_runtime import Stage0Run, Stage0Snapshots, run_iteration
+from projections.stage0_runtime import SemSource, Stage0Run, Stage0Snapshots, run_iteration
 
 _ANSWERED_EVENTS = frozenset(
     {ToolCall.EVENT_TYPE, ToolResult.EVENT_TYPE, RetrievalRequest.EVENT_TYPE}
@@ -84,17 +91,26 @@ _RETRIEVALS = (RetrievalRequest, RetrievalResponse)
 _COMPARED_EVENTS = (InputReceived, RouterDecision, AgentOutput, SemRead, SemWrite)
 """The iteration's events compared with the re-run besides its trace (compared field by field)."""
 _RE_EXECUTED = frozenset({Check.REEXECUTED, Check.DIVERGED})
+_SEM_AS_HELD = (
+    ": the re-run met the key as the tenant's SEM log held it where the ledger recorded the job"
+    " (a version deleted below the newest checkpoint fails its stream's head check as"
+    " INTEGRITY_FAILURE; one deleted after it, or never stored, differs here)"
+)
 
 
 class ReplaySource(SemHistory, Protocol):
     """What a replay reads from the ledger; every read is verified before it is returned."""
 
     carries_tenant_state: bool
-    """Whether the tenant's memory log and policy books are here to read (a run bundle holds a
-    job's own records only): without them, what they decide is taken as recorded."""
+    """Whether the tenant's memory log, SEM log and policy books are here to read (a run bundle
+    holds a job's own records only): without them, what they decide is taken as recorded."""
 
     def load_job(self, job_id: str) -> Job:
         """The job, its MACs, versions, seal and witness verified (MaceError otherwise)."""
+
+    def job_position(self, job: Job) -> int:
+        """The log position of the job's first stored record: where the ledger recorded it
+        (`replay_sem`); asked only where the tenant's state is carried."""
 
     def snapshot_absent(self, snapshot_id: str) -> Absent | None:
         """None when the ledger holds a snapshot with this id (not yet verified); else what the
@@ -231,6 +247,11 @@ class _Replay:
         """The job's tenant, once it is loaded: whose memories and bundles the replay reads."""
         self.seconds: float | None = None
         """The replay time cap, once the job's governance snapshot is verified (step 3)."""
+        self.job_position: int | None = None
+        """Where the ledger recorded the job in its log (`recorded_at`)."""
+        self.sem_written: dict[str, SemEntry] = {}
+        """The SEM entries the re-run iterations wrote so far, by key: a later iteration's
+        memory holds them over the tenant's SEM."""
 
     def run(self) -> None:
         job, completion = self.load_reflective_log()
@@ -268,12 +289,13 @@ class _Replay:
         self.outcome.error_message = message
         raise _Stopped
 
-    def diverge(self, divergence: Divergence) -> None:
-        """Record a divergence; stop unless a force-continue was asked for and is allowed."""
+    def diverge(self, divergence: Divergence, why: str = "") -> None:
+        """Record a divergence; stop unless a force-continue was asked for and is allowed.
+        ``why``: what the message adds to "differs from the record"."""
         self.outcome.divergences.append(divergence)
         where = "job" if divergence.iteration is None else f"iteration {divergence.iteration}"
         step = f"compare {divergence.field} ({where})"
-        message = f"{where}: {divergence.field} differs from the record"
+        message = f"{where}: {divergence.field} differs from the record{why}"
         if not self.request.force_continue:
             self.stop(divergence.code, step, message)
         if not self.request.force_approved:
@@ -633,6 +655,8 @@ class _Replay:
             trace = next((e for _, e in events if isinstance(e, IterationTrace)), None)
             percept = next(((i, e) for i, e in events if isinstance(e, InputReceived)), None)
             run = None if percept is None else self.rerun(job, snapshots, body, *percept)
+            if run is not None:
+                self.compare_sem(job, iteration, [e for _, e in events], run.events)
             replayed = (
                 None
                 if run is None
@@ -646,6 +670,7 @@ class _Replay:
             )
             if run is not None:
                 self.compare_events(iteration, [e for _, e in events], run.events)
+                self.sem_written.update({entry.key: entry for entry in run.sem_writes})
             matched = run is not None and all(
                 d.iteration != iteration for d in self.outcome.divergences
             )
@@ -693,17 +718,53 @@ class _Replay:
         percept: InputReceived,
     ) -> Stage0Run:
         """The iteration as the live path computes it: after the events recorded before it, with
-        memory as this iteration saw it."""
+        memory as the ledger held it for this iteration (`memory`)."""
         return run_iteration(
             job.job_id,
             job.job_seed,
             percept,
             body[:start],
             snapshots,
-            MemoryAsRecorded(self.source, job.tenant, body[start:]),
+            self.memory(job, body[start:]),
             CaptureMode(job.capture_mode),
             self.agents(percept.iteration),
         )
+
+    def memory(self, job: Job, ahead: list[RunEvent]) -> SemSource:
+        """SEM as the tenant's log held it where the ledger recorded the job, with the writes
+        the re-run made in earlier iterations (`replay_sem`); without the tenant's SEM log (a
+        bundle), as the run says it met it, and the verdict says so."""
+        if self.source.carries_tenant_state:
+            return MemoryAtPosition(
+                self.source, job.tenant, lambda: self.recorded_at(job), self.sem_written
+            )
+        if any(isinstance(e, SemRead | SemWrite) for e in ahead):
+            reason = (
+                "the tenant's SEM log is not among the records replayed: SEM reads and writes"
+                " are rebuilt from the versions the run says it met (taken as recorded)"
+            )
+            if reason not in self.outcome.non_authoritative:
+                self.outcome.non_authoritative.append(reason)
+        return MemoryAsRecorded(self.source, job.tenant, ahead)
+
+    def recorded_at(self, job: Job) -> int:
+        """Where the ledger recorded the job in its log, read when SEM is first met."""
+        if self.job_position is None:
+            self.job_position = self.source.job_position(job)
+        return self.job_position
+
+    def compare_sem(
+        self, job: Job, iteration: int, recorded: list[RunEvent], replayed: list[RunEvent]
+    ) -> None:
+        """SEM first, each fact named by its key (`replay_sem.sem_differences`)."""
+        held = self.source.carries_tenant_state
+        for field_name, claimed, met in sem_differences(
+            self.source if held else None, job.tenant, job.job_id, recorded, replayed
+        ):
+            self.diverge(
+                Divergence(ErrorCode.REPLAY_DIVERGENCE, iteration, field_name, claimed, met),
+                _SEM_AS_HELD if held else "",
+            )
 
     def compare_events(
         self, iteration: int, recorded: list[RunEvent], replayed: list[RunEvent]

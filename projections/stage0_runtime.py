@@ -103,6 +103,8 @@ class RecordingMemory:
         self._iteration = iteration
         self._writer = writer
         self.written: dict[str, SemEntry] = {}
+        self.read_versions: dict[str, int] = {}
+        """The version of each key read from the source (0: a miss), the first time it was."""
         self.refused: list[RefusedValue] = []
         self.source_failure: Exception | None = None
 
@@ -120,6 +122,8 @@ class RecordingMemory:
 
     def read(self, key: str) -> SemRecord:
         entry = self._entry(key)
+        if key not in self.written:
+            self.read_versions.setdefault(key, 0 if entry is None else entry.version)
         record = MISS if entry is None else entry.read()
         self._emit(SemRead(iteration=self._iteration, key=key, **record.as_json()))
         return record
@@ -162,12 +166,14 @@ class RecordingMemory:
 
 @dataclass
 class Stage0Run:
-    """What one job did: its events in order (as captured), the SEM writes to store, and the
-    values the privacy policy refused to store."""
+    """What one job did: its events in order (as captured), the SEM writes to store, the
+    version of each key it only read (its commit checks they still stand), and the values the
+    privacy policy refused to store."""
 
     events: list[RunEvent] = field(default_factory=list)
     final_output: str = ""
     sem_writes: list[SemEntry] = field(default_factory=list)
+    sem_reads: dict[str, int] = field(default_factory=dict)
     refused: list[RefusedValue] = field(default_factory=list)
 
 
@@ -268,6 +274,7 @@ def run_iteration(
     )
     run.final_output = reply.text
     run.sem_writes = list(memory.written.values())
+    run.sem_reads = {k: v for k, v in memory.read_versions.items() if k not in memory.written}
     run.refused = memory.refused
     return run
 

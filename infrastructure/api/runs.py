@@ -18,6 +18,7 @@ from infrastructure.api.response_models.runs import BatchTaken, RecordedRun, Run
 from infrastructure.api.responses import answers
 from infrastructure.application.errors import Code
 from infrastructure.application.privacy_rules import ClearPrivateValue
+from infrastructure.application.runs import RefusedSemClaim
 from projections.job_summaries import recorded_run
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
@@ -100,4 +101,6 @@ def complete_run(run_id: RunIdPath, body: RunCompletion, ctx: Ctx, who: Caller) 
         raise refusal(Code.CONFLICT, str(exc)) from None
     except ValidationError as exc:
         raise invalid(f"final_output cannot be recorded: {exc.errors()[0]['msg']}") from None
+    except RefusedSemClaim as exc:
+        raise invalid(f"run {run_id} event {exc.position}: {exc}") from None
     return recorded_run(log, events)

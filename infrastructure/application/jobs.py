@@ -10,7 +10,7 @@ full: versions, MACs, seal and witness.
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -45,7 +45,7 @@ from infrastructure.storage.records.signed_record import VerifiedRecord, mac_dig
 from infrastructure.storage.store import LedgerStore
 from projections.reflective_log import ReflectiveLog, complete_job
 from projections.refused_input import recorded_input
-from projections.replay_sem import missing_version, version_stamped, versions_met
+from projections.replay_sem import versions_met
 from projections.stage0_runtime import run_stage0
 
 
@@ -56,6 +56,8 @@ class JobVerification:
     sealed: bool
     snapshots: int
     sequence_checked: bool
+    sem_entries: int
+    """The SEM entries the job met, each verified to its checkpointed head."""
 
 
 class JobService:
@@ -150,6 +152,9 @@ class JobService:
             )
             present = set(ids.values()) - unstored
             with_job: list[SemEntry | Snapshot] = [*run.sem_writes, *new_defaults]
+            # The keys the job only read must still be as it read them when it commits, so
+            # that the log holds just before the job what the job met (`replay_sem`).
+            read = {SemEntry.id_in(tenant, key): v for key, v in run.sem_reads.items()}
             return self.commit(
                 job,
                 run.final_output,
@@ -157,6 +162,7 @@ class JobService:
                 with_job,
                 present,
                 derived=job_id is None,
+                unmoved=read,
             )
 
         return self.store.racing(attempt, "run")
@@ -200,6 +206,7 @@ class JobService:
         *,
         derived: bool = False,
         held_bundles: Set[str] = frozenset(),
+        unmoved: Mapping[UUID, int] | None = None,
     ) -> ReflectiveLog:
         """Close, seal and store a job built in memory, all in one transaction.
 
@@ -208,6 +215,8 @@ class JobService:
         declared snapshot ids the caller already knows are in the ledger (else each is looked up).
         ``derived``: the id was derived (`id_for`), not named by the caller, and found free.
         ``held_bundles``: the policy bundles the ledger holds that the job's events name.
+        ``unmoved``: streams the job read, each at the version read: the transaction conflicts if
+        one moved on since (`LedgerStore.save_unmoved`).
         """
         # A derived id was found free in this same attempt (`id_for`): a writer that took it
         # since makes the insert conflict, and `racing` decides again.
@@ -221,7 +230,7 @@ class JobService:
         events = list(job.collect_events())
         signed = self.store.verifying_store.signed_mapper.sign_ahead(events)
         witness = _sealed(job, [record_mac(record.state) for record in signed])
-        self.store.save(*events, job, witness, *with_job)
+        self.store.save_unmoved(*events, job, witness, *with_job, read=unmoved or {})
         return ReflectiveLog.of(job)
 
     # Reading jobs back
@@ -230,7 +239,7 @@ class JobService:
         self, job_id: str, check_sequence: bool = False, *, tenant: str = DEFAULT_TENANT
     ) -> JobVerification:
         """Integrity only: the job's stream (MACs, versions, seal, witness), its snapshots' and
-        the SEM entries it read or wrote (each version it met still there).
+        the SEM entries it read or wrote (`_verify_sem_entries`).
 
         ``check_sequence`` also checks that the facts run 0, 1, 2... with seed-derived ids.
         """
@@ -240,7 +249,7 @@ class JobService:
                 message = f"{kind} snapshot {snapshot_id} is not in the ledger"
                 raise MaceError(ErrorCode.MISSING_SNAPSHOT, message, snapshot_id=snapshot_id)
             self.snapshots.get(snapshot_id)
-        self._verify_sem_versions(job)
+        sem_entries = self._verify_sem_entries(job)
         if check_sequence:
             problem = sequence_problem(job)
             if problem is not None:
@@ -251,21 +260,26 @@ class JobService:
             sealed=job.sealed,
             snapshots=len(job.snapshot_ids),
             sequence_checked=check_sequence,
+            sem_entries=sem_entries,
         )
 
-    def _verify_sem_versions(self, job: Job) -> None:
-        """Each SEM version the job read or wrote is still in its tenant's entry, verified."""
+    def _verify_sem_entries(self, job: Job) -> int:
+        """Each SEM entry the job read or wrote, read and verified whole (MACs, versions, and
+        not short of the head the newest checkpoint signed: a version deleted below it fails
+        here); how many.
+
+        Whether the versions the job claims to have met are the ledger's is no integrity
+        question: a claim is refused at ingest or diverges at replay (`replay_sem`), so that
+        nothing an emitter sends can make this check fail."""
         sem_facts = [
             decode_recorded(f.event_type, f.payload)
             for f in job.facts
             if f.event_type in {SemRead.EVENT_TYPE, SemWrite.EVENT_TYPE}
         ]
-        for key, stamp in sorted({(k, s) for k, s, _ in versions_met(sem_facts) if s}):
-            stream = SemEntry.id_in(job.tenant, key)
-            events = list(self.store.verifying_store.get(stream))
-            entry = [e for e in events if isinstance(e, SemEntry.Event)]
-            if version_stamped(entry, stamp) is None:
-                raise IntegrityFailure(stream, len(events) + 1, missing_version(key, stamp))
+        keys = sorted({key for key, _, _ in versions_met(sem_facts)})
+        for key in keys:
+            list(self.store.verifying_store.get(SemEntry.id_in(job.tenant, key)))
+        return len(keys)
 
     def get(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> Job:
         """The tenant's job: another tenant's job of the same id is not found, as none would be."""

@@ -69,6 +69,11 @@ class RecordService:
             for record in self._store.verifying_store.read_verified(stream)
         ]
 
+    def event_of(self, record: StoredEvent) -> object:
+        """The event a record holds (one from elsewhere, a bundle's), verified before it is
+        decoded."""
+        return self._store.mapper.to_domain_event(record)
+
     def exists(self, stream: UUID) -> bool:
         """Whether any record of ``stream`` is stored."""
         return self._store.stream_exists(stream)

@@ -133,8 +133,17 @@ class LedgerReplaySource:
         return self._replays.policy.held_bundles(tenant)
 
     def sem_events(self, tenant: str, key: str) -> list[SemEntry.Event]:
-        events = self._replays.store.verifying_store.get(SemEntry.id_in(tenant, key))
-        return [e for e in events if isinstance(e, SemEntry.Event)]
+        return self._replays.jobs.sem.sem_events(tenant, key)
+
+    def sem_positions(self, tenant: str, key: str) -> dict[int, int]:
+        return self._replays.jobs.sem.sem_positions(tenant, key)
+
+    def job_position(self, job: Job) -> int:
+        positions = self._replays.store.stream_positions([job.id])[job.id]
+        if 1 not in positions:
+            # The job was read and verified whole just before: its first record is gone since.
+            raise IntegrityFailure(job.id, 1, "the job's first record is no longer stored")
+        return positions[1]
 
     def governance_record(self) -> Governance | None:
         """The job's governance record (None: none yet), verified: the first time as read with

@@ -9,7 +9,8 @@ from typing import Any
 
 from domain.aggregate import MaceAggregate
 from domain.capture import apply_capture, policy_bundles_named
-from domain.events import RunCompleted, RunEvent, RunStarted
+from domain.errors import InvalidInput
+from domain.events import RunCompleted, RunEvent, RunStarted, SemRead, SemWrite
 from domain.job import DEFAULT_TENANT, CaptureMode, Job, validate_tenant
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.config import parse_config
@@ -19,6 +20,16 @@ from infrastructure.application.policy import PolicyService
 from infrastructure.application.privacy_rules import PrivacyRules
 from infrastructure.application.snapshots import SnapshotService
 from projections.reflective_log import ReflectiveLog
+from projections.replay_sem import sem_claim_problem
+
+
+class RefusedSemClaim(InvalidInput):
+    """A run's SEM read or write that the tenant's SEM log already contradicts; ``position``
+    is the event's, in the run's events."""
+
+    def __init__(self, position: int, message: str) -> None:
+        super().__init__(message)
+        self.position = position
 
 
 class RunService:
@@ -43,6 +54,13 @@ class RunService:
         alongside: Callable[[str], Sequence[MaceAggregate]] = lambda job_id: (),
     ) -> ReflectiveLog:
         """Record a run produced elsewhere (start, events, completion) as one sealed job.
+
+        `RefusedSemClaim`, nothing written, for a SEM read or write the tenant's SEM log already
+        contradicts (`replay_sem.sem_claim_problem`): a version no entry holds, a value that is
+        not that version's, a write the ledger did not make for this run (a run recorded from
+        outside never writes the tenant's SEM). A miss, or a real version that is not the one
+        current where the run is recorded, may have been true when the emitter read: the run is
+        kept, and its replay diverges on it (the ledger cannot prove it).
 
         ``alongside`` makes, afresh for each attempt and given the job's id, aggregates to save
         in the job's own transaction (a run draft marked complete, the run's content index).
@@ -74,6 +92,7 @@ class RunService:
                 tenant,
                 job_id_derived=started.job_id is None,
             )
+            self._refuse_contradicted_sem(job_id, tenant, events)
             for event in events:
                 captured = apply_capture(event, capture)
                 job.record(captured.EVENT_TYPE, captured.payload())
@@ -88,6 +107,17 @@ class RunService:
             )
 
         return self.jobs.store.racing(attempt, "record run")
+
+    def _refuse_contradicted_sem(
+        self, job_id: str, tenant: str, events: Sequence[RunEvent]
+    ) -> None:
+        for position, event in enumerate(events):
+            if not isinstance(event, SemRead | SemWrite):
+                continue
+            problem = sem_claim_problem(self.jobs.sem, tenant, job_id, event)
+            if problem is not None:
+                message = f"{event.EVENT_TYPE} (iteration {event.iteration}) {problem}"
+                raise RefusedSemClaim(position, message)
 
 
 def _config_if_usable(snapshot: Snapshot | None, kind: SnapshotKind) -> Any:

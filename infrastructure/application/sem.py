@@ -21,6 +21,17 @@ class SemService:
         """The tenant's stored SEM entry under a canonical key."""
         return self.store.repository.find(SemEntry, SemEntry.id_in(tenant, key))
 
+    def sem_events(self, tenant: str, key: str) -> list[SemEntry.Event]:
+        """The tenant's entry under a canonical key as its stored events, verified, in version
+        order (`replay_sem.SemVersions`)."""
+        events = self.store.verifying_store.get(SemEntry.id_in(tenant, key))
+        return [e for e in events if isinstance(e, SemEntry.Event)]
+
+    def sem_positions(self, tenant: str, key: str) -> dict[int, int]:
+        """Where each version of the tenant's entry stands in the ledger's log."""
+        stream = SemEntry.id_in(tenant, key)
+        return self.store.stream_positions([stream])[stream]
+
     def of(self, tenant: str) -> TenantSem:
         return TenantSem(self, tenant)
 

@@ -42,7 +42,7 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
     def attempt() -> ImportSummary:
         if ledger.jobs.exists(job_id, tenant=tenant):
             raise ConflictError(f"job {job_id} already exists in this store: nothing imported")
-        writes: list[StoredEvent] = []
+        writes: list[tuple[str, StoredEvent]] = []
         written: list[str] = []
         present: list[str] = []
         for stream in bundle.streams:
@@ -61,10 +61,26 @@ def import_bundle(ledger: Ledger, bundle: Bundle) -> ImportSummary:
             if len(stored) >= len(stream.records):
                 present.append(stream.name)
                 continue
-            writes += stream.records[len(stored) :]
+            writes += [(stream.role, record) for record in stream.records[len(stored) :]]
             written.append(stream.name)
-        ledger.records.insert(writes)
+        ledger.records.insert(_in_log_order(ledger, job_id, writes))
         left = [s.name for s in bundle.streams if s.role not in IMPORTED_ROLES]
         return ImportSummary(job_id, tenant, len(writes), written, present, left)
 
     return ledger.records.racing(attempt, f"import of job {job_id}")
+
+
+def _in_log_order(
+    ledger: Ledger, job_id: str, writes: list[tuple[str, StoredEvent]]
+) -> list[StoredEvent]:
+    """The records to write, placed in this store's log as the job met them: the SEM versions
+    it read (or wrote over) ahead of the job, its own SEM writes after it. A replay meets SEM as
+    the tenant's log held it where the job's first record stands (`projections.replay_sem`)."""
+    own = f"job:{job_id}"
+
+    def placed(role: str, record: StoredEvent) -> int:
+        if role != "sem":
+            return 1
+        return 2 if getattr(ledger.records.event_of(record), "source", None) == own else 0
+
+    return [record for _, record in sorted(writes, key=lambda write: placed(*write))]

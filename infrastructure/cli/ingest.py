@@ -12,6 +12,7 @@ from domain.run_file import RunFileError, parse_run
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.privacy_rules import ClearPrivateValue
+from infrastructure.application.runs import RefusedSemClaim
 from infrastructure.application.settings import Settings
 from infrastructure.cli.common import emit_json, read_bytes
 from projections.job_summaries import recorded_run
@@ -30,7 +31,7 @@ def ingest_run(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings) as ledger:
         try:
             log, duplicate = ledger.run_imports.record_once(run, args.tenant)
-        except ClearPrivateValue as exc:
+        except (ClearPrivateValue, RefusedSemClaim) as exc:
             raise InvalidInput(f"{name} event {exc.position + 1}: {exc}") from None
     summary = {**recorded_run(log, len(run.events)), "duplicate": duplicate}
     if args.json:

@@ -75,10 +75,16 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
             if args.check_retrievals
             else ""
         )
+        sem = (
+            f", {counts['sem_entries']} SEM entries verified to their checkpointed heads (a"
+            " deleted version fails there; the run's SEM claims are checked by replay)"
+            if counts["sem_entries"]
+            else ""
+        )
         print(
             f"ok: job {counts['job_id']}: {counts['events']} events verified"
             f" ({'sealed' if counts['sealed'] else 'open'}), {counts['snapshots']} snapshots"
-            f" verified{sequence}{retrievals}"
+            f" verified{sem}{sequence}{retrievals}"
         )
     return EXIT_OK
 
@@ -141,6 +147,7 @@ def _verify_job(ledger: Ledger, args: argparse.Namespace) -> dict[str, Any]:
         "sealed": result.sealed,
         "snapshots": result.snapshots,
         "sequence_checked": result.sequence_checked,
+        "sem_entries": result.sem_entries,
     }
     if args.check_retrievals:
         counts["retrievals_checked"] = _check_retrievals(ledger, args)

@@ -15,6 +15,7 @@ from typing import ClassVar, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import Application, ProcessingEvent
+from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import (
     ApplicationRecorder,
     IntegrityError,
@@ -36,6 +37,7 @@ from infrastructure.storage.backends.sqlite_file import (
     require_write_ahead_log,
     use_write_ahead_log,
 )
+from infrastructure.storage.backends.stream_reads import StreamReads
 from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.checkpoints.head_check import HeadCheck, HeadCheckedReads
 from infrastructure.storage.checkpoints.inclusion_proofs import event_key, inclusion_proofs
@@ -228,9 +230,17 @@ class LedgerStore(Application[UUID]):
     # Writing
 
     def _record(self, processing_event: ProcessingEvent[UUID]) -> list[Recording[UUID]]:
-        """Every save: the keys proven first, the missing key checks in the same transaction."""
+        """Every save: the keys proven first, the missing key checks in the same transaction,
+        and the streams it read checked unmoved there (`save_unmoved`)."""
         events = list(processing_event.events)
-        _writing([(e.originator_id, e.originator_version) for e in events])
+        read: Mapping[UUID, int] = processing_event.saved_kwargs.pop("unmoved", {})
+        if read:
+            processing_event.saved_kwargs["also"] = cast(StreamReads, self.recorder).unmoved(read)
+        # A read stream that moved on is a race lost to its writer, as a write to it would be.
+        written: list[tuple[UUID | str, int]] = [
+            (e.originator_id, e.originator_version) for e in events
+        ]
+        _writing(written + [(stream, version + 1) for stream, version in read.items()])
 
         def write(checks: list[KeyCheck.Recorded]) -> list[Recording[UUID]]:
             processing_event.events[:] = [*checks, *events]
@@ -275,6 +285,19 @@ class LedgerStore(Application[UUID]):
             self.save(*aggregates)
         except (IntegrityError, RecordConflictError):
             raise ConflictError(f"{what} already exists or changed concurrently") from None
+
+    def save_unmoved(
+        self, *aggregates: MaceAggregate | DomainEventProtocol[UUID], read: Mapping[UUID, int]
+    ) -> None:
+        """Save, in a transaction that also checks each stream of ``read`` is still at the
+        version given (0: it had none): one that moved on since makes the save conflict, and
+        `racing` decides again (`stream_reads`)."""
+        self.save(*aggregates, unmoved=read)
+
+    def stream_positions(self, streams: Sequence[UUID]) -> dict[UUID, dict[int, int]]:
+        """Where each version of ``streams`` stands in the log: its notification id (not
+        verified here: the events are, where they are read; the order, by the checkpoints)."""
+        return cast(StreamReads, self.recorder).stream_positions(streams)
 
     def racing(self, attempt: Callable[[], T], what: str) -> T:
         """Run ``attempt`` (it reads, decides and writes) again whenever its write lost a race.

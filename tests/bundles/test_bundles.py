@@ -112,8 +112,17 @@ def test_bundle_replay_needs_no_store_and_records_nothing(
     }
     assert (checkpoint["included"], checkpoint["records_included"]) == (True, len(records))
     assert (report["attempt"], report["uri"]) == (0, None)
-    # The same algorithm over the same records: the same report as the ledger's replay.
-    assert without_attempt(report) == without_attempt(ledger_report)
+    # The same algorithm over the same records: the same report as the ledger's replay, but
+    # that a bundle holds no tenant's SEM log to prove the read against (taken as recorded).
+    assert (ledger_report["authoritative"], report["authoritative"]) == (True, False)
+    assert report["non_authoritative_reasons"] == [
+        "the tenant's SEM log is not among the records replayed: SEM reads and writes are"
+        " rebuilt from the versions the run says it met (taken as recorded)"
+    ]
+    verdict = {"authoritative", "non_authoritative_reasons"}
+    assert {k: v for k, v in without_attempt(report).items() if k not in verdict} == {
+        k: v for k, v in without_attempt(ledger_report).items() if k not in verdict
+    }
     code, out, err = run(capsys, "replay", "--bundle", str(bundle))
     assert (code, err) == (0, "")
     assert out.splitlines()[-2:] == [
@@ -237,6 +246,28 @@ def test_export_import_into_another_store_then_verify_and_replay(
     code, out, err = run(capsys, "import", str(bundles[1]))
     assert_usage_error(code, out, err, f"job {reader} already exists in this store")
     assert event_count(target) == rows
+
+
+@pytest.mark.parametrize("which", ["writer", "reader"])
+def test_a_sem_job_imported_alone_replays_against_the_sem_it_met(
+    which: str,
+    cli_env: Settings,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    other_store: str,
+) -> None:
+    """Its SEM versions are placed in the new store's log as the job met them: the one it read
+    ahead of it, the one it wrote after it (replay meets SEM where the job's record stands)."""
+    act(monkeypatch, "ana", "auditor")
+    writer, reader = memory_jobs(capsys)
+    job_id = writer if which == "writer" else reader
+    bundle = export(capsys, job_id, tmp_path / "job.json")
+    use_store(monkeypatch, other_store)
+    code, _, err = run(capsys, "import", str(bundle))
+    assert (code, err) == (0, ""), err
+    code, report, _ = replay_json(capsys, job_id)
+    assert (code, report["ok"], report["reproduced"], report["divergences"]) == (0, True, True, [])
 
 
 def test_import_refusals_write_nothing(

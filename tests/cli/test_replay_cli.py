@@ -1111,6 +1111,7 @@ def test_verify_a_job(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> 
         "sealed": True,
         "snapshots": 5,
         "sequence_checked": False,
+        "sem_entries": 0,
     }
     code, out, _ = run(capsys, "verify", job_id, "--check-sequence", "--json")
     assert code == 0

@@ -71,25 +71,38 @@ def test_a_completed_job_without_its_seal_is_an_integrity_failure(
     ]
 
 
-def test_a_deleted_sem_version_a_job_read_fails_its_verify_and_its_replay(
-    cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("checkpoints", ["kept", "deleted too"])
+def test_a_deleted_sem_version_a_job_read_is_caught_by_the_heads_or_diverges(
+    checkpoints: str,
+    cli_env: Settings,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The job's claim is no evidence of tampering (an emitter could claim any version): the
+    store's checkpointed heads are. With them, the shortened stream is an integrity failure;
+    without them, the replay meets the key as the log now holds it and diverges on the read."""
     job_id = job_reading_the_newest_sem_version(capsys)
     stream = SemEntry.id_for(SEM_KEY)
     table = RawTable(cli_env)
-    table.delete(stream, 2)  # the stream stays contiguous: only the job can tell
-    table.forget_checkpoints()
-
-    code, out, err = run(capsys, "verify", job_id)
-    assert (code, out) == (1, "")
-    assert_failure_line(err, "INTEGRITY_FAILURE")
-    assert f"stream {stream} version 2: SEM entry {SEM_KEY}: the version stamped" in err
-    assert "that the job read is missing" in err
-
+    table.delete(stream, 2)  # the stream stays contiguous
     act(monkeypatch, "ana", "admin,auditor")
+    if checkpoints == "kept":
+        code, out, err = run(capsys, "verify", job_id)
+        assert (code, out) == (1, "")
+        assert_failure_line(err, "INTEGRITY_FAILURE")
+        assert f"stream {stream}" in err and "checkpoint" in err
+        code, report, err = replay_json(capsys, job_id)
+        assert (code, report["error_code"]) == (1, "INTEGRITY_FAILURE"), report
+        return
+    table.forget_checkpoints()
+    code, out, err = run(capsys, "verify", job_id)
+    assert (code, err) == (0, "")
+    assert "1 SEM entries verified to their checkpointed heads (a deleted version fails" in out
     code, report, err = replay_json(capsys, job_id)
-    assert (code, report["error_code"]) == (1, "INTEGRITY_FAILURE"), report
-    assert not report["divergences"]
+    assert (code, report["error_code"]) == (1, "REPLAY_DIVERGENCE"), report
+    (divergence,) = report["divergences"]
+    assert (divergence["iteration"], divergence["field"]) == (0, f"sem_read {SEM_KEY}")
+    assert (divergence["recorded"]["value"], divergence["replayed"]["value"]) == ("blue", "red")
 
 
 def test_per_job_verify_covers_the_sem_versions_the_job_read(

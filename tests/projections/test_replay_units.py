@@ -58,7 +58,7 @@ from projections.replay import (
 )
 from projections.replay_checks import Check, FactCheck
 from projections.replay_report import REPORT_VERSION, render_markdown, replay_report
-from projections.replay_sem import MemoryAsRecorded
+from projections.replay_sem import MemoryAsRecorded, MemoryAtPosition, sem_claim_problem
 from projections.stage0_runtime import Stage0Snapshots, run_stage0
 
 # --------------------------------------------------------------------------------------------
@@ -217,22 +217,36 @@ CITY = "user/person/default/city"
 
 
 class FakeSemHistory:
-    """`SemHistory` over real SEM aggregates' events, key by key; it counts what is asked."""
+    """`SemHistory` over real SEM aggregates' events, key by key, each placed in one log in the
+    order it was added (a job recorded between is `mark`ed there); it counts what is asked."""
 
     def __init__(self, *entries: SemEntry) -> None:
         self.events: dict[str, list[SemEntry.Event]] = {}
+        self.positions: dict[str, dict[int, int]] = {}
         self.asked: list[str] = []
+        self.log_size = 0
         for entry in entries:
             self.add(entry)
 
     def add(self, entry: SemEntry) -> None:
         collected = [e for e in entry.collect_events() if isinstance(e, SemEntry.Event)]
         self.events.setdefault(entry.key, []).extend(collected)
+        for event in collected:
+            self.positions.setdefault(entry.key, {})[event.originator_version] = self.mark()
+
+    def mark(self) -> int:
+        """The next position in the log (where a job recorded now stands)."""
+        self.log_size += 1
+        return self.log_size
 
     def sem_events(self, tenant: str, key: str) -> Sequence[SemEntry.Event]:
         assert tenant == DEFAULT_TENANT
         self.asked.append(key)
         return list(self.events.get(key, []))
+
+    def sem_positions(self, tenant: str, key: str) -> dict[int, int]:
+        assert tenant == DEFAULT_TENANT
+        return dict(self.positions.get(key, {}))
 
 
 def written(values: Sequence[str], key: str = COLOR) -> tuple[SemEntry, list[str]]:
@@ -314,29 +328,75 @@ def test_a_key_the_job_never_touched_gives_no_entry() -> None:
 
 
 @pytest.mark.parametrize("kind", ["read", "write"])
-def test_a_stamp_no_version_carries_is_an_integrity_failure(kind: str) -> None:
-    # The version the job met was deleted from the ledger (a stream stays contiguous when its
-    # newest versions go): never a divergence.
+def test_a_stamp_no_version_carries_gives_no_entry(kind: str) -> None:
+    # An emitter's claim, never an integrity failure: the re-run meets no entry and differs
+    # from the claim where it uses it.
     entry, stamps = written(["red", "blue"])
     foreign = DeterministicClock("another-seed").iso(2)
     assert foreign not in stamps
     event: RunEvent = (
         read_event(COLOR, "blue", foreign) if kind == "read" else write_event(COLOR, "x", foreign)
     )
-    memory = MemoryAsRecorded(FakeSemHistory(entry), DEFAULT_TENANT, [event])
-    with pytest.raises(MaceError, match=f"the version stamped {foreign} that the job read") as e:
-        memory.entry(COLOR)
-    assert e.value.code is ErrorCode.INTEGRITY_FAILURE
+    assert MemoryAsRecorded(FakeSemHistory(entry), DEFAULT_TENANT, [event]).entry(COLOR) is None
+    unheld = [read_event(COLOR, "red", stamps[0])]
+    assert MemoryAsRecorded(FakeSemHistory(), DEFAULT_TENANT, unheld).entry(COLOR) is None
 
 
-def test_a_recorded_stamp_of_a_key_with_no_history_is_an_integrity_failure() -> None:
-    _, stamps = written(["red"])
-    memory = MemoryAsRecorded(
-        FakeSemHistory(), DEFAULT_TENANT, [read_event(COLOR, "red", stamps[0])]
+def test_memory_at_a_position_is_the_log_before_it_whatever_the_run_claims() -> None:
+    entry, _ = written(["red", "blue"])
+    history = FakeSemHistory(entry)
+    job_at = history.mark()
+    entry.write("green", "job:later")
+    history.add(entry)
+    seen = MemoryAtPosition(history, DEFAULT_TENANT, lambda: job_at, {}).entry(COLOR)
+    assert seen is not None
+    assert (seen.version, seen.value) == (2, "blue")
+    assert MemoryAtPosition(history, DEFAULT_TENANT, lambda: 1, {}).entry(COLOR) is None
+    assert MemoryAtPosition(history, DEFAULT_TENANT, lambda: job_at, {}).entry(CITY) is None
+
+
+def test_memory_at_a_position_holds_the_jobs_earlier_writes_over_the_log() -> None:
+    entry, _ = written(["red"])
+    history = FakeSemHistory(entry)
+    job_at = history.mark()
+    own, _ = written(["mine"])
+    memory = MemoryAtPosition(history, DEFAULT_TENANT, lambda: job_at, {COLOR: own})
+    first = memory.entry(COLOR)
+    assert first is not None and first.value == "mine"
+    first.write("changed by the re-run", "job:replay")
+    again = memory.entry(COLOR)
+    assert again is not None and again.value == "mine"
+
+
+def test_a_claim_the_sem_log_contradicts_is_named() -> None:
+    entry, stamps = written(["red", "blue"])
+    history = FakeSemHistory(entry)
+    foreign = DeterministicClock("another-seed").iso(2)
+    assert (
+        sem_claim_problem(history, DEFAULT_TENANT, "j", read_event(COLOR, "red", stamps[0])) is None
     )
-    with pytest.raises(MaceError) as failure:
-        memory.entry(COLOR)
-    assert failure.value.code is ErrorCode.INTEGRITY_FAILURE
+    assert sem_claim_problem(history, DEFAULT_TENANT, "j", read_event(COLOR, None, None)) is None
+    problems = [
+        sem_claim_problem(history, DEFAULT_TENANT, "j", event)
+        for event in (
+            read_event(COLOR, "blue", foreign),
+            read_event(COLOR, "blue", stamps[0]),
+            write_event(COLOR, "blue", stamps[1]),
+            write_event(COLOR, "x", foreign),
+        )
+    ]
+    assert problems == [
+        f"reads {COLOR} at {foreign}, a version the ledger does not hold",
+        f'reads {COLOR} at {stamps[0]} as "blue", but that version holds "red"',
+        f"writes {COLOR} at {stamps[1]}, a version the ledger stored for job:earlier, not for"
+        " this run",
+        f"writes {COLOR} at {foreign}, a version the ledger does not hold (a run recorded from"
+        " outside does not write the tenant's SEM)",
+    ]
+    assert (
+        sem_claim_problem(history, DEFAULT_TENANT, "earlier", write_event(COLOR, "blue", stamps[1]))
+        is None
+    )
 
 
 def test_the_first_meeting_with_a_key_decides() -> None:
@@ -415,7 +475,9 @@ class FakeSource:
         broken: dict[str, MaceError] | None = None,
         sem: FakeSemHistory | None = None,
         job_error: MaceError | None = None,
+        job_at: int | None = None,
     ) -> None:
+        """``job_at``: where the job stands in the SEM history's log (default: after it all)."""
         self.job = job
         self.snapshots = (
             {s.snapshot_id: s for s in SNAPSHOTS.values()} if snapshots is None else snapshots
@@ -423,6 +485,7 @@ class FakeSource:
         self.halts = halts or {}
         self.broken = broken or {}
         self.sem = sem or FakeSemHistory()
+        self.job_at = self.sem.mark() if job_at is None else job_at
         self.job_error = job_error
         self.calls: list[str] = []
 
@@ -462,6 +525,14 @@ class FakeSource:
     def sem_events(self, tenant: str, key: str) -> Sequence[SemEntry.Event]:
         self.calls.append(f"sem_events {key}")
         return self.sem.sem_events(tenant, key)
+
+    def sem_positions(self, tenant: str, key: str) -> dict[int, int]:
+        return self.sem.sem_positions(tenant, key)
+
+    def job_position(self, job: Job) -> int:
+        assert job is self.job
+        self.calls.append("job_position")
+        return self.job_at
 
 
 def audit(
@@ -571,9 +642,11 @@ def test_a_production_replay_refuses_an_output_that_was_not_persisted() -> None:
 def test_a_sem_read_replays_against_memory_as_the_job_saw_it() -> None:
     entry, _ = written(["red", "blue"])
     job, _ = recorded_job("what is my favorite color", sem=InMemorySem(entry))
-    entry.write("green", "job:later")  # memory changed after the job ran
     history = FakeSemHistory(entry)
-    source = FakeSource(job, sem=history)
+    job_at = history.mark()
+    entry.write("green", "job:later")  # memory changed after the job ran
+    history.add(entry)
+    source = FakeSource(job, sem=history, job_at=job_at)
     outcome = audit(source)
     assert outcome.ok, outcome.steps[-1]
     assert step_names(outcome) == SUCCESS_STEPS
@@ -584,18 +657,49 @@ def test_a_sem_write_replays_over_the_history_that_followed() -> None:
     job, writes = recorded_job("my favorite color is blue")
     assert [w.key for w in writes] == [COLOR]
     stored = writes[0]
+    history = FakeSemHistory()
+    job_at = history.mark()  # the job's own write is stored after its first record
+    history.add(stored)
     stored.write("green", "job:later")
-    outcome = audit(FakeSource(job, sem=FakeSemHistory(stored)))
+    history.add(stored)
+    outcome = audit(FakeSource(job, sem=history, job_at=job_at))
     assert outcome.ok, outcome.steps[-1]
     assert step_names(outcome) == SUCCESS_STEPS
 
 
-def test_a_sem_read_whose_history_is_gone_is_an_integrity_failure() -> None:
+def test_a_job_that_meets_no_sem_reads_no_log_position() -> None:
+    job, _ = recorded_job("2 + 3")
+    source = FakeSource(job)
+    assert audit(source).ok
+    assert "job_position" not in source.calls
+    sem_job, _ = recorded_job("what is my favorite color")
+    source = FakeSource(sem_job)
+    audit(source)
+    assert source.calls.count("job_position") == 1
+
+
+def test_a_sem_write_the_ledger_never_made_for_the_job_diverges() -> None:
+    job, writes = recorded_job("my favorite color is blue")
+    outcome = audit(FakeSource(job))  # the ledger holds no version of the key
+    (divergence,) = outcome.divergences
+    assert (divergence.field, divergence.iteration) == (f"sem_write {COLOR}", 0)
+    stamp = writes[0].read().last_updated
+    assert divergence.recorded == {"value": "blue", "last_updated": stamp, "source": "job:job-1"}
+    assert divergence.replayed is None
+
+
+def test_a_sem_read_the_ledger_does_not_back_diverges_never_an_integrity_failure() -> None:
     entry, _ = written(["red", "blue"])
     job, _ = recorded_job("what is my favorite color", sem=InMemorySem(entry))
-    with pytest.raises(MaceError) as failure:  # the service records it as a stopped replay
-        audit(FakeSource(job))
-    assert failure.value.code is ErrorCode.INTEGRITY_FAILURE
+    # The SEM log holds no version of the key: every divergence, listed by a forced replay.
+    outcome = audit(FakeSource(job), force_continue=True, force_approved=True)
+    assert outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
+    reads = next(d for d in outcome.divergences if d.field == "sem_reads")
+    assert (reads.iteration, reads.recorded[0]["value"], reads.replayed[0]["exists"]) == (
+        0,
+        "blue",
+        False,
+    )
 
 
 def test_missing_snapshots_stop_the_replay() -> None:

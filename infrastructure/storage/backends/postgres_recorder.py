@@ -15,16 +15,18 @@ its ``NOTIFY``: a save stays atomic, and notification order stays commit order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
+from uuid import UUID
 
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresAggregateRecorder
 from eventsourcing.utils import retry
-from psycopg.sql import SQL
+from psycopg.sql import SQL, Identifier
 
 from infrastructure.storage.backends.checked_recorder import CheckedPostgresRecorder
 from infrastructure.storage.backends.io_tally import TalliedIo
+from infrastructure.storage.backends.stream_reads import conflict_if_moved
 from infrastructure.storage.checkpoints.head_check import HeadCheckedReads
 from infrastructure.storage.checkpoints.tables import AlsoWrite
 
@@ -52,9 +54,39 @@ class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
     """Reads as `CheckedPostgresRecorder` does (a NULL state is an integrity failure), each read
     of a stream held against its checkpointed head (`head_check`)."""
 
-    def insert_events(self, stored_events: Sequence[StoredEvent], **_: Any) -> Sequence[int] | None:
-        ids: Sequence[int] = self.insert_events_with(stored_events, None)
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], *, also: AlsoWrite | None = None, **_: Any
+    ) -> Sequence[int] | None:
+        ids: Sequence[int] = self.insert_events_with(stored_events, also)
         return ids
+
+    def unmoved(self, read: Mapping[UUID, int]) -> AlsoWrite:
+        """A save's check that each stream of ``read`` is still at the version given (`unmoved`):
+        made after the save's inserts, under the table lock the save took first."""
+        query = SQL(
+            "SELECT originator_id, MAX(originator_version) AS version FROM {schema}.{table}"
+            " WHERE originator_id = ANY(%s) GROUP BY originator_id"
+        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+
+        def check(cursor: Any) -> None:
+            cursor.execute(query, (list(read),))
+            found = {row["originator_id"]: int(row["version"]) for row in cursor.fetchall()}
+            conflict_if_moved(read, found)
+
+        return check
+
+    def stream_positions(self, streams: Sequence[UUID]) -> dict[UUID, dict[int, int]]:
+        """For each of ``streams``, its versions' notification ids."""
+        query = SQL(
+            "SELECT originator_id, originator_version, notification_id FROM {schema}.{table}"
+            " WHERE originator_id = ANY(%s)"
+        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+        found: dict[UUID, dict[int, int]] = {stream: {} for stream in streams}
+        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(query, (list(streams),))
+            for row in cursor.fetchall():
+                found[row["originator_id"]][row["originator_version"]] = row["notification_id"]
+        return found
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events_with(

@@ -7,7 +7,7 @@ not at all; `insert_events_with` makes them in the save's own transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -15,14 +15,17 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from infrastructure.storage.backends.io_tally import TalliedIo
+from infrastructure.storage.backends.stream_reads import conflict_if_moved
 from infrastructure.storage.checkpoints.head_check import HeadCheckedReads
 from infrastructure.storage.checkpoints.tables import AlsoWrite
 
 
 class IndexedSQLiteRecorder(HeadCheckedReads, SQLiteApplicationRecorder):
-    def insert_events(self, stored_events: Sequence[StoredEvent], **_: Any) -> Sequence[int] | None:
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], *, also: AlsoWrite | None = None, **_: Any
+    ) -> Sequence[int] | None:
         # Every save goes through the one insert (eventsourcing's does the same without ``also``).
-        return self.insert_events_with(stored_events, None)
+        return self.insert_events_with(stored_events, also)
 
     def insert_events_with(
         self, stored_events: Sequence[StoredEvent], also: AlsoWrite | None
@@ -50,6 +53,35 @@ class IndexedSQLiteRecorder(HeadCheckedReads, SQLiteApplicationRecorder):
                 found.setdefault(stream, []).append(
                     StoredEvent(stream, row["originator_version"], row["topic"], row["state"])
                 )
+        return found
+
+    def unmoved(self, read: Mapping[UUID, int]) -> AlsoWrite:
+        """A save's check that each stream of ``read`` is still at the version given (`unmoved`):
+        made after the save's inserts, when SQLite has given the save its one write lock."""
+        marks = ",".join("?" * len(read))
+        statement = (
+            "SELECT originator_id, MAX(originator_version) FROM"  # noqa: S608
+            f" {self.events_table_name} WHERE originator_id IN ({marks}) GROUP BY originator_id"
+        )
+
+        def check(cursor: Any) -> None:
+            cursor.execute(statement, [stream.hex for stream in read])
+            conflict_if_moved(read, {UUID(row[0]): int(row[1]) for row in cursor.fetchall()})
+
+        return check
+
+    def stream_positions(self, streams: Sequence[UUID]) -> dict[UUID, dict[int, int]]:
+        """For each of ``streams``, its versions' notification ids (SQLite's rowid)."""
+        marks = ",".join("?" * len(streams))
+        statement = (
+            "SELECT originator_id, originator_version, rowid FROM"  # noqa: S608
+            f" {self.events_table_name} WHERE originator_id IN ({marks})"
+        )
+        found: dict[UUID, dict[int, int]] = {stream: {} for stream in streams}
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, [stream.hex for stream in streams])
+            for row in cursor.fetchall():
+                found[UUID(row[0])][int(row[1])] = int(row[2])
         return found
 
 
