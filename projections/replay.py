@@ -87,6 +87,8 @@ _ANSWERED_EVENTS = frozenset(
 )
 """The events whose answer production re-applies from the record: a tool's result, a retrieval's
 response. One that is missing is refused as an output that was not persisted."""
+NOT_REPRODUCED = "NOT REPRODUCED"
+NOT_REPRODUCED_WHY = "none of the run's events could be re-executed"
 _RETRIEVALS = (RetrievalRequest, RetrievalResponse)
 _COMPARED_EVENTS = (InputReceived, RouterDecision, AgentOutput, SemRead, SemWrite)
 """The iteration's events compared with the re-run besides its trace (compared field by field)."""
@@ -910,6 +912,9 @@ class _Replay:
                 "forced past divergences with a council-approved force-continue"
             )
             self.step("result", "failed", self.outcome.error_message)
+            return
+        if not any(r.check is Check.REEXECUTED for r in self.rows.values()):
+            self.step("result", "failed", f"{NOT_REPRODUCED}: {NOT_REPRODUCED_WHY}")
             return
         self.step("result", "ok", "replay reproduced the job")
 

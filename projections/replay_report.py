@@ -12,7 +12,7 @@ from typing import Any
 from domain.canonical import canonical_json
 from domain.evidence_uri import event_uri, report_uri
 from domain.governance import Actor
-from projections.replay import ReplayOutcome
+from projections.replay import NOT_REPRODUCED, NOT_REPRODUCED_WHY, ReplayOutcome
 from projections.replay_checks import LABELS, Check, tally
 
 REPORT_VERSION = 3
@@ -57,9 +57,6 @@ def replay_report(
         "check_counts": tally(outcome.checks),
     }
 
-
-NOT_REPRODUCED = "NOT REPRODUCED"
-NOT_REPRODUCED_WHY = "none of the run's events could be re-executed"
 
 _ALWAYS_COUNTED = (Check.REEXECUTED, Check.HASH_COMPARED, Check.TAKEN_AS_RECORDED, Check.MISSING)
 
