@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from functools import cached_property
-from threading import Lock
+from threading import Lock, local
 from typing import ClassVar, TypeVar, cast
 from uuid import UUID
 
@@ -38,6 +38,7 @@ from infrastructure.storage.backends.sqlite_file import (
 )
 from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.checkpoints.head_check import HeadCheck, HeadCheckedReads
+from infrastructure.storage.checkpoints.removed_keys import judge_unknown_key
 from infrastructure.storage.checkpoints.tables import AlsoWrite, CheckpointTables, SavesWithIndex
 from infrastructure.storage.keys.checkpoint_key import CheckpointKey, load_checkpoint_key
 from infrastructure.storage.keys.keyring import Keyring, load_keyring
@@ -83,13 +84,15 @@ class LedgerStore(Application[UUID]):
         self, location: Store, keyring: Keyring, checkpoint_key: CheckpointKey | None = None
     ) -> None:
         self.location = location
-        self.keyring = keyring
+        self._judging = local()
+        # A record signed under a key id these keys lack is judged from what this store holds.
+        self.keyring = keyring.judged_by(self._judge_unknown_key)
         self.checkpoint_key = checkpoint_key
         # Whether this process saved anything: a command that wrote ends with a checkpoint.
         self.wrote = False
         # Tables are set up by `open` (writers, `mace init`), never on construction: StoreSchema.
         super().__init__(env=location.eventsourcing_env() | {"CREATE_TABLE": "n"})
-        self.key_checks = KeyChecks(self.recorder, keyring)
+        self.key_checks = KeyChecks(self.recorder, self.keyring)
         self._counters: dict[UUID, Lock] = {}
         self._counters_lock = Lock()
 
@@ -179,6 +182,18 @@ class LedgerStore(Application[UUID]):
         self.key_checks.prove()
         newest = checkpoints.newest()
         return None if newest is None else newest.checkpoint
+
+    def _judge_unknown_key(self, key_id: str, stored: StoredEvent) -> Exception | None:
+        """A removed key or a forged signature (`removed_keys`); None without checkpoints, or
+        while judging already (the checkpoint read to judge with may itself be so signed)."""
+        checkpoints = self.checkpoints
+        if checkpoints is None or getattr(self._judging, "active", False):
+            return None
+        self._judging.active = True
+        try:
+            return judge_unknown_key(checkpoints, self.keyring.source, key_id, stored)
+        finally:
+            self._judging.active = False
 
     def construct_mapper(self) -> SignedMapper:
         return SignedMapper(self.keyring)
