@@ -74,15 +74,21 @@ class Keyring:
     def judged_by(self, judge: UnknownKeyJudge) -> Keyring:
         """These keys (shared, not copied) with ``judge`` saying what a record signed under a
         key id they lack is: a store's own judgement, from what it holds (`LedgerStore`)."""
-        judged = object.__new__(Keyring)
-        judged._keyed, judged._active_key_id = self._keyed, self._active_key_id
-        judged._source, judged._judge = self._source, judge
+        judged = object.__new__(type(self))
+        # Slot by slot, over the class and its bases: a keyring that delegates to another (a
+        # bundle's vouching keyring) holds its own slots, not these.
+        for cls in type(self).__mro__:
+            for name in getattr(cls, "__slots__", ()):
+                if hasattr(self, name):
+                    object.__setattr__(judged, name, getattr(self, name))
+        judged._judge = judge
         return judged
 
     def unknown_key(self, key_id: str, stored: StoredEvent) -> Exception | None:
         """What the store makes of ``stored``, signed under ``key_id`` which this keyring
         lacks; None when no store judges (then it cannot be checked, and fails closed)."""
-        return None if self._judge is None else self._judge(key_id, stored)
+        judge: UnknownKeyJudge | None = getattr(self, "_judge", None)  # unset in a delegate
+        return None if judge is None else judge(key_id, stored)
 
     @property
     def active_key_id(self) -> str:
