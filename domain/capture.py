@@ -6,11 +6,16 @@ prove what was said even where it cannot say it again. A job is replayable only 
 replay would find everything it needs: every declared snapshot in the ledger, the content of
 every model and tool output, an answer for every tool call and retrieval request
 (`domain.tool_boundary`), and every policy bundle a gate decision or policy reference names.
+
+Unless the caller chooses a mode, a Stage-0 job keeps ``prompts_only`` (seed 003), except a job
+that changes SEM: seed 000 section 12 persists external outputs by default for any job that
+changes SEM or governance, so that it replays in production (`chosen_capture`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Set
+from enum import StrEnum
 from typing import Any, TypeVar, cast
 
 from domain.events import (
@@ -24,6 +29,7 @@ from domain.events import (
     RetrievalRequest,
     RetrievalResponse,
     RunEvent,
+    SemWrite,
     ToolCall,
     ToolResult,
 )
@@ -60,6 +66,43 @@ def apply_capture(event: E, mode: CaptureMode) -> E:
     if not isinstance(event, AgentOutput | ModelCallEnvelope):
         return event
     return cast(E, event.model_copy(update=dict.fromkeys(dropped)))
+
+
+class CaptureWhy(StrEnum):
+    """Why a job kept what it kept: said with every job run, never stored (the mode is)."""
+
+    ASKED = "asked"
+    """The caller chose the mode."""
+    DEFAULT = "default"
+    """``prompts_only``, the default of seed 003."""
+    CHANGES_SEM = "changes_sem"
+    """``full_io``, the default of seed 000 section 12 for a job that changes SEM."""
+
+
+CAPTURE_WHY_TEXT: dict[CaptureWhy, str] = {
+    CaptureWhy.ASKED: "as asked",
+    CaptureWhy.DEFAULT: "the default, seed 003",
+    CaptureWhy.CHANGES_SEM: (
+        "the default for a job that changes SEM, seed 000 section 12: its external outputs are kept"
+    ),
+}
+
+
+def chosen_capture(
+    asked: CaptureMode | None, events: Iterable[RunEvent]
+) -> tuple[CaptureMode, CaptureWhy]:
+    """The mode a job is recorded in: ``asked``, else by what its events (run in ``full_io``)
+    did: ``full_io`` when one wrote SEM, ``prompts_only`` otherwise.
+
+    Decided from the job's own events alone, which its seed, input, snapshots and the SEM it
+    read determine: the same job gets the same mode, and records it. A Stage-0 job's events
+    never change governance (councils append to their own streams), so SEM is the whole test.
+    """
+    if asked is not None:
+        return asked, CaptureWhy.ASKED
+    if any(isinstance(e, SemWrite) and e.status == "written" for e in events):
+        return CaptureMode.FULL_IO, CaptureWhy.CHANGES_SEM
+    return CaptureMode.PROMPTS_ONLY, CaptureWhy.DEFAULT
 
 
 def _step(event: RunEvent) -> str | None:

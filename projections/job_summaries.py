@@ -9,14 +9,16 @@ from projections.reflective_log import ReflectiveLog
 
 
 def run_report(log: ReflectiveLog) -> dict[str, Any]:
-    """A Stage-0 job just run: its answer and its one iteration's decisions."""
-    assert log.completion is not None
+    """A Stage-0 job just run: its answer, its one iteration's decisions, and why it kept what
+    it kept (``capture_why``: `domain.capture.CaptureWhy`)."""
+    assert log.completion is not None and log.capture_why is not None
     trace = log.iteration_trace[0]
     return {
         "job_id": log.job_id,
         "job_seed": log.job_seed,
         "input": log.job_input,
         "capture_mode": log.capture_mode,
+        "capture_why": log.capture_why.value,
         "final_output": log.completion.final_output,
         "replayable": log.completion.replayable,
         "missing_artifacts": [m.model_dump() for m in log.completion.missing_artifacts],

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from domain.canonical import canonical_json
+from domain.stage0.config import denied_word
 from domain.stage0.refusals import MARK_OPENING
 
 PII_MARK: Final = "[REDACTED:pii]"
@@ -83,7 +84,8 @@ class PrivacyNeedles:
     texts: set[str] = field(default_factory=set)
 
     def is_denied(self, key: Any) -> bool:
-        return isinstance(key, str) and key.rsplit("/", 1)[-1] in self.denied
+        """Whether a SEM key's attribute holds a denied word (`denied_word`: ``bank_pin`` too)."""
+        return isinstance(key, str) and denied_word(key.rsplit("/", 1)[-1], self.denied) is not None
 
     def collect(self, value: Any) -> None:
         """Take every value recorded under a denied key anywhere inside ``value``."""

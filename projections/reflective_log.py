@@ -12,7 +12,7 @@ from collections.abc import Set
 from dataclasses import dataclass
 from typing import Any
 
-from domain.capture import missing_artifacts
+from domain.capture import CaptureWhy, missing_artifacts
 from domain.events import (
     IterationTrace,
     JobCompleted,
@@ -77,6 +77,9 @@ class ReflectiveLog:
     iteration_trace: list[dict[str, Any]]
     completion: JobCompleted | None
     sealed: bool
+    capture_why: CaptureWhy | None = None
+    """Why the job kept what it kept, for the job just run (`JobService.run`); None when read
+    back: the job records its mode, not who chose it."""
 
     @classmethod
     def of(cls, job: Job) -> ReflectiveLog:

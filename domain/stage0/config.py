@@ -13,6 +13,7 @@ parsed here, so a snapshot that the runtime could not use is refused before anyt
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import (
@@ -116,9 +117,32 @@ class BrainStateConfig(_Config):
 class PrivacyRefusal(SemValueError):
     """A memory write the privacy policy refused: the value must not be kept (seed 004 F5)."""
 
-    def __init__(self, attribute: str) -> None:
-        super().__init__(f"the privacy policy denies storing attribute {attribute!r}")
+    def __init__(self, attribute: str, denied: str) -> None:
+        # The denied word is named only when it is not the whole attribute: a refusal of the
+        # bare word reads (and is recorded) as it always has.
+        naming = "" if denied == attribute else f" (a word of it, {denied!r}, is denied)"
+        super().__init__(f"the privacy policy denies storing attribute {attribute!r}{naming}")
         self.attribute = attribute
+
+
+def denied_word(attribute: str, denied: Iterable[str]) -> str | None:
+    """The first of ``denied`` that ``attribute`` holds as whole snake_case words, else None.
+
+    ``favorite_ssn``, ``bank_pin``, ``email_passwords`` and ``old_credit_card_number`` hold
+    ``ssn``, ``pin``, ``password`` and ``credit_card``: what the rule is about, however the
+    attribute was worded (a plural too). ``spinach``, ``opinion`` and ``passwordless`` are other
+    words, and are kept: a value a passwordless login setting holds is no password. Words are
+    compared as lists, never by a regex, so the time is linear in the attribute's words.
+    """
+    words = attribute.split("_")
+    for term in denied:
+        *leading, last = term.split("_")
+        span = len(leading) + 1
+        for start in range(len(words) - span + 1):
+            window = words[start : start + span]
+            if window[:-1] == leading and window[-1] in (last, f"{last}s"):
+                return term
+    return None
 
 
 class PrivacyPolicy(_Config):
@@ -133,11 +157,16 @@ class PrivacyPolicy(_Config):
             raise InvalidInput(msg)
         return attributes
 
+    def denied_word(self, attribute: str) -> str | None:
+        """The denied attribute that ``attribute`` holds as a word (`denied_word`), else None."""
+        return denied_word(attribute, self.deny_sem_attributes)
+
     def check_storable(self, key: str) -> None:
         """Refuse a canonical SEM key whose attribute the policy never lets memory keep."""
         attribute = key.rsplit("/", 1)[-1]
-        if attribute in self.deny_sem_attributes:
-            raise PrivacyRefusal(attribute)
+        denied = self.denied_word(attribute)
+        if denied is not None:
+            raise PrivacyRefusal(attribute, denied)
 
 
 class GovernanceConfig(_Config):

@@ -76,7 +76,11 @@ class Stage0Job(Body):
     seed: StrictInt | StrictStr
     job_id: JobId | None = None
     user: str = Field(default="default", min_length=1, max_length=200)
-    capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY
+    capture_mode: CaptureMode | None = Field(
+        default=None,
+        description="absent: prompts_only (seed 003), or full_io for a job that changes SEM"
+        " (seed 000 section 12); the answer's capture_why says which",
+    )
     snapshot_ids: dict[SnapshotKind, SnapshotId] = Field(default_factory=dict)
 
 

@@ -27,7 +27,7 @@ from domain.errors import (
     StoreBusyError,
 )
 from domain.receipt import Unreplayable, UnreplayableCode
-from infrastructure.storage.records.key_checks import KeyMismatch
+from infrastructure.storage.records.key_checks import KeyMismatch, MissingSigningKey
 
 # How an entry point (``mace`` and the commands beside the service and the tools) ends:
 # 0 success; 1 the operation ran and failed; 2 bad usage or input, nothing written.
@@ -140,6 +140,8 @@ ERRORS: Final[Mapping[type[Exception], Callable[[Any], tuple[str, str]]]] = {
     InvalidInput: _fixed(Code.INVALID_INPUT),
     StoreBusyError: _fixed(Code.STORE_BUSY),
     KeyMismatch: _fixed(Code.KEY_MISMATCH),
+    # A key retired and removed from the keyring: the configuration lacks it (not tampering).
+    MissingSigningKey: _fixed(Code.KEY_MISMATCH),
     ValidationError: _invalid_model,
     PersistenceError: _store_unavailable,
     # A helper process the system took away (a verify's side pass): the operation did not finish.

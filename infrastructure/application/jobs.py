@@ -11,7 +11,7 @@ full: versions, MACs, seal and witness.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
 
@@ -19,6 +19,7 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import StoredEvent
 
 from domain.aggregate import MaceAggregate
+from domain.capture import apply_capture, chosen_capture
 from domain.determinism import derive_id, iso_text
 from domain.errors import ConflictError, ErrorCode, IntegrityFailure, InvalidInput, MaceError
 from domain.events import JobCompleted, SemRead, SemWrite, decode_recorded
@@ -121,26 +122,32 @@ class JobService:
         *,
         job_id: str | None = None,
         user: str = "default",
-        capture_mode: CaptureMode = CaptureMode.PROMPTS_ONLY,
+        capture_mode: CaptureMode | None = None,
         snapshot_ids: dict[str, str] | None = None,
         tenant: str = DEFAULT_TENANT,
     ) -> ReflectiveLog:
-        """Run one job through the Stage-0 runtime and record all of it, sealed."""
+        """Run one job through the Stage-0 runtime and record all of it, sealed.
+
+        ``capture_mode`` None: chosen by what the job does (`domain.capture.chosen_capture`);
+        the log returned says which and why (``capture_why``).
+        """
         Job.check_start(job_id, seed, text, {})
         validate_tenant(tenant)
         ids, snapshots, unstored = self.snapshots.stage0(snapshot_ids or {})
         memory = self.sem.of(tenant)
+        # Run in full_io unless asked: every mode can be had from that by dropping content.
+        running = capture_mode or CaptureMode.FULL_IO
         # A value the privacy policy refuses is recorded only as its mark: the job runs over that.
-        text = recorded_input(text, seed, user, snapshots, memory, capture_mode, self.refusal_mark)
+        text = recorded_input(text, seed, user, snapshots, memory, running, self.refusal_mark)
 
         def attempt() -> ReflectiveLog:
             this_id = self.id_for(job_id, seed, text, tenant)
-            job = Job.start(
-                this_id, seed, text, ids, capture_mode, tenant, job_id_derived=job_id is None
-            )
-            run = run_stage0(this_id, seed, text, user, snapshots, memory, capture_mode)
+            run = run_stage0(this_id, seed, text, user, snapshots, memory, running)
+            mode, why = chosen_capture(capture_mode, run.events)
+            job = Job.start(this_id, seed, text, ids, mode, tenant, job_id_derived=job_id is None)
             for event in run.events:
-                job.record(event.EVENT_TYPE, event.payload())
+                kept = event if mode is running else apply_capture(event, mode)
+                job.record(kept.EVENT_TYPE, kept.payload())
             configs = (snapshots.selfrep, snapshots.brainstate, snapshots.governance)
             # Another writer may have stored a default since: recheck, or the retry conflicts too.
             if unstored:
@@ -155,7 +162,7 @@ class JobService:
             # The keys the job only read must still be as it read them when it commits, so
             # that the log holds just before the job what the job met (`replay_sem`).
             read = {SemEntry.id_in(tenant, key): v for key, v in run.sem_reads.items()}
-            return self.commit(
+            log = self.commit(
                 job,
                 run.final_output,
                 configs,
@@ -164,6 +171,7 @@ class JobService:
                 derived=job_id is None,
                 unmoved=read,
             )
+            return replace(log, capture_why=why)
 
         return self.store.racing(attempt, "run")
 

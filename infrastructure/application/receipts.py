@@ -48,9 +48,10 @@ from infrastructure.application.memories import MemoryService
 from infrastructure.application.policy import PolicyService
 from infrastructure.application.read_model_sync import ReadModels
 from infrastructure.application.tenancy import require_holder
+from infrastructure.storage.checkpoints.removed_keys import AlteredUnderUnknownKey
 from infrastructure.storage.keys.receipt_signing import (
-    RecordStanding,
     Verdict,
+    VerifyReason,
     sign_receipt,
     verify_receipt,
 )
@@ -81,17 +82,21 @@ class StoredReceipt:
     body: dict[str, Any]
     signature: str | None
     failure: IntegrityFailure | None = None
-    unchecked: RecordStanding | None = None
-    """A record signed under a key id the keyring lacks: what the newest checkpoint says of it."""
 
     @property
     def intact(self) -> bool:
         return self.failure is None
 
     @property
-    def altered(self) -> bool:
-        """Its record's MAC failed under a key this keyring holds: edited in the database."""
-        return self.failure is not None and not isinstance(self.failure, UnknownSigningKey)
+    def alteration(self) -> VerifyReason | None:
+        """Why its record is known to be edited in the database: its MAC failed under a key this
+        keyring holds, or the newest checkpoint holds other bytes where it stands under a key id
+        the keyring lacks. None when it verified, or nothing can tell (`UnknownSigningKey`)."""
+        if self.failure is None or isinstance(self.failure, UnknownSigningKey):
+            return None
+        if isinstance(self.failure, AlteredUnderUnknownKey):
+            return VerifyReason.RECORD_ALTERED
+        return VerifyReason.RECORD_MAC_MISMATCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,9 +230,6 @@ class ReceiptService:
             return None
         try:
             verified = verify_stream(self.store.keyring, stream, records)
-        except UnknownSigningKey as failure:
-            standing = self.store.record_standing(records[0])
-            return _untrusted(records[0].state, failure, standing)
         except IntegrityFailure as failure:
             return _untrusted(records[0].state, failure)
         event = self.store.verifying_store.signed_mapper.decode(verified[0])
@@ -250,8 +252,7 @@ class ReceiptService:
             self.store.keyring,
             receipt.body,
             receipt.signature,
-            record_altered=receipt.altered,
-            unchecked_record=receipt.unchecked,
+            altered=receipt.alteration,
         )
 
     def listing(
@@ -352,9 +353,7 @@ def _position(memory_log: MemoryLog | None) -> int:
     return 0 if memory_log is None else memory_log.version
 
 
-def _untrusted(
-    state: bytes, failure: IntegrityFailure, unchecked: RecordStanding | None = None
-) -> StoredReceipt:
+def _untrusted(state: bytes, failure: IntegrityFailure) -> StoredReceipt:
     """The body of a record that failed verification, decoded to say what is wrong with it."""
     stream = failure.stream
     try:
@@ -366,4 +365,4 @@ def _untrusted(
         raise IntegrityFailure(stream, 1, "receipt record holds no body")
     signature = fields.get("signature")
     signed = signature if isinstance(signature, str) else None
-    return StoredReceipt(body, signed, failure, unchecked)
+    return StoredReceipt(body, signed, failure)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from domain.canonical import CanonicalJSONError, canonical_json
+from domain.capture import CAPTURE_WHY_TEXT, CaptureWhy
 from domain.errors import InvalidInput, NotFoundError
 from domain.events import ALL_TYPES
 from domain.evidence_uri import SCHEME, EvidenceUri, parse_evidence_uri
@@ -36,7 +37,7 @@ def run_job(args: argparse.Namespace, settings: Settings) -> int:
             args.seed,
             job_id=args.job_id,
             user=args.user,
-            capture_mode=CaptureMode(args.capture),
+            capture_mode=None if args.capture is None else CaptureMode(args.capture),
             snapshot_ids=overrides,
             tenant=args.tenant,
         )
@@ -49,6 +50,8 @@ def run_job(args: argparse.Namespace, settings: Settings) -> int:
     print(f"  answer: {report['final_output']}")
     print(f"  route: {decision['rule_id']} -> {decision['agent']} ({decision['why']})")
     print(f"  agents: {', '.join(report['selected_agents'])}")
+    why = CAPTURE_WHY_TEXT[CaptureWhy(report["capture_why"])]
+    print(f"  capture: {report['capture_mode']} ({why})")
     print(f"  replayable: {'yes' if report['replayable'] else 'no'}")
     for missing in report["missing_artifacts"]:
         print(f"    missing {', '.join(missing['missing'])} of {missing['step']}")

@@ -19,8 +19,9 @@ from infrastructure.application.settings import Settings
 from infrastructure.bundles.format import Bundle
 from infrastructure.cli.bundles import open_bundle, replay_from_bundle
 from infrastructure.cli.common import acting_actor, emit_json, read_json_object
+from projections.replay import NOT_REPRODUCED, NOT_REPRODUCED_WHY
 from projections.replay_checks import LABELS, Check
-from projections.replay_report import NOT_REPRODUCED, NOT_REPRODUCED_WHY, verdict
+from projections.replay_report import verdict
 
 REPORT_JSON = "replay_report.json"
 REPORT_MD = "replay_report.md"

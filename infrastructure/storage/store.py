@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from functools import cached_property
-from threading import Lock
+from threading import Lock, local
 from typing import ClassVar, TypeVar, cast
 from uuid import UUID
 
@@ -40,11 +40,10 @@ from infrastructure.storage.backends.sqlite_file import (
 from infrastructure.storage.backends.stream_reads import StreamReads
 from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.checkpoints.head_check import HeadCheck, HeadCheckedReads
-from infrastructure.storage.checkpoints.inclusion_proofs import event_key, inclusion_proofs
+from infrastructure.storage.checkpoints.removed_keys import judge_unknown_key
 from infrastructure.storage.checkpoints.tables import AlsoWrite, CheckpointTables, SavesWithIndex
 from infrastructure.storage.keys.checkpoint_key import CheckpointKey, load_checkpoint_key
 from infrastructure.storage.keys.keyring import Keyring, load_keyring
-from infrastructure.storage.keys.receipt_signing import RecordStanding
 from infrastructure.storage.read_models.tables import (
     PostgresReadModelView,
     ReadModelView,
@@ -88,13 +87,15 @@ class LedgerStore(Application[UUID]):
         self, location: Store, keyring: Keyring, checkpoint_key: CheckpointKey | None = None
     ) -> None:
         self.location = location
-        self.keyring = keyring
+        self._judging = local()
+        # A record signed under a key id these keys lack is judged from what this store holds.
+        self.keyring = keyring.judged_by(self._judge_unknown_key)
         self.checkpoint_key = checkpoint_key
         # Whether this process saved anything: a command that wrote ends with a checkpoint.
         self.wrote = False
         # Tables are set up by `open` (writers, `mace init`), never on construction: StoreSchema.
         super().__init__(env=location.eventsourcing_env() | {"CREATE_TABLE": "n"})
-        self.key_checks = KeyChecks(self.recorder, keyring)
+        self.key_checks = KeyChecks(self.recorder, self.keyring)
         self._counters: dict[UUID, Lock] = {}
         self._counters_lock = Lock()
 
@@ -187,6 +188,18 @@ class LedgerStore(Application[UUID]):
         self.key_checks.prove()
         newest = checkpoints.newest()
         return None if newest is None else newest.checkpoint
+
+    def _judge_unknown_key(self, key_id: str, stored: StoredEvent) -> Exception | None:
+        """A removed key or a forged signature (`removed_keys`); None without checkpoints, or
+        while judging already (the checkpoint read to judge with may itself be so signed)."""
+        checkpoints = self.checkpoints
+        if checkpoints is None or getattr(self._judging, "active", False):
+            return None
+        self._judging.active = True
+        try:
+            return judge_unknown_key(checkpoints, self.keyring.source, key_id, stored)
+        finally:
+            self._judging.active = False
 
     def construct_mapper(self) -> SignedMapper:
         return SignedMapper(self.keyring)
@@ -402,39 +415,6 @@ class LedgerStore(Application[UUID]):
                 " ('mace verify --all' names where)"
             )
             raise IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
-
-    def record_standing(self, record: StoredEvent) -> RecordStanding:
-        """What the newest checkpoint says of ``record``, one whose MAC cannot be checked (its
-        key id is not in the keyring): whether its tree holds these very bytes.
-
-        Covered means the proven head of the record's stream (`HeadCheck`) reaches its version.
-        The leaf is then found by the log's leaf index and proven by the stored nodes; a proof
-        that does not lead to the signed root means the record's bytes, or the nodes proving
-        them, were altered (``mace verify --all`` says which, and ``mace rebuild`` makes the
-        nodes again). A covered record the leaf index has no position for is the index's loss:
-        an `IntegrityFailure` naming the checkpoint, not a verdict on the record.
-        """
-        check, checkpoints = self._head_check, self.checkpoints
-        if check is None or checkpoints is None:
-            return RecordStanding.NOT_CHECKPOINTED
-        stream, version = event_key(record)
-        head = check.head(stream)
-        if head.checkpoint is None or head.version < version:
-            return RecordStanding.NOT_CHECKPOINTED
-        checkpoint = head.checkpoint
-        try:
-            proofs = inclusion_proofs(checkpoints.tables, checkpoint, [record])
-        except IntegrityFailure as failure:
-            if failure.stream != str(stream):
-                raise  # a log node is missing: nothing is known of the record
-            return RecordStanding.ALTERED
-        if proofs is None:
-            reason = (
-                f"the log's leaf index has no position for stream {stream} version {version},"
-                f" which checkpoint {checkpoint.number} covers; run 'mace rebuild'"
-            )
-            raise IntegrityFailure(CHECKPOINT_STREAM, checkpoint.number, reason)
-        return RecordStanding.AS_CHECKPOINTED
 
     @property
     def _head_check(self) -> HeadCheck | None:

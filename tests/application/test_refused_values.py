@@ -26,20 +26,15 @@ SECRET = "hunter2"
 ADMIN_AUDITOR = Actor.of("ana", ["admin", "auditor"])
 
 
-def every_stored_byte(raw_table: RawTable) -> bytes:
-    rows = raw_table.execute("SELECT topic, state FROM {table}")
-    return b"\n".join(str(topic).encode() + bytes(state) for topic, state in rows)
-
-
 def test_a_refused_value_is_stored_nowhere_only_its_mark(
     ledger: Ledger, raw_table: RawTable
 ) -> None:
-    assert SECRET.encode() not in every_stored_byte(raw_table)
+    assert SECRET.encode() not in raw_table.every_byte()
     log = ledger.jobs.run(f"remember my password is {SECRET}", "s1")
     mark = ledger.jobs.refusal_mark(RefusedValue("password", SECRET))
     assert MARK.fullmatch(mark) and mark.startswith("[refused:password:hmac-sha256:k1:")
 
-    stored = every_stored_byte(raw_table)
+    stored = raw_table.every_byte()
     assert SECRET.encode() not in stored
     assert mark.encode() in stored
     assert log.job_input == f"remember my password is {mark}"
@@ -103,6 +98,6 @@ def test_over_http_the_refused_value_is_answered_as_its_mark_and_replays(
     assert response.status_code == 201, response.content
     assert SECRET.encode() not in response.content
     assert response.json()["input"].startswith("remember my ssn is [refused:ssn:hmac-sha256:k1:")
-    assert SECRET.encode() not in every_stored_byte(raw_table)
+    assert SECRET.encode() not in raw_table.every_byte()
     replay = api.replay(response.json()["job_id"], "production", "admin_auditor").json()
     assert (replay["ok"], replay["authoritative"], replay["error"]) == (True, True, None)

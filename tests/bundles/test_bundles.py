@@ -60,8 +60,9 @@ ZERO_HASH = "0" * 64
 
 
 def memory_jobs(capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
-    """A job that writes a SEM fact and a later job that reads it."""
-    writer = new_job(capsys, "my favorite color is blue", "w1")
+    """A job that writes a SEM fact and a later job that reads it, both keeping prompts only (a
+    job that writes SEM would keep its outputs by default, which a plain export refuses)."""
+    writer = new_job(capsys, "my favorite color is blue", "w1", "prompts_only")
     reader = new_job(capsys, "what is my favorite color", "r1")
     return writer, reader
 

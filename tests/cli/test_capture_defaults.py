@@ -1,5 +1,6 @@
-"""Capture modes as seed 003 says: ``prompts_only`` unless asked otherwise, on every way in, and a
-bundle that would carry model or tool content out of the ledger only when someone says so.
+"""Capture modes as seed 003 says: ``prompts_only`` unless asked otherwise, on every way in, but
+``full_io`` by default for a Stage-0 job that changes SEM (seed 000 section 12), and a bundle
+that would carry model or tool content out of the ledger only when someone says so.
 On SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ from support.cli_output import assert_failure_line, assert_usage_error
 from support.hand_written_runs import math_iteration, run_file, with_brainstates
 from support.ledger_fixtures import run
 
+from domain.capture import CaptureWhy
+from domain.governance import Actor
+from domain.job import CaptureMode
+from domain.replay_access import ReplayMode
+from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
 
 
@@ -145,3 +151,76 @@ def test_a_trace_entry_with_a_field_no_agent_output_has_is_refused(
         f"{path} line 5: agent_outputs[0]: no field 'output' (an output has agent, error, prompt,"
         " request_hash, response, response_hash, status)",
     )
+
+
+SEM_WRITING = "my favorite color is blue"
+ADMIN_AUDITOR = Actor.of("ana", ["admin", "auditor"])
+
+
+def test_a_job_that_writes_sem_keeps_its_outputs_by_default_and_replays_in_production(
+    ledger: Ledger,
+) -> None:
+    """Seed 000 section 12: by default, external outputs are persisted for any job that changes
+    SEM. The choice is made from what the job did, and the job records the mode it used."""
+    log = ledger.jobs.run(SEM_WRITING, "s1")
+    assert (log.capture_mode, log.capture_why) == ("full_io", CaptureWhy.CHANGES_SEM)
+    assert log.completion is not None and log.completion.replayable is True
+    report = ledger.replays.run(log.job_id, ReplayMode.PRODUCTION, ADMIN_AUDITOR).report
+    assert (report["ok"], report["error_code"], report["authoritative"]) == (True, None, True)
+
+    reading = ledger.jobs.run("what is my favorite color", "s1")
+    assert (reading.capture_mode, reading.capture_why) == ("prompts_only", CaptureWhy.DEFAULT)
+    asked = ledger.jobs.run(SEM_WRITING, "s2", capture_mode=CaptureMode.PROMPTS_ONLY)
+    assert (asked.capture_mode, asked.capture_why) == ("prompts_only", CaptureWhy.ASKED)
+    assert asked.completion is not None and asked.completion.replayable is False
+
+
+def test_a_job_left_to_the_default_stores_the_bytes_the_mode_it_got_stores_when_asked(
+    ledger: Ledger,
+) -> None:
+    """The default runs the job in full_io and drops what its mode does not keep: a job that
+    changes no SEM is stored exactly as one asked for prompts_only (and as before the rule)."""
+    chosen = ledger.jobs.run("2 + 3", "s1", job_id="chosen")
+    asked = ledger.jobs.run("2 + 3", "s1", job_id="asked", capture_mode=CaptureMode.PROMPTS_ONLY)
+    assert chosen.capture_mode == asked.capture_mode == "prompts_only"
+    # Past the start (its job id) and before the seal (its digest), the facts are the same.
+    assert [e["payload"] for e in ledger.jobs.stream("chosen")][1:-1] == [
+        e["payload"] for e in ledger.jobs.stream("asked")
+    ][1:-1]
+
+
+def test_mace_run_says_which_capture_it_chose_and_why_and_production_replay_runs(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = run(capsys, "run", SEM_WRITING, "--seed", "s1", "--job-id", "fav")
+    assert (code, err) == (0, "")
+    assert (
+        "  capture: full_io (the default for a job that changes SEM, seed 000 section 12: its"
+        " external outputs are kept)\n"
+    ) in out
+    assert "  replayable: yes\n" in out
+    answer = orjson.loads(run(capsys, "run", SEM_WRITING, "--seed", "s2", "--json")[1])
+    assert (answer["capture_mode"], answer["capture_why"]) == ("full_io", "changes_sem")
+    plain = job_of(capsys)
+    assert (plain["capture_mode"], plain["capture_why"]) == ("prompts_only", "default")
+    asked = job_of(capsys, "--capture", "none", "--job-id", "none")
+    assert (asked["capture_mode"], asked["capture_why"]) == ("none", "asked")
+
+    monkeypatch.setenv("MACE_ACTOR", "ana")
+    monkeypatch.setenv("MACE_ROLES", "admin,auditor")
+    code, out, err = run(capsys, "replay", "fav", "--mode", "production")
+    assert (code, err) == (0, "")
+    assert out.startswith("verdict: REPRODUCED, authoritative")
+
+
+def test_http_jobs_that_write_sem_keep_their_outputs_unless_asked(api: Api) -> None:
+    chosen = api.post("/v1/jobs", {"input": SEM_WRITING, "seed": "s1"})
+    assert chosen.status_code == 201, chosen.content
+    body = chosen.json()
+    assert (body["capture_mode"], body["capture_why"], body["replayable"]) == (
+        "full_io",
+        "changes_sem",
+        True,
+    )
+    asked = api.post("/v1/jobs", {"input": SEM_WRITING, "seed": "s2", "capture_mode": "none"})
+    assert (asked.json()["capture_mode"], asked.json()["capture_why"]) == ("none", "asked")

@@ -84,6 +84,7 @@ def test_run_text_mode(cli_env: Settings, capsys: pytest.CaptureFixture[str]) ->
         f"  answer: {F1_SEM_MISS}\n"
         "  route: R3 -> knowledge_agent (matched_R3_knowledge)\n"
         "  agents: knowledge_agent\n"
+        "  capture: full_io (as asked)\n"
         "  replayable: yes\n"
     )
     code, out, _ = run(capsys, "run", "2 + 3", "--seed", "7", "--capture", "prompts_only")

@@ -168,7 +168,7 @@ def test_a_receipt_edited_and_rewrapped_under_an_unknown_key_is_altered(
     assert (code, verdict["valid"], verdict["reason"]) == (1, False, "record_altered"), (out, err)
 
 
-def test_a_receipt_under_a_retired_and_removed_key_is_said_to_be_as_checkpointed(
+def test_a_receipt_under_a_retired_and_removed_key_names_the_key_until_edited(
     cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     receipt_id = a_receipt(capsys, monkeypatch)
@@ -177,12 +177,14 @@ def test_a_receipt_under_a_retired_and_removed_key_is_said_to_be_as_checkpointed
     monkeypatch.setenv("MACE_ACTIVE_KEY_ID", "k2")
     act(monkeypatch, "wes", "operator")
     ok(capsys, "memories", "add", "--episode", "alice called", "--tenant", TENANT)
-    # k1 retired and removed: the receipt's record cannot be checked, and was not altered.
+    # k1 retired and removed: the checkpoint holds the receipt's record as stored, so the keyring
+    # lacks one of the store's keys (configuration), and the record is not said to be altered.
     monkeypatch.setenv("MACE_SIGNING_KEYS", signing_keys("k2").get_secret_value())
     act(monkeypatch, "ada", "auditor")
     code, out, err = run(capsys, "receipts", "verify", receipt_id, "--tenant", TENANT, "--json")
-    verdict = canonical_line(out)
-    assert (code, verdict["valid"], verdict["reason"]) == (1, None, "key_retired"), (out, err)
+    assert (code, out) == (2, ""), (code, err)
+    assert_failure_line(err, "KEY_MISMATCH")
+    assert "MACE_SIGNING_KEYS lacks key k1" in err, err
 
     # Now edited under that retired key: no longer what the checkpoint holds.
     rewrap(cli_env, receipt_id, "k1")

@@ -30,8 +30,10 @@ from infrastructure.application.errors import (
 from infrastructure.storage.backends.schema import StoreNotSetUp
 from infrastructure.storage.keys.checkpoint_key import CheckpointKeyError
 from infrastructure.storage.keys.keyring import Keyring, KeyringError
-from infrastructure.storage.records.key_checks import KeyMismatch
+from infrastructure.storage.records.key_checks import KeyMismatch, MissingSigningKey
 from infrastructure.storage.settings import SettingsError
+
+MISSING_KEY = MissingSigningKey("MACE_SIGNING_KEYS", "k1", "stream s version 1", "evidence")
 
 
 class _Port(BaseModel):
@@ -72,6 +74,10 @@ EXAMPLES: list[tuple[BaseException, Failure]] = [
     (
         KeyMismatch(KEYRING, "k1"),
         Failure("KEY_MISMATCH", str(KeyMismatch(KEYRING, "k1")), 503, 2),
+    ),
+    (
+        MISSING_KEY,
+        Failure("KEY_MISMATCH", str(MISSING_KEY), 503, 2),
     ),
     (KeyringError("bad key"), Failure("INVALID_INPUT", "bad key", 422, 2)),
     (CheckpointKeyError("not PEM"), Failure("INVALID_INPUT", "not PEM", 422, 2)),

@@ -9,13 +9,14 @@ from support.ledger_fixtures import RawTable, settings_for, store_of
 from support.sample_job import ROUTER, record_sample_job
 
 from domain.determinism import DeterministicClock, event_id
-from domain.errors import ConflictError, IntegrityFailure, NotFoundError
+from domain.errors import ConflictError, NotFoundError
 from domain.governance import AccessDenied, Actor, Governance, HaltCause
 from domain.job import Job, JobSealedError
 from domain.naming import aggregate_id
 from domain.receipt import BODY_KEYS, Receipt
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.records.key_checks import MissingSigningKey
 
 
 def test_snapshot_is_content_addressed_and_stored_once(ledger: Ledger) -> None:
@@ -117,7 +118,7 @@ def test_key_rotation_keeps_old_events_verifiable(settings: object, store_url: s
         assert table.state(Job.id_for("new"), 1).startswith(b"mace1.k2.")
     with (
         Ledger.open(settings_for(store_url, "k2", active="k2")) as without_k1,
-        pytest.raises(IntegrityFailure, match="unknown key id 'k1'"),
+        pytest.raises(MissingSigningKey, match="MACE_SIGNING_KEYS lacks key k1"),
     ):
         without_k1.jobs.get("old")
 

@@ -12,7 +12,7 @@ import pytest
 from domain.canonical import canonical_json
 from infrastructure.application.errors import ANSWERS, EXIT_USAGE
 from infrastructure.storage.settings import Settings, SQLiteStore
-from projections.replay_report import NOT_REPRODUCED, NOT_REPRODUCED_WHY
+from projections.replay import NOT_REPRODUCED, NOT_REPRODUCED_WHY
 from support.ledger_fixtures import RawTable, run
 
 USAGE_CODES = {code for code, answer in ANSWERS.items() if answer.exit_code == EXIT_USAGE}

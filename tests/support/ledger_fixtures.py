@@ -231,6 +231,11 @@ class RawTable:
         )
         return [(int(v), str(t), bytes(s)) for v, t, s in rows]
 
+    def every_byte(self) -> bytes:
+        """Every stored topic and state, to search for a value that must be stored nowhere."""
+        rows = self.execute("SELECT topic, state FROM {table}")
+        return b"\n".join(str(topic).encode() + bytes(state) for topic, state in rows)
+
 
 @pytest.fixture
 def raw_table(settings: Settings, ledger: Ledger) -> RawTable:

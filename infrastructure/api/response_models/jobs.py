@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import Field, JsonValue
 
+from domain.capture import CaptureWhy
 from domain.events import MissingArtifact
 from domain.job import CaptureMode
 from infrastructure.api.response_models import ResponseModel
@@ -54,6 +55,10 @@ class RunReport(ResponseModel):
     job_seed: str
     input: str
     capture_mode: CaptureMode
+    capture_why: CaptureWhy = Field(
+        description="asked: the caller chose the mode; default: prompts_only (seed 003);"
+        " changes_sem: full_io, the default for a job that changes SEM (seed 000 section 12)"
+    )
     final_output: JsonValue
     replayable: bool
     missing_artifacts: list[MissingArtifact]

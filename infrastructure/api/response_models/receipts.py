@@ -16,7 +16,6 @@ VerdictReason = Literal[
     "record_mac_mismatch",
     "record_altered",
     "signature_mismatch",
-    "key_retired",
     "key_unavailable",
     "no_signature",
     "unsupported_algorithm",

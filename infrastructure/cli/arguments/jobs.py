@@ -18,9 +18,9 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--capture",
         choices=[m.value for m in CaptureMode],
-        default=CaptureMode.PROMPTS_ONLY.value,
-        help="how much agent I/O to keep (default prompts_only, seed 003; full_io keeps"
-        " responses too, and only a full_io job replays in production mode)",
+        help="how much agent I/O to keep (default prompts_only, seed 003, but full_io for a job"
+        " that changes SEM, seed 000 section 12; full_io keeps responses too, and only a full_io"
+        " job replays in production mode)",
     )
     run.add_argument("--user", default="default", help="whose profile facts the job may use")
     add_snapshot_option(run)

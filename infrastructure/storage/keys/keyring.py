@@ -15,13 +15,14 @@ import binascii
 import re
 import secrets
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import orjson
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.hmac import HMAC
+from eventsourcing.persistence import StoredEvent
 
 from domain.errors import InvalidInput
 from infrastructure.storage.keys.development_files import create_development_file
@@ -30,6 +31,9 @@ from infrastructure.storage.settings import Settings
 KEY_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MIN_SECRET_BYTES = 32
 DEV_KEY_ID = "dev-1"
+
+UnknownKeyJudge = Callable[[str, StoredEvent], Exception | None]
+"""What a record signed under a key id the keyring lacks is (`Keyring.unknown_key`)."""
 
 
 class KeyringError(InvalidInput):
@@ -44,7 +48,7 @@ class Keyring:
     cost; a copy starts from those states.
     """
 
-    __slots__ = ("_active_key_id", "_keyed", "_source")
+    __slots__ = ("_active_key_id", "_judge", "_keyed", "_source")
 
     def __init__(
         self, keys: Mapping[str, bytes], active_key_id: str, source: str = "the keyring"
@@ -65,6 +69,26 @@ class Keyring:
         self._keyed = {key_id: HMAC(secret, hashes.SHA256()) for key_id, secret in keys.items()}
         self._active_key_id = active_key_id
         self._source = source
+        self._judge: UnknownKeyJudge | None = None
+
+    def judged_by(self, judge: UnknownKeyJudge) -> Keyring:
+        """These keys (shared, not copied) with ``judge`` saying what a record signed under a
+        key id they lack is: a store's own judgement, from what it holds (`LedgerStore`)."""
+        judged = object.__new__(type(self))
+        # Slot by slot, over the class and its bases: a keyring that delegates to another (a
+        # bundle's vouching keyring) holds its own slots, not these.
+        for cls in type(self).__mro__:
+            for name in getattr(cls, "__slots__", ()):
+                if hasattr(self, name):
+                    object.__setattr__(judged, name, getattr(self, name))
+        judged._judge = judge
+        return judged
+
+    def unknown_key(self, key_id: str, stored: StoredEvent) -> Exception | None:
+        """What the store makes of ``stored``, signed under ``key_id`` which this keyring
+        lacks; None when no store judges (then it cannot be checked, and fails closed)."""
+        judge: UnknownKeyJudge | None = getattr(self, "_judge", None)  # unset in a delegate
+        return None if judge is None else judge(key_id, stored)
 
     @property
     def active_key_id(self) -> str:

@@ -62,6 +62,23 @@ class KeyMismatch(Exception):
         self.key_id = key_id
 
 
+class MissingSigningKey(Exception):
+    """A record signed under a key id the keyring lacks, which the store proves was one of its
+    keys (`checkpoints.removed_keys`): a key retired and then removed from the configuration.
+
+    Not an integrity failure (nothing shows the record altered, and a replay must set no halt
+    for it) and not bad input: the configuration lacks a key, as `KeyMismatch` holds a wrong one.
+    """
+
+    def __init__(self, source: str, key_id: str, where: str, evidence: str) -> None:
+        super().__init__(
+            f"{source} lacks key {key_id}, which signed {where} ({evidence}: the key is missing,"
+            f" not the record altered): add {key_id} back; a retired key stays in the keyring so"
+            " that what it signed still verifies"
+        )
+        self.key_id = key_id
+
+
 class KeyChecks:
     """Where each configured key stands with one store; safe to share between threads."""
 
@@ -120,7 +137,7 @@ class KeyChecks:
         return KeyStatus.UNRECORDED
 
     def _verifies(self, key_id: str, stored: StoredEvent) -> bool:
-        if not _signed_by(stored, key_id):
+        if not signed_by(stored, key_id):
             reason = f"key check of {key_id} is not signed by {key_id}"
             raise IntegrityFailure(stored.originator_id, stored.originator_version, reason)
         try:
@@ -135,7 +152,7 @@ class KeyChecks:
         for notification in self._log():
             if notification.topic == CHECK_TOPIC:
                 return None
-            if _signed_by(notification, key_id):
+            if signed_by(notification, key_id):
                 return notification
         return None
 
@@ -149,7 +166,7 @@ class KeyChecks:
         for notification in self._log():
             if notification.topic == CHECK_TOPIC or notification.originator_id == check_stream:
                 continue
-            if _signed_by(notification, key_id) and self._verifies(key_id, notification):
+            if signed_by(notification, key_id) and self._verifies(key_id, notification):
                 return True
         return False
 
@@ -163,7 +180,7 @@ class KeyChecks:
             start = page[-1].id + 1
 
 
-def _signed_by(stored: StoredEvent, key_id: str) -> bool:
+def signed_by(stored: StoredEvent, key_id: str) -> bool:
     """Whether the row claims ``key_id`` as its signer (a row edited into text claims none)."""
     state: object = stored.state
     return isinstance(state, bytes) and state.startswith(signer_prefix(key_id))

@@ -123,7 +123,8 @@ def verify_record(keyring: Keyring, stored: StoredEvent) -> VerifiedRecord:
         raise IntegrityFailure(stream, version, NO_STATE)
     key_id, mac, body = parse_envelope(stored.state, stream, version)
     if not keyring.has_key(key_id):
-        raise UnknownSigningKey(stream, version, f"signed with unknown key id {key_id!r}")
+        judged = keyring.unknown_key(key_id, stored)
+        raise judged or UnknownSigningKey(stream, version, f"signed with unknown key id {key_id!r}")
     if not keyring.verify(key_id, mac_message(stream, version, stored.topic, body), mac):
         raise IntegrityFailure(stream, version, "MAC mismatch")
     return VerifiedRecord(stored, key_id, mac, body)
