@@ -181,7 +181,7 @@ def test_a_receipt_under_a_retired_and_removed_key_names_the_key_until_edited(
     # lacks one of the store's keys (configuration), and the record is not said to be altered.
     monkeypatch.setenv("MACE_SIGNING_KEYS", signing_keys("k2").get_secret_value())
     act(monkeypatch, "ada", "auditor")
-    code, out, err = run(capsys, "receipts", "verify", receipt_id, "--tenant", TENANT, "--json")
+    code, out, err = run(capsys, "receipts", "verify", receipt_id, "--tenant", TENANT)
     assert (code, out) == (2, ""), (code, err)
     assert_failure_line(err, "KEY_MISMATCH")
     assert "MACE_SIGNING_KEYS lacks key k1" in err, err
