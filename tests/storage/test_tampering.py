@@ -247,3 +247,25 @@ def test_a_stream_id_that_is_no_uuid_fails_verify_closed(
     raw_table.set_column(stream, 2, "originator_id", stored_id)
     with pytest.raises(IntegrityFailure, match="stream id is not a UUID"):
         store_of(ledger).verify_all()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_tampering_fails_closed_on_a_checkpointed_store_too(
+    ledger: Ledger, raw_table: RawTable, case: str
+) -> None:
+    """The same edits on the store as every CLI write leaves it: checkpointed after the job."""
+    record_sample_job(ledger)
+    checkpoints = store_of(ledger).checkpoints
+    assert checkpoints is not None
+    checkpoints.write()
+    store_of(ledger).checkpoint_saved()
+    tamper, _, _ = CASES[case]
+    tamper(raw_table)
+
+    with pytest.raises(IntegrityFailure) as on_read:
+        ledger.jobs.get("job-1")
+    with pytest.raises(IntegrityFailure) as on_verify:
+        store_of(ledger).verify_all()
+
+    assert on_read.value.stream == str(JOB), on_read.value
+    assert on_verify.value.code == ErrorCode.INTEGRITY_FAILURE
