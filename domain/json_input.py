@@ -50,6 +50,19 @@ class NotJSONError(JSONInputError):
     """Input that is not JSON at all (or not UTF-8); the message starts with "not"."""
 
 
+def repeated_key(raw: bytes) -> str | None:
+    """Why a JSON text cannot be read as one value because an object names a key twice (the HTTP
+    service's bodies, which its framework reads keeping the last pair); None when no object does,
+    or when it is not JSON at all (its reader says what is wrong with it then)."""
+    try:
+        json.loads(raw, parse_int=_integer, object_pairs_hook=_object)
+    except JSONInputError as exc:
+        return str(exc)
+    except (ValueError, RecursionError):
+        return None
+    return None
+
+
 def parse_json_input(raw: bytes | str) -> Any:
     """The JSON value ``raw`` holds (UTF-8 when bytes), or JSONInputError saying what is wrong."""
     try:

@@ -29,6 +29,7 @@ from infrastructure.api import (
 )
 from infrastructure.api.context import Service
 from infrastructure.api.errors import ERROR_ANSWERS, ApiError, invalid
+from infrastructure.api.json_bodies import OneValueBodies
 from infrastructure.api.limits import BodyLimit
 from infrastructure.api.responses import CanonicalJSONResponse
 from infrastructure.application.errors import ERRORS, Code, failure_of
@@ -101,6 +102,8 @@ def create_app(
         dashboard,
     ):
         app.include_router(module.router)
+    # Added first, so inside the body limit: nothing over it is held to be read.
+    app.add_middleware(OneValueBodies)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     _answer_errors(app)
     return app

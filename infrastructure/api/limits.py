@@ -47,10 +47,10 @@ class BodyLimit:
 
     async def _refuse(self, send: Send) -> None:
         error = too_large(f"request body larger than {self.limit} bytes (MACE_MAX_BODY_BYTES)")
-        await _send_error(send, error)
+        await send_error(send, error)
 
 
-async def _send_error(send: Send, error: ApiError) -> None:
+async def send_error(send: Send, error: ApiError) -> None:
     content = error.content()
     await send(
         {

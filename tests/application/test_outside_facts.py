@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 import pytest
-from support.api_support import Api, assert_error
+from support.api_support import Api, assert_error, auth
 from support.cli_output import assert_failure_line, event_count
 from support.hand_written_runs import (
     ingest_and_replay,
@@ -347,3 +347,27 @@ def test_a_batch_is_held_to_the_same_rules_as_a_run_file(api: Api) -> None:
         "body.events.0.event",
     )
     assert api.position() == before
+
+
+def test_a_body_naming_one_key_twice_is_refused_before_any_route_reads_it(api: Api) -> None:
+    # The framework would keep the last pair: "error" read as "ok" by this reader only.
+    run_id = api.open_run({"seed": "o-2", "input": "look it up"})
+    assert api.send(run_id, [{"event_id": "c1", "event": call("c1", "weather", {})}]).is_success
+    before = api.position()
+    result = orjson.dumps(answer("c1", {"temperature": 21}))
+    twice = result.replace(b'"status":"ok"', b'"status":"error","status":"ok"', 1)
+    assert twice != result
+    body = b'{"events":[{"event_id":"r1","event":' + twice + b"}]}"
+    response = api.client.post(
+        f"/v1/runs/{run_id}/events",
+        content=body,
+        headers={**auth("operator"), "content-type": "application/json"},
+    )
+    assert_error(
+        response,
+        422,
+        "INVALID_INPUT",
+        "request body: key 'status' appears twice in one object: each key may appear once",
+    )
+    assert api.position() == before
+    assert api.send(run_id, [{"event_id": "r1", "event": orjson.loads(result)}]).is_success
