@@ -167,10 +167,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="MACE_", extra="ignore")
 
-    # May carry a database password: never in a repr; describe it through parsed_store().
-    store: str = Field(default=DEFAULT_STORE, repr=False)
+    # May carry a database password: never in a repr nor a dump (model_dump, model_dump_json);
+    # describe it through parsed_store().
+    store: str = Field(default=DEFAULT_STORE, repr=False, exclude=True)
     # A replica or copy of the store that read-only work reads (unset or empty: MACE_STORE).
-    read_store: str | None = Field(default=None, repr=False)
+    read_store: str | None = Field(default=None, repr=False, exclude=True)
     signing_keys: SecretStr | None = None
     active_key_id: str | None = None
     env: Literal["development", "production"] = "development"

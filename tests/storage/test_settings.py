@@ -7,8 +7,11 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
+from support.ledger_fixtures import settings_for
+
+from infrastructure.application.ledger import Ledger
 from infrastructure.storage.keys.checkpoint_key import DEVELOPMENT_SUFFIX
-from infrastructure.storage.settings import SQLiteStore
+from infrastructure.storage.settings import Settings, SQLiteStore
 
 PASSWORD = "pa55-w0rd-not-to-show"
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -25,3 +28,26 @@ def test_development_key_files_are_git_ignored() -> None:
     for suffix in (DEVELOPMENT_SUFFIX, ".keys.json"):
         made = store.development_file(suffix)
         assert ignored(made.name), made.name
+
+
+def test_no_dump_of_postgres_settings_shows_the_password() -> None:
+    settings = Settings(
+        store=f"postgresql://u:{PASSWORD}@db.example:5432/mace",
+        read_store=f"postgresql://r:{PASSWORD}@replica.example:5432/mace",
+    )
+    shown = (
+        repr(settings),
+        str(settings),
+        str(settings.model_dump()),
+        settings.model_dump_json(),
+        repr(settings.parsed_store()),
+        str(settings.parsed_read_store()),
+    )
+    for text in shown:
+        assert PASSWORD not in text
+
+
+def test_settings_without_the_password_in_dumps_still_connect(store_url: str) -> None:
+    # Opening connects (PostgreSQL: with the password the dumps leave out) and reads the tables.
+    with Ledger.open(settings_for(store_url), create=False) as ledger:
+        assert ledger.jobs is not None
