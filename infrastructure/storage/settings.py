@@ -136,7 +136,12 @@ def _parse_store(url: str, setting: str) -> Store:
             msg = f"{setting} {url!r} names no database file: {expected}"
             raise SettingsError(msg)
         return SQLiteStore(Path(unquote(raw)))
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        # An unbalanced "[" or "]" around an IPv6 host; the URL is not echoed (it has a password).
+        msg = f"{setting} has an invalid host (unbalanced '[' or ']'): {expected}"
+        raise SettingsError(msg) from None
     if parts.scheme in ("postgresql", "postgres"):
         safe = f"{parts.scheme}://{parts.hostname or ''}{parts.path}"
         try:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
-from support.ledger_fixtures import settings_for
+import pytest
+from support.ledger_fixtures import run, settings_for
 
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.keys.checkpoint_key import DEVELOPMENT_SUFFIX
-from infrastructure.storage.settings import Settings, SQLiteStore
+from infrastructure.storage.settings import Settings, SettingsError, SQLiteStore, parse_store
 
 PASSWORD = "pa55-w0rd-not-to-show"
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -51,3 +52,27 @@ def test_settings_without_the_password_in_dumps_still_connect(store_url: str) ->
     # Opening connects (PostgreSQL: with the password the dumps leave out) and reads the tables.
     with Ledger.open(settings_for(store_url), create=False) as ledger:
         assert ledger.jobs is not None
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://u:p@[::1:5432/db", "postgresql://u:p@::1]:5432/db"],
+)
+def test_unbalanced_bracket_in_store_is_one_line(url: str) -> None:
+    with pytest.raises(SettingsError, match="^MACE_STORE ") as raised:
+        parse_store(url)
+    assert "\n" not in str(raised.value)
+    assert ":p@" not in str(raised.value)
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:p@[::1:5432/db"])
+def test_cli_refuses_bad_store_in_one_line(
+    url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MACE_STORE", url)
+    code, out, err = run(capsys, "verify", "--all")
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1
+    assert "MACE_STORE" in err
+    assert "Traceback" not in err
