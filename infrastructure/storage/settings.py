@@ -16,6 +16,7 @@ connections the database itself keeps from writing (SQLite ``mode=ro``, PostgreS
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Literal
@@ -27,6 +28,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from domain.errors import InvalidInput
 
 DEFAULT_STORE = "sqlite:///./mace.db"
+# ``?schema=``: a plain PostgreSQL identifier (at most 63 bytes, what the server keeps of a name),
+# so no name reaches SQL that the server would read as anything but one schema.
+SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 READ_ONLY_FACTORY: Final = (
     "infrastructure.storage.backends.read_only_postgres:ReadOnlyPostgresFactory"
 )
@@ -154,6 +158,12 @@ def _parse_store(url: str, setting: str) -> Store:
             msg = f"{setting} {safe!r} needs a user, a host and a database name: {expected}"
             raise SettingsError(msg)
         schema = parse_qs(parts.query).get("schema", [""])[0]
+        if schema and not SCHEMA_NAME.fullmatch(schema):
+            msg = (
+                f"{setting} {safe!r} has schema {schema!r}: expected a PostgreSQL identifier"
+                " (a letter or _, then letters, digits or _, at most 63)"
+            )
+            raise SettingsError(msg)
         return PostgresStore(
             host=parts.hostname,
             port=port,

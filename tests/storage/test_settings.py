@@ -65,7 +65,20 @@ def test_unbalanced_bracket_in_store_is_one_line(url: str) -> None:
     assert ":p@" not in str(raised.value)
 
 
-@pytest.mark.parametrize("url", ["postgresql://u:p@[::1:5432/db"])
+@pytest.mark.parametrize("schema", ["x;drop table y", "1abc", "a b", 'a"b', "a" * 64])
+def test_schema_not_an_identifier_is_refused(schema: str) -> None:
+    with pytest.raises(SettingsError, match="^MACE_STORE .*schema"):
+        parse_store(f"postgresql://u:p@localhost:5432/db?schema={schema}")
+
+
+def test_schema_identifier_is_kept() -> None:
+    store = parse_store("postgresql://u:p@localhost:5432/db?schema=Ledger_2")
+    assert store.eventsourcing_env()["POSTGRES_SCHEMA"] == "Ledger_2"
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://u:p@[::1:5432/db", "postgresql://u:p@localhost/db?schema=a;b"]
+)
 def test_cli_refuses_bad_store_in_one_line(
     url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
