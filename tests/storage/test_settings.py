@@ -59,7 +59,7 @@ def test_settings_without_the_password_in_dumps_still_connect(store_url: str) ->
     ["postgresql://u:p@[::1:5432/db", "postgresql://u:p@::1]:5432/db"],
 )
 def test_unbalanced_bracket_in_store_is_one_line(url: str) -> None:
-    with pytest.raises(SettingsError, match="^MACE_STORE ") as raised:
+    with pytest.raises(SettingsError, match=r"^MACE_STORE ") as raised:
         parse_store(url)
     assert "\n" not in str(raised.value)
     assert ":p@" not in str(raised.value)
@@ -67,7 +67,7 @@ def test_unbalanced_bracket_in_store_is_one_line(url: str) -> None:
 
 @pytest.mark.parametrize("schema", ["x;drop table y", "1abc", "a b", 'a"b', "a" * 64])
 def test_schema_not_an_identifier_is_refused(schema: str) -> None:
-    with pytest.raises(SettingsError, match="^MACE_STORE .*schema"):
+    with pytest.raises(SettingsError, match=r"^MACE_STORE .*schema"):
         parse_store(f"postgresql://u:p@localhost:5432/db?schema={schema}")
 
 
