@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from importlib.metadata import version
+from typing import Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+from starlette.types import Scope
 
 from infrastructure.api import (
     access_log,
@@ -37,6 +40,23 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.application.notary import Notary
 from infrastructure.application.settings import Settings
 from infrastructure.application.tokens import Tokens
+
+METHODS: Final = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(app: FastAPI, scope: Scope) -> str:
+    """The methods some route takes at this request's path, as a 405's ``Allow`` names them.
+
+    Asked of every route, not taken from the framework's 405: that one names only the first
+    route at the path (``GET /v1/jobs`` hid ``POST /v1/jobs``)."""
+    return ", ".join(
+        method
+        for method in METHODS
+        if any(
+            route.matches({**scope, "method": method})[0] is Match.FULL
+            for route in app.router.routes
+        )
+    )
 
 
 def create_app(
@@ -147,7 +167,11 @@ def _answer_errors(app: FastAPI) -> None:
         message = f"no such resource: {request.method} {request.url.path}"
         if exc.status_code != 404:
             message = f"{exc.detail}: {request.method} {request.url.path}"
-        return await answer(request, ApiError(exc.status_code, code, message))
+        response = await answer(request, ApiError(exc.status_code, code, message))
+        if exc.status_code == 405:
+            # HTTP requires a 405 to name, in Allow, the methods the resource does take.
+            response.headers["Allow"] = allowed_methods(app, request.scope)
+        return response
 
     async def product_error(request: Request, exc: Exception) -> Response:
         failure = failure_of(exc)

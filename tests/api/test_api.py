@@ -1253,6 +1253,18 @@ def test_unknown_paths_and_methods_answer_the_error_body(api: Api) -> None:
     assert set(response.json()) == {"error"}
 
 
+def test_method_not_allowed_names_the_allowed_methods(api: Api) -> None:
+    # HTTP requires a 405 to say, in Allow, which methods the resource takes.
+    for method, path, allowed in (
+        ("DELETE", "/healthz", {"GET"}),
+        ("PUT", "/v1/jobs", {"GET", "POST"}),
+    ):
+        response = api.client.request(method, path)
+        assert response.status_code == 405
+        assert response.json()["error"]["code"] == "METHOD_NOT_ALLOWED"
+        assert set(response.headers["Allow"].split(", ")) == allowed
+
+
 def test_openapi_document_is_canonical_json(api: Api) -> None:
     with api.unchecked() as client:
         response = client.get("/openapi.json")
