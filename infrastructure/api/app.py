@@ -72,8 +72,8 @@ def create_app(
     start-up, when it is set; else ``ledger``: see `Service`).
 
     With ``notary``, a `Notary` checkpoints the store while the service is up and once more as
-    it shuts down: in the lifespan, because uvicorn ends the process with the signal that
-    stopped it as soon as the app has shut down, so nothing after ``uvicorn.run`` would run.
+    it shuts down: in the lifespan, so the last checkpoint is written before the server says it
+    has shut down, whatever signal stopped it.
     """
 
     @asynccontextmanager

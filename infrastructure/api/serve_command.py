@@ -8,6 +8,8 @@ so no other command, and no ``--help``, loads the web stack (FastAPI, uvicorn, J
 from __future__ import annotations
 
 import argparse
+import signal
+from types import FrameType
 
 import uvicorn
 
@@ -23,6 +25,14 @@ from infrastructure.application.tokens import (
 )
 
 
+class ServiceStopped(Exception):
+    """SIGTERM: how a service manager asks the service to stop; a clean stop, exit 0."""
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise ServiceStopped
+
+
 def serve_http(args: argparse.Namespace, settings: Settings) -> int:
     if not 0 < args.port < 65536:
         raise InvalidInput(f"--port {args.port}: expected 1-65535")
@@ -33,10 +43,23 @@ def serve_http(args: argparse.Namespace, settings: Settings) -> int:
     # Requests are not held up by checkpoints: the app's notary writes them, at most
     # MACE_CHECKPOINT_INTERVAL seconds after a commit, and a last one as the service stops.
     # A read store that cannot be opened stops the service here, in one line, like the store.
-    with (
-        Ledger.open(settings, checkpoint_on_close=False) as ledger,
-        reading_ledger(settings, ledger) as reader,
-    ):
-        app = create_app(settings, tokens, ledger, notary=True, reader=reader)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+    # Uvicorn shuts down gracefully on SIGINT or SIGTERM, then raises the signal again with the
+    # handler it found: SIGINT's KeyboardInterrupt reaches `mace` (exit 130, as any command
+    # Ctrl-C stops; `uvicorn.run` swallowed it, exiting 0), and SIGTERM's is ours, so the
+    # process closes the ledger and exits 0 instead of dying by the signal.
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        with (
+            Ledger.open(settings, checkpoint_on_close=False) as ledger,
+            reading_ledger(settings, ledger) as reader,
+        ):
+            app = create_app(settings, tokens, ledger, notary=True, reader=reader)
+            config = uvicorn.Config(
+                app, host=args.host, port=args.port, log_level="info", access_log=False
+            )
+            uvicorn.Server(config).run()
+    except ServiceStopped:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return EXIT_OK
