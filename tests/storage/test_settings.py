@@ -5,6 +5,7 @@ identifier, is refused in one line naming MACE_STORE, before anything connects."
 from __future__ import annotations
 
 import fnmatch
+import re
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,15 @@ def test_development_key_files_are_git_ignored() -> None:
     for suffix in (DEVELOPMENT_SUFFIX, ".keys.json"):
         made = store.development_file(suffix)
         assert ignored(made.name), made.name
+
+
+def test_compose_secret_files_are_git_ignored() -> None:
+    # compose.yaml reads its secrets (tokens file, checkpoint key) from files in the checkout.
+    compose = (REPOSITORY / "compose.yaml").read_text()
+    secrets = re.findall(r"^\s+file: \./(\S+)$", compose, flags=re.MULTILINE)
+    assert secrets
+    for name in secrets:
+        assert ignored(name), name
 
 
 def test_no_dump_of_postgres_settings_shows_the_password() -> None:
