@@ -39,6 +39,7 @@ from support.api_support import (
     token_book,
 )
 from support.ledger_fixtures import (
+    MACE_WITH_CTRL_C,
     TEST_CHECKPOINT_KEY,
     RawTable,
     run,
@@ -1717,9 +1718,17 @@ def test_mace_serve_stopped_by_ctrl_c_exits_130(store_url: str, tmp_path: Path) 
     add_token(tokens, "olga", ["operator"], "acme")
     port = _free_port()
     env = subprocess_env(store_url, MACE_TOKENS_FILE=str(tokens))
-    mace = Path(sys.executable).with_name("mace")
     server = subprocess.Popen(
-        [str(mace), "serve", "--host", "127.0.0.1", "--port", str(port)],
+        [
+            sys.executable,
+            "-c",
+            MACE_WITH_CTRL_C,
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -14,6 +14,7 @@ import pytest
 from support.api_support import Api, assert_error
 from support.cli_output import canonical_line, json_error
 from support.ledger_fixtures import (
+    MACE_WITH_CTRL_C,
     TEST_CHECKPOINT_KEY,
     RawTable,
     run,
@@ -93,14 +94,6 @@ def test_http_and_cli_give_an_unknown_job_the_same_code(
     code, out, err = run(capsys, "events", "no-such-job", "--tenant", "acme", "--json")
     assert (code, out) == (2, "")
     assert json_error(err) == {"code": "NOT_FOUND", "message": message}
-
-
-# A test runner's worker may ignore SIGINT, and its children inherit that (a shell's do not):
-# ``mace`` as a shell starts it, with Python's own Ctrl-C handler.
-MACE_WITH_CTRL_C = (
-    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
-    " from infrastructure.cli import main; sys.exit(main())"
-)
 
 
 def test_ctrl_c_prints_one_line_and_exits_130(postgres_url: str) -> None:

@@ -80,6 +80,12 @@ def development_env(store_url: str) -> dict[str, str]:
 
 
 MACE_MAIN = "import sys; from infrastructure.cli import main; sys.exit(main())"
+# A test runner's worker may ignore SIGINT, and its children inherit that (a shell's do not):
+# ``mace`` as a shell starts it, with Python's own Ctrl-C handler.
+MACE_WITH_CTRL_C = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
+    " from infrastructure.cli import main; sys.exit(main())"
+)
 
 
 def mace_process(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
