@@ -22,13 +22,11 @@ harmless, never the reverse for these shapes.
 
 from __future__ import annotations
 
-from re import _constants as sre  # type: ignore[attr-defined]
-from re import _parser as sre_parse  # type: ignore[attr-defined]
+from re import _constants as sre
+from re import _parser as sre_parse
 from typing import Any
 
 _REPEATS = frozenset({sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT})
-_ANY_FIRST: frozenset[int] | None = None
-"""Stands for "any character may come first" (classes, categories, ``.``)."""
 
 
 def backtracking_risk(pattern: str) -> str | None:
@@ -80,19 +78,20 @@ def _overlap(alternatives: list[Any]) -> bool:
     seen: set[int] = set()
     for alternative in alternatives:
         first, nullable = _first(alternative)
-        if nullable or first is _ANY_FIRST or first & seen:
+        if nullable or first is None or first & seen:
             return True
         seen |= first
     return False
 
 
 def _first(items: Any) -> tuple[frozenset[int] | None, bool]:
-    """The characters a sequence may start with (None: any) and whether it may match nothing."""
+    """The characters a sequence may start with and whether it may match nothing; None stands for
+    "any character" (classes, categories, ``.``)."""
     first: set[int] = set()
     for op, av in items:
         head, nullable = _first_of(op, av)
-        if head is _ANY_FIRST:
-            return _ANY_FIRST, False
+        if head is None:
+            return None, False
         first |= head
         if not nullable:
             return frozenset(first), False
@@ -106,18 +105,25 @@ def _first_of(op: Any, av: Any) -> tuple[frozenset[int] | None, bool]:
         return frozenset({av, ord(char.lower()[0]), ord(char.upper()[0])}), False
     if op in (sre.AT, sre.ASSERT, sre.ASSERT_NOT):
         return frozenset(), True
-    if op in _REPEATS:
-        least, _, body = av
-        head, nullable = _first(body)
-        return head, nullable or least == 0
-    if op is sre.SUBPATTERN:
-        return _first(av[3])
-    if op is sre.ATOMIC_GROUP:
-        return _first(av)
     if op is sre.BRANCH:
         heads = [_first(alternative) for alternative in av[1]]
-        if any(head is _ANY_FIRST for head, _ in heads):
-            return _ANY_FIRST, False
+        if any(head is None for head, _ in heads):
+            return None, False
         union = frozenset().union(*(head for head, _ in heads if head is not None))
         return union, any(nullable for _, nullable in heads)
-    return _ANY_FIRST, False
+    body = _inner(op, av)
+    if body is None:
+        return None, False
+    head, nullable = _first(body)
+    return head, nullable or (op in _REPEATS and av[0] == 0)
+
+
+def _inner(op: Any, av: Any) -> Any:
+    """The sequence a group or quantifier holds, or None for anything else."""
+    if op in _REPEATS:
+        return av[2]
+    if op is sre.SUBPATTERN:
+        return av[3]
+    if op is sre.ATOMIC_GROUP:
+        return av
+    return None
