@@ -285,6 +285,18 @@ def test_a_job_under_a_stored_router_rule_that_can_backtrack_is_refused_before_i
     )
 
 
+def test_http_job_under_a_stored_router_rule_that_can_backtrack_is_422(api: Api) -> None:
+    rule = {**ROUTER_RULE, "pattern": "^(a+)+$"}
+    stored, _ = api.ledger.snapshots.put(Snapshot.declare("router", {"rules": [rule]}))
+    before = api.position()
+    body = {"input": "a" * 36 + "!", "seed": "s1", "snapshot_ids": {"router": stored.snapshot_id}}
+    response = api.post("/v1/jobs", body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "INVALID_INPUT"
+    assert "rule R1: pattern can take exponential time" in response.json()["error"]["message"]
+    assert api.position() == before
+
+
 # --- one limit on a job's input -------------------------------------------------------------------
 
 
