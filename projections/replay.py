@@ -406,7 +406,7 @@ class _Replay:
                 message = f"no usable {kind.value} snapshot: {snapshot_id} {problem}"
                 self.stop(ErrorCode.MISSING_SNAPSHOT, step, message)
             payloads[kind] = snapshot.payload
-        parsed = Stage0Snapshots.parse(payloads)
+        parsed = Stage0Snapshots.parse(payloads, recorded=True)
         self.seconds = parsed.governance.replay_max_seconds
         self.step(step, "ok", "every snapshot's signature and content address verified")
         return parsed
@@ -932,7 +932,7 @@ def _unusable(kind: SnapshotKind, snapshot: Snapshot) -> str | None:
     if snapshot.kind != kind.value:
         return f"is a {snapshot.kind} snapshot"
     try:
-        parse_config(kind, snapshot.payload)
+        parse_config(kind, snapshot.payload, recorded=True)
     except ValueError as exc:
         return f"cannot be read as a {kind.value} snapshot: {str(exc).splitlines()[0]}"
     return None

@@ -64,8 +64,15 @@ class Stage0Snapshots:
     governance: GovernanceConfig
 
     @classmethod
-    def parse(cls, payloads: dict[SnapshotKind, dict[str, Any]]) -> Stage0Snapshots:
-        return cls(**{kind.value: parse_config(kind, payloads[kind]) for kind in SnapshotKind})
+    def parse(
+        cls, payloads: dict[SnapshotKind, dict[str, Any]], *, recorded: bool = False
+    ) -> Stage0Snapshots:
+        """``recorded``: the snapshots of a recorded job, read to replay it (`parse_config`)."""
+        parsed = {
+            kind.value: parse_config(kind, payloads[kind], recorded=recorded)
+            for kind in SnapshotKind
+        }
+        return cls(**parsed)
 
 
 class SemSource(Protocol):

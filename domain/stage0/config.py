@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -28,9 +29,12 @@ from pydantic import (
 from domain.errors import InvalidInput
 from domain.sem import SNAKE_CASE, SemValueError, SemVocabulary
 from domain.snapshot import Snapshot, SnapshotKind
+from domain.stage0.pattern_safety import backtracking_risk
 from domain.validation_messages import first_problem
 
 AGENT_NAME = r"^[a-z][a-z0-9_]{0,63}$"
+RECORDED: dict[str, bool] = {"recorded": True}
+"""Validation context of a snapshot a recorded job ran under (replay, audit), not a new use."""
 GENERIC_AGENT = "generic_agent"
 
 
@@ -53,6 +57,22 @@ class RouterRule(_Config):
             msg = f"not a valid regular expression: {exc}"
             raise InvalidInput(msg) from None
         return pattern
+
+    @model_validator(mode="after")
+    def _bounded(self, info: ValidationInfo) -> RouterRule:
+        # A recorded job's snapshot is read as it was stored: its run already decided on the
+        # recorded input, so replay re-decides at the same cost; new rules and new jobs are held.
+        if info.context == RECORDED:
+            return self
+        risk = backtracking_risk(self.pattern)
+        if risk is not None:
+            msg = (
+                f"rule {self.rule_id}: pattern can take exponential time on some inputs ({risk});"
+                " expected no nested quantifiers, overlapping alternatives under a quantifier or"
+                " backreferences"
+            )
+            raise InvalidInput(msg)
+        return self
 
 
 class RouterConfig(_Config):
@@ -183,9 +203,13 @@ CONFIG_MODELS: dict[SnapshotKind, type[_Config]] = {
 }
 
 
-def parse_config(kind: SnapshotKind, payload: dict[str, Any]) -> Any:
-    """The snapshot's payload as the model of its kind; ValueError says what is wrong."""
-    return CONFIG_MODELS[kind].model_validate(payload)
+def parse_config(kind: SnapshotKind, payload: dict[str, Any], *, recorded: bool = False) -> Any:
+    """The snapshot's payload as the model of its kind; ValueError says what is wrong.
+
+    ``recorded``: the payload is one a recorded job ran under, read to replay it; router rules
+    are then taken as stored, not held to the backtracking check new rules meet.
+    """
+    return CONFIG_MODELS[kind].model_validate(payload, context=RECORDED if recorded else None)
 
 
 class UnusableSnapshot(InvalidInput):

@@ -19,6 +19,7 @@ from support.api_support import Api, assert_error, auth
 from support.ledger_fixtures import RawTable, run, store_of
 
 from domain.job import MAX_INPUT_CHARS, Job
+from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
 
@@ -204,6 +205,13 @@ BAD_SNAPSHOTS: dict[str, tuple[str, dict[str, Any], str]] = {
         "router snapshot: field rules[1].pattern: not a valid regular expression: missing ),"
         " unterminated subpattern at position 0",
     ),
+    "router-redos": (
+        "router",
+        {"rules": [ROUTER_RULE, {**ROUTER_RULE, "rule_id": "R2", "pattern": "^(a+)+$"}]},
+        "router snapshot: field rules[1]: rule R2: pattern can take exponential time on some"
+        " inputs (a quantified part inside a repeated group (nested quantifiers)); expected no"
+        " nested quantifiers, overlapping alternatives under a quantifier or backreferences",
+    ),
     "router-repeated-id": (
         "router",
         {"rules": [ROUTER_RULE, ROUTER_RULE]},
@@ -248,6 +256,44 @@ def test_a_snapshot_its_kind_cannot_use_is_422_and_writes_nothing(api: Api, case
     before = api.position()
     response = api.post("/v1/snapshots", {"kind": kind, "payload": payload})
     assert_error(response, 422, "INVALID_INPUT", message, "body.payload")
+    assert api.position() == before
+
+
+def test_a_job_under_a_stored_router_rule_that_can_backtrack_is_refused_before_it_runs(
+    cli_store: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store written before rules were checked may hold such a rule: naming it for a new job
+    is refused in one line, so no input (27 `a`s and a `!` took seconds) ever reaches it."""
+    rule = {**ROUTER_RULE, "pattern": "^(a+)+$"}
+    with Ledger.open(cli_store) as ledger:
+        stored, _ = ledger.snapshots.put(Snapshot.declare("router", {"rules": [rule]}))
+    message = refused(
+        capsys,
+        cli_store,
+        "run",
+        "a" * 36 + "!",
+        "--seed",
+        "s1",
+        "--snapshot",
+        f"router={stored.snapshot_id}",
+    )
+    assert message == (
+        f"router snapshot {stored.snapshot_id} cannot be used: field rules[0]: rule R1: pattern"
+        " can take exponential time on some inputs (a quantified part inside a repeated group"
+        " (nested quantifiers)); expected no nested quantifiers, overlapping alternatives under a"
+        " quantifier or backreferences"
+    )
+
+
+def test_http_job_under_a_stored_router_rule_that_can_backtrack_is_422(api: Api) -> None:
+    rule = {**ROUTER_RULE, "pattern": "^(a+)+$"}
+    stored, _ = api.ledger.snapshots.put(Snapshot.declare("router", {"rules": [rule]}))
+    before = api.position()
+    body = {"input": "a" * 36 + "!", "seed": "s1", "snapshot_ids": {"router": stored.snapshot_id}}
+    response = api.post("/v1/jobs", body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "INVALID_INPUT"
+    assert "rule R1: pattern can take exponential time" in response.json()["error"]["message"]
     assert api.position() == before
 
 

@@ -10,7 +10,15 @@ import pytest
 from pydantic import ValidationError
 from support.stage0_support import seed_004_text
 
-from domain.stage0.config import DEFAULT_ROUTER, DEFAULT_SELFREP, RouterConfig, RouterRule
+from domain.snapshot import SnapshotKind
+from domain.stage0.config import (
+    DEFAULT_ROUTER,
+    DEFAULT_SELFREP,
+    RouterConfig,
+    RouterRule,
+    parse_config,
+)
+from domain.stage0.pattern_safety import backtracking_risk
 from domain.stage0.router import NO_RULE, Decision, decide
 
 ALL_AGENTS = frozenset(DEFAULT_SELFREP.agents)
@@ -195,3 +203,38 @@ def test_router_config_refuses_extra_fields() -> None:
     payload["default_agent"] = "math_agent"
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         RouterConfig.model_validate(payload)
+
+
+# --- no rule can make matching take exponential time (issue 28, point 3) -------------------------
+
+CLASSIC_REDOS = ["^(a+)+$", "(a|a)*$", "(a|aa)+$", "(.*a){20}", "(ab|a.)*$", "(a*)*$", r"(a)\1"]
+
+
+@pytest.mark.parametrize("pattern", CLASSIC_REDOS)
+def test_router_refuses_a_pattern_that_can_backtrack_exponentially(pattern: str) -> None:
+    with pytest.raises(ValidationError, match="rule R9: pattern can take exponential time"):
+        RouterRule(rule_id="R9", pattern=pattern, agent="math_agent", why="bad")
+
+
+@pytest.mark.parametrize("pattern", [r"(\w|\d)+$", "(?:foo|bar)+x", "x*y*$", "(?:that )?my"])
+def test_router_keeps_patterns_that_match_one_way(pattern: str) -> None:
+    assert (
+        RouterRule(rule_id="R9", pattern=pattern, agent="math_agent", why="ok").pattern == pattern
+    )
+
+
+def test_the_default_rules_pass_the_check_unchanged() -> None:
+    for rule in DEFAULT_ROUTER.rules:
+        assert backtracking_risk(rule.pattern) is None, rule.rule_id
+
+
+def test_a_recorded_router_snapshot_with_a_refused_rule_still_parses_for_replay() -> None:
+    """A job recorded under such a rule already decided on its input once; replay re-decides the
+    same input, so it costs what the run cost, and refusing it would hide the job's evidence."""
+    payload = {
+        "rules": [{"rule_id": "R1", "pattern": "^(a+)+$", "agent": "math_agent", "why": "w"}]
+    }
+    with pytest.raises(ValidationError, match="rule R1: pattern can take exponential time"):
+        parse_config(SnapshotKind.ROUTER, payload)
+    recorded = parse_config(SnapshotKind.ROUTER, payload, recorded=True)
+    assert decide(recorded, "aaa", ALL_AGENTS).rule_id == "R1"
