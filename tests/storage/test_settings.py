@@ -33,11 +33,12 @@ def test_development_key_files_are_git_ignored() -> None:
 
 
 def test_compose_secret_files_are_git_ignored() -> None:
-    # compose.yaml reads its secrets (tokens file, checkpoint key) from files in the checkout.
+    # compose.yaml reads its secrets (tokens file, checkpoint key) from files in the checkout,
+    # and the keys and database password from the `.env` beside it.
     compose = (REPOSITORY / "compose.yaml").read_text()
     secrets = re.findall(r"^\s+file: \./(\S+)$", compose, flags=re.MULTILINE)
     assert secrets
-    for name in secrets:
+    for name in [*secrets, ".env"]:
         assert ignored(name), name
 
 
