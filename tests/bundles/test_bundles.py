@@ -754,3 +754,20 @@ def test_export_test_without_a_replay_on_record_asserts_an_audit_replay(
     assert cli_env.signing_keys is not None
     passed = run_pytest(test_file, cli_env.signing_keys.get_secret_value())
     assert passed.returncode == 0, passed.stdout + passed.stderr
+
+
+def test_export_test_makes_its_folder_and_names_a_missing_parent_in_one_line(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # `-o regressions/` makes the folder, as `git clone` or `pip download -d` would; a folder whose
+    # parent is missing is more likely a typo than a wish for a tree of folders: one line, exit 2.
+    job_id = new_job(capsys, "2 + 3", "folder-1")
+    typo = tmp_path / "regresions" / "incident"
+    code, out, err = run(capsys, "export-test", job_id, "-o", str(typo))
+    assert (code, out) == (2, "")
+    assert err == f"mace: INVALID_INPUT: cannot write to {typo}: {typo.parent} does not exist\n"
+    assert not typo.parent.exists()
+    folder = tmp_path / "regressions"
+    code, _, err = run(capsys, "export-test", job_id, "-o", f"{folder}/")
+    assert (code, err) == (0, ""), err
+    assert sorted(path.suffix for path in folder.iterdir()) == [".json", ".py"]

@@ -7,19 +7,26 @@ How to write an example (the convention this test holds the docs to):
 - The blocks of one page run in order, in one fresh directory on the SQLite default store
   (``./mace.db``), with no ``MACE_*`` variable set: a later example may use what an earlier one
   on the same page recorded. Each block starts from that clean environment (``export`` lasts to
-  the end of the block, ``NAME=value command`` for that command only).
+  the end of the block, ``NAME=value command`` for that command only; ``set -a`` then
+  ``. FILE`` sets the ``NAME=value`` lines of FILE, as a shell does).
+- A ``MACE_STORE`` (or ``MACE_READ_STORE``) set to a ``postgresql://`` URL, whatever its host and
+  password, is the page's own fresh database on the test PostgreSQL (one per page): such
+  examples run for real, so show a URL a reader can use (``$POSTGRES_PASSWORD@localhost``).
 - Name ids where you can (``mace run ... --job-id tour-1``). Where the ledger makes an id (a
   receipt's), write ``<field>``: the value of that field in the most recent JSON an earlier
   command on the page printed or wrote to a file (``--json``).
 - A command must exit 0, unless its comment says otherwise (``$ mace events nope  # exit 2``).
   Output shown under a command must appear in what it printed, in order; leave lines out
   freely, and write ``...`` within a line for text that changes from run to run.
-- ``mace`` runs in-process. Commands that cannot run in a test (``mace serve``, ``bench``,
-  ``loadtest``, ``follow``, ``demo``, or any ``mace`` command of a block whose ``MACE_STORE`` is
-  PostgreSQL) are parsed by mace's own parser: an unknown command or flag still fails. Other
-  programs are run if the session knows them (``export``, ``cat > FILE <<'EOF'``,
-  ``python3 -c``); the rest must be in ``NOT_EXECUTED`` (tests/support/doc_examples.py) with the
-  reason they are not run, and show no output. One command per line: no pipes, ``&&`` or ``;``.
+- ``mace`` runs in-process. ``mace serve ... &`` starts the real service in the background (on
+  a free port: ``localhost:PORT`` in later commands reaches it) until ``kill %1`` or the page's
+  end; a command right after it must wait for it as a reader would (``curl --retry``). Commands
+  that cannot run in a test (``mace serve`` in the foreground, ``bench``, ``loadtest``,
+  ``follow``, ``demo``) are parsed by mace's own parser: an unknown command or flag still fails.
+  Other programs are run if the session knows them (``export``, ``set -a``, ``. FILE``,
+  ``cat > FILE <<'EOF'``, ``python3 -c``, ``curl``, ``openssl``, ``kill %1``); the rest must be in
+  ``NOT_EXECUTED`` (tests/support/doc_examples.py) with the reason they are not run, and show no
+  output. One command per line: no pipes, ``&&`` or ``;``.
 - ``bash`` blocks are the README's two commands for a fresh machine only (copied as they are;
   tests/tooling/test_project_layout.py holds CI to the second, tests/cli/test_readme_examples.py
   runs the first). ``python`` blocks are run whole.
@@ -35,6 +42,7 @@ import argparse
 import contextlib
 import io
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -84,11 +92,21 @@ def pages_with_examples() -> list[Path]:
 @pytest.mark.parametrize(
     "page", pages_with_examples(), ids=lambda path: str(path.relative_to(ROOT))
 )
-def test_every_command_example_runs(page: Path, tmp_path: Path) -> None:
-    session = Session(tmp_path)
-    for block in fenced_blocks(page):
-        if block.language == "console":
-            session.run_block(block)
+def test_every_command_example_runs(
+    page: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    def database() -> str:
+        # Asked for only by a page whose examples use PostgreSQL: the others never start it.
+        make: Callable[[], str] = request.getfixturevalue("make_postgres_database")
+        return make()
+
+    session = Session(tmp_path, database)
+    try:
+        for block in fenced_blocks(page):
+            if block.language == "console":
+                session.run_block(block)
+    finally:
+        session.close()
 
 
 def test_code_blocks_follow_the_convention() -> None:

@@ -3,8 +3,10 @@
 The convention they follow is stated where it is checked, in tests/docs/test_examples.py: console
 blocks of ``$ `` commands, one session per page in a fresh directory on the SQLite default, one
 environment per block, ``<field>`` placeholders from earlier JSON output, exit 0 unless a comment
-says ``exit N``, shown output found in what was printed. ``mace`` runs in-process; what cannot run
-in a test is parsed (`PARSED_ONLY`) or listed with its reason (`NOT_EXECUTED`).
+says ``exit N``, shown output found in what was printed. ``mace`` runs in-process, on the page's own
+PostgreSQL database where an example points ``MACE_STORE`` at PostgreSQL; ``mace serve ... &`` runs
+as a real service that ``curl`` talks to; what cannot run in a test is parsed (`PARSED_ONLY`) or
+listed with its reason (`NOT_EXECUTED`).
 """
 
 from __future__ import annotations
@@ -14,19 +16,25 @@ import io
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import IO, Final
 
 import orjson
+
+from support.ledger_fixtures import MACE_MAIN
+from support.postgres_server import free_port
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 
 PARSED_ONLY: Final[Mapping[str, str]] = {
-    "serve": "runs the HTTP service until it is stopped; tests/api run the same app in-process",
+    "serve": "runs the HTTP service until it is stopped (``mace serve ... &`` runs, in the"
+    " background, until ``kill %1`` or the page's end)",
     "loadtest": "starts the service over PostgreSQL and loads it for minutes;"
     " tests/tooling/test_load_test.py runs a tiny load",
     "bench": "measures for minutes; tests/tooling/test_bench.py runs a tiny bench",
@@ -36,23 +44,19 @@ PARSED_ONLY: Final[Mapping[str, str]] = {
 }
 """``mace`` commands the docs test parses but does not run, and why."""
 
-POSTGRES_REASON: Final = (
-    "the block's store is PostgreSQL; this test runs on SQLite, and every storage test runs on"
-    " both (tests/conftest.py finds a server)"
-)
-
 NOT_EXECUTED: Final[Mapping[str, str]] = {
-    "docker": "needs a Docker engine; compose.yaml is checked by tests/tooling/test_compose.py",
-    "curl": "talks to a running `mace serve`; tests/api call every route through the app",
-    "openssl": "the system's OpenSSL makes the key, not the project; how the ledger reads such"
-    " a key file is tested in tests/storage/test_checkpoint_key.py",
-    ".": "activates the virtual environment in the reader's own shell; this test runs mace"
-    " in-process",
-    "kill": "stops a `mace serve` that the test never started",
+    "docker": "needs a Docker engine; compose.yaml is read by Docker Compose's own `config` in"
+    " tests/tooling/test_compose.py",
 }
 """Programs in examples that the docs test does not run, and why."""
 
 MACE: Final = frozenset({"mace", ".venv/bin/mace"})
+PROGRAMS: Final = frozenset({"curl", "openssl"})
+"""Programs the docs test runs as they are, in the page's directory and the block's environment."""
+ACTIVATE: Final = ".venv/bin/activate"
+"""``. .venv/bin/activate``: the reader's shell finds ``mace``; this test runs it in-process."""
+STORES: Final = frozenset({"MACE_STORE", "MACE_READ_STORE"})
+ADDRESS: Final = re.compile(r"\b(localhost|127\.0\.0\.1):(\d+)\b")
 PLACEHOLDER: Final = re.compile(r"<([a-z][a-z0-9_]*)>")
 ASSIGNMENT: Final = re.compile(r"[A-Z_][A-Z0-9_]*=")
 CAPTURE: Final = re.compile(r"([A-Z_][A-Z0-9_]*)=\$\((.*)\)")
@@ -227,12 +231,50 @@ class Outcome:
 
 
 @dataclass
+class Service:
+    """A ``mace serve ... &`` of the page, and where its output goes."""
+
+    where: str
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def stop(self) -> int:
+        """SIGTERM, as ``kill`` sends it; the exit code (a service that hangs is killed)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=60)
+        self.log.close()
+        return self.process.returncode
+
+
+@dataclass
 class Session:
-    """One document's examples, run in order in ``directory``."""
+    """One document's examples, run in order in ``directory``.
+
+    ``database`` makes an empty PostgreSQL database: the page's examples that point a store at
+    PostgreSQL use the one it makes first, whatever URL they show (close the session after).
+    """
 
     directory: Path
+    database: Callable[[], str] | None = None
     values: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    services: list[Service] = field(default_factory=list)
+    ports: dict[str, str] = field(default_factory=dict)  # a port shown -> the one used
+    store: str | None = None
+
+    def close(self) -> None:
+        """Stop the services the page left running."""
+        for service in self.services:
+            service.stop()
 
     def base_environment(self) -> dict[str, str]:
         clean = {name: value for name, value in os.environ.items() if not name.startswith("MACE_")}
@@ -251,12 +293,15 @@ class Session:
         target = None
         if capture is not None:
             target, code = capture.group(1), capture.group(2)
-        words = shlex.split(self.fill(expand_variables(code, environment), example))
+        code = ADDRESS.sub(self.address, self.fill(expand_variables(code, environment), example))
+        words = shlex.split(code)
         outcome = self.execute(words, example, environment)
         if outcome is None:
             assert not example.output, f"{example.where}: output shown for a command not run here"
             return
         context = f"{example.where}: $ {example.command}\n{outcome.out}{outcome.err}"
+        for service in self.services:  # what a service that a command talks to said
+            context += f"\n{service.where}: mace serve printed:\n{service.output()}"
         assert outcome.code == expected, f"exit {outcome.code}, not {expected}: {context}"
         assert shows(example.output, (outcome.out + outcome.err).splitlines()), (
             f"the output shown is not what it printed: {context}"
@@ -264,6 +309,19 @@ class Session:
         self.values.update(json_fields(outcome.out))
         if target is not None:
             environment[target] = outcome.out.strip()
+
+    def address(self, match: re.Match[str]) -> str:
+        """A service's address as shown, with the port the page's service really listens on."""
+        return f"{match.group(1)}:{self.ports.get(match.group(2), match.group(2))}"
+
+    def postgres(self, name: str, url: str) -> str:
+        """The page's database, for a store setting shown as a PostgreSQL URL."""
+        if not url.startswith("postgresql://") or name not in STORES:
+            return url
+        if self.store is None:
+            assert self.database is not None, "a page with a PostgreSQL store needs a database"
+            self.store = self.database()
+        return self.store
 
     def fill(self, code: str, example: Example) -> str:
         """The placeholders replaced by the values earlier commands printed."""
@@ -287,7 +345,7 @@ class Session:
         scoped = dict(environment)
         while words and ASSIGNMENT.match(words[0]):
             name, _, value = words.pop(0).partition("=")
-            scoped[name] = value
+            scoped[name] = self.postgres(name, value)
         assert words, f"{example.where}: no command"
         words, output = redirection(words)
         program = words[0]
@@ -295,30 +353,47 @@ class Session:
             for assignment in words[1:]:
                 name, equals, value = assignment.partition("=")
                 assert equals, f"{example.where}: export NAME=VALUE, not {assignment}"
-                environment[name] = value
+                environment[name] = self.postgres(name, value)
+            return None
+        if program == "set":
+            # set -a / set +a around ". FILE": every variable set here is exported anyway.
+            assert words[1:] in (["-a"], ["+a"]), f"{example.where}: set -a or set +a only"
+            return None
+        if program == ".":
+            if words[1:] == [ACTIVATE]:
+                self.skipped.append(f"{example.where}: . {ACTIVATE}: mace runs in-process")
+            else:
+                environment.update(dotenv(self.directory / words[1], example))
+            return None
+        if program == "kill":
+            assert words[1:] == ["%1"], f"{example.where}: kill %1 stops the page's service"
+            assert self.services, f"{example.where}: no service runs in the background"
+            service = self.services.pop(0)
+            code = service.stop()
+            assert code == 0, f"{example.where}: the service exited {code}: {service.output()}"
             return None
         if program == "cat" and example.heredoc is not None:
             assert output is not None, f"{example.where}: cat <<EOF needs > FILE"
             (self.directory / output).write_text(example.heredoc)
             return None
         if program in MACE:
-            reason = parse_only(words[1:], scoped)
-            if reason is not None or background:
-                assert reason is not None, f"{example.where}: only a server runs in the background"
+            if background:
+                assert words[1:2] == ["serve"], (
+                    f"{example.where}: only a service runs in the background"
+                )
+                check_parses(words[1:], example)
+                self.start_service(words[2:], example, scoped)
+                return None
+            reason = parse_only(words[1:])
+            if reason is not None:
                 check_parses(words[1:], example)
                 self.skipped.append(f"{example.where}: mace {words[1]}: {reason}")
                 return None
             outcome = self.mace(words[1:], scoped)
         elif program == "python3" and words[1:2] == ["-c"]:
-            done = subprocess.run(
-                [sys.executable, *words[1:]],
-                cwd=self.directory,
-                env=scoped,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            outcome = Outcome(done.returncode, done.stdout, done.stderr)
+            outcome = self.run_program([sys.executable, *words[1:]], scoped)
+        elif program in PROGRAMS:
+            outcome = self.run_program(words, scoped)
         elif program in NOT_EXECUTED:
             self.skipped.append(f"{example.where}: {program}: {NOT_EXECUTED[program]}")
             return None
@@ -332,6 +407,43 @@ class Session:
             self.values.update(json_fields(outcome.out))
             outcome = Outcome(outcome.code, "", outcome.err)
         return outcome
+
+    def run_program(self, words: list[str], environment: dict[str, str]) -> Outcome:
+        """A program other than ``mace``, run as a shell would run it here."""
+        done = subprocess.run(
+            words,
+            cwd=self.directory,
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,  # a guard against a hang, never reached by a passing run
+        )
+        return Outcome(done.returncode, done.stdout, done.stderr)
+
+    def start_service(
+        self, arguments: list[str], example: Example, environment: dict[str, str]
+    ) -> None:
+        """``mace serve ARGUMENTS &``, on a free port in place of the one shown (tests run in
+        parallel): later commands' ``localhost:PORT`` reach it."""
+        port = str(free_port())
+        if "--port" in arguments:
+            at = arguments.index("--port") + 1
+            self.ports[arguments[at]] = port
+            arguments = [*arguments[:at], port, *arguments[at + 1 :]]
+        else:
+            self.ports["8000"] = port  # mace serve's default
+            arguments = [*arguments, "--port", port]
+        # Open as long as the service runs; Service.stop closes it.
+        log = tempfile.TemporaryFile()  # noqa: SIM115
+        process = subprocess.Popen(
+            [sys.executable, "-c", MACE_MAIN, "serve", *arguments],
+            cwd=self.directory,
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self.services.append(Service(example.where, process, log))
 
     def mace(self, arguments: list[str], environment: dict[str, str]) -> Outcome:
         """``mace`` in this process, in the session's directory and environment."""
@@ -365,14 +477,24 @@ def redirection(words: list[str]) -> tuple[list[str], str | None]:
     return kept, output
 
 
-def parse_only(arguments: list[str], environment: Mapping[str, str]) -> str | None:
+def parse_only(arguments: list[str]) -> str | None:
     """Why this ``mace`` command is parsed, not run, here; None when it runs."""
     if arguments and arguments[0] in PARSED_ONLY:
         return PARSED_ONLY[arguments[0]]
-    stores = (environment.get("MACE_STORE", ""), environment.get("MACE_READ_STORE", ""))
-    if any(store.startswith("postgresql://") for store in stores):
-        return POSTGRES_REASON
     return None
+
+
+def dotenv(path: Path, example: Example) -> dict[str, str]:
+    """The ``NAME=value`` lines of a file that ``. FILE`` reads (values quoted as in a shell)."""
+    assert path.is_file(), f"{example.where}: no file {path.name}"
+    assigned: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, equals, value = line.partition("=")
+        assert equals and ASSIGNMENT.match(f"{name}="), f"{example.where}: {path.name}: {line!r}"
+        (assigned[name],) = shlex.split(value) or [""]
+    return assigned
 
 
 def check_parses(arguments: list[str], example: Example) -> None:

@@ -383,7 +383,7 @@ class _Cluster:
         """Start on a free port; retry on another port if someone took it meanwhile."""
         error = ""
         for _ in range(attempts):
-            port = _free_port()
+            port = free_port()
             self.process = self._spawn(port)
             server, error = self._await_ready(port)
             if server is not None:
@@ -461,7 +461,8 @@ class _Cluster:
             process.wait(timeout=10)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
