@@ -1391,12 +1391,13 @@ def test_token_book_names_the_principal_of_a_token_and_no_other() -> None:
     book = token_book()
     assert len(book) == len(CALLERS)
     for caller in CALLERS.values():
-        principal = book.principal(caller.token)
-        assert principal is not None
+        holder = book.holder(caller.token)
+        assert holder is not None and holder.expires_at is None
+        principal = holder.principal
         assert (principal.actor.actor_id, principal.tenant) == (caller.actor_id, caller.tenant)
         assert list(principal.actor.roles) == sorted(caller.roles)
-    assert book.principal("") is None
-    assert book.principal(CALLERS["operator"].token.upper()) is None
+    assert book.holder("") is None
+    assert book.holder(CALLERS["operator"].token.upper()) is None
 
 
 # --- tokens change while the service runs -------------------------------------------------------
@@ -1475,9 +1476,9 @@ def test_the_tokens_file_is_looked_at_no_more_often_than_the_interval(tokens_fil
     watched = WatchedTokensFile(tokens_file, 3, clock=lambda: now[0])
     revoke_token(tokens_file, token_id_of(olga))
     now[0] += 2.9
-    assert watched.principal(olga) is not None  # not looked at again yet
+    assert watched.holder(olga) is not None  # not looked at again yet
     now[0] += 0.1
-    assert watched.principal(olga) is None
+    assert watched.holder(olga) is None
     assert len(watched) == 0
 
 
@@ -1533,9 +1534,9 @@ def test_mace_token_new_stores_only_a_hash_in_a_0600_file(
         "roles": ["admin", "auditor"],
         "tenant": "acme",
     }
-    principal = TokenBook.load(path).principal(token)
-    assert principal is not None
-    assert (principal.actor.actor_id, principal.tenant) == ("ana", "acme")
+    holder = TokenBook.load(path).holder(token)
+    assert holder is not None
+    assert (holder.principal.actor.actor_id, holder.principal.tenant) == ("ana", "acme")
 
     # A second token is added beside the first; MACE_TOKENS_FILE is the default file.
     monkeypatch.setenv("MACE_TOKENS_FILE", str(path))
@@ -1544,8 +1545,8 @@ def test_mace_token_new_stores_only_a_hash_in_a_0600_file(
     assert (code, err.count("\n")) == (0, 1) and token_id_of(second) in err
     book = TokenBook.load(path)
     assert len(book) == 2
-    again = book.principal(second)
-    assert again is not None and again.tenant == "default"
+    again = book.holder(second)
+    assert again is not None and again.principal.tenant == "default"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert second.encode() not in path.read_bytes()
 
@@ -1598,8 +1599,8 @@ def test_mace_token_list_and_revoke(
     code, out, err = run(capsys, "token", "revoke", ids["olga"])
     assert (code, out, err) == (0, f"revoked token {ids['olga']} of olga (tenant default)\n", "")
     book = TokenBook.load(path)
-    assert (book.principal(olga), len(book)) == (None, 1)
-    assert book.principal(ana) is not None
+    assert (book.holder(olga), len(book)) == (None, 1)
+    assert book.holder(ana) is not None
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert run(capsys, "token", "revoke", ids["olga"])[0] == 2
 
