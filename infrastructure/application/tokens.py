@@ -5,9 +5,10 @@
 the dashboard sessions signed in with it end; an entry without it (every file written before
 tokens could expire) never expires. The event log never holds a token or its hash. A presented
 token is hashed and compared with every entry in constant time, so neither a match nor its
-position shows in the response time. Tokens are random (``mace token new`` makes 256-bit ones), so an unsalted hash is enough to keep the
-file useless to a reader. A token's id is the first 16 hex digits of its hash: derived, so files
-written before ids existed have them too, and naming it shows nothing of the token.
+position shows in the response time. Tokens are random (``mace token new`` makes 256-bit
+ones), so an unsalted hash is enough to keep the file useless to a reader. A token's id is the
+first 16 hex digits of its hash: derived, so files written before ids existed have them too, and
+naming it shows nothing of the token.
 
 The service watches the file (`WatchedTokensFile`), so revoking or adding a token needs no
 restart. ``mace token`` rewrites it whole (a new file renamed over the old one, mode 0600) under a
@@ -226,8 +227,19 @@ def add_token(
     tenant: str,
     expires_at: datetime | None = None,
 ) -> str:
-    """Make a new random token for an actor, store its hash in ``path``; return the token.
-    ``expires_at``: from when it is refused (whole seconds are kept; None: never)."""
+    """Make a new random token for an actor, store its hash in ``path``; return the token."""
+    return issue_token(path, actor_id, roles, tenant, expires_at)[0]
+
+
+def issue_token(
+    path: Path,
+    actor_id: str,
+    roles: list[str],
+    tenant: str,
+    expires_at: datetime | None = None,
+) -> tuple[str, TokenEntry]:
+    """As `add_token`, with the entry stored for it. ``expires_at``: from when it is refused
+    (kept in UTC, to the second; None: never)."""
     try:
         actor = Actor.of(actor_id, roles)
         validate_tenant(tenant)
@@ -245,7 +257,7 @@ def add_token(
     )
     with _changing(path) as entries:
         entries.append(entry)
-    return token
+    return token, entry
 
 
 def revoke_token(path: Path, token_id: str) -> TokenEntry:

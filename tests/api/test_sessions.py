@@ -43,12 +43,13 @@ NOW = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
 
 
 def sign_in(client: TestClient, token: str, headers: dict[str, str] = SAME_SITE) -> httpx.Response:
-    return client.post(
+    response: httpx.Response = client.post(
         "/dashboard/login",
         content=f"token={token}",
         headers={"Content-Type": "application/x-www-form-urlencoded", **headers},
         follow_redirects=False,
     )
+    return response
 
 
 def session_cookie(response: httpx.Response) -> Any:
@@ -96,7 +97,7 @@ def test_the_session_cookie_authorises_no_route_of_the_json_api(api: Api) -> Non
             url = re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], path)
             # A body the route would take from a caller with a token: {} (each route's own
             # checks come after the caller's, so no body gets further).
-            body = {"json": {}} if method in WRITES else {}
+            body: dict[str, Any] = {"json": {}} if method in WRITES else {}
             response = api.client.request(
                 method, url, headers=with_cookie(session_id, **CROSS_SITE), **body
             )
@@ -206,7 +207,8 @@ def test_a_session_ends_when_idle_when_old_and_when_its_token_goes(
         return str(session_cookie(sign_in(client, olga)).value)
 
     def opens(session_id: str) -> bool:
-        return client.get("/dashboard", headers=with_cookie(session_id)).status_code == 200
+        status: int = client.get("/dashboard", headers=with_cookie(session_id)).status_code
+        return status == 200
 
     # Idle: 8 h without a request ends it; each request starts the 8 h again.
     used = session()
