@@ -59,10 +59,17 @@ def refused_reads(ledger: Ledger, look_up: Callable[[], object]) -> list[Stateme
     return sent
 
 
-def test_another_tenants_job_id_reads_what_a_free_one_reads(ledger: Ledger) -> None:
+CHECKPOINTED = pytest.mark.parametrize("checkpointed", [True, False], ids=["checkpointed", "not"])
+
+
+@CHECKPOINTED
+def test_another_tenants_job_id_reads_what_a_free_one_reads(
+    ledger: Ledger, checkpointed: bool
+) -> None:
     ledger.jobs.run("2 + 3", "s1", job_id="held-by-default")
     ledger.jobs.run("2 + 3", "s1", job_id="held-by-beta", tenant="beta")
-    ledger.checkpoints.write()
+    if checkpointed:
+        ledger.checkpoints.write()
     free = refused_reads(ledger, lambda: ledger.jobs.owned_name("free-id", "acme"))
     assert free  # the lookup does read the store
     for held in ("held-by-default", "held-by-beta"):
@@ -70,12 +77,16 @@ def test_another_tenants_job_id_reads_what_a_free_one_reads(ledger: Ledger) -> N
         assert refused_reads(ledger, lambda h=held: ledger.jobs.get(h, tenant="acme")) == free
 
 
-def test_another_tenants_receipt_id_reads_what_a_free_one_reads(ledger: Ledger) -> None:
+@CHECKPOINTED
+def test_another_tenants_receipt_id_reads_what_a_free_one_reads(
+    ledger: Ledger, checkpointed: bool
+) -> None:
     caller = ContextCaller("support-bot", ("operator",))
     ask = Assembly(ReceiptKind.CONTEXT, "beta", caller, ContextRequest("alice", 10), None)
     emitted = ledger.receipts.emit(ask)
     receipt_id = emitted["receipt"]["receipt_id"]
-    ledger.checkpoints.write()
+    if checkpointed:
+        ledger.checkpoints.write()
     free = refused_reads(ledger, lambda: ledger.receipts.get("rct-" + "0" * 32, "acme"))
     assert free
     assert refused_reads(ledger, lambda: ledger.receipts.get(receipt_id, "acme")) == free
