@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -1571,13 +1572,13 @@ def test_mace_token_list_and_revoke(
 ) -> None:
     path = cli_home / "tokens.json"
     monkeypatch.setenv("MACE_TOKENS_FILE", str(path))
-    ana = add_token(path, "ana", ["auditor", "admin"], "acme")
+    ana = add_token(path, "ana", ["auditor", "admin"], "acme", datetime(2031, 1, 2, tzinfo=UTC))
     olga = add_token(path, "olga", ["operator"], "default")
     ids = {"ana": token_id_of(ana), "olga": token_id_of(olga)}
     code, out, err = run(capsys, "token", "list")
     assert (code, err) == (0, "")
     assert out == (
-        f"{ids['ana']} ana admin,auditor acme never expires\n"
+        f"{ids['ana']} ana admin,auditor acme expires 2031-01-02T00:00:00Z\n"
         f"{ids['olga']} olga operator default never expires\n"
     )
     code, out, err = run(capsys, "token", "list", "--json")
@@ -1588,7 +1589,7 @@ def test_mace_token_list_and_revoke(
                 "actor_id": "ana",
                 "roles": ["admin", "auditor"],
                 "tenant": "acme",
-                "expires_at": None,
+                "expires_at": "2031-01-02T00:00:00Z",
             },
             {
                 "id": ids["olga"],
@@ -1619,6 +1620,90 @@ def test_mace_token_list_and_revoke(
     assert book.holder(ana) is not None
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert run(capsys, "token", "revoke", ids["olga"])[0] == 2
+
+
+def tokens_in(cli_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The tokens file of a clean environment, as MACE_TOKENS_FILE names it."""
+    path = cli_home / "tokens.json"
+    monkeypatch.setenv("MACE_TOKENS_FILE", str(path))
+    return path
+
+
+def test_a_new_token_expires_when_asked_and_says_so_in_json(
+    cli_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tokens_file = tokens_in(cli_home, monkeypatch)
+    before = datetime.now(UTC).replace(microsecond=0)
+    code, out, err = run(
+        capsys, "token", "new", "--actor", "olga", "--roles", "operator", "--tenant", "acme",
+        "--expires-in", "30d", "--json",
+    )  # fmt: skip
+    after = datetime.now(UTC)
+    assert (code, err) == (0, "")
+    answer = orjson.loads(out)
+    assert out.encode() == canonical_json(answer) + b"\n"
+    token = answer["token"]
+    expires = datetime.fromisoformat(answer["expires_at"])
+    assert before + timedelta(days=30) <= expires <= after + timedelta(days=30)
+    assert answer == {
+        "token": token,
+        "id": token_id_of(token),
+        "actor_id": "olga",
+        "roles": ["operator"],
+        "tenant": "acme",
+        "expires_at": answer["expires_at"],
+    }
+    assert answer["expires_at"].endswith("Z")
+    holder = TokenBook.load(tokens_file).holder(token)
+    assert holder is not None and holder.expires_at == expires
+
+    code, out, _ = run(
+        capsys, "token", "new", "--actor", "ana", "--roles", "auditor",
+        "--expires-at", "2031-01-02T03:04:05+01:00",
+    )  # fmt: skip
+    holder = TokenBook.load(tokens_file).holder(out.strip())
+    assert code == 0 and holder is not None
+    assert holder.expires_at == datetime(2031, 1, 2, 2, 4, 5, tzinfo=UTC)
+
+    code, out, _ = run(capsys, "token", "new", "--actor", "gus", "--roles", "operator", "--json")
+    assert code == 0 and orjson.loads(out)["expires_at"] is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--expires-in", "30"], "--expires-in '30': expected a whole number and a unit"),
+        (["--expires-in", "0d"], "--expires-in '0d': expected a duration above zero"),
+        (["--expires-in=-1d"], "--expires-in '-1d': expected a whole number and a unit"),
+        (["--expires-at", "2031-01-02"], "--expires-at '2031-01-02': expected an ISO-8601 instant"),
+        (["--expires-at", "tomorrow"], "--expires-at 'tomorrow': expected an ISO-8601 instant"),
+        (["--expires-at", "2001-01-02T00:00:00Z"], "--expires-at '2001-01-02T00:00:00Z': already"),
+    ],
+)
+def test_a_bad_expiry_is_refused_in_one_line_and_nothing_is_written(
+    cli_home: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    message: str,
+) -> None:
+    tokens_file = tokens_in(cli_home, monkeypatch)
+    add_token(tokens_file, "olga", ["operator"], "acme")
+    before = tokens_file.read_bytes()
+    code, out, err = run(capsys, "token", "new", "--actor", "x", "--roles", "admin", *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith("mace: INVALID_INPUT: " + message) and err.count("\n") == 1, err
+    assert tokens_file.read_bytes() == before
+
+
+def test_expires_in_and_expires_at_are_one_or_the_other(
+    cli_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tokens_file = tokens_in(cli_home, monkeypatch)
+    argv = ["--expires-in", "1d", "--expires-at", "2031-01-02T00:00:00Z"]
+    code, out, err = run(capsys, "token", "new", "--actor", "x", "--roles", "admin", *argv)
+    assert (code, out) == (2, "") and "not allowed with argument" in err
+    assert not tokens_file.exists()
 
 
 def test_mace_serve_without_a_tokens_file_exits_2_with_one_line(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import pytest
@@ -73,8 +74,8 @@ def test_another_tenants_job_id_reads_what_a_free_one_reads(
     free = refused_reads(ledger, lambda: ledger.jobs.owned_name("free-id", "acme"))
     assert free  # the lookup does read the store
     for held in ("held-by-default", "held-by-beta"):
-        assert refused_reads(ledger, lambda h=held: ledger.jobs.owned_name(h, "acme")) == free
-        assert refused_reads(ledger, lambda h=held: ledger.jobs.get(h, tenant="acme")) == free
+        assert refused_reads(ledger, partial(ledger.jobs.owned_name, held, "acme")) == free
+        assert refused_reads(ledger, partial(ledger.jobs.get, held, tenant="acme")) == free
 
 
 @CHECKPOINTED
