@@ -183,14 +183,14 @@ async def login(request: Request) -> Response:
 @router.post("/logout")
 async def logout(request: Request) -> Response:
     """End the session, if it is this site's form with the session's own CSRF token that asks."""
-    session_id = request.cookies.get(SESSION_COOKIE)
     ctx = service(request)
+    session_id = request.cookies.get(SESSION_COOKIE)
     signed_in = ctx.sessions.find(session_id) if session_id else None
-    if signed_in is not None:
+    if session_id and signed_in is not None:
         csrf_token = ((await _form(request)).get("csrf_token") or [""])[0]
         if not (_same_site(request) and signed_in.carries(csrf_token)):
             return _cross_site()
-        ctx.sessions.close(session_id or "")
+        ctx.sessions.close(session_id)
     response = RedirectResponse(DASHBOARD, status_code=303)
     response.delete_cookie(
         SESSION_COOKIE,
