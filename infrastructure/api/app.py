@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from importlib.metadata import version
 from typing import Final
@@ -38,6 +39,7 @@ from infrastructure.api.responses import CanonicalJSONResponse
 from infrastructure.application.errors import ERRORS, Code, failure_of
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.notary import Notary
+from infrastructure.application.sessions import Sessions
 from infrastructure.application.settings import Settings
 from infrastructure.application.tokens import Tokens
 
@@ -66,6 +68,7 @@ def create_app(
     *,
     notary: bool = False,
     reader: Ledger | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     """The service over ``ledger`` (default: the one the settings name, opened at start-up),
     its reading routes over ``reader`` (default: ``MACE_READ_STORE``'s ledger, opened at
@@ -73,8 +76,10 @@ def create_app(
 
     With ``notary``, a `Notary` checkpoints the store while the service is up and once more as
     it shuts down: in the lifespan, so the last checkpoint is written before the server says it
-    has shut down, whatever signal stopped it.
+    has shut down, whatever signal stopped it. ``clock``: the wall clock that dashboard sessions
+    and token expiry are told by (operations time, never a decision input).
     """
+    sessions = Sessions(tokens, settings.session_idle_seconds, settings.session_max_seconds, clock)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -82,7 +87,7 @@ def create_app(
             nullcontext(ledger) if ledger is not None else Ledger.open(settings) as opened,
             reading_ledger(settings, opened) if reader is None else nullcontext(reader) as reading,
         ):
-            app.state.service = Service(settings, opened, tokens, reading)
+            app.state.service = Service(settings, opened, tokens, reading, sessions)
             notarised = (
                 Notary(opened.checkpoints, settings.checkpoint_interval).running()
                 if notary

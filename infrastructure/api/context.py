@@ -13,14 +13,17 @@ from domain.governance import Role, require_any
 from domain.job import JOB_ID_PATTERN, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, check_snapshot_id
 from infrastructure.api.bodies import ReplayAsk
-from infrastructure.api.errors import refusal
+from infrastructure.api.errors import ApiError, refusal
 from infrastructure.application.errors import Code
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.sessions import Sessions
 from infrastructure.application.settings import Settings
-from infrastructure.application.tokens import Principal, Tokens
+from infrastructure.application.tokens import Principal, TokenRefused, Tokens, accepted
 
 SESSION_COOKIE = "mace_session"
-"""The dashboard's cookie: the bearer token a person entered on the login form."""
+"""The dashboard's cookie: the id of a sign-in session (`application.sessions`), never a token."""
+DASHBOARD = "/dashboard"
+"""Where the dashboard's pages are: the only place its cookie is taken."""
 
 
 @dataclass
@@ -33,13 +36,15 @@ class Service:
     can write stay on ``ledger``: a job's log and events (an admin's read of personal data is
     recorded first), the listings, ``/metrics`` and the dashboard (they bring the read models up
     to date, in their tables), a run's state (a recorder reads back what it just sent), health
-    and the newest checkpoint (facts of the store that takes the writes).
+    and the newest checkpoint (facts of the store that takes the writes). ``sessions``: the
+    dashboard's sign-ins, whose clock also says when a token has expired.
     """
 
     settings: Settings
     ledger: Ledger
     tokens: Tokens
     reader: Ledger
+    sessions: Sessions
 
 
 def service(request: Request) -> Service:
@@ -53,31 +58,53 @@ _bearer = HTTPBearer(auto_error=False, description="a token from MACE_TOKENS_FIL
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
-def _token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str | None:
-    """The bearer token, else the dashboard's session cookie, else None."""
-    token = credentials.credentials if credentials is not None else None
-    return token or request.cookies.get(SESSION_COOKIE) or None
+def _dashboard_page(request: Request) -> bool:
+    """Whether the request reads a dashboard page: the one thing a session cookie may do.
+
+    A browser sends a cookie with every request to the site, whichever page made it, so the
+    cookie is taken where it can do no harm: pages that only read (GET, HEAD), under
+    `DASHBOARD`. The JSON API, and every write, takes the bearer token only; a cross-site
+    request carrying the cookie is answered as one without a token."""
+    path = request.url.path
+    under = path == DASHBOARD or path.startswith(DASHBOARD + "/")
+    return under and request.method in {"GET", "HEAD"}
+
+
+def _accepted(request: Request, token: str) -> Principal:
+    ctx = service(request)
+    try:
+        return accepted(ctx.tokens, token, ctx.sessions.clock()).principal
+    except TokenRefused as exc:
+        raise refusal(Code.UNAUTHENTICATED, str(exc)) from None
 
 
 def caller(request: Request, credentials: Credentials) -> Principal:
-    """The principal the request's bearer token (or dashboard session cookie) names, else 401."""
-    token = _token(request, credentials)
-    if token is None:
-        raise refusal(Code.UNAUTHENTICATED, "a bearer token is required")
-    principal = service(request).tokens.principal(token)
-    if principal is None:
-        raise refusal(Code.UNAUTHENTICATED, "the bearer token is not valid")
-    return principal
+    """The principal the request's bearer token names (or, on a dashboard page, its session
+    cookie), else 401: no token, an unknown, revoked or expired one, or an ended session."""
+    if credentials is not None and credentials.credentials:
+        return _accepted(request, credentials.credentials)
+    session_id = request.cookies.get(SESSION_COOKIE) if _dashboard_page(request) else None
+    if session_id:
+        signed_in = service(request).sessions.find(session_id)
+        if signed_in is None:
+            raise refusal(Code.UNAUTHENTICATED, "the session has ended: sign in again")
+        return signed_in
+    raise refusal(Code.UNAUTHENTICATED, "a bearer token is required")
 
 
 async def presented(request: Request) -> Principal | None:
-    """The principal a token names, if one was presented and is valid; never refuses.
+    """The principal a bearer token names, if one was presented and is accepted; never refuses.
 
     The bearer scheme is read here, not declared as a dependency, so the OpenAPI document does
     not list a token as required where it is optional.
     """
-    token = _token(request, await _bearer(request))
-    return None if token is None else service(request).tokens.principal(token)
+    credentials = await _bearer(request)
+    if credentials is None or not credentials.credentials:
+        return None
+    try:
+        return _accepted(request, credentials.credentials)
+    except ApiError:
+        return None
 
 
 Caller = Annotated[Principal, Depends(caller)]

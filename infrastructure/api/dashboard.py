@@ -3,37 +3,41 @@
 It shows the caller's tenant: the replay evidence, jobs production replay cannot redo and what
 each lacks, recent replays with their outcome, error code and authority, and halted snapshots;
 each job links to its events and each replay to its report. A person signs in with a token from
-the tokens file; it is kept in a same-site, HTTP-only cookie.
+the tokens file, which opens a session (`application.sessions`): the browser keeps the session's
+id, never the token, in a ``Secure``, ``HttpOnly``, ``SameSite=Strict`` cookie that only the
+dashboard's pages take. Its two forms post only from its own pages (``Origin`` and
+``Sec-Fetch-Site`` are checked), and signing out carries the session's CSRF token.
 """
 
 from __future__ import annotations
 
 from pathlib import Path as FilePath
 from typing import Annotated, Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from domain.canonical import canonical_json
-from domain.errors import NotFoundError
+from domain.errors import ErrorCode, NotFoundError
 from infrastructure.api.context import (
+    DASHBOARD,
     SESSION_COOKIE,
     Caller,
     Ctx,
     OwnedJobId,
     service,
 )
-from infrastructure.api.errors import ApiError, not_found
+from infrastructure.api.errors import ApiError, not_found, refusal
 from infrastructure.api.metrics import tenant_evidence, tenant_replays
 from infrastructure.application.governance import ABANDONED
 from infrastructure.application.personal_data import HTTP_CHANNEL
-from infrastructure.application.tokens import Principal
+from infrastructure.application.tokens import TokenRefused, accepted, utc_text
 from projections.read_model_rows import HALTED_SNAPSHOTS, REPLAY_OUTCOMES
 from projections.replay_report import verdict
 
-router = APIRouter(prefix="/dashboard", include_in_schema=False)
+router = APIRouter(prefix=DASHBOARD, include_in_schema=False)
 RECENT = 50
 TEMPLATES = Environment(
     loader=FileSystemLoader(FilePath(__file__).parent / "web" / "templates"),
@@ -126,27 +130,73 @@ def replay_page(
     )
 
 
+def _same_site(request: Request) -> bool:
+    """Whether a form post came from a page of this site: what a cross-site form cannot fake.
+
+    Browsers say where a request came from in ``Sec-Fetch-Site`` and ``Origin``; each that is
+    present must name this site (a tool that sends neither, as curl, is not a browser page)."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in {"same-origin", "none"}:
+        return False
+    origin = request.headers.get("origin")
+    return origin is None or urlsplit(origin).netloc == request.headers.get("host")
+
+
+async def _form(request: Request) -> dict[str, list[str]]:
+    return parse_qs((await request.body()).decode("utf-8", errors="replace"))
+
+
+def _cross_site() -> HTMLResponse:
+    return error_page(refusal(ErrorCode.ACCESS_DENIED, "a form of another site cannot do this"))
+
+
 @router.post("/login", response_class=HTMLResponse)
 async def login(request: Request) -> Response:
-    form = parse_qs((await request.body()).decode("utf-8", errors="replace"))
-    token = (form.get("token") or [""])[0].strip()
-    principal: Principal | None = service(request).tokens.principal(token) if token else None
-    if principal is None:
-        return login_page("That token is not valid.", status=401)
-    response = RedirectResponse("/dashboard", status_code=303)
+    """Check the token, open a session for it, and give the browser the session's id."""
+    if not _same_site(request):
+        return _cross_site()
+    token = ((await _form(request)).get("token") or [""])[0].strip()
+    ctx = service(request)
+    try:
+        holder = accepted(ctx.tokens, token, ctx.sessions.clock())
+    except TokenRefused as exc:
+        when = exc.expired_at
+        problem = (
+            "That token is not valid."
+            if when is None
+            else f"That token expired at {utc_text(when)}."
+        )
+        return login_page(problem, 401)
+    response = RedirectResponse(DASHBOARD, status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
-        token,
+        ctx.sessions.open(holder),
+        max_age=ctx.settings.session_max_seconds,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=ctx.settings.session_cookie_secure,
         path="/",
     )
     return response
 
 
 @router.post("/logout")
-def logout() -> Response:
-    response = RedirectResponse("/dashboard", status_code=303)
-    response.delete_cookie(SESSION_COOKIE, path="/")
+async def logout(request: Request) -> Response:
+    """End the session, if it is this site's form with the session's own CSRF token that asks."""
+    ctx = service(request)
+    session_id = request.cookies.get(SESSION_COOKIE)
+    signed_in = ctx.sessions.find(session_id) if session_id else None
+    if session_id and signed_in is not None:
+        csrf_token = ((await _form(request)).get("csrf_token") or [""])[0]
+        if not (_same_site(request) and signed_in.carries(csrf_token)):
+            return _cross_site()
+        ctx.sessions.close(session_id)
+    response = RedirectResponse(DASHBOARD, status_code=303)
+    response.delete_cookie(
+        SESSION_COOKIE,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=ctx.settings.session_cookie_secure,
+    )
     return response

@@ -1,11 +1,14 @@
 """Who may call the HTTP service: bearer tokens from a file, kept only as SHA-256 hashes.
 
-``MACE_TOKENS_FILE`` holds ``{"tokens": [{"sha256", "actor_id", "roles", "tenant"}, ...]}``. The
-event log never holds a token or its hash. A presented token is hashed and compared with every
-entry in constant time, so neither a match nor its position shows in the response time. Tokens
-are random (``mace token new`` makes 256-bit ones), so an unsalted hash is enough to keep the
-file useless to a reader. A token's id is the first 16 hex digits of its hash: derived, so files
-written before ids existed have them too, and naming it shows nothing of the token.
+``MACE_TOKENS_FILE`` holds ``{"tokens": [{"sha256", "actor_id", "roles", "tenant"[,
+"expires_at"]}, ...]}``. A token with ``expires_at`` (UTC) is refused from that instant on, and
+the dashboard sessions signed in with it end; an entry without it (every file written before
+tokens could expire) never expires. The event log never holds a token or its hash. A presented
+token is hashed and compared with every entry in constant time, so neither a match nor its
+position shows in the response time. Tokens are random (``mace token new`` makes 256-bit
+ones), so an unsalted hash is enough to keep the file useless to a reader. A token's id is the
+first 16 hex digits of its hash: derived, so files written before ids existed have them too, and
+naming it shows nothing of the token.
 
 The service watches the file (`WatchedTokensFile`), so revoking or adding a token needs no
 restart. ``mace token`` rewrites it whole (a new file renamed over the old one, mode 0600) under a
@@ -23,13 +26,14 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from threading import Lock
 from typing import Annotated, Final, Protocol
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from domain.canonical import canonical_json
 from domain.errors import InvalidInput
@@ -55,6 +59,8 @@ class TokenEntry(BaseModel):
     actor_id: str
     roles: list[Role] = Field(min_length=1)
     tenant: str
+    # From when the token is refused; None: never (entries written before tokens could expire).
+    expires_at: AwareDatetime | None = None
 
     @property
     def token_id(self) -> str:
@@ -75,6 +81,45 @@ class Principal:
     tenant: str
 
 
+class TokenRefused(Exception):
+    """A presented token that names no caller now: unknown, revoked or expired (401)."""
+
+    def __init__(self, message: str, expired_at: datetime | None = None) -> None:
+        super().__init__(message)
+        self.expired_at = expired_at
+
+
+@dataclass(frozen=True, slots=True)
+class TokenHolder:
+    """What a token in the file stands for: its caller, the hash it is known by, its expiry."""
+
+    principal: Principal
+    sha256: bytes = field(repr=False)
+    expires_at: datetime | None
+
+    def expired(self, now: float) -> bool:
+        """Whether the token is refused at ``now`` (seconds since the epoch)."""
+        return self.expires_at is not None and now >= self.expires_at.timestamp()
+
+
+def accepted(tokens: Tokens, token: str, now: float) -> TokenHolder:
+    """The holder of ``token`` if the service takes it at ``now``; else `TokenRefused`, saying
+    why in words that show nothing of the token."""
+    holder = tokens.holder(token)
+    if holder is None:
+        raise TokenRefused("the bearer token is not valid")
+    if holder.expired(now):
+        assert holder.expires_at is not None
+        expired = utc_text(holder.expires_at)
+        raise TokenRefused(f"the bearer token expired at {expired}", holder.expires_at)
+    return holder
+
+
+def utc_text(instant: datetime) -> str:
+    """An instant as the tokens file and ``mace token list`` write it: ISO-8601, UTC, seconds."""
+    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
@@ -86,7 +131,13 @@ def token_id_of(token: str) -> str:
 class Tokens(Protocol):
     """What the service asks of its tokens: who a token names, how many, whether usable."""
 
-    def principal(self, token: str) -> Principal | None: ...
+    def holder(self, token: str) -> TokenHolder | None:
+        """The entry of ``token`` (expired or not), or None."""
+        ...
+
+    def holder_of(self, sha256: bytes) -> TokenHolder | None:
+        """The entry of the token with this hash, if the file still lists it (a session's)."""
+        ...
 
     def __len__(self) -> int: ...
 
@@ -97,7 +148,9 @@ class Tokens(Protocol):
 
 class TokenBook:
     def __init__(self, entries: list[TokenEntry]) -> None:
-        self._entries = [(bytes.fromhex(e.sha256), _principal(e)) for e in entries]
+        self._entries = [
+            TokenHolder(_principal(e), bytes.fromhex(e.sha256), e.expires_at) for e in entries
+        ]
 
     @classmethod
     def load(cls, path: Path) -> TokenBook:
@@ -109,13 +162,15 @@ class TokenBook:
     def problem(self) -> str | None:
         return None
 
-    def principal(self, token: str) -> Principal | None:
-        """The caller this token names, or None; every entry is compared, in constant time."""
-        presented = token_hash(token)
-        found: Principal | None = None
-        for stored, principal in self._entries:
-            if hmac.compare_digest(stored, presented):
-                found = principal
+    def holder(self, token: str) -> TokenHolder | None:
+        return self.holder_of(token_hash(token))
+
+    def holder_of(self, sha256: bytes) -> TokenHolder | None:
+        """The entry of this hash, or None; every entry is compared, in constant time."""
+        found: TokenHolder | None = None
+        for entry in self._entries:
+            if hmac.compare_digest(entry.sha256, sha256):
+                found = entry
         return found
 
 
@@ -165,8 +220,26 @@ def _check_entries(path: Path, entries: list[TokenEntry]) -> None:
             raise TokensFileError(f"tokens file {path}: {exc}") from None
 
 
-def add_token(path: Path, actor_id: str, roles: list[str], tenant: str) -> str:
+def add_token(
+    path: Path,
+    actor_id: str,
+    roles: list[str],
+    tenant: str,
+    expires_at: datetime | None = None,
+) -> str:
     """Make a new random token for an actor, store its hash in ``path``; return the token."""
+    return issue_token(path, actor_id, roles, tenant, expires_at)[0]
+
+
+def issue_token(
+    path: Path,
+    actor_id: str,
+    roles: list[str],
+    tenant: str,
+    expires_at: datetime | None = None,
+) -> tuple[str, TokenEntry]:
+    """As `add_token`, with the entry stored for it. ``expires_at``: from when it is refused
+    (kept in UTC, to the second; None: never)."""
     try:
         actor = Actor.of(actor_id, roles)
         validate_tenant(tenant)
@@ -178,10 +251,13 @@ def add_token(path: Path, actor_id: str, roles: list[str], tenant: str) -> str:
         actor_id=actor.actor_id,
         roles=[Role(r) for r in actor.roles],
         tenant=tenant,
+        expires_at=None
+        if expires_at is None
+        else expires_at.astimezone(UTC).replace(microsecond=0),
     )
     with _changing(path) as entries:
         entries.append(entry)
-    return token
+    return token, entry
 
 
 def revoke_token(path: Path, token_id: str) -> TokenEntry:
@@ -209,7 +285,8 @@ def _changing(path: Path) -> Iterator[list[TokenEntry]]:
         entries = list(read_tokens_file(path).tokens) if path.exists() else []
         yield entries
         _check_entries(path, entries)
-        data = TokensFile(tokens=entries).model_dump(mode="json")
+        # Entries that never expire are written as before tokens could expire, byte for byte.
+        data = TokensFile(tokens=entries).model_dump(mode="json", exclude_none=True)
         temporary = path.with_name(path.name + ".tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.fchmod(descriptor, 0o600)  # a stale temporary file keeps its own mode otherwise
@@ -254,8 +331,11 @@ class WatchedTokensFile:
         self._problem: str | None = None
         self._looked = clock()
 
-    def principal(self, token: str) -> Principal | None:
-        return self._current().principal(token)
+    def holder(self, token: str) -> TokenHolder | None:
+        return self._current().holder(token)
+
+    def holder_of(self, sha256: bytes) -> TokenHolder | None:
+        return self._current().holder_of(sha256)
 
     def __len__(self) -> int:
         return len(self._current())

@@ -285,6 +285,10 @@ environment:
   MACE_ACTOR, MACE_ROLES      who acts on the command line, in which comma-separated roles
   MACE_TOKENS_FILE            the HTTP service's bearer tokens (hashed; mace token new writes it)
   MACE_TOKENS_RELOAD_SECONDS  how often mace serve looks whether the tokens file changed (3)
+  MACE_SESSION_IDLE_SECONDS   a dashboard session ends after this long unused (28800: 8 h)
+  MACE_SESSION_MAX_SECONDS    and this long after sign-in at most (43200: 12 h)
+  MACE_SESSION_COOKIE_SECURE  mark the dashboard's cookie Secure (true; false only for plain
+                              HTTP from a host other than localhost)
   MACE_MAX_BODY_BYTES         largest HTTP request body (1048576)
   MACE_MAX_BATCH_EVENTS       most events in one HTTP event batch (500)
   MACE_MAX_RUN_EVENTS         most events in one run, HTTP or mace ingest (20000)

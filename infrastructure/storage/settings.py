@@ -203,6 +203,12 @@ class Settings(BaseSettings):
     tokens_file: Path | None = None
     # How often, at most, `mace serve` looks whether the tokens file changed (0: every request).
     tokens_reload_seconds: float = Field(default=3.0, ge=0)
+    # The dashboard's sign-in sessions end after this long unused, or this long after sign-in.
+    session_idle_seconds: int = Field(default=8 * 3600, ge=60)
+    session_max_seconds: int = Field(default=12 * 3600, ge=60)
+    # The session cookie is marked Secure (browsers send it over HTTPS only, and take it from
+    # http://localhost too); off only to sign in over plain HTTP from another host.
+    session_cookie_secure: bool = True
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     max_batch_events: int = Field(default=500, ge=1)
     max_run_events: int = Field(default=20_000, ge=1)

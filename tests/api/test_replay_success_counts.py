@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from support.api_support import CALLERS, Api, parse_metrics
+from support.api_support import Api, parse_metrics
 
 from domain.events import hash_of
 from domain.governance import Governance
@@ -73,9 +73,7 @@ def test_a_replay_that_reproduced_nothing_is_no_success_stored_listed_measured_o
         (("mode", "audit"), ("tenant", "acme")): 1
     }
     assert metrics.value("mace_replay_success_rate", tenant="acme") == 0.5
-    page = api.client.get(
-        "/dashboard", headers={"Cookie": f"mace_session={CALLERS['auditor'].token}"}
-    )
+    page = api.get("/dashboard", "auditor")
     assert page.status_code == 200
     assert "1 of 2 that ran" in page.text
     assert '<span class="badge not_reproduced">not_reproduced</span>' in page.text

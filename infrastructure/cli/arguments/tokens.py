@@ -14,10 +14,18 @@ def add_token_arguments(token: argparse.ArgumentParser) -> None:
     new.add_argument("--actor", required=True, help="who the token acts as")
     new.add_argument("--roles", required=True, help="comma-separated: operator,admin,...")
     new.add_argument("--tenant", default=DEFAULT_TENANT, help="whose jobs it sees (default)")
+    expiry = new.add_mutually_exclusive_group()
+    expiry.add_argument(
+        "--expires-in", metavar="N{s,m,h,d}", help="refused this long from now, e.g. 30d, 12h"
+    )
+    expiry.add_argument(
+        "--expires-at", metavar="INSTANT", help="refused from this ISO-8601 instant with offset"
+    )
+    new.add_argument("--json", action="store_true", help="print canonical JSON")
     _file_option(new)
     new.set_defaults(handler="infrastructure.cli.tokens:new_token")
 
-    listing = actions.add_parser("list", help="the tokens' ids, actors, roles and tenants")
+    listing = actions.add_parser("list", help="the tokens' ids, actors, roles, tenants and expiry")
     _file_option(listing)
     listing.add_argument("--json", action="store_true", help="print canonical JSON")
     listing.set_defaults(handler="infrastructure.cli.tokens:list_tokens")
