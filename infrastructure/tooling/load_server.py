@@ -93,6 +93,7 @@ class ServiceProcess:
         if self.settings.checkpoint_key is not None:
             env["MACE_CHECKPOINT_KEY"] = str(self.settings.checkpoint_key)
         env["MACE_CHECKPOINT_INTERVAL"] = str(self.settings.checkpoint_interval)
+        env["MACE_CONNECT_TIMEOUT"] = str(self.settings.connect_timeout)
         argv = [sys.executable, "-c", _MAIN, "serve", "--host", "127.0.0.1"]
         with self.log_file.open("ab") as log:
             return subprocess.Popen(
