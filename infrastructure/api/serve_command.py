@@ -8,6 +8,8 @@ so no other command, and no ``--help``, loads the web stack (FastAPI, uvicorn, J
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import logging
 import signal
 from types import FrameType
 
@@ -23,6 +25,9 @@ from infrastructure.application.tokens import (
     WatchedTokensFile,
     configured_tokens_file,
 )
+
+
+logger = logging.getLogger("mace.serve")
 
 
 class ServiceStopped(Exception):
@@ -48,11 +53,19 @@ def serve_http(args: argparse.Namespace, settings: Settings) -> int:
     # Ctrl-C stops; `uvicorn.run` swallowed it, exiting 0), and SIGTERM's is ours, so the
     # process closes the ledger and exits 0 instead of dying by the signal.
     previous = signal.signal(signal.SIGTERM, _stop)
+    # A fatal signal (SIGBUS from a SQLite -shm file cut short under its mapping, SIGSEGV)
+    # kills the process whatever Python does; it says so on stderr first, with where each
+    # thread was, instead of vanishing without a line.
+    faulthandler.enable()
     try:
         with (
             Ledger.open(settings, checkpoint_on_close=False) as ledger,
             reading_ledger(settings, ledger) as reader,
         ):
+            refusal = ledger.status.write_refusal()
+            if refusal is not None:
+                # Reads are served; writes are refused 503, and /readyz says not ready.
+                logger.warning("the store cannot take writes: %s", refusal)
             app = create_app(settings, tokens, ledger, notary=True, reader=reader)
             config = uvicorn.Config(
                 app, host=args.host, port=args.port, log_level="info", access_log=False

@@ -12,11 +12,13 @@ the SQLite case is skipped.
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 from psycopg import sql
@@ -25,6 +27,7 @@ from support.ledger_fixtures import settings_for
 
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import PostgresStore, SQLiteStore, parse_store
+from infrastructure.tooling.load_server import ServiceProcess, make_token
 
 NOT_WRITABLE = "not ready: the store cannot take writes"
 
@@ -81,15 +84,26 @@ def cannot_write(store_url: str, target: str) -> Iterator[None]:
             yield
         return
     assert isinstance(store, SQLiteStore)
-    with immutable(store.path if target == "file" else store.path.parent):
+    with immutable(sqlite_target(store.path, target)):
         yield
 
 
-@pytest.mark.parametrize("target", ["file", "folder"])
+def sqlite_target(path: Path, target: str) -> Path:
+    """The store's file, its folder, or its ``-shm`` file (made empty if SQLite has none)."""
+    if target == "folder":
+        return path.parent
+    if target == "shm":
+        shm = path.with_name(path.name + "-shm")
+        shm.touch()
+        return shm
+    return path
+
+
+@pytest.mark.parametrize("target", ["file", "folder", "shm"])
 def test_a_store_that_cannot_take_writes_is_not_ready(store_url: str, target: str) -> None:
     settings = settings_for(store_url)
-    if target == "folder" and store_url.startswith("postgresql"):
-        pytest.skip("a PostgreSQL store has no folder of ours")
+    if target != "file" and store_url.startswith("postgresql"):
+        pytest.skip("a PostgreSQL store has no files of ours")
     with (
         Ledger.open(settings, checkpoint_on_close=False) as ledger,
         checked_client(settings, ledger) as client,
@@ -111,3 +125,29 @@ def test_a_store_that_cannot_take_writes_is_not_ready(store_url: str, target: st
         # Writable again: ready again, in the same process, without a restart.
         assert api.get("/readyz", None).json() == {"status": "ready"}
         api.new_job("5 + 5")
+
+
+def test_mace_serve_on_a_store_with_an_unwritable_shm_file_says_so_and_never_dies_silently(
+    tmp_path: Path,
+) -> None:
+    """The SQLite ``-shm`` file is SQLite's shared memory, mapped into the process: one it may not
+    write is said at start (a warning line) and by ``/readyz``; and a fatal signal (SIGBUS, sent
+    here as a mapped file cut short raises it) leaves a line in the log before the process dies
+    of it."""
+    settings = settings_for(f"sqlite:///{tmp_path / 'mace.db'}")
+    with Ledger.open(settings):
+        pass  # the store, as `mace init` makes it
+    make_token(tmp_path / "tokens.json")
+    log = tmp_path / "serve.log"
+    shm = sqlite_target(tmp_path / "mace.db", "shm")
+    with immutable(shm), ServiceProcess(settings, tmp_path / "tokens.json", log) as service:
+        service.start(probe="/healthz")
+        with httpx.Client(base_url=service.base_url, timeout=60) as client:
+            assert_error(client.get("/readyz"), 503, "NOT_READY", NOT_WRITABLE)
+        process = service.process
+        assert process is not None
+        process.send_signal(signal.SIGBUS)
+        assert process.wait(timeout=60) == -signal.SIGBUS
+    lines = log.read_text().splitlines()
+    assert f"mace: warning: the store cannot take writes: {shm} is read-only:" in "\n".join(lines)
+    assert "Fatal Python error: Bus error" in lines
