@@ -1,16 +1,20 @@
 """``/healthz`` (the process answers) and ``/readyz`` (it can serve: store, read store, keys and
 tokens).
 
-Ready means the store answers, no configured key contradicts it (a key whose secret is not the one
-the store was signed with, `StoreStatus.keys`, makes the service not ready, and every write it
-tries is refused with 503 ``KEY_MISMATCH``) and the tokens file is usable.
+Ready means the store answers (else 503 ``STORE_UNAVAILABLE``, as every store route answers then,
+within ``MACE_CONNECT_TIMEOUT``), it can take writes (not a read-only or standby PostgreSQL, not a
+SQLite file, folder or disk that cannot: `StoreStatus.write_refusal`), no configured key
+contradicts it (a key whose secret is not the one the store was signed with, `StoreStatus.keys`,
+makes the service not ready, and every write it tries is refused with 503 ``KEY_MISMATCH``) and
+the tokens file is usable.
 
 Both answer without a token, and then say only whether: ``{"status": "ready"}`` or 503
-``NOT_READY`` with the message ``not ready``. What the service runs on (the store's address, the
-active key id, how many tokens it holds, the global log position) and why it is not ready (a
-store's error text names its host, user and tables) tell a scanner about the deployment, and the
-log position moves with every tenant's writes; so they go to an ``admin`` token only. Every check
-and every detail is in `readiness`.
+``NOT_READY`` with the message ``not ready`` (``not ready: the store cannot take writes``), or
+``STORE_UNAVAILABLE`` ``not ready: store unavailable``. What the service runs on (the store's
+address, the active key id, how many tokens it holds, the global log position) and why it is not
+ready (a store's error text names its host, user and tables) tell a scanner about the deployment,
+and the log position moves with every tenant's writes; so they go to an ``admin`` token only.
+Every check and every detail is in `readiness`.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import argparse
 import faulthandler
 import logging
 import signal
+import sys
 from types import FrameType
 
 import uvicorn
@@ -26,7 +27,6 @@ from infrastructure.application.tokens import (
     configured_tokens_file,
 )
 
-
 logger = logging.getLogger("mace.serve")
 
 
@@ -36,6 +36,15 @@ class ServiceStopped(Exception):
 
 def _stop(signum: int, frame: FrameType | None) -> None:
     raise ServiceStopped
+
+
+def say_fatal_signals() -> None:
+    """A fatal signal (SIGBUS from a SQLite -shm file cut short under its mapping, SIGSEGV)
+    kills the process whatever Python does: it says so on stderr first, with where each thread
+    was, instead of vanishing without a line. Left as it is where a handler is on already (a
+    test runner's), or where there is no stderr to write to."""
+    if not faulthandler.is_enabled() and sys.__stderr__ is not None:
+        faulthandler.enable(sys.__stderr__)
 
 
 def serve_http(args: argparse.Namespace, settings: Settings) -> int:
@@ -53,10 +62,7 @@ def serve_http(args: argparse.Namespace, settings: Settings) -> int:
     # Ctrl-C stops; `uvicorn.run` swallowed it, exiting 0), and SIGTERM's is ours, so the
     # process closes the ledger and exits 0 instead of dying by the signal.
     previous = signal.signal(signal.SIGTERM, _stop)
-    # A fatal signal (SIGBUS from a SQLite -shm file cut short under its mapping, SIGSEGV)
-    # kills the process whatever Python does; it says so on stderr first, with where each
-    # thread was, instead of vanishing without a line.
-    faulthandler.enable()
+    say_fatal_signals()
     try:
         with (
             Ledger.open(settings, checkpoint_on_close=False) as ledger,
