@@ -1,16 +1,20 @@
 """``/healthz`` (the process answers) and ``/readyz`` (it can serve: store, read store, keys and
 tokens).
 
-Ready means the store answers, no configured key contradicts it (a key whose secret is not the one
-the store was signed with, `StoreStatus.keys`, makes the service not ready, and every write it
-tries is refused with 503 ``KEY_MISMATCH``) and the tokens file is usable.
+Ready means the store answers (else 503 ``STORE_UNAVAILABLE``, as every store route answers then,
+within ``MACE_CONNECT_TIMEOUT``), it can take writes (not a read-only or standby PostgreSQL, not a
+SQLite file, folder or disk that cannot: `StoreStatus.write_refusal`), no configured key
+contradicts it (a key whose secret is not the one the store was signed with, `StoreStatus.keys`,
+makes the service not ready, and every write it tries is refused with 503 ``KEY_MISMATCH``) and
+the tokens file is usable.
 
 Both answer without a token, and then say only whether: ``{"status": "ready"}`` or 503
-``NOT_READY`` with the message ``not ready``. What the service runs on (the store's address, the
-active key id, how many tokens it holds, the global log position) and why it is not ready (a
-store's error text names its host, user and tables) tell a scanner about the deployment, and the
-log position moves with every tenant's writes; so they go to an ``admin`` token only. Every check
-and every detail is in `readiness`.
+``NOT_READY`` with the message ``not ready`` (``not ready: the store cannot take writes``), or
+``STORE_UNAVAILABLE`` ``not ready: store unavailable``. What the service runs on (the store's
+address, the active key id, how many tokens it holds, the global log position) and why it is not
+ready (a store's error text names its host, user and tables) tell a scanner about the deployment,
+and the log position moves with every tenant's writes; so they go to an ``admin`` token only.
+Every check and every detail is in `readiness`.
 """
 
 from __future__ import annotations
@@ -34,10 +38,13 @@ router = APIRouter(tags=["operations"])
 
 @dataclass(frozen=True)
 class Readiness:
-    """Why the service cannot serve (empty: it can), and what it runs on, for admins."""
+    """Why the service cannot serve (empty: it can), and what it runs on, for admins; the code a
+    not-ready answer carries, and the line it says without an admin token."""
 
     problems: list[str]
     details: dict[str, Any]
+    code: Code = Code.NOT_READY
+    public: str = "not ready"
 
 
 def readiness(ctx: Service) -> Readiness:
@@ -49,24 +56,31 @@ def readiness(ctx: Service) -> Readiness:
         "active_key_id": status.active_key_id,
         "tokens": len(ctx.tokens),
     }
+    code, public = Code.NOT_READY, "not ready"
     try:
         details["log_position"] = status.head()
         keys = status.keys()
+        refusal = status.write_refusal()
     except (PersistenceError, OSError) as exc:
+        # As every store route answers then; the read store is not waited for as well.
         problems.append(f"store unreachable: {exc}")
+        code, public = Code.STORE_UNAVAILABLE, "not ready: store unavailable"
     except IntegrityFailure as exc:
         problems.append(str(exc))
     else:
         details["keys"] = keys.statuses
         problems.extend(keys.mismatches)
-    if ctx.reader is not ctx.ledger:
+        if refusal is not None:
+            problems.append(refusal)
+            public = "not ready: the store cannot take writes"
+    if ctx.reader is not ctx.ledger and code is not Code.STORE_UNAVAILABLE:
         problems.extend(_read_store(ctx, details))
     if not status.key_ids:
         problems.append("no signing keys loaded")
     tokens = ctx.tokens.problem()
     if tokens is not None:
         problems.append(f"no token can be accepted: {tokens}")
-    return Readiness(problems, details)
+    return Readiness(problems, details, code, public)
 
 
 def _read_store(ctx: Service, details: dict[str, Any]) -> list[str]:
@@ -84,7 +98,9 @@ def _read_store(ctx: Service, details: dict[str, Any]) -> list[str]:
 @router.get(
     "/healthz", summary="the process is up", response_model=None, responses=answers(Healthy)
 )
-def healthz() -> dict[str, Any]:
+async def healthz() -> dict[str, Any]:
+    # On the event loop, not in the worker threads: requests waiting for a store that is gone
+    # may hold every one of those, and the process still answers that it is up.
     return {"status": "ok"}
 
 
@@ -100,6 +116,6 @@ def readyz(ctx: Ctx, who: MaybeCaller) -> dict[str, Any]:
     state = readiness(ctx)
     admin = who is not None and who.actor.holds(Role.ADMIN)
     if state.problems:
-        reason = f"not ready: {'; '.join(state.problems)}" if admin else "not ready"
-        raise refusal(Code.NOT_READY, reason)
+        reason = f"not ready: {'; '.join(state.problems)}" if admin else state.public
+        raise refusal(state.code, reason)
     return {"status": "ready", **state.details} if admin else {"status": "ready"}

@@ -8,7 +8,10 @@ so no other command, and no ``--help``, loads the web stack (FastAPI, uvicorn, J
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import logging
 import signal
+import sys
 from types import FrameType
 
 import uvicorn
@@ -24,6 +27,8 @@ from infrastructure.application.tokens import (
     configured_tokens_file,
 )
 
+logger = logging.getLogger("mace.serve")
+
 
 class ServiceStopped(Exception):
     """SIGTERM: how a service manager asks the service to stop; a clean stop, exit 0."""
@@ -31,6 +36,15 @@ class ServiceStopped(Exception):
 
 def _stop(signum: int, frame: FrameType | None) -> None:
     raise ServiceStopped
+
+
+def say_fatal_signals() -> None:
+    """A fatal signal (SIGBUS from a SQLite -shm file cut short under its mapping, SIGSEGV)
+    kills the process whatever Python does: it says so on stderr first, with where each thread
+    was, instead of vanishing without a line. Left as it is where a handler is on already (a
+    test runner's), or where there is no stderr to write to."""
+    if not faulthandler.is_enabled() and sys.__stderr__ is not None:
+        faulthandler.enable(sys.__stderr__)
 
 
 def serve_http(args: argparse.Namespace, settings: Settings) -> int:
@@ -48,11 +62,16 @@ def serve_http(args: argparse.Namespace, settings: Settings) -> int:
     # Ctrl-C stops; `uvicorn.run` swallowed it, exiting 0), and SIGTERM's is ours, so the
     # process closes the ledger and exits 0 instead of dying by the signal.
     previous = signal.signal(signal.SIGTERM, _stop)
+    say_fatal_signals()
     try:
         with (
             Ledger.open(settings, checkpoint_on_close=False) as ledger,
             reading_ledger(settings, ledger) as reader,
         ):
+            refusal = ledger.status.write_refusal()
+            if refusal is not None:
+                # Reads are served; writes are refused 503, and /readyz says not ready.
+                logger.warning("the store cannot take writes: %s", refusal)
             app = create_app(settings, tokens, ledger, notary=True, reader=reader)
             config = uvicorn.Config(
                 app, host=args.host, port=args.port, log_level="info", access_log=False

@@ -17,22 +17,46 @@ number, and `CheckpointService.write` makes the loser go on from the winner's ch
 chain never forks.
 
 A round that fails (the store unreachable, a stored event that no longer verifies) logs one
-warning line and the next round tries again: an integrity failure is said again every interval
-until someone repairs it, and the service goes on serving.
+warning line and a later round tries again: an integrity failure is said again until someone
+repairs it, and the service goes on serving. After each failure in a row the pause before the next
+round doubles, up to `MAX_PAUSE` seconds, with a random tenth more or less (`backoff`): a notary
+that finds the store gone waits for it instead of taking a pooled connection's wait every
+interval, and the notaries of several service processes do not knock on a returning server in
+step. The first round that succeeds brings the interval back.
+
+The notary never holds up a request (it runs in its own thread and takes one pooled connection at
+a time, as a request does) nor a shutdown: `Notary.stop` waits at most `STOP_WAIT` seconds for the
+last round, which a store that is gone would keep waiting for a connection; the thread is a daemon,
+and what the service acknowledged is committed already (a checkpoint only covers it).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from threading import Event, Thread
-from typing import Self
+from typing import Final, Self
 
 from infrastructure.application.checkpoints import CheckpointService
 from infrastructure.application.errors import failure_of
 
 logger = logging.getLogger("mace.checkpoints")
+
+MAX_PAUSE: Final = 30.0
+"""The longest pause between rounds while they keep failing (seconds)."""
+STOP_WAIT: Final = 2.0
+"""How long `Notary.stop` waits for the last round (seconds)."""
+
+
+def backoff(interval: float, failures: int, draw: float) -> float:
+    """The pause before the next round after ``failures`` failed rounds in a row: the interval,
+    doubled for each failure, at most `MAX_PAUSE` (never less than the interval), times
+    ``draw`` (a uniform draw in [0.9, 1.1] while failing: the jitter)."""
+    if failures == 0:
+        return interval
+    return max(interval, min(MAX_PAUSE, interval * 2.0**failures)) * draw
 
 
 class Notary:
@@ -42,6 +66,8 @@ class Notary:
         # The log's head when a round last found every event checkpointed: until the head
         # moves past it, a round reads nothing else.
         self._covered = 0
+        # Rounds failed in a row: each doubles the pause before the next (`backoff`).
+        self.failures = 0
         self._stopping = Event()
         self._thread: Thread | None = None
 
@@ -56,8 +82,10 @@ class Notary:
                 return 0
             written = self.checkpoints.write().written
         except Exception as problem:
+            self.failures += 1
             logger.warning("notary: no checkpoint written: %s", _one_line(problem))
             return 0
+        self.failures = 0
         # Only the head read before writing is known to be covered: a commit after that read,
         # and this round's own checkpoint, move the head, and the next round looks again.
         self._covered = head
@@ -79,16 +107,29 @@ class Notary:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop after the last round (waits for it)."""
+        """Stop after the last round: waits for it at most `STOP_WAIT` seconds."""
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        thread.join(STOP_WAIT)
+        if thread.is_alive():
+            logger.warning(
+                "notary: stopped without a last checkpoint: the store did not answer within"
+                " %g s (what was committed is checkpointed by the next writer)",
+                STOP_WAIT,
+            )
+
+    def pause(self) -> float:
+        """How long to wait before the next round (`backoff`)."""
+        return backoff(self.interval, self.failures, random.uniform(0.9, 1.1))  # noqa: S311
 
     def _rounds(self) -> None:
-        while not self._stopping.wait(self.interval):
+        while not self._stopping.wait(self.pause()):
             self.tick()
-        self.tick()
+        if self.failures == 0:
+            # A store that failed the last round is not waited for again as the service stops.
+            self.tick()
 
 
 def _one_line(problem: Exception) -> str:

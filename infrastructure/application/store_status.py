@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from infrastructure.storage.backends.connection import connect_postgres
 from infrastructure.storage.backends.io_tally import IoTally
+from infrastructure.storage.backends.writability import write_refusal
 from infrastructure.storage.checkpoints.chain import CheckpointKeyMismatch
 from infrastructure.storage.records.key_checks import KeyMismatch, KeyStatus
 from infrastructure.storage.settings import SQLiteStore, Store
@@ -76,6 +77,11 @@ class StoreStatus:
     def head(self) -> int:
         """The log's head: the highest notification id committed (0: none)."""
         return self._store.recorder.max_notification_id() or 0
+
+    def write_refusal(self) -> str | None:
+        """Why the store cannot take a write now (read-only, a standby, a full disk), asked
+        without writing (`writability`); None: nothing found in the way."""
+        return write_refusal(self._store.location, getattr(self._store.recorder, "datastore", None))
 
     def tables(self) -> list[str]:
         """The tables the store holds the ledger in (events, checkpoints, read models, ...)."""

@@ -292,6 +292,7 @@ environment:
   MACE_MAX_BODY_BYTES         largest HTTP request body (1048576)
   MACE_MAX_BATCH_EVENTS       most events in one HTTP event batch (500)
   MACE_MAX_RUN_EVENTS         most events in one run, HTTP or mace ingest (20000)
-  MACE_CONNECT_TIMEOUT        seconds that opening a PostgreSQL store may take (5)
+  MACE_CONNECT_TIMEOUT        seconds that connecting to PostgreSQL, or waiting for a pooled
+                              connection, may take before the store is unavailable (5)
 
 'mace COMMAND --help' tells more of each command."""

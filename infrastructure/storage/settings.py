@@ -34,6 +34,10 @@ SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 READ_ONLY_FACTORY: Final = (
     "infrastructure.storage.backends.read_only_postgres:ReadOnlyPostgresFactory"
 )
+FACTORY: Final = "infrastructure.storage.backends.postgres_pool:LedgerPostgresFactory"
+CONNECT_TIMEOUT: Final = 5
+"""Seconds (``MACE_CONNECT_TIMEOUT``) that connecting to a PostgreSQL store, or waiting for a
+pooled connection to it, may take before the store is unavailable."""
 
 
 class SettingsError(InvalidInput):
@@ -85,6 +89,7 @@ class PostgresStore:
     # A read store (MACE_READ_STORE): every session it opens is read-only, so the server refuses
     # any write to it (as a hot standby does anyway).
     read_only: bool = False
+    connect_timeout: int = CONNECT_TIMEOUT
 
     @property
     def setting(self) -> str:
@@ -92,7 +97,8 @@ class PostgresStore:
 
     def eventsourcing_env(self) -> dict[str, str]:
         return {
-            "PERSISTENCE_MODULE": READ_ONLY_FACTORY if self.read_only else "eventsourcing.postgres",
+            "PERSISTENCE_MODULE": READ_ONLY_FACTORY if self.read_only else FACTORY,
+            "POSTGRES_CONNECT_TIMEOUT": str(self.connect_timeout),
             "POSTGRES_HOST": self.host,
             "POSTGRES_PORT": str(self.port),
             "POSTGRES_USER": self.user,
@@ -212,12 +218,20 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     max_batch_events: int = Field(default=500, ge=1)
     max_run_events: int = Field(default=20_000, ge=1)
-    # How long opening a PostgreSQL store may take before it fails with the server's own reason.
-    connect_timeout: int = Field(default=5, ge=1, le=600)
+    # How long connecting to a PostgreSQL store, or waiting for one of its pooled connections,
+    # may take before it fails (store unavailable) with the server's own reason.
+    connect_timeout: int = Field(default=CONNECT_TIMEOUT, ge=1, le=600)
 
     def parsed_store(self) -> Store:
-        return parse_store(self.store)
+        return self._timed(parse_store(self.store))
 
     def parsed_read_store(self) -> Store | None:
         """MACE_READ_STORE as a read-only store; None when it is unset or empty."""
-        return parse_store(self.read_store, read_only=True) if self.read_store else None
+        return (
+            self._timed(parse_store(self.read_store, read_only=True)) if self.read_store else None
+        )
+
+    def _timed(self, store: Store) -> Store:
+        if isinstance(store, PostgresStore):
+            return replace(store, connect_timeout=self.connect_timeout)
+        return store

@@ -67,13 +67,16 @@ class ServiceProcess:
     ) -> None:
         self.stop()
 
-    def start(self, deadline: float | None = None, attempts: int = 3) -> None:
-        """Start and wait until ``/readyz`` answers 200; another port if ours was taken."""
+    def start(
+        self, deadline: float | None = None, attempts: int = 3, probe: str = "/readyz"
+    ) -> None:
+        """Start and wait until ``probe`` (``/readyz``; ``/healthz``: up, ready or not)
+        answers 200; another port if ours was taken."""
         problem = ""
         for _ in range(attempts):
             self.port = _free_port()
             self.process = self._spawn()
-            problem = self._await_ready(deadline)
+            problem = self._await_ready(deadline, probe)
             if not problem:
                 return
             self.stop()
@@ -93,6 +96,7 @@ class ServiceProcess:
         if self.settings.checkpoint_key is not None:
             env["MACE_CHECKPOINT_KEY"] = str(self.settings.checkpoint_key)
         env["MACE_CHECKPOINT_INTERVAL"] = str(self.settings.checkpoint_interval)
+        env["MACE_CONNECT_TIMEOUT"] = str(self.settings.connect_timeout)
         argv = [sys.executable, "-c", _MAIN, "serve", "--host", "127.0.0.1"]
         with self.log_file.open("ab") as log:
             return subprocess.Popen(
@@ -103,8 +107,8 @@ class ServiceProcess:
                 env=env,
             )
 
-    def _await_ready(self, deadline: float | None) -> str:
-        """Empty when the service answers ready; else why it does not."""
+    def _await_ready(self, deadline: float | None, probe: str) -> str:
+        """Empty when the service answers ``probe``; else why it does not."""
         assert self.process is not None
         started = time.perf_counter()
         limit = started + START_SECONDS if deadline is None else min(deadline, started + 60)
@@ -113,7 +117,7 @@ class ServiceProcess:
                 if self.process.poll() is not None:
                     return f"exited with {self.process.returncode}: {self.log_tail()}"
                 try:
-                    if client.get("/readyz").status_code == 200:
+                    if client.get(probe).status_code == 200:
                         return ""
                 except httpx.TransportError:
                     pass

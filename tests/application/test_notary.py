@@ -12,7 +12,7 @@ import logging
 import queue
 from collections.abc import Iterator
 from itertools import pairwise
-from threading import Barrier, Thread
+from threading import Barrier, Event, Thread
 
 import pytest
 from support.ledger_fixtures import RawTable, store_of
@@ -20,7 +20,7 @@ from support.ledger_fixtures import RawTable, store_of
 from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints
 from domain.sem import SemEntry
 from infrastructure.application.ledger import Ledger
-from infrastructure.application.notary import Notary
+from infrastructure.application.notary import MAX_PAUSE, Notary, backoff
 from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.store import LedgerStore
@@ -99,6 +99,63 @@ def test_an_integrity_failure_is_logged_every_round_and_the_notary_goes_on(
     assert checkpoints_of(store_of(ledger)).newest() is None
     table.set_column(stream, 1, "state", state)  # repaired: the next round writes
     assert notary.tick() == 1
+
+
+def test_failing_rounds_back_off_doubling_up_to_a_cap_with_jitter() -> None:
+    pauses = [backoff(1.0, failures, 1.0) for failures in range(8)]
+    assert pauses == [1.0, 2.0, 4.0, 8.0, 16.0, MAX_PAUSE, MAX_PAUSE, MAX_PAUSE]
+    assert (backoff(1.0, 3, 0.9), backoff(1.0, 3, 1.1)) == pytest.approx((7.2, 8.8))
+    # An interval above the cap is never shortened by failures; a success brings it back.
+    assert backoff(60.0, 4, 1.0) == 60.0
+    assert backoff(0.5, 0, 1.1) == 0.5
+
+
+def test_the_notary_backs_off_while_rounds_fail_and_comes_back_after_one_succeeds(
+    ledger: Ledger, settings: Settings
+) -> None:
+    notary = Notary(ledger.checkpoints, 1.0)
+    remember(ledger, "france")
+    table = RawTable(settings)
+    stream = SemEntry.id_for("world/country/france/capital")
+    state = table.state(stream, 1)
+    table.set_column(stream, 1, "state", bytes([state[0] ^ 1]) + state[1:])
+    for failures in (1, 2, 3):
+        notary.tick()
+        assert notary.failures == failures
+        assert 0.9 * 2**failures <= notary.pause() <= 1.1 * 2**failures
+    table.set_column(stream, 1, "state", state)
+    assert notary.tick() == 1
+    assert (notary.failures, notary.pause()) == (0, 1.0)
+
+
+class StuckNotary(Notary):
+    """A notary whose round waits, as one waiting for a store that is gone does, until let go."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__(ledger.checkpoints, 0.001)
+        self.waiting = Event()
+        self.let_go = Event()
+
+    def tick(self) -> int:
+        self.waiting.set()
+        self.let_go.wait(WAIT)
+        return 0
+
+
+def test_stopping_does_not_wait_for_a_round_stuck_on_the_store(
+    ledger: Ledger, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="mace.checkpoints")
+    notary = StuckNotary(ledger)
+    notary.start()
+    thread = notary._thread
+    assert thread is not None and notary.waiting.wait(WAIT)
+    notary.stop()  # returns, though the round still waits
+    assert thread.is_alive() and thread.daemon
+    lines = [r.getMessage() for r in caplog.records if r.name == "mace.checkpoints"]
+    assert lines and lines[-1].startswith("notary: stopped without a last checkpoint: ")
+    notary.let_go.set()
+    thread.join(WAIT)
 
 
 class ReportingNotary(Notary):

@@ -90,7 +90,8 @@ class TestExampleApplicationOnSQLite(shipped_application.ExampleApplicationTestC
 
 
 class TestExampleApplicationOnPostgres(shipped_application.ExampleApplicationTestCase):
-    expected_factory_topic = "eventsourcing.postgres:PostgresFactory"
+    # eventsourcing's, with the ledger's connection pool (`postgres_pool`).
+    expected_factory_topic = "infrastructure.storage.backends.postgres_pool:LedgerPostgresFactory"
 
     @pytest.fixture(autouse=True)
     def _configured_environment(self, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -293,17 +293,44 @@ def _unprivileged_account() -> _Account | None:
 
 @contextlib.contextmanager
 def _local_cluster(bindir: Path) -> Iterator[PostgresServer]:
+    with _started_cluster(bindir) as cluster:
+        assert cluster.server is not None
+        yield cluster.server
+
+
+@contextlib.contextmanager
+def _started_cluster(bindir: Path, settings: Mapping[str, str] | None = None) -> Iterator[_Cluster]:
     account = _unprivileged_account()
     workdir = Path(tempfile.mkdtemp(prefix="mace-pg-", dir=cluster_parent()))
     try:
-        cluster = _Cluster(bindir, workdir, account)
+        cluster = _Cluster(bindir, workdir, account, settings)
         cluster.initdb()
         try:
-            yield cluster.start()
+            cluster.start()
+            yield cluster
         finally:
             cluster.stop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def restartable_cluster(env: Mapping[str, str] | None = None) -> Iterator[_Cluster | None]:
+    """A throwaway cluster of the caller's own, which it may stop and start again on the same
+    port (`_Cluster.shut_down`, `_Cluster.start_again`): the session's shared server is never
+    stopped. None (outside CI) when this machine has no PostgreSQL server binaries.
+
+    A commit is acknowledged once its log is written (``synchronous_commit``, off in the shared
+    cluster): a server stopped with ``immediate`` keeps every commit it acknowledged, as a
+    production server does. fsync stays off: a stopped server loses nothing the kernel holds.
+    """
+    bindir = find_server_bindir()
+    if bindir is None:
+        fail_if_ci(os.environ if env is None else env, "no PostgreSQL server binaries")
+        yield None
+        return
+    with _started_cluster(bindir, {"synchronous_commit": "on"}) as cluster:
+        yield cluster
 
 
 def cluster_parent(
@@ -332,13 +359,23 @@ def cluster_parent(
 class _Cluster:
     """initdb, start and stop one cluster in ``workdir`` (data, socket and log all live there)."""
 
-    def __init__(self, bindir: Path, workdir: Path, account: _Account | None) -> None:
+    def __init__(
+        self,
+        bindir: Path,
+        workdir: Path,
+        account: _Account | None,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
         self.bindir = bindir
+        # Server settings over the defaults below (`_spawn`).
+        self.settings = settings or {}
         self.workdir = workdir
         self.account = account
         self.datadir = workdir / "data"
         self.password = secrets.token_urlsafe(24)
         self.process: subprocess.Popen[bytes] | None = None
+        # The server as `start` left it: the test database, on the port it first listened on.
+        self.server: PostgresServer | None = None
         if account is not None:
             os.chown(workdir, account.uid, account.gid)
         workdir.chmod(0o700)
@@ -388,7 +425,8 @@ class _Cluster:
             server, error = self._await_ready(port)
             if server is not None:
                 _create_database(server, CLUSTER_DBNAME)
-                return _with_dbname(server, CLUSTER_DBNAME)
+                self.server = _with_dbname(server, CLUSTER_DBNAME)
+                return self.server
             self.stop()
             if "could not bind" not in error and "already in use" not in error:
                 break
@@ -404,6 +442,7 @@ class _Cluster:
             # early, so that it stays small wherever the cluster lives (the default is 1 GB).
             "max_wal_size": "128MB",
             "min_wal_size": "32MB",
+            **self.settings,
         }
         options = [arg for key, value in settings.items() for arg in ("-c", f"{key}={value}")]
         where = ["-D", str(self.datadir), "-p", str(port), "-k", str(self.workdir)]
@@ -446,6 +485,22 @@ class _Cluster:
         log = self.workdir / "server.log"
         text = log.read_text(errors="replace") if log.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
+
+    def shut_down(self, mode: Literal["smart", "fast", "immediate"] = "fast") -> None:
+        """Stop the server as an operator (or a crash, ``immediate``) would; `start_again`
+        brings it back with its data."""
+        process, self.process = self.process, None
+        assert process is not None, "the cluster is not running"
+        self._run("pg_ctl", "stop", "-D", str(self.datadir), "-m", mode, "-w")
+        process.wait(timeout=STARTUP_DEADLINE_SECONDS)
+
+    def start_again(self) -> None:
+        """Start the stopped server on the port it listened on before."""
+        assert self.server is not None and self.process is None
+        self.process = self._spawn(self.server.port)
+        ready, error = self._await_ready(self.server.port)
+        if ready is None:
+            raise RuntimeError(f"local PostgreSQL did not start again: {error}")
 
     def stop(self) -> None:
         """Immediate shutdown (the data is thrown away), then make sure the process is gone."""

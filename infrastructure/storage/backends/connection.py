@@ -37,7 +37,7 @@ def connect_postgres(
         password=store.password,
         dbname=store.dbname,
         autocommit=True,
-        connect_timeout=connect_timeout,
+        connect_timeout=connect_timeout or store.connect_timeout,
         application_name=application_name,
         options=READ_ONLY_OPTIONS if store.read_only else None,
     )

@@ -9,13 +9,13 @@ slipped in fails ("cannot execute ... in a read-only transaction") instead of ch
 
 from __future__ import annotations
 
-from eventsourcing.postgres import PostgresFactory
 from eventsourcing.utils import Environment, EnvType
 
 from infrastructure.storage.backends.connection import READ_ONLY_OPTIONS
+from infrastructure.storage.backends.postgres_pool import LedgerPostgresFactory
 
 
-class ReadOnlyPostgresFactory(PostgresFactory):
+class ReadOnlyPostgresFactory(LedgerPostgresFactory):
     def __init__(self, env: Environment | EnvType | None) -> None:
         super().__init__(env)
         pool = self.datastore.pool
