@@ -20,11 +20,11 @@ from typing import Any
 
 import orjson
 import pytest
-from support.api_support import Api, assert_error
+from support.api_support import Api, assert_error, stage_event
 from support.canaries import CANARIES, PASSWORD, SSN, TEXT, event_lines, found, run_lines
 from support.ledger_fixtures import RawTable, run, store_of
 
-from domain.events import INGEST_LINE, RunCompleted, RunStarted
+from domain.events import INGEST_LINE, RunCompleted, RunStarted, hash_of
 from domain.run_file import parse_run
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.privacy_rules import ClearPrivateValue
@@ -32,6 +32,19 @@ from infrastructure.application.run_recorder import RunRecorder
 from infrastructure.storage.settings import Settings
 
 FIELD_KINDS = [line["type"] for line in event_lines()]
+ASKED_BEFORE: dict[str, list[dict[str, Any]]] = {
+    "ToolResult": [
+        {
+            "type": "ToolCall",
+            "call_id": "c1",
+            "tool": "crm_lookup",
+            "tool_schema_hash": hash_of("crm_lookup schema"),
+            "request_hash": hash_of("kept elsewhere"),
+        }
+    ],
+    "RetrievalResponse": [{"type": "RetrievalRequest", "request_id": "r1", "query": "find it"}],
+}
+"""A clean question before each kind of answer: a run file refuses an answer to nothing."""
 
 
 def run_file(tmp_path: Path, lines: list[dict[str, Any]]) -> str:
@@ -94,12 +107,47 @@ def test_http_refuses_canaries_in_the_start_a_batch_and_the_completion(
     assert found(RawTable(settings).every_byte()) == {}
 
 
+def one_kind(kind: str) -> dict[str, Any]:
+    (line,) = [line for line in event_lines() if line["type"] == kind]
+    return line
+
+
+@pytest.mark.parametrize("kind", FIELD_KINDS)
+def test_ingest_refuses_canaries_in_each_field_kind(
+    ledger: Ledger, raw_table: RawTable, kind: str
+) -> None:
+    start = {"type": "RunStarted", "seed": "r", "input": "help", "capture_mode": "full_io"}
+    asked = ASKED_BEFORE.get(kind, [])  # an answer follows its question in a run file
+    end = {"type": "RunCompleted", "final_output": "done"}
+    parsed = parse_run(orjson.dumps(line) for line in [start, *asked, one_kind(kind), end])
+    with pytest.raises(ClearPrivateValue) as refused:
+        ledger.run_imports.record_once(parsed)
+    assert refused.value.position == len(asked)
+    assert re.match(rf"^{kind}\.\S+ ", str(refused.value)), str(refused.value)
+    assert_one_clean_line(str(refused.value))
+    assert found(raw_table.every_byte()) == {}
+
+
+@pytest.mark.parametrize("kind", FIELD_KINDS)
+def test_an_http_batch_with_canaries_in_each_field_kind_is_422(
+    api: Api, settings: Settings, kind: str
+) -> None:
+    run_id = api.open_run({"type": "RunStarted", "seed": 7, "input": "help"})
+    before = api.position()
+    batch = [stage_event("e1"), {"event_id": "e2", "event": one_kind(kind)}]
+    response = api.send(run_id, batch)
+    message = assert_error(response, 422, "INVALID_INPUT", field="body.events.1.event")
+    assert message.startswith(f"{kind}.")
+    assert_one_clean_line(message)
+    assert api.position() == before
+    assert found(RawTable(settings).every_byte()) == {}
+
+
 @pytest.mark.parametrize("kind", FIELD_KINDS)
 def test_the_recorder_refuses_canaries_in_each_field_kind(
     ledger: Ledger, raw_table: RawTable, kind: str
 ) -> None:
-    (line,) = [line for line in event_lines() if line["type"] == kind]
-    event = INGEST_LINE.validate_python(line)
+    event = INGEST_LINE.validate_python(one_kind(kind))
     recorder = RunRecorder(
         ledger.run_uploads, RunStarted(seed="r", input="help", capture_mode="full_io")
     )
