@@ -138,6 +138,11 @@ class RunStarted(RunEvent):
     def seed_text(self) -> str:
         return str(self.seed)
 
+    @property
+    def declared_ids(self) -> dict[str, str]:
+        """The declared snapshots by kind name, as a job records them."""
+        return {kind.value: snapshot_id for kind, snapshot_id in self.snapshot_ids.items()}
+
 
 class RunCompleted(RunEvent):
     type: Literal["RunCompleted"] = "RunCompleted"

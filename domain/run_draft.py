@@ -6,6 +6,10 @@ batch carries the emitter's own ``event_id``, so a batch re-sent after a lost re
 recognised: events already held with the same content are skipped, never recorded twice, and an
 id re-used for different content is refused. A batch is one event on the draft, so it is taken
 whole or not at all.
+
+A run whose emitter died before completing it stays open, its events kept, until an operator
+abandons it: the draft is then closed as abandoned (who, and why), takes nothing more and never
+becomes a job, so it is never replayed and never vouches for anything.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from domain.aggregate import MaceAggregate
 from domain.canonical import digest
 from domain.errors import InvalidInput
 from domain.job import validate_tenant
+from domain.memories import check_reason
 from domain.naming import tenant_scoped
 from domain.tool_boundary import ToolBoundaryError, tool_boundary_problem, tool_steps
 
@@ -68,6 +73,10 @@ class RunDraft(MaceAggregate):
     class Completed(MaceAggregate.Event):
         final_output_digest: str
 
+    class Abandoned(MaceAggregate.Event):
+        actor: dict[str, Any]
+        reason: str
+
     NAME_PREFIX = "run-draft"
     NAME_FIELD = "run_id"
 
@@ -84,10 +93,19 @@ class RunDraft(MaceAggregate):
         self.events: list[dict[str, Any]] = []
         self.digests: dict[str, str] = {}
         self.final_output_digest: str | None = None
+        self.abandoned_by: dict[str, Any] | None = None
+        self.abandon_reason: str | None = None
 
     @property
     def completed(self) -> bool:
         return self.final_output_digest is not None
+
+    @property
+    def status(self) -> str:
+        """``open``, ``completed`` or ``abandoned``."""
+        if self.abandoned_by is not None:
+            return "abandoned"
+        return "completed" if self.completed else "open"
 
     def start_digest(self) -> str:
         return digest(self.started)
@@ -117,8 +135,9 @@ class RunDraft(MaceAggregate):
             elif held != content_digest:
                 msg = f"events[{position}].event_id {event_id!r} was sent before with other content"
                 raise RunDraftError(msg)
-        if fresh and self.completed:  # a batch re-sent whole after completion is duplicates
-            msg = f"run {self.run_id} is complete: no more events may be added"
+        if fresh and self.status != "open":  # a batch re-sent whole is duplicates, though
+            state = "complete" if self.completed else "abandoned"
+            msg = f"run {self.run_id} is {state}: no more events may be added"
             raise RunDraftError(msg)
         # Only new events are checked: a batch that is all duplicates was taken in before.
         problem = (
@@ -145,6 +164,9 @@ class RunDraft(MaceAggregate):
 
     def complete(self, final_output: Any) -> bool:
         """Mark the run complete; False when it already was, with this same final output."""
+        if self.abandoned_by is not None:
+            msg = f"run {self.run_id} was abandoned: it cannot be completed"
+            raise RunDraftError(msg)
         final_digest = digest(final_output)
         if self.final_output_digest == final_digest:
             return False
@@ -157,6 +179,24 @@ class RunDraft(MaceAggregate):
     @event(Completed)
     def _completed(self, final_output_digest: str) -> None:
         self.final_output_digest = final_output_digest
+
+    def abandon(self, actor: dict[str, Any], reason: str) -> bool:
+        """Close an open run without a job (its emitter is gone); False when it already was.
+
+        A completed run cannot be abandoned: it is a job.
+        """
+        if self.completed:
+            msg = f"run {self.run_id} is completed: it is a job and cannot be abandoned"
+            raise RunDraftError(msg)
+        if self.abandoned_by is not None:
+            return False
+        self._abandoned(actor=actor, reason=check_reason(reason))
+        return True
+
+    @event(Abandoned)
+    def _abandoned(self, actor: dict[str, Any], reason: str) -> None:
+        self.abandoned_by = actor
+        self.abandon_reason = reason
 
 
 def held_out_of_place(run_id: str, position: int, message: str) -> str:

@@ -1,6 +1,6 @@
 """The read models: what operators list and dashboards show, derived from the ordered event log.
 
-Five views, each a set of JSON rows by key:
+Six views, each a set of JSON rows by key:
 
 - ``job_index``: every job, by its stream id: job id, tenant, position (its start's notification
   id: the jobs in that order are the order the store recorded them), status, capture mode,
@@ -11,7 +11,9 @@ Five views, each a set of JSON rows by key:
 - ``halted_snapshots``: snapshots under FORCE_HALT_REPLAY, whose halt (a tenant's, or store-wide:
   ``tenant`` null) and why, by the tenant's governance scope (store-wide: ``<snapshot_id>``);
 - ``receipt_index``: each tenant's receipts numbered from 0 in emission (commit) order, under
-  `receipt_key` (receipt id, parent, position), and under the tenant's name how many it has.
+  `receipt_key` (receipt id, parent, position), and under the tenant's name how many it has;
+- ``open_runs``: every run recorded from outside (HTTP batches, `RunRecorder`) that is neither
+  completed nor abandoned, by its draft's stream id: run id, tenant, position, events held.
 
 A deleted snapshot produces no event, so no event can tell the views that a job lost one: the
 job index keeps each job's declared snapshots, and `with_gone_snapshots` lays over the rows, when
@@ -41,19 +43,28 @@ from domain.governance import Governance, ReplayRequestFields, governance_scope_
 from domain.job import Job
 from domain.naming import tenant_and_key
 from domain.receipt import Receipt
+from domain.run_draft import RunDraft
 
 JOB_INDEX: Final = "job_index"
 NON_REPLAYABLE: Final = "non_replayable"
 REPLAY_OUTCOMES: Final = "replay_outcomes"
 HALTED_SNAPSHOTS: Final = "halted_snapshots"
 RECEIPT_INDEX: Final = "receipt_index"
-VIEWS: Final = (JOB_INDEX, NON_REPLAYABLE, REPLAY_OUTCOMES, HALTED_SNAPSHOTS, RECEIPT_INDEX)
+OPEN_RUNS: Final = "open_runs"
+VIEWS: Final = (
+    JOB_INDEX,
+    NON_REPLAYABLE,
+    REPLAY_OUTCOMES,
+    HALTED_SNAPSHOTS,
+    RECEIPT_INDEX,
+    OPEN_RUNS,
+)
 PROJECTION: Final = ("read_model", "projection")
 """Where the views keep which projection made them (view, key): not one of the `VIEWS`."""
-PROJECTION_VERSION: Final = 3
+PROJECTION_VERSION: Final = 4
 """Raised whenever `view_changes` changes what it makes from the same events (2: job positions,
-the receipt index; 3: a replay outcome is ok only when it reproduced), so that views a store kept
-from before are made again from position 0."""
+the receipt index; 3: a replay outcome is ok only when it reproduced; 4: open runs), so that
+views a store kept from before are made again from position 0."""
 
 
 Row = dict[str, Any]
@@ -242,6 +253,23 @@ def _receipt_emitted(event: Receipt.Emitted, merge: Merge, position: int) -> lis
     ]
 
 
+def _run_opened(event: RunDraft.Opened, merge: Merge, position: int) -> list[ViewChange]:
+    row = {"run_id": event.run_id, "tenant": event.tenant, "position": position, "events": 0}
+    return [ViewChange(OPEN_RUNS, str(event.originator_id), row)]
+
+
+def _run_batch(event: RunDraft.BatchAppended, merge: Merge, position: int) -> list[ViewChange]:
+    held = merge(OPEN_RUNS, str(event.originator_id))  # open: a closed run takes no batch
+    assert held.row is not None
+    return [merge(OPEN_RUNS, held.key, events=int(held.row["events"]) + len(event.events))]
+
+
+def _run_closed(
+    event: RunDraft.Completed | RunDraft.Abandoned, merge: Merge, position: int
+) -> list[ViewChange]:
+    return [ViewChange(OPEN_RUNS, str(event.originator_id), None)]
+
+
 def receipt_key(tenant: str, number: int) -> str:
     """Where the receipt index keeps the tenant's receipt ``number`` (``|`` is in no tenant)."""
     return f"{tenant}|{number}"
@@ -262,6 +290,10 @@ _HANDLERS: Final[dict[type, Callable[[Any, Merge, int], list[ViewChange]]]] = {
     Governance.HaltSet: _halt_set,
     Governance.HaltCleared: _halt_cleared,
     Receipt.Emitted: _receipt_emitted,
+    RunDraft.Opened: _run_opened,
+    RunDraft.BatchAppended: _run_batch,
+    RunDraft.Completed: _run_closed,
+    RunDraft.Abandoned: _run_closed,
 }
 PROJECTED_EVENTS: Final = tuple(_HANDLERS)
 TOPICS: Final = tuple(get_topic(cls) for cls in PROJECTED_EVENTS)

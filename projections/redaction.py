@@ -9,11 +9,14 @@ Two things never leave the store in a redacted bundle:
   error's message and a retrieval's query (a tool's or a model's words, as often as not).
   The hashes stay, so a replay still checks those contents by hash; the answer it cannot compare.
   This is stricter than capture mode ``none``: a prompt quotes the user's input verbatim.
-- **PII** (``pii``): every value recorded under a SEM key whose attribute the job's privacy
-  snapshot denies, and every text of the job that contains such a value (the input, a percept's
-  label, an answer): as a substring, or for a value shorter than ``MIN_NEEDLE`` characters as a
-  whole word. A refusal mark (`domain.stage0.refusals`), even cut short, counts as such a value:
-  its digest stands for a refused secret. SEM streams of denied attributes are left out.
+- **PII** (``pii``): every value recorded under a name `domain.sensitive_data` calls a
+  secret's (a SEM key whose attribute the job's privacy snapshot denies, a ``password`` or
+  ``apiKey`` field anywhere in any event), every text of the job that contains such a value (the
+  input, a percept's label, an answer): as a substring, or for a value shorter than
+  ``MIN_NEEDLE`` characters as a whole word, and every text that looks like a secret or a
+  person's identifier (`sensitive_text`: an SSN, a card number, an API key, ...). A refusal mark
+  (`domain.stage0.refusals`), even cut short, counts as such a value: its digest stands for a
+  refused secret. SEM streams of denied attributes are left out.
 
 A redacted record keeps its key id and original MAC (the job's seal still commits to it), and
 gets a new body with the redacted parts replaced: model I/O by ``null``, PII by ``PII_MARK``.
@@ -30,7 +33,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from domain.canonical import canonical_json
-from domain.stage0.config import denied_word
+from domain.sensitive_data import (
+    HEX_DIGEST,
+    TIMESTAMP,
+    holds_nothing,
+    names_nothing,
+    sensitive_name,
+    sensitive_text,
+)
 from domain.stage0.refusals import MARK_OPENING
 
 PII_MARK: Final = "[REDACTED:pii]"
@@ -66,8 +76,6 @@ STRUCTURAL: Final = frozenset(
     {"key", "last_updated", "digest", "node_id", "event_id", "status", "kind", "fallback"}
     | {"decision", "schema_version", "type"}
 )
-HEX_DIGEST: Final = re.compile(r"^[0-9a-f]{64}$")
-TIMESTAMP: Final = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 
 
 @dataclass(frozen=True)
@@ -78,27 +86,36 @@ class Redaction:
 
 @dataclass
 class PrivacyNeedles:
-    """The PII a job recorded: values under denied SEM attributes, as texts to search for."""
+    """The PII a job recorded: values under secrets' names (a denied SEM attribute, a
+    ``password`` field), as texts to search for."""
 
     denied: frozenset[str]
     texts: set[str] = field(default_factory=set)
 
     def is_denied(self, key: Any) -> bool:
-        """Whether a SEM key's attribute holds a denied word (`denied_word`: ``bank_pin`` too)."""
-        return isinstance(key, str) and denied_word(key.rsplit("/", 1)[-1], self.denied) is not None
+        """Whether a SEM key's attribute names a secret (`sensitive_name`: ``bank_pin`` too)."""
+        return isinstance(key, str) and self.is_secret_name(key.rsplit("/", 1)[-1])
+
+    def is_secret_name(self, name: str) -> bool:
+        """Whether a field or attribute name names a secret under the job's rules."""
+        return not names_nothing(name) and sensitive_name(name, self.denied) is not None
 
     def collect(self, value: Any) -> None:
-        """Take every value recorded under a denied key anywhere inside ``value``."""
+        """Take every value recorded under a secret's name anywhere inside ``value``."""
         if isinstance(value, dict):
             if self.is_denied(value.get("key")) and "value" in value:
                 self._take(value["value"])
-            for item in value.values():
+            for name, item in value.items():
+                if self.is_secret_name(str(name)):
+                    self._take(item)
                 self.collect(item)
         elif isinstance(value, list):
             for item in value:
                 self.collect(item)
 
     def _take(self, value: Any) -> None:
+        if holds_nothing(value):
+            return
         for leaf in _leaves(value):
             text = leaf if isinstance(leaf, str) else canonical_json(leaf).decode()
             if text and not isinstance(leaf, bool):
@@ -106,6 +123,8 @@ class PrivacyNeedles:
 
     def found_in(self, text: str) -> bool:
         if MARK_OPENING in text:  # a refusal mark, even cut short (a percept label is)
+            return True
+        if sensitive_text(text) is not None:
             return True
         return any(
             needle in text if len(needle) >= MIN_NEEDLE else _word(needle).search(text)
@@ -222,7 +241,8 @@ def _scrub(value: Any, path: str, needles: PrivacyNeedles, found: list[Redaction
         denied = needles.is_denied(value.get("key"))
         for name, item in value.items():
             where = f"{path}.{name}"
-            if denied and name == "value" and item is not None:
+            secret = (denied and name == "value") or needles.is_secret_name(name)
+            if secret and not holds_nothing(item):
                 out[name] = PII_MARK
                 found.append(Redaction(where, PII))
             elif name in STRUCTURAL or name.endswith(("_hash", "_hashes")):

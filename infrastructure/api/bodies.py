@@ -164,6 +164,10 @@ class ForgetAsk(Body):
     reason: Annotated[str, checked_by(check_reason)]
 
 
+class AbandonAsk(ForgetAsk):
+    """Why an open run is closed without a job (its emitter is gone)."""
+
+
 class PolicyPut(Body):
     bundle_yaml: str = Field(description="the bundle's YAML, kept verbatim")
 

@@ -11,10 +11,15 @@ from domain.events import RunStarted
 from domain.governance import Role
 from domain.run_draft import RunDraft, RunDraftError, RunTooLarge
 from domain.tool_boundary import ToolBoundaryError
-from infrastructure.api.bodies import EventBatch, RunCompletion
+from infrastructure.api.bodies import AbandonAsk, EventBatch, RunCompletion
 from infrastructure.api.context import Caller, Ctx, RunIdPath, require
 from infrastructure.api.errors import invalid, refusal, too_large
-from infrastructure.api.response_models.runs import BatchTaken, RecordedRun, RunState
+from infrastructure.api.response_models.runs import (
+    BatchTaken,
+    OpenRuns,
+    RecordedRun,
+    RunState,
+)
 from infrastructure.api.responses import answers
 from infrastructure.application.errors import Code
 from infrastructure.application.privacy_rules import ClearPrivateValue
@@ -26,11 +31,18 @@ RECORDERS = (Role.OPERATOR, Role.ADMIN)
 
 
 def _run(draft: RunDraft) -> dict[str, Any]:
-    return {
-        "run_id": draft.run_id,
-        "status": "completed" if draft.completed else "open",
-        "events": len(draft.events),
-    }
+    return {"run_id": draft.run_id, "status": draft.status, "events": len(draft.events)}
+
+
+@router.get(
+    "",
+    summary="the runs still open (neither completed nor abandoned), oldest first",
+    response_model=None,
+    responses=answers(OpenRuns),
+)
+def open_runs(ctx: Ctx, who: Caller) -> dict[str, Any]:
+    rows = ctx.ledger.read_models.open_runs(who.tenant)
+    return {"runs": [{k: row[k] for k in ("run_id", "events", "position")} for row in rows]}
 
 
 @router.post(
@@ -42,7 +54,10 @@ def _run(draft: RunDraft) -> dict[str, Any]:
 )
 def open_run(started: RunStarted, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *RECORDERS)
-    draft, _ = ctx.ledger.run_uploads.open(started, who.tenant)
+    try:
+        draft, _ = ctx.ledger.run_uploads.open(started, who.tenant)
+    except ClearPrivateValue as exc:
+        raise invalid(str(exc), f"body.{exc.path}") from None
     return _run(draft)
 
 
@@ -88,6 +103,21 @@ def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> d
 
 
 @router.post(
+    "/{run_id}/abandon",
+    summary="close an open run whose emitter is gone, as abandoned: it never becomes a job",
+    response_model=None,
+    responses=answers(RunState),
+)
+def abandon_run(run_id: RunIdPath, body: AbandonAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
+    require(who, *RECORDERS)
+    try:
+        draft = ctx.ledger.run_uploads.abandon(run_id, who.tenant, who.actor, body.reason)
+    except RunDraftError as exc:
+        raise refusal(Code.CONFLICT, str(exc)) from None
+    return _run(draft)
+
+
+@router.post(
     "/{run_id}/complete",
     summary="record the run as one sealed job",
     response_model=None,
@@ -101,6 +131,8 @@ def complete_run(run_id: RunIdPath, body: RunCompletion, ctx: Ctx, who: Caller) 
         raise refusal(Code.CONFLICT, str(exc)) from None
     except ValidationError as exc:
         raise invalid(f"final_output cannot be recorded: {exc.errors()[0]['msg']}") from None
+    except ClearPrivateValue as exc:
+        raise invalid(str(exc), f"body.{exc.path}") from None
     except RefusedSemClaim as exc:
         raise invalid(f"run {run_id} event {exc.position}: {exc}") from None
     return recorded_run(log, events)

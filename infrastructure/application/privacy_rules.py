@@ -6,8 +6,11 @@ hold it (or cannot use it), the Stage-0 default (``password``, ``pin``, ``ssn``,
 The Stage-0 runtime masks a refused value itself (`projections.refused_input`). A run recorded
 from outside is the emitter's account and is stored as sent, so the ledger cannot mask it
 faithfully (hashes the emitter gave cover the content). Instead it refuses, with nothing written,
-a run event that records a value in clear under an attribute its rules deny (by the safe export's
-PII rule, `bundle_redaction.PrivacyNeedles`): the emitter records a refused value as ``null``.
+a run whose start, events or completion hold personal data or a secret in clear anywhere
+(`domain.sensitive_data`: a value under a secret's name, such as a denied SEM attribute or a
+``password`` argument, or a text shaped like an SSN, a card number, an API key, ...): the emitter
+records such a value as ``null`` or masked. ``mace ingest``, the HTTP run uploads and the
+`RunRecorder` all come through `refuse_clear_private_values`.
 """
 
 from __future__ import annotations
@@ -15,20 +18,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from domain.errors import NotFoundError
-from domain.events import RunEvent
+from domain.events import RunCompleted, RunEvent, RunStarted
+from domain.sensitive_data import first_sensitive
 from domain.snapshot import SnapshotKind
 from domain.stage0.config import DEFAULT_PRIVACY, PrivacyPolicy, parse_config
-from domain.stage0.refusals import is_mark
 from infrastructure.application.snapshots import SnapshotService
-from projections.redaction import PrivacyNeedles
 
 
 class ClearPrivateValue(ValueError):
-    """A run event holds, in clear, a value its privacy rules never let the ledger keep."""
+    """A run's start, event or completion holds, in clear, what its privacy rules never let the
+    ledger keep; ``position`` is the event's among the run's events (-1: the start or the
+    completion), ``path`` the field's inside it."""
 
-    def __init__(self, position: int, message: str) -> None:
+    def __init__(self, position: int, path: str, message: str) -> None:
         super().__init__(message)
         self.position = position
+        self.path = path
 
 
 class PrivacyRules:
@@ -48,17 +53,19 @@ class PrivacyRules:
         return policy
 
     def refuse_clear_private_values(
-        self, snapshot_ids: dict[str, str], events: Sequence[RunEvent]
+        self, snapshot_ids: dict[str, str], events: Sequence[RunEvent], position: int = 0
     ) -> None:
-        """Raise `ClearPrivateValue` for the first event that records a denied value in clear."""
-        denied = frozenset(self.of(snapshot_ids).deny_sem_attributes)
-        for position, event in enumerate(events):
-            needles = PrivacyNeedles(denied)
-            needles.collect(event.payload())
-            if any(not is_mark(text) for text in needles.texts):
+        """Raise `ClearPrivateValue` for the first of ``events`` (a run's start, its events, its
+        completion; the first at ``position`` among the run's events) holding personal data."""
+        denied = self.of(snapshot_ids).deny_sem_attributes
+        for event in events:
+            framing = isinstance(event, RunStarted | RunCompleted)
+            found = first_sensitive(event.payload(), denied)
+            if found is not None:
                 message = (
-                    f"{event.EVENT_TYPE} records in clear a value under an attribute the run's"
-                    f" privacy rules deny storing ({sorted(denied)}): record a refused value as"
-                    " null"
+                    f"{event.EVENT_TYPE}.{found.path} holds {found.why}, which the run's privacy"
+                    " rules never let the ledger keep in clear: record a refused value as null"
+                    " (or masked)"
                 )
-                raise ClearPrivateValue(position, message)
+                raise ClearPrivateValue(-1 if framing else position, found.path, message)
+            position += 0 if framing else 1

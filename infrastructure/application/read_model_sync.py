@@ -46,6 +46,7 @@ from projections.job_summaries import job_listing
 from projections.read_model_rows import (
     JOB_INDEX,
     NON_REPLAYABLE,
+    OPEN_RUNS,
     PROJECTION,
     PROJECTION_VERSION,
     RECEIPT_INDEX,
@@ -210,6 +211,14 @@ class ReadModels:
         if non_replayable:
             return [summary for summary in summaries if summary["replayable"] is not True]
         return summaries
+
+    def open_runs(self, tenant: str | None) -> list[Row]:
+        """The tenant's runs (None: every tenant's) recorded from outside and neither completed
+        nor abandoned (an emitter that died leaves one), oldest first."""
+        self.catch_up()
+        rows = [row for _, row in self.view.rows(OPEN_RUNS)]
+        listed = [row for row in rows if tenant is None or row["tenant"] == tenant]
+        return sorted(listed, key=lambda row: int(row["position"]))
 
     def rows(self, view: str) -> list[Row]:
         """The view's rows, current; the job views with the snapshots found gone since

@@ -39,8 +39,8 @@ class RunImports:
         Returns the job's log and whether it was a duplicate (then nothing was written).
         `ClearPrivateValue` when an event records a value its privacy rules deny, in clear.
         """
-        declared = {kind.value: sid for kind, sid in run.started.snapshot_ids.items()}
-        self.runs.privacy.refuse_clear_private_values(declared, run.events)
+        whole = [run.started, *run.events, run.completed]
+        self.runs.privacy.refuse_clear_private_values(run.started.declared_ids, whole)
         digest = run_content_digest(run.started, run.events, run.completed)
         name = RunContent.named(tenant, digest)
         index = RunContent.id_for(name)

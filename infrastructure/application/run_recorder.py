@@ -1,10 +1,13 @@
 """The Python API for outside emitters: start a run, emit its events, complete it.
 
-Events are validated as they are emitted and held until `complete`, which records the whole run
-(start, events, the ledger's verdict and the seal) in one transaction. A run abandoned before
-completion therefore leaves nothing behind, and a recorded run is never half written.
+The run is written as it goes, through the same open runs the HTTP batches use (`run_uploads`):
+starting it opens the run, each `emit` appends its event to it (validated, held to the run's
+privacy rules, then stored), and `complete` records the whole run as one sealed job (start,
+events, the ledger's verdict and the seal) in one transaction that also closes the open run. An
+agent that dies before completing leaves an open run holding every event it emitted, which an
+operator sees (``mace runs``) and abandons (``mace runs abandon``); it never becomes a job.
 
-    recorder = RunRecorder(ledger.runs, RunStarted(seed=7, input="...", snapshot_ids=ids))
+    recorder = RunRecorder(ledger.run_uploads, RunStarted(seed=7, input="...", snapshot_ids=ids))
     recorder.emit(ToolCall(...))
     log = recorder.complete("the answer")
 """
@@ -14,22 +17,33 @@ from __future__ import annotations
 from typing import Any
 
 from domain.errors import InvalidInput
-from domain.events import EMITTED_TYPES, RunCompleted, RunEvent, RunStarted
+from domain.events import EMITTED_TYPES, RunEvent, RunStarted
 from domain.job import DEFAULT_TENANT
-from infrastructure.application.runs import RunService
+from infrastructure.application.run_uploads import RunUploads
 from projections.reflective_log import ReflectiveLog
 
 
 class RunRecorder:
-    def __init__(self, runs: RunService, started: RunStarted, tenant: str = DEFAULT_TENANT) -> None:
-        self._runs = runs
-        self._started = RunStarted.model_validate(started.model_dump())  # as `emit` does
-        self._tenant = tenant
-        self._events: list[RunEvent] = []
+    def __init__(
+        self, uploads: RunUploads, started: RunStarted, tenant: str = DEFAULT_TENANT
+    ) -> None:
+        """Open the run (`ClearPrivateValue`, nothing written, if its input holds personal data)."""
+        self._uploads = uploads
+        started = RunStarted.model_validate(started.model_dump())  # as `emit` does
+        self._draft = uploads.open_new(started, tenant)
+        self._emitted = 0
         self._log: ReflectiveLog | None = None
 
+    @property
+    def run_id(self) -> str:
+        """The open run's id, as ``mace runs`` lists it."""
+        return self._draft.run_id
+
     def emit(self, event: RunEvent) -> None:
-        """Add one event of the run, in order."""
+        """Append one event of the run, in order; it is stored before this returns.
+
+        `ClearPrivateValue` (the event is not stored) if it holds personal data in clear.
+        """
         if self._log is not None:
             msg = f"run {self._log.job_id} is complete: nothing more may be emitted"
             raise InvalidInput(msg)
@@ -39,18 +53,19 @@ class RunRecorder:
             raise TypeError(msg)
         # Validated again from its fields: a model built with model_copy or model_construct
         # skipped its validators (a hash that is not its content's, a query emptied).
-        self._events.append(type(event).model_validate(event.model_dump()))
+        checked = type(event).model_validate(event.model_dump())
+        self._draft = self._uploads.extend(self._draft, [(f"e{self._emitted + 1}", checked)])
+        self._emitted += 1
 
     def complete(self, final_output: Any) -> ReflectiveLog:
         """Record the run, sealed; returns its ReflectiveLog (job id, replayability, gaps).
 
-        `ClearPrivateValue` (nothing recorded) if an event holds a denied value in clear.
+        `ClearPrivateValue` (nothing recorded) if the final output holds personal data in clear.
         """
         if self._log is not None:
             msg = f"run {self._log.job_id} is already complete"
             raise InvalidInput(msg)
-        completed = RunCompleted(final_output=final_output)
-        declared = {kind.value: sid for kind, sid in self._started.snapshot_ids.items()}
-        self._runs.privacy.refuse_clear_private_values(declared, self._events)
-        self._log = self._runs.record(self._started, self._events, completed, self._tenant)
+        self._log, _ = self._uploads.complete(
+            self._draft.run_id, self._draft.tenant, final_output, job_id_is_run_id=False
+        )
         return self._log

@@ -68,7 +68,7 @@ class RunService:
         validate_tenant(tenant)
         check_tool_boundary(tool_steps(events))
         capture = CaptureMode(started.capture_mode)
-        ids = {kind.value: sid for kind, sid in started.snapshot_ids.items()}
+        ids = started.declared_ids
         # The declared snapshots are read once: content-addressed, they cannot change between tries.
         held = self.snapshots.held(ids.values())
         found = {kind: held.get(sid) for kind, sid in ids.items()}

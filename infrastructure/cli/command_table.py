@@ -86,6 +86,12 @@ COMMANDS: tuple[Command, ...] = (
         _cli("snapshots", "add_snapshot_arguments"),
     ),
     Command(
+        "runs",
+        Group.RECORDING,
+        "list runs recorded from outside that are still open; abandon one",
+        _cli("runs", "add_runs_arguments"),
+    ),
+    Command(
         "events",
         Group.RECORDING,
         "print a job's events in order",

@@ -32,7 +32,8 @@ def ingest_run(args: argparse.Namespace, settings: Settings) -> int:
         try:
             log, duplicate = ledger.run_imports.record_once(run, args.tenant)
         except (ClearPrivateValue, RefusedSemClaim) as exc:
-            raise InvalidInput(f"{name} event {exc.position + 1}: {exc}") from None
+            where = "" if exc.position < 0 else f" event {exc.position + 1}"
+            raise InvalidInput(f"{name}{where}: {exc}") from None
     summary = {**recorded_run(log, len(run.events)), "duplicate": duplicate}
     if args.json:
         emit_json(summary)

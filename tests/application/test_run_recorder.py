@@ -1,4 +1,5 @@
-"""The Python API for outside emitters: start, emit, complete; one transaction, on both stores."""
+"""The Python API for outside emitters: start, emit, complete; each event stored as it is
+emitted, the job recorded sealed in one transaction at completion, on both stores."""
 
 from __future__ import annotations
 
@@ -30,16 +31,19 @@ def model_call(call_id: str) -> ModelCallEnvelope:
     )
 
 
-def test_a_run_is_recorded_whole_when_completed(ledger: Ledger, raw_table: RawTable) -> None:
+def test_a_run_is_written_as_it_goes_and_recorded_whole_when_completed(ledger: Ledger) -> None:
     ids = ledger.snapshots.default_ids()
-    before = raw_table.execute("SELECT COUNT(*) FROM {table}")
     recorder = RunRecorder(
-        ledger.runs, RunStarted(seed=7, input="hi", snapshot_ids=ids, capture_mode="full_io")
+        ledger.run_uploads,
+        RunStarted(seed=7, input="hi", snapshot_ids=ids, capture_mode="full_io"),
     )
     recorder.emit(StageTransition(to_stage="plan"))
     recorder.emit(model_call("c1"))
-    assert raw_table.execute("SELECT COUNT(*) FROM {table}") == before  # nothing yet
+    (open_run,) = ledger.read_models.open_runs("default")  # stored as emitted, not yet a job
+    assert (open_run["run_id"], open_run["events"]) == (recorder.run_id, 2)
+    assert job_ids(ledger) == []
     log = recorder.complete("answer")
+    assert ledger.read_models.open_runs("default") == []
     assert log.completion is not None
     assert (log.completion.replayable, log.completion.missing_artifacts) == (True, [])
     assert log.sealed
@@ -55,7 +59,7 @@ def test_a_run_is_recorded_whole_when_completed(ledger: Ledger, raw_table: RawTa
 
 
 def test_a_completed_run_takes_nothing_more(ledger: Ledger) -> None:
-    recorder = RunRecorder(ledger.runs, RunStarted(seed=7, input="hi"))
+    recorder = RunRecorder(ledger.run_uploads, RunStarted(seed=7, input="hi"))
     log = recorder.complete("done")
     with pytest.raises(ValueError, match=f"run {log.job_id} is complete"):
         recorder.emit(StageTransition(to_stage="late"))
@@ -64,7 +68,7 @@ def test_a_completed_run_takes_nothing_more(ledger: Ledger) -> None:
 
 
 def test_the_ledgers_own_events_cannot_be_emitted(ledger: Ledger) -> None:
-    recorder = RunRecorder(ledger.runs, RunStarted(seed=7, input="hi"))
+    recorder = RunRecorder(ledger.run_uploads, RunStarted(seed=7, input="hi"))
     verdict = JobCompleted(
         final_output="x", replayable=True, missing_artifacts=[], selfrep=None, brainstate=None
     )
@@ -79,8 +83,8 @@ def test_an_event_that_skipped_its_validators_is_refused_when_emitted(
 ) -> None:
     # model_copy skips validation: a query emptied beside the hash of another query would be
     # stored as if a redacted copy, and its request_hash never checked.
+    recorder = RunRecorder(ledger.run_uploads, RunStarted(seed=7, input="look it up"))
     before = raw_table.execute("SELECT COUNT(*) FROM {table}")
-    recorder = RunRecorder(ledger.runs, RunStarted(seed=7, input="look it up"))
     request = RetrievalRequest(request_id="r1", query="secret query")
     with pytest.raises(ValueError, match="request_hash does not match the sha256"):
         recorder.emit(request.model_copy(update={"query": ""}))

@@ -190,7 +190,9 @@ def test_one_id_in_three_tenants_is_three_jobs_and_the_store_verifies(ledger: Le
         [],
     ]
     assert not ledger.jobs.exists(SHARED, tenant="gamma")
-    outside = RunRecorder(ledger.runs, RunStarted(seed=7, input="x", job_id=SHARED), tenant="gamma")
+    outside = RunRecorder(
+        ledger.run_uploads, RunStarted(seed=7, input="x", job_id=SHARED), tenant="gamma"
+    )
     assert outside.complete("done").job_id == SHARED
     assert job_ids(ledger, "gamma") == [SHARED]
     with pytest.raises(NotFoundError):

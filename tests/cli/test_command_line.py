@@ -167,7 +167,7 @@ def test_help_lists_the_commands_by_group(capsys: pytest.CaptureFixture[str]) ->
         heading, *rows = line.splitlines()
         listed[heading] = [row.split()[0] for row in rows]
     assert listed == {
-        "recording:": ["run", "ingest", "schema", "sem", "snapshot", "events", "jobs"],
+        "recording:": ["run", "ingest", "schema", "sem", "snapshot", "runs", "events", "jobs"],
         "replay and governance:": [
             "replay",
             "verify",

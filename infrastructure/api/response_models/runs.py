@@ -12,8 +12,21 @@ from infrastructure.api.response_models import ResponseModel
 
 class RunState(ResponseModel):
     run_id: str
-    status: Literal["open", "completed"]
+    status: Literal["open", "completed", "abandoned"]
     events: int = Field(description="how many events the run holds")
+
+
+class OpenRun(ResponseModel):
+    run_id: str
+    events: int = Field(description="how many events the run holds")
+    position: int = Field(description="where the log holds its start: older runs first")
+
+
+class OpenRuns(ResponseModel):
+    """The caller's tenant's runs neither completed nor abandoned (an emitter that died
+    leaves one), oldest first."""
+
+    runs: list[OpenRun]
 
 
 class BatchTaken(ResponseModel):
