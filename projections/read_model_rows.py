@@ -4,7 +4,9 @@ Five views, each a set of JSON rows by key:
 
 - ``job_index``: every job, by its stream id: job id, tenant, position (its start's notification
   id: the jobs in that order are the order the store recorded them), status, capture mode,
-  replayability and missing artifacts;
+  replayability and missing artifacts, and its latest replay (``replay_attempt``;
+  ``replayed_at``, when it was asked for; ``replay_outcome``; ``replay_error``, its error code):
+  what the dashboard filters on;
 - ``non_replayable``: the jobs production replay cannot redo, and what each lacks;
 - ``replay_outcomes``: every replay attempt (``<job_id>#<attempt>``, the job's id scoped by its
   tenant): who, which mode, outcome;
@@ -50,10 +52,10 @@ RECEIPT_INDEX: Final = "receipt_index"
 VIEWS: Final = (JOB_INDEX, NON_REPLAYABLE, REPLAY_OUTCOMES, HALTED_SNAPSHOTS, RECEIPT_INDEX)
 PROJECTION: Final = ("read_model", "projection")
 """Where the views keep which projection made them (view, key): not one of the `VIEWS`."""
-PROJECTION_VERSION: Final = 3
+PROJECTION_VERSION: Final = 4
 """Raised whenever `view_changes` changes what it makes from the same events (2: job positions,
-the receipt index; 3: a replay outcome is ok only when it reproduced), so that views a store kept
-from before are made again from position 0."""
+the receipt index; 3: a replay outcome is ok only when it reproduced; 4: each job's latest
+replay), so that views a store kept from before are made again from position 0."""
 
 
 Row = dict[str, Any]
@@ -162,7 +164,8 @@ def _job_sealed(event: Job.Sealed, merge: Merge, position: int) -> list[ViewChan
 def _replay_requested(event: ReplayRequestFields, merge: Merge, position: int) -> list[ViewChange]:
     # A replay event names the job by its scoped id, which names its stream. The job is indexed
     # before anyone can ask to replay it: its row says whose job it is.
-    job = merge(JOB_INDEX, str(Job.id_for(event.job_id))).row or {}
+    indexed = str(Job.id_for(event.job_id))
+    job = merge(JOB_INDEX, indexed).row or {}
     row = {
         "job_id": tenant_and_key(event.job_id)[1],
         "tenant": job.get("tenant"),
@@ -179,24 +182,36 @@ def _replay_requested(event: ReplayRequestFields, merge: Merge, position: int) -
         "authoritative": None,
         "divergences": None,
     }
-    return [ViewChange(REPLAY_OUTCOMES, f"{event.job_id}#{event.attempt}", row)]
+    replay = ViewChange(REPLAY_OUTCOMES, f"{event.job_id}#{event.attempt}", row)
+    latest = {
+        "replay_attempt": event.attempt,
+        "replayed_at": event.recorded_at,
+        "replay_outcome": "pending",
+        "replay_error": None,
+    }
+    return [replay, merge(JOB_INDEX, indexed, **latest)] if job else [replay]
 
 
 def _replay_resulted(
     event: Governance.ReplayResulted, merge: Merge, position: int
 ) -> list[ViewChange]:
-    return [
-        merge(
-            REPLAY_OUTCOMES,
-            f"{event.job_id}#{event.attempt}",
-            finished_at=event.recorded_at,
-            elapsed_ms=event.elapsed_ms,
-            outcome=_outcome(event),
-            error_code=event.error_code,
-            authoritative=event.authoritative,
-            divergences=event.divergences,
-        )
-    ]
+    outcome = merge(
+        REPLAY_OUTCOMES,
+        f"{event.job_id}#{event.attempt}",
+        finished_at=event.recorded_at,
+        elapsed_ms=event.elapsed_ms,
+        outcome=_outcome(event),
+        error_code=event.error_code,
+        authoritative=event.authoritative,
+        divergences=event.divergences,
+    )
+    indexed = str(Job.id_for(event.job_id))
+    job = merge(JOB_INDEX, indexed).row or {}
+    assert outcome.row is not None
+    if job.get("replay_attempt") != event.attempt:
+        return [outcome]  # an older attempt's result: the job's latest replay stays as it is
+    latest = {"replay_outcome": outcome.row["outcome"], "replay_error": event.error_code}
+    return [outcome, merge(JOB_INDEX, indexed, **latest)]
 
 
 def _outcome(event: Governance.ReplayResulted) -> str:
