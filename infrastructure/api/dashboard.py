@@ -2,8 +2,11 @@
 
 It shows the caller's tenant: the replay evidence, jobs production replay cannot redo and what
 each lacks, recent replays with their outcome, error code and authority, and halted snapshots;
-each job links to its events and each replay to its report. A person signs in with a token from
-the tokens file; it is kept in a same-site, HTTP-only cookie.
+the tenant's jobs, searched and paged in the store (`projections.job_search`: the filters are the
+URL's query parameters, so a search can be bookmarked); each job links to its events (payloads
+laid out as definition lists, personal data as the API shows it to the caller) and its
+governance log, and each replay to its report, a divergence shown side by side. A person signs in
+with a token from the tokens file; it is kept in a same-site, HTTP-only cookie.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from domain.canonical import canonical_json
-from domain.errors import NotFoundError
+from domain.errors import InvalidInput, NotFoundError
 from infrastructure.api.context import (
     SESSION_COOKIE,
     Caller,
@@ -30,8 +32,10 @@ from infrastructure.api.metrics import tenant_evidence, tenant_replays
 from infrastructure.application.governance import ABANDONED
 from infrastructure.application.personal_data import HTTP_CHANNEL
 from infrastructure.application.tokens import Principal
+from projections.job_search import STATUSES, JobQuery, Replayability, parse_job_query
 from projections.read_model_rows import HALTED_SNAPSHOTS, REPLAY_OUTCOMES
 from projections.replay_report import verdict
+from projections.side_by_side import side_by_side
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 RECENT = 50
@@ -79,19 +83,54 @@ def overview(ctx: Ctx, who: Caller) -> HTMLResponse:
         "overview.html",
         who=who,
         evidence=tenant_evidence(ctx, who),
-        gaps=gaps,
+        gaps=gaps[:RECENT],
+        gap_count=len(gaps),
         abandoned=[r for r in replays if r["outcome"] == ABANDONED],
         replays=replays[:RECENT],
         halts=halts,
     )
 
 
+@router.get("/jobs", response_class=HTMLResponse)
+def jobs_page(request: Request, ctx: Ctx, who: Caller) -> HTMLResponse:
+    """The tenant's jobs, a page at a time; a bad filter is one line on the page, and a 400."""
+    given = dict(request.query_params)
+    try:
+        query = parse_job_query(who.tenant, given)
+    except InvalidInput as bad:
+        return _jobs_page(who, given, JobQuery(who.tenant), [], None, str(bad), 400)
+    page = ctx.ledger.read_models.job_page(query)
+    return _jobs_page(who, given, query, page.rows, page.after, None, 200)
+
+
+def _jobs_page(
+    who: Principal,
+    given: dict[str, str],
+    query: JobQuery,
+    rows: list[dict[str, Any]],
+    after: int | None,
+    problem: str | None,
+    status: int,
+) -> HTMLResponse:
+    return _page(
+        "jobs.html",
+        status,
+        who=who,
+        given=given,
+        query=query,
+        jobs=rows,
+        next_page=None if after is None else {**query.parameters(), "after": str(after)},
+        first_page=query.parameters() if query.after else None,
+        problem=problem,
+        statuses=STATUSES,
+        replayabilities=[r.value for r in Replayability],
+    )
+
+
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
 def job_page(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> HTMLResponse:
     read = ctx.ledger.personal_data.read_job(job_id, who.tenant, who.actor, HTTP_CHANNEL)
-    events = [
-        {**e, "payload_text": canonical_json(e["payload"]).decode()} for e in read.shown_events()
-    ]
+    events = read.shown_events()
     replays = ctx.ledger.governance.with_unanswered(
         r
         for r in ctx.ledger.read_models.rows(REPLAY_OUTCOMES)
@@ -108,6 +147,7 @@ def job_page(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> HTMLResponse:
         final_output=read.show(log.completion.final_output if log.completion else None),
         events=events,
         replays=replays,
+        governance=ctx.ledger.governance.log(job_id, tenant=who.tenant),
     )
 
 
@@ -121,8 +161,13 @@ def replay_page(
         raise not_found(f"replay {job_id}#{attempt}") from None
     shown = record.as_json()
     report = shown["report"]
+    diffs = [] if report is None else report["divergences"]
     return _page(
-        "replay.html", who=who, record=shown, verdict=None if report is None else verdict(report)
+        "replay.html",
+        who=who,
+        record=shown,
+        verdict=None if report is None else verdict(report),
+        diffs=[(d, side_by_side(d["recorded"], d["replayed"])) for d in diffs],
     )
 
 
