@@ -1,6 +1,6 @@
 """The read models: what operators list and dashboards show, derived from the ordered event log.
 
-Five views, each a set of JSON rows by key:
+Six views, each a set of JSON rows by key:
 
 - ``job_index``: every job, by its stream id: job id, tenant, position (its start's notification
   id: the jobs in that order are the order the store recorded them), status, capture mode,
@@ -13,7 +13,10 @@ Five views, each a set of JSON rows by key:
 - ``halted_snapshots``: snapshots under FORCE_HALT_REPLAY, whose halt (a tenant's, or store-wide:
   ``tenant`` null) and why, by the tenant's governance scope (store-wide: ``<snapshot_id>``);
 - ``receipt_index``: each tenant's receipts numbered from 0 in emission (commit) order, under
-  `receipt_key` (receipt id, parent, position), and under the tenant's name how many it has.
+  `receipt_key` (receipt id, parent, position), and under the tenant's name how many it has;
+- ``audit_records``: every batch audit's signed summary, by its stream id: who, for which tenant
+  (null: every one), which part of the log, its totals by job status, what it checked and what
+  it could not, when, and its position in the log.
 
 A deleted snapshot produces no event, so no event can tell the views that a job lost one: the
 job index keeps each job's declared snapshots, and `with_gone_snapshots` lays over the rows, when
@@ -35,6 +38,7 @@ from typing import Any, Final
 
 from eventsourcing.utils import get_topic
 
+from domain.audit_record import AuditRecord
 from domain.canonical import digest
 from domain.capture import snapshots_found_at_completion
 from domain.errors import ErrorCode
@@ -49,13 +53,22 @@ NON_REPLAYABLE: Final = "non_replayable"
 REPLAY_OUTCOMES: Final = "replay_outcomes"
 HALTED_SNAPSHOTS: Final = "halted_snapshots"
 RECEIPT_INDEX: Final = "receipt_index"
-VIEWS: Final = (JOB_INDEX, NON_REPLAYABLE, REPLAY_OUTCOMES, HALTED_SNAPSHOTS, RECEIPT_INDEX)
+AUDIT_RECORDS: Final = "audit_records"
+VIEWS: Final = (
+    JOB_INDEX,
+    NON_REPLAYABLE,
+    REPLAY_OUTCOMES,
+    HALTED_SNAPSHOTS,
+    RECEIPT_INDEX,
+    AUDIT_RECORDS,
+)
 PROJECTION: Final = ("read_model", "projection")
 """Where the views keep which projection made them (view, key): not one of the `VIEWS`."""
 PROJECTION_VERSION: Final = 4
 """Raised whenever `view_changes` changes what it makes from the same events (2: job positions,
 the receipt index; 3: a replay outcome is ok only when it reproduced; 4: each job's latest
-replay), so that views a store kept from before are made again from position 0."""
+replay, the audit records), so that views a store kept from before are made again from
+position 0."""
 
 
 Row = dict[str, Any]
@@ -257,6 +270,14 @@ def _receipt_emitted(event: Receipt.Emitted, merge: Merge, position: int) -> lis
     ]
 
 
+def _audit_recorded(event: AuditRecord.Recorded, merge: Merge, position: int) -> list[ViewChange]:
+    fields = event.model_dump(
+        mode="json",
+        exclude={"originator_id", "originator_version", "timestamp", "originator_topic"},
+    )
+    return [ViewChange(AUDIT_RECORDS, str(event.originator_id), {**fields, "position": position})]
+
+
 def receipt_key(tenant: str, number: int) -> str:
     """Where the receipt index keeps the tenant's receipt ``number`` (``|`` is in no tenant)."""
     return f"{tenant}|{number}"
@@ -277,6 +298,7 @@ _HANDLERS: Final[dict[type, Callable[[Any, Merge, int], list[ViewChange]]]] = {
     Governance.HaltSet: _halt_set,
     Governance.HaltCleared: _halt_cleared,
     Receipt.Emitted: _receipt_emitted,
+    AuditRecord.Recorded: _audit_recorded,
 }
 PROJECTED_EVENTS: Final = tuple(_HANDLERS)
 TOPICS: Final = tuple(get_topic(cls) for cls in PROJECTED_EVENTS)

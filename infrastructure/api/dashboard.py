@@ -5,7 +5,9 @@ each lacks, recent replays with their outcome, error code and authority, and hal
 the tenant's jobs, searched and paged in the store (`projections.job_search`: the filters are the
 URL's query parameters, so a search can be bookmarked); each job links to its events (payloads
 laid out as definition lists, personal data as the API shows it to the caller) and its
-governance log, and each replay to its report, a divergence shown side by side. A person signs in
+governance log, and each replay to its report, a divergence shown side by side. The audits page
+lists the tenant's batch audits and their totals; the governance page, every governance event the
+tenant sees, newest first. Every page only reads. A person signs in
 with a token from the tokens file; it is kept in a same-site, HTTP-only cookie.
 """
 
@@ -39,6 +41,7 @@ from projections.side_by_side import side_by_side
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 RECENT = 50
+_GOVERNANCE_COLUMNS = frozenset({"scope", "event", "actor_id", "recorded_at"})
 TEMPLATES = Environment(
     loader=FileSystemLoader(FilePath(__file__).parent / "web" / "templates"),
     autoescape=select_autoescape(["html"]),
@@ -149,6 +152,24 @@ def job_page(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> HTMLResponse:
         replays=replays,
         governance=ctx.ledger.governance.log(job_id, tenant=who.tenant),
     )
+
+
+@router.get("/audits", response_class=HTMLResponse)
+def audits_page(ctx: Ctx, who: Caller) -> HTMLResponse:
+    """The tenant's batch audits, newest first, and what each found, by job status."""
+    return _page("audits.html", who=who, audits=ctx.ledger.read_models.audit_records(who.tenant))
+
+
+@router.get("/governance", response_class=HTMLResponse)
+def governance_page(ctx: Ctx, who: Caller) -> HTMLResponse:
+    """The governance log the tenant sees: requests, votes, approvals, results, halts, clears."""
+    entries = ctx.ledger.governance.tenant_log(who.tenant)
+    # The columns show scope, event, actor and time; the details, everything else.
+    shown = [
+        (entry, {k: v for k, v in entry.items() if k not in _GOVERNANCE_COLUMNS})
+        for entry in reversed(entries)
+    ]
+    return _page("governance.html", who=who, entries=shown)
 
 
 @router.get("/jobs/{job_id}/replays/{attempt}", response_class=HTMLResponse)

@@ -45,6 +45,7 @@ from infrastructure.storage.store import LedgerStore
 from projections.job_search import JobQuery
 from projections.job_summaries import job_listing
 from projections.read_model_rows import (
+    AUDIT_RECORDS,
     JOB_INDEX,
     NON_REPLAYABLE,
     PROJECTION,
@@ -270,6 +271,12 @@ class ReadModels:
         self.catch_up()
         present = cache(self._snapshot_present)
         return with_gone_snapshots(self.view.rows(JOB_INDEX), present)
+
+    def audit_records(self, tenant: str) -> list[Row]:
+        """The audits of the tenant's jobs, newest first, current."""
+        self.catch_up()
+        rows = [row for _, row in self.view.rows(AUDIT_RECORDS) if row.get("tenant") == tenant]
+        return sorted(rows, key=lambda row: int(row["position"]), reverse=True)
 
     def receipt_entries(self, tenant: str, after: int, limit: int) -> list[Row]:
         """The tenant's receipts numbered ``after + 1`` on, at most ``limit``, current."""
