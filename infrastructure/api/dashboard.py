@@ -21,6 +21,7 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from domain.canonical import canonical_json
 from domain.errors import InvalidInput, NotFoundError
 from infrastructure.api.context import (
     SESSION_COOKIE,
@@ -46,6 +47,9 @@ TEMPLATES = Environment(
     loader=FileSystemLoader(FilePath(__file__).parent / "web" / "templates"),
     autoescape=select_autoescape(["html"]),
 )
+# A value as its canonical JSON, for a person: Jinja's own tojson writes ' as \u0027 (it is
+# meant for scripts); autoescape makes this text safe in HTML.
+TEMPLATES.filters["json"] = lambda value: canonical_json(value).decode()
 
 
 def _page(template: str, http_status: int = 200, **context: Any) -> HTMLResponse:

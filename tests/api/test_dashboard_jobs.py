@@ -12,7 +12,7 @@ from support.api_support import Api
 
 from domain.job import CaptureMode
 
-ROW = re.compile(r'<tr><td><a href="/dashboard/jobs/([^"/]+)">')
+ROW = re.compile(r'<tr><td><a class="id" href="/dashboard/jobs/([^"/]+)">')
 NEXT = re.compile(r'<a id="next-page" href="(/dashboard/jobs\?[^"]+)">')
 PROBLEM = re.compile(r'<p id="problem" class="problem">([^<]*)</p>')
 WRONG = {"math_agent": {"text": "2 + 3 = 6"}}
