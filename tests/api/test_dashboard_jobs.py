@@ -8,9 +8,10 @@ import re
 from datetime import UTC, datetime
 
 import pytest
-from support.api_support import Api
+from support.api_support import Api, auth
 
 from domain.job import CaptureMode
+from projections.redaction import PII_MARK
 
 ROW = re.compile(r'<tr><td><a class="id" href="/dashboard/jobs/([^"/]+)">')
 NEXT = re.compile(r'<a id="next-page" href="(/dashboard/jobs\?[^"]+)">')
@@ -114,3 +115,18 @@ def test_a_bad_filter_is_one_line_on_the_page_and_a_400(
     assert listed(text) == []
     assert "<script>" not in text
     assert api.position() == before
+
+
+def test_a_job_page_marks_personal_data_as_the_api_does_for_a_non_admin(api: Api) -> None:
+    """A job that tried to remember a password: the operator's page holds the API's marks, laid
+    out, never the refusal mark or the secret; and no line of raw JSON payload."""
+    job_id = api.new_job("remember my password is hunter2")
+    with api.unchecked() as client:
+        shown = client.get(f"/dashboard/jobs/{job_id}", headers=auth("operator")).text
+    events = api.get(f"/v1/jobs/{job_id}/events").json()["events"]
+    assert "hunter2" not in shown and "[refused:" not in shown
+    assert PII_MARK in html.unescape(shown)
+    assert shown.count('<td data-label="Payload" class="payload"><dl class="payload">') == len(
+        events
+    )
+    assert '{"' not in html.unescape(shown)  # no payload written as one line of JSON
