@@ -207,6 +207,17 @@ def prepare_store(base_url: str, tokens: dict[str, str]) -> Store:
     )
 
 
+def the_tokens(tokens_file: Path) -> dict[str, str]:
+    """The callers: ana (operator, admin, auditor), olga (operator) and cleo (council) of acme,
+    gus (operator) of globex."""
+    return {
+        "ana": add_token(tokens_file, "ana", ["operator", "admin", "auditor"], "acme"),
+        "olga": add_token(tokens_file, "olga", ["operator"], "acme"),
+        "gus": add_token(tokens_file, "gus", ["operator"], "globex"),
+        "cleo": add_token(tokens_file, "cleo", ["council"], "acme"),
+    }
+
+
 def events_of(base_url: str, token: str, job_id: str) -> list[dict[str, Any]]:
     response = httpx.get(
         f"{base_url}/v1/jobs/{job_id}/events", headers={"Authorization": f"Bearer {token}"}
@@ -285,11 +296,7 @@ def test_a_person_reads_the_dashboard_without_javascript(
 ) -> None:
     require_chromium()
     tokens_file = tmp_path / "tokens.json"
-    tokens = {
-        "ana": add_token(tokens_file, "ana", ["operator", "admin", "auditor"], "acme"),
-        "olga": add_token(tokens_file, "olga", ["operator"], "acme"),
-        "gus": add_token(tokens_file, "gus", ["operator"], "globex"),
-    }
+    tokens = the_tokens(tokens_file)
     app = create_app(settings, TokenBook.load(tokens_file), ledger)
     backend = "sqlite" if store_url.startswith("sqlite") else "postgres"
     with served(app) as base_url, chromium() as browser:
@@ -410,12 +417,7 @@ def test_an_operator_searches_pages_and_reads_divergences_audits_and_governance(
     layout measured in the DOM."""
     require_chromium()
     tokens_file = tmp_path / "tokens.json"
-    tokens = {
-        "ana": add_token(tokens_file, "ana", ["operator", "admin", "auditor"], "acme"),
-        "olga": add_token(tokens_file, "olga", ["operator"], "acme"),
-        "gus": add_token(tokens_file, "gus", ["operator"], "globex"),
-        "cleo": add_token(tokens_file, "cleo", ["council"], "acme"),
-    }
+    tokens = the_tokens(tokens_file)
     for n in range(45):
         ledger.jobs.run("2 + 3", f"bulk{n}", job_id=f"bulk-{n:02d}", tenant="acme")
     app = create_app(settings, TokenBook.load(tokens_file), ledger)
