@@ -7,8 +7,8 @@ URL's query parameters, so a search can be bookmarked); each job links to its ev
 laid out as definition lists, personal data as the API shows it to the caller) and its
 governance log, and each replay to its report, a divergence shown side by side. The audits page
 lists the tenant's batch audits and their totals; the governance page, every governance event the
-tenant sees, newest first. Every page only reads. A person signs in
-with a token from the tokens file; it is kept in a same-site, HTTP-only cookie.
+tenant sees, newest first. Every page only reads. A person signs in with a token from the tokens
+file; it is kept in a same-site, HTTP-only cookie.
 """
 
 from __future__ import annotations
@@ -35,7 +35,13 @@ from infrastructure.api.metrics import tenant_evidence, tenant_replays
 from infrastructure.application.governance import ABANDONED
 from infrastructure.application.personal_data import HTTP_CHANNEL
 from infrastructure.application.tokens import Principal
-from projections.job_search import STATUSES, JobQuery, Replayability, parse_job_query
+from projections.job_search import (
+    PAGE_SIZE,
+    STATUSES,
+    JobQuery,
+    Replayability,
+    parse_job_query,
+)
 from projections.read_model_rows import HALTED_SNAPSHOTS, REPLAY_OUTCOMES
 from projections.replay_report import verdict
 from projections.side_by_side import side_by_side
@@ -130,6 +136,7 @@ def _jobs_page(
         first_page=query.parameters() if query.after else None,
         problem=problem,
         statuses=STATUSES,
+        default_size=PAGE_SIZE,
         replayabilities=[r.value for r in Replayability],
     )
 

@@ -67,6 +67,10 @@ def test_the_job_list_is_paged_by_log_position_and_holds_only_the_tenants_jobs(
     assert [len(p) for p in pages] == [50, 50, 20]
     assert [job for p in pages for job in p] == jobs  # the order recorded, none twice
     assert "job-beta" not in page(api, "/dashboard/jobs?job=job-b")
+    # The search form keeps the page size and the filters it was given.
+    form = page(api, "/dashboard/jobs?size=7&job=job-00")
+    assert '<input type="hidden" name="size" value="7">' in form
+    assert 'name="job" value="job-00"' in form
     small = every_page(api, "/dashboard/jobs?size=7&job=job-00")
     assert small == [[f"job-00{n}" for n in range(7)], ["job-007", "job-008", "job-009"]]
 
