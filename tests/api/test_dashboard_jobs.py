@@ -134,3 +134,20 @@ def test_a_job_page_marks_personal_data_as_the_api_does_for_a_non_admin(api: Api
         events
     )
     assert '{"' not in html.unescape(shown)  # no payload written as one line of JSON
+
+
+def test_the_audits_and_governance_pages_show_only_the_tenants_own(api: Api) -> None:
+    ours = api.new_job("2 + 3", "ours", capture_mode="full_io")
+    theirs = api.new_job("2 + 3", "theirs", who="beta_operator", capture_mode="full_io")
+    assert api.replay(ours).status_code == 200
+    assert api.replay(theirs, who="beta_admin_auditor").status_code == 200
+    assert api.post("/v1/audits", {}, "beta_admin_auditor").status_code == 200
+    with api.unchecked() as client:
+        acme = client.get("/dashboard/governance", headers=auth("operator")).text
+        beta = client.get("/dashboard/governance", headers=auth("beta_operator")).text
+        acme_audits = client.get("/dashboard/audits", headers=auth("operator")).text
+        beta_audits = client.get("/dashboard/audits", headers=auth("beta_operator")).text
+    assert f"job:{ours}" in acme and f"job:{theirs}" not in acme
+    assert f"job:{theirs}" in beta and f"job:{ours}" not in beta
+    assert "Audits of tenant acme (0)" in acme_audits
+    assert "Audits of tenant beta (1)" in beta_audits and "bea (admin, auditor)" in beta_audits
