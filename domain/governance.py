@@ -580,6 +580,15 @@ def governance_scope_of_snapshot(snapshot_id: str, tenant: str | None) -> str:
     return f"{TENANT_SNAPSHOT}:{tenant_scoped(tenant, snapshot_id)}"
 
 
+def seen_by_tenant(scope: str, tenant: str) -> bool:
+    """Whether a governance record of ``scope`` is one the tenant sees: one of its jobs', one of
+    its halts of a snapshot, or a store-wide halt (it stops the tenant's replays too)."""
+    kind, _, name = scope.partition(":")
+    if kind == "snapshot":
+        return True
+    return kind in {"job", TENANT_SNAPSHOT} and tenant_and_key(name)[0] == tenant
+
+
 def halt_scopes(snapshot_id: str, tenant: str) -> tuple[str, str]:
     """The scopes whose halts stop the tenant's replays touching a snapshot: its own, then the
     store-wide one. No other tenant's."""

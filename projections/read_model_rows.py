@@ -4,7 +4,9 @@ Six views, each a set of JSON rows by key:
 
 - ``job_index``: every job, by its stream id: job id, tenant, position (its start's notification
   id: the jobs in that order are the order the store recorded them), status, capture mode,
-  replayability and missing artifacts;
+  replayability and missing artifacts, and its latest replay (``replay_attempt``;
+  ``replayed_at``, when it was asked for; ``replay_outcome``; ``replay_error``, its error code):
+  what the dashboard filters on;
 - ``non_replayable``: the jobs production replay cannot redo, and what each lacks;
 - ``replay_outcomes``: every replay attempt (``<job_id>#<attempt>``, the job's id scoped by its
   tenant): who, which mode, outcome;
@@ -14,6 +16,9 @@ Six views, each a set of JSON rows by key:
   `receipt_key` (receipt id, parent, position), and under the tenant's name how many it has;
 - ``open_runs``: every run recorded from outside (HTTP batches, `RunRecorder`) that is neither
   completed nor abandoned, by its draft's stream id: run id, tenant, position, events held.
+- ``audit_records``: every batch audit's signed summary, by its stream id: who, for which tenant
+  (null: every one), which part of the log, its totals by job status, what it checked and what
+  it could not, when, and its position in the log.
 
 A deleted snapshot produces no event, so no event can tell the views that a job lost one: the
 job index keeps each job's declared snapshots, and `with_gone_snapshots` lays over the rows, when
@@ -35,6 +40,7 @@ from typing import Any, Final
 
 from eventsourcing.utils import get_topic
 
+from domain.audit_record import AuditRecord
 from domain.canonical import digest
 from domain.capture import snapshots_found_at_completion
 from domain.errors import ErrorCode
@@ -51,6 +57,7 @@ REPLAY_OUTCOMES: Final = "replay_outcomes"
 HALTED_SNAPSHOTS: Final = "halted_snapshots"
 RECEIPT_INDEX: Final = "receipt_index"
 OPEN_RUNS: Final = "open_runs"
+AUDIT_RECORDS: Final = "audit_records"
 VIEWS: Final = (
     JOB_INDEX,
     NON_REPLAYABLE,
@@ -58,13 +65,15 @@ VIEWS: Final = (
     HALTED_SNAPSHOTS,
     RECEIPT_INDEX,
     OPEN_RUNS,
+    AUDIT_RECORDS,
 )
 PROJECTION: Final = ("read_model", "projection")
 """Where the views keep which projection made them (view, key): not one of the `VIEWS`."""
-PROJECTION_VERSION: Final = 4
+PROJECTION_VERSION: Final = 5
 """Raised whenever `view_changes` changes what it makes from the same events (2: job positions,
-the receipt index; 3: a replay outcome is ok only when it reproduced; 4: open runs), so that
-views a store kept from before are made again from position 0."""
+the receipt index; 3: a replay outcome is ok only when it reproduced; 4: open runs; 5: each job's
+latest replay, the audit records), so that views a store kept from before are made again from
+position 0."""
 
 
 Row = dict[str, Any]
@@ -173,7 +182,8 @@ def _job_sealed(event: Job.Sealed, merge: Merge, position: int) -> list[ViewChan
 def _replay_requested(event: ReplayRequestFields, merge: Merge, position: int) -> list[ViewChange]:
     # A replay event names the job by its scoped id, which names its stream. The job is indexed
     # before anyone can ask to replay it: its row says whose job it is.
-    job = merge(JOB_INDEX, str(Job.id_for(event.job_id))).row or {}
+    indexed = str(Job.id_for(event.job_id))
+    job = merge(JOB_INDEX, indexed).row or {}
     row = {
         "job_id": tenant_and_key(event.job_id)[1],
         "tenant": job.get("tenant"),
@@ -190,24 +200,36 @@ def _replay_requested(event: ReplayRequestFields, merge: Merge, position: int) -
         "authoritative": None,
         "divergences": None,
     }
-    return [ViewChange(REPLAY_OUTCOMES, f"{event.job_id}#{event.attempt}", row)]
+    replay = ViewChange(REPLAY_OUTCOMES, f"{event.job_id}#{event.attempt}", row)
+    latest = {
+        "replay_attempt": event.attempt,
+        "replayed_at": event.recorded_at,
+        "replay_outcome": "pending",
+        "replay_error": None,
+    }
+    return [replay, merge(JOB_INDEX, indexed, **latest)] if job else [replay]
 
 
 def _replay_resulted(
     event: Governance.ReplayResulted, merge: Merge, position: int
 ) -> list[ViewChange]:
-    return [
-        merge(
-            REPLAY_OUTCOMES,
-            f"{event.job_id}#{event.attempt}",
-            finished_at=event.recorded_at,
-            elapsed_ms=event.elapsed_ms,
-            outcome=_outcome(event),
-            error_code=event.error_code,
-            authoritative=event.authoritative,
-            divergences=event.divergences,
-        )
-    ]
+    outcome = merge(
+        REPLAY_OUTCOMES,
+        f"{event.job_id}#{event.attempt}",
+        finished_at=event.recorded_at,
+        elapsed_ms=event.elapsed_ms,
+        outcome=_outcome(event),
+        error_code=event.error_code,
+        authoritative=event.authoritative,
+        divergences=event.divergences,
+    )
+    indexed = str(Job.id_for(event.job_id))
+    job = merge(JOB_INDEX, indexed).row or {}
+    assert outcome.row is not None
+    if job.get("replay_attempt") != event.attempt:
+        return [outcome]  # an older attempt's result: the job's latest replay stays as it is
+    latest = {"replay_outcome": outcome.row["outcome"], "replay_error": event.error_code}
+    return [outcome, merge(JOB_INDEX, indexed, **latest)]
 
 
 def _outcome(event: Governance.ReplayResulted) -> str:
@@ -270,6 +292,14 @@ def _run_closed(
     return [ViewChange(OPEN_RUNS, str(event.originator_id), None)]
 
 
+def _audit_recorded(event: AuditRecord.Recorded, merge: Merge, position: int) -> list[ViewChange]:
+    fields = event.model_dump(
+        mode="json",
+        exclude={"originator_id", "originator_version", "timestamp", "originator_topic"},
+    )
+    return [ViewChange(AUDIT_RECORDS, str(event.originator_id), {**fields, "position": position})]
+
+
 def receipt_key(tenant: str, number: int) -> str:
     """Where the receipt index keeps the tenant's receipt ``number`` (``|`` is in no tenant)."""
     return f"{tenant}|{number}"
@@ -294,6 +324,7 @@ _HANDLERS: Final[dict[type, Callable[[Any, Merge, int], list[ViewChange]]]] = {
     RunDraft.BatchAppended: _run_batch,
     RunDraft.Completed: _run_closed,
     RunDraft.Abandoned: _run_closed,
+    AuditRecord.Recorded: _audit_recorded,
 }
 PROJECTED_EVENTS: Final = tuple(_HANDLERS)
 TOPICS: Final = tuple(get_topic(cls) for cls in PROJECTED_EVENTS)

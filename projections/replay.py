@@ -66,6 +66,7 @@ from projections.replay_checks import (
     FactCheck,
     HashMismatch,
     RecordMismatch,
+    diverged_iteration_facts,
     iteration_fact,
     outside_fact,
     request_checked,
@@ -251,6 +252,8 @@ class _Replay:
         """The replay time cap, once the job's governance snapshot is verified (step 3)."""
         self.job_position: int | None = None
         """Where the ledger recorded the job in its log (`recorded_at`)."""
+        self.reruns: dict[int, list[RunEvent] | None] = {}
+        """Each iteration's re-run events, as it was re-run (None: it could not be)."""
         self.sem_written: dict[str, SemEntry] = {}
         """The SEM entries the re-run iterations wrote so far, by key: a later iteration's
         memory holds them over the tenant's SEM."""
@@ -583,18 +586,32 @@ class _Replay:
     def close_checks(self) -> None:
         """Every recorded fact's row: a fact the replay did not reach is said to be unchecked."""
         diverged = {d.iteration for d in self.outcome.divergences}
-        rows = [
-            self.rows.get(index)
-            or unreached(
-                index,
-                event,
-                event.iteration
-                if isinstance(event, ITERATION_EVENTS) and event.iteration in diverged
-                else None,
-            )
-            for index, event in self.indexed
-        ]
+        stopped_in: dict[int, list[tuple[int, RunEvent]]] = {}
+        for index, event in self.indexed:
+            if (
+                index not in self.rows
+                and isinstance(event, ITERATION_EVENTS)
+                and event.iteration in diverged
+            ):
+                stopped_in.setdefault(event.iteration, []).append((index, event))
+        for iteration, events in stopped_in.items():
+            self.iteration_rows(iteration, events)
+        rows = [self.rows.get(index) or unreached(index, event) for index, event in self.indexed]
         self.outcome.checks = rows + self.derived
+
+    def iteration_rows(self, iteration: int, events: Sequence[tuple[int, RunEvent]]) -> None:
+        """The rows of an iteration's events, once its comparisons ended (or stopped): in one
+        that diverged, each event against the re-run's (`diverged_iteration_facts`), so that the
+        table says what the step log says."""
+        diverged = [d.field for d in self.outcome.divergences if d.iteration == iteration]
+        if not diverged:
+            for index, event in events:
+                self.rows[index] = iteration_fact(index, event, iteration)
+            return
+        replayed = self.reruns.get(iteration)
+        for row in diverged_iteration_facts(events, iteration, replayed, diverged):
+            assert row.sequence_index is not None
+            self.rows[row.sequence_index] = row
 
     def reducers(
         self,
@@ -657,6 +674,7 @@ class _Replay:
             trace = next((e for _, e in events if isinstance(e, IterationTrace)), None)
             percept = next(((i, e) for i, e in events if isinstance(e, InputReceived)), None)
             run = None if percept is None else self.rerun(job, snapshots, body, *percept)
+            self.reruns[iteration] = None if run is None else run.events
             if run is not None:
                 self.compare_sem(job, iteration, [e for _, e in events], run.events)
             replayed = (
@@ -673,12 +691,7 @@ class _Replay:
             if run is not None:
                 self.compare_events(iteration, [e for _, e in events], run.events)
                 self.sem_written.update({entry.key: entry for entry in run.sem_writes})
-            matched = run is not None and all(
-                d.iteration != iteration for d in self.outcome.divergences
-            )
-            for at, event in events:
-                index = self.indexed[at][0]
-                self.rows[index] = iteration_fact(index, event, iteration, matched)
+            self.iteration_rows(iteration, [(self.indexed[at][0], event) for at, event in events])
             computed = None if run is None else run.final_output
         if self.request.mode is ReplayMode.PRODUCTION and missing:
             self.refuse_unpersisted(missing[0])

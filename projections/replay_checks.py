@@ -29,20 +29,27 @@ whose content contradicts its status, a gate its bundle decides otherwise: each 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from domain.canonical import canonical_json
 from domain.events import (
+    EQUALITY_FIELDS,
     AgentOutput,
     GateDecision,
+    InputReceived,
+    IterationTrace,
     MissingArtifact,
     ModelCallEnvelope,
     PolicySnapshotRef,
     RetrievalRequest,
     RetrievalResponse,
+    RouterDecision,
     RunEvent,
+    SemRead,
+    SemWrite,
     ToolCall,
     ToolResult,
     hash_of,
@@ -272,12 +279,9 @@ def _unpinned(event: ModelCallEnvelope) -> list[str]:
     return loose
 
 
-def iteration_fact(index: int, event: RunEvent, iteration: int, matched: bool) -> FactCheck:
-    """The row of an event of an iteration the replay re-ran."""
+def iteration_fact(index: int, event: RunEvent, iteration: int) -> FactCheck:
+    """The row of an event of an iteration the replay re-ran, equal to the re-run's."""
     subject = _subject(index, event)
-    if not matched:
-        detail = "the re-run differs from the record"
-        return FactCheck(subject, Check.DIVERGED, detail, index, iteration)
     if isinstance(event, AgentOutput) and event.status == "ok" and event.response is None:
         detail = "re-executed; the response, kept as its hash, matched it"
         return FactCheck(subject, Check.HASH_COMPARED, detail, index, iteration)
@@ -285,11 +289,78 @@ def iteration_fact(index: int, event: RunEvent, iteration: int, matched: bool) -
     return FactCheck(subject, Check.REEXECUTED, detail, index, iteration)
 
 
-def unreached(index: int, event: RunEvent, diverged: int | None) -> FactCheck:
-    """The row of a fact the replay stopped at (in ``diverged``, the iteration that diverged) or
-    before."""
-    if diverged is not None:
-        return iteration_fact(index, event, diverged, matched=False)
+_SUMMARISED: Final[dict[str, type[RunEvent]]] = {
+    "router_decision": RouterDecision,
+    "selected_agents": RouterDecision,
+    "agent_outputs": AgentOutput,
+    "sem_reads": SemRead,
+    "sem_writes": SemWrite,
+}
+"""The trace fields that sum up events of their own: a trace field that diverged names the
+trace and, of those events, the ones that differ from the re-run's."""
+
+
+def diverged_iteration_facts(
+    events: Sequence[tuple[int, RunEvent]],
+    iteration: int,
+    replayed: Sequence[RunEvent] | None,
+    diverged: Sequence[str],
+) -> list[FactCheck]:
+    """The rows of an iteration in which ``diverged`` (fields, as the step log names them)
+    differ, its events (``(index, event)``) checked against ``replayed``, the re-run's (None:
+    there was no re-run). Only an event a diverged field names is diverged; one equal to the
+    re-run's counterpart (the same type, the same occurrence) matched; one that differs and no
+    divergence names was not reached: the replay stopped first."""
+    rows: list[FactCheck] = []
+    seen: dict[type[RunEvent], int] = {}
+    for position, (index, event) in enumerate(events):
+        kind = type(event)
+        nth = seen[kind] = seen.get(kind, -1) + 1
+        twins = [e for e in replayed or () if type(e) is kind]
+        same = nth < len(twins) and canonical_json(twins[nth].payload()) == canonical_json(
+            event.payload()
+        )
+        twin_kind = (
+            None if replayed is None or position >= len(replayed) else type(replayed[position])
+        )
+        named = [f for f in diverged if _names(f, event, same=same, in_order=twin_kind is kind)]
+        subject = _subject(index, event)
+        if named:
+            detail = (
+                f"the re-run differs from the record: {', '.join(named)} (iteration {iteration})"
+            )
+            rows.append(FactCheck(subject, Check.DIVERGED, detail, index, iteration))
+        elif same:
+            rows.append(iteration_fact(index, event, iteration))
+        else:
+            detail = (
+                "no re-run to compare it with"
+                if replayed is None
+                else f"the replay stopped at {diverged[0]} (iteration {iteration}) first"
+            )
+            rows.append(FactCheck(subject, Check.NOT_CHECKED, detail, index, iteration))
+    return rows
+
+
+def _names(field: str, event: RunEvent, *, same: bool, in_order: bool) -> bool:
+    """Whether the diverged ``field`` (a trace field, ``events.<type>``, ``events.order``,
+    ``job_input``, ``sem_read <key>`` or ``sem_write <key>``) is a fact of ``event``."""
+    if field in EQUALITY_FIELDS or field == "iteration_trace":
+        summed = _SUMMARISED.get(field)
+        return isinstance(event, IterationTrace) or (summed is type(event) and not same)
+    if field == "job_input":
+        return isinstance(event, InputReceived)
+    if field == "events.order":
+        return not in_order
+    if field.startswith("events."):
+        return field == f"events.{event.EVENT_TYPE}" and not same
+    sem, _, key = field.partition(" ")
+    kinds: dict[str, type[RunEvent]] = {"sem_read": SemRead, "sem_write": SemWrite}
+    return isinstance(event, kinds.get(sem, ())) and getattr(event, "key", None) == key
+
+
+def unreached(index: int, event: RunEvent) -> FactCheck:
+    """The row of a fact the replay stopped before it reached."""
     return FactCheck(_subject(index, event), Check.NOT_CHECKED, "the replay stopped first", index)
 
 

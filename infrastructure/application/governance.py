@@ -28,6 +28,7 @@ from domain.governance import (
     governance_scope_of_job,
     governance_scope_of_snapshot,
     halt_scopes,
+    seen_by_tenant,
 )
 from domain.job import validate_tenant
 from domain.naming import DEFAULT_TENANT, tenant_and_key
@@ -238,13 +239,26 @@ class GovernanceService:
             requests[attempt]["result"] = status
         return entries
 
+    def tenant_log(self, tenant: str) -> list[dict[str, Any]]:
+        """The governance events the tenant sees (`domain.governance.seen_by_tenant`: its jobs'
+        requests, votes, approvals and results, its halts and clears, and the store-wide ones),
+        in stored order, each as its tenant sees it: the dashboard's governance page."""
+        entries, requests = self.store.held_to_heads(lambda: self._read_log(None, tenant))
+        # Read from the whole log: no record the tenant sees may have been deleted whole.
+        self.store.require_whole_log()
+        leases = {attempt: entry["lease"] for attempt, entry in requests.items()}
+        for attempt, status in self._unanswered_status(leases).items():
+            requests[attempt]["result"] = status
+        return entries
+
     def _read_log(
-        self, wanted: set[str] | None
+        self, wanted: set[str] | None, tenant: str | None = None
     ) -> tuple[tuple[list[dict[str, Any]], dict[Attempt, dict[str, Any]]], dict[UUID, int]]:
-        """The log's entries of the ``wanted`` scopes (None: all), the requests among them by
-        attempt, and the last version shown of each record shown (0: a wanted one that has no
-        event), for `LedgerStore.held_to_heads`. A record shown with a version missing between
-        two it holds fails closed: the log would show it without that event."""
+        """The log's entries of the ``wanted`` scopes (None: all; with ``tenant``, those it
+        sees), the requests among them by attempt, and the last version shown of each record
+        shown (0: a wanted one that has no event), for `LedgerStore.held_to_heads`. A record
+        shown with a version missing between two it holds fails closed: the log would show it
+        without that event."""
         scopes: dict[Any, str] = {}
         entries: list[dict[str, Any]] = []
         requests: dict[Attempt, dict[str, Any]] = {}
@@ -255,7 +269,8 @@ class GovernanceService:
             scope = scopes.get(event.originator_id)
             if scope is None:
                 raise IntegrityFailure(event.originator_id, 1, "governance record was never opened")
-            if wanted is None or scope in wanted:
+            shown = scope in wanted if wanted is not None else tenant is None
+            if shown or (tenant is not None and seen_by_tenant(scope, tenant)):
                 stream, version = event.originator_id, event.originator_version
                 if version != reached.get(stream, 0) + 1:
                     missing = reached.get(stream, 0) + 1
@@ -268,7 +283,8 @@ class GovernanceService:
                     requests[(event.job_id, event.attempt)] = entry
                 elif isinstance(event, Governance.ReplayResulted):
                     requests.pop((event.job_id, event.attempt), None)
-                entries.append(entry if wanted is None else _as_its_tenant_sees(entry))
+                whole = wanted is None and tenant is None
+                entries.append(entry if whole else _as_its_tenant_sees(entry))
         return (entries, requests), reached
 
     def unanswered_replays(self) -> list[UnansweredReplay]:

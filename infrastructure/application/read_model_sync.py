@@ -42,8 +42,10 @@ from infrastructure.storage.read_models.memory import MemoryReadModelView
 from infrastructure.storage.read_models.tables import TABLE, ReadModelView, Row
 from infrastructure.storage.settings import SQLiteStore
 from infrastructure.storage.store import LedgerStore
+from projections.job_search import JobQuery
 from projections.job_summaries import job_listing
 from projections.read_model_rows import (
+    AUDIT_RECORDS,
     JOB_INDEX,
     NON_REPLAYABLE,
     OPEN_RUNS,
@@ -99,6 +101,14 @@ class ReadModelProjection(Projection[Any]):
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         self.add(domain_event, tracking.notification_id)
         self.commit(tracking)
+
+
+@dataclass(frozen=True)
+class JobPage:
+    rows: list[Row]
+    """The job index rows of the page, in the order the store recorded the jobs."""
+    after: int | None
+    """The position the next page starts after; None: this is the last page."""
 
 
 @dataclass(frozen=True)
@@ -220,6 +230,26 @@ class ReadModels:
         listed = [row for row in rows if tenant is None or row["tenant"] == tenant]
         return sorted(listed, key=lambda row: int(row["position"]))
 
+    def job_page(self, query: JobQuery) -> JobPage:
+        """One page of the jobs ``query`` asks for, searched in the store's tables page by page
+        (never every job at once), each row with the snapshots found gone since laid over it,
+        and each listed job's stream held to its checkpointed head as `jobs` holds them."""
+        self.catch_up()
+        present = cache(self._snapshot_present)
+        found: list[tuple[str, Row]] = []
+        after = query.after
+        while len(found) <= query.size:
+            batch = self.store.read_model_view.job_rows(query.next_page(after), query.size + 1)
+            rows = with_gone_snapshots(batch, present)[0]
+            found.extend((key, row) for key, row in rows if query.matches(row))
+            if len(batch) <= query.size:
+                break
+            after = int(batch[-1][1]["position"])
+        page = found[: query.size]
+        self.store.require_stored_heads([UUID(key) for key, _ in page])
+        more = len(found) > query.size
+        return JobPage([row for _, row in page], int(page[-1][1]["position"]) if more else None)
+
     def rows(self, view: str) -> list[Row]:
         """The view's rows, current; the job views with the snapshots found gone since
         (`read_model_rows.with_gone_snapshots`: checked here, on each read)."""
@@ -250,6 +280,12 @@ class ReadModels:
         self.catch_up()
         present = cache(self._snapshot_present)
         return with_gone_snapshots(self.view.rows(JOB_INDEX), present)
+
+    def audit_records(self, tenant: str) -> list[Row]:
+        """The audits of the tenant's jobs, newest first, current."""
+        self.catch_up()
+        rows = [row for _, row in self.view.rows(AUDIT_RECORDS) if row.get("tenant") == tenant]
+        return sorted(rows, key=lambda row: int(row["position"]), reverse=True)
 
     def receipt_entries(self, tenant: str, after: int, limit: int) -> list[Row]:
         """The tenant's receipts numbered ``after + 1`` on, at most ``limit``, current."""

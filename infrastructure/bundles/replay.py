@@ -186,6 +186,8 @@ class RedactionScope:
         return None
 
 
+_COMPARED: Final = frozenset({Check.DIVERGED, Check.REEXECUTED, Check.HASH_COMPARED})
+"""The rows redaction may have hidden the comparison of."""
 _HOLD_MODEL_IO: Final = (" AgentOutput", " IterationTrace")
 """The rows of the events whose model I/O content a redacted bundle empties."""
 
@@ -214,15 +216,18 @@ class HiddenFacts:
         return HiddenFacts(kept)
 
     def as_left(self, row: FactCheck) -> FactCheck:
-        """``row`` as redaction left it: a row diverged only where redaction explains it."""
+        """``row`` as redaction left it: a row diverged only where redaction explains it, and
+        no fact of an iteration PII was taken out of compared (its re-run ran on the marks)."""
         hidden = self.by_iteration.get(row.iteration)
-        if row.check is not Check.DIVERGED or hidden is None:
+        if row.check not in _COMPARED or hidden is None:
             return row
         holds_answer = row.subject == "final answer" or row.subject.endswith(" IterationTrace")
         for kind in (Hidden.PII, Hidden.ANSWER):
             if kind in hidden and (kind is Hidden.PII or holds_answer):
                 detail = f"not compared: {hidden[kind]}"
                 return replace(row, check=Check.TAKEN_AS_RECORDED, detail=detail)
+        if row.check is Check.HASH_COMPARED:
+            return row
         if Hidden.BY_HASH in hidden and row.subject.endswith(_HOLD_MODEL_IO):
             detail = (
                 "re-executed; compared where the bundle's redaction left content, emptied"

@@ -46,8 +46,8 @@ from infrastructure.storage.keys.checkpoint_key import CheckpointKey, load_check
 from infrastructure.storage.keys.keyring import Keyring, load_keyring
 from infrastructure.storage.read_models.tables import (
     PostgresReadModelView,
-    ReadModelView,
     SQLiteReadModelView,
+    TableView,
 )
 from infrastructure.storage.records.event_store import VerifyingEventStore
 from infrastructure.storage.records.key_checks import KeyChecks
@@ -223,12 +223,12 @@ class LedgerStore(Application[UUID]):
         return self.events
 
     @cached_property
-    def read_model_view(self) -> ReadModelView:
+    def read_model_view(self) -> TableView:
         """The tables the read models are kept in, and their tracking (made on first use)."""
         view_class = (
             SQLiteReadModelView if isinstance(self.location, SQLiteStore) else PostgresReadModelView
         )
-        return cast(ReadModelView, self.factory.tracking_recorder(view_class))
+        return cast(TableView, self.factory.tracking_recorder(view_class))
 
     @cached_property
     def checkpoints(self) -> Checkpoints | None:

@@ -29,7 +29,7 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, ViewportSize, sync_playwright
 
 from infrastructure.api.app import create_app
 from infrastructure.application.ledger import Ledger
@@ -207,6 +207,17 @@ def prepare_store(base_url: str, tokens: dict[str, str]) -> Store:
     )
 
 
+def the_tokens(tokens_file: Path) -> dict[str, str]:
+    """The callers: ana (operator, admin, auditor), olga (operator) and cleo (council) of acme,
+    gus (operator) of globex."""
+    return {
+        "ana": add_token(tokens_file, "ana", ["operator", "admin", "auditor"], "acme"),
+        "olga": add_token(tokens_file, "olga", ["operator"], "acme"),
+        "gus": add_token(tokens_file, "gus", ["operator"], "globex"),
+        "cleo": add_token(tokens_file, "cleo", ["council"], "acme"),
+    }
+
+
 def events_of(base_url: str, token: str, job_id: str) -> list[dict[str, Any]]:
     response = httpx.get(
         f"{base_url}/v1/jobs/{job_id}/events", headers={"Authorization": f"Bearer {token}"}
@@ -285,11 +296,7 @@ def test_a_person_reads_the_dashboard_without_javascript(
 ) -> None:
     require_chromium()
     tokens_file = tmp_path / "tokens.json"
-    tokens = {
-        "ana": add_token(tokens_file, "ana", ["operator", "admin", "auditor"], "acme"),
-        "olga": add_token(tokens_file, "olga", ["operator"], "acme"),
-        "gus": add_token(tokens_file, "gus", ["operator"], "globex"),
-    }
+    tokens = the_tokens(tokens_file)
     app = create_app(settings, TokenBook.load(tokens_file), ledger)
     backend = "sqlite" if store_url.startswith("sqlite") else "postgres"
     with served(app) as base_url, chromium() as browser:
@@ -367,3 +374,167 @@ def test_a_person_reads_the_dashboard_without_javascript(
         absent_text = flat(page.inner_text("main"))
         assert foreign_text == absent_text.replace("never-recorded", store.foreign_job)
         context.close()
+
+
+VIEWPORTS: dict[str, ViewportSize] = {
+    "wide": {"width": 1400, "height": 1000},
+    "phone": {"width": 390, "height": 844},
+}
+LAYOUT = """() => {
+  const width = document.documentElement.clientWidth;
+  const inScroller = (el) => el.closest('.scroll') !== null && !el.classList.contains('scroll');
+  const wide = [...document.querySelectorAll('body *')]
+    .filter((el) => !inScroller(el) && el.getBoundingClientRect().right > width + 0.5)
+    .map((el) => el.tagName + '.' + el.className);
+  const spilled = [...document.querySelectorAll('section')].flatMap((card) =>
+    [...card.querySelectorAll('.scroll')].filter((box) =>
+      box.getBoundingClientRect().right > card.getBoundingClientRect().right + 0.5))
+    .map((el) => el.className);
+  const codes = [...document.querySelectorAll('code')]
+    .filter((el) => el.classList.contains('code') || /^[A-Z_]{4,}$/.test(el.textContent));
+  const wrapped = codes
+    .filter((el) => el.getClientRects().length !== 1
+      || el.getBoundingClientRect().height > 2 * parseFloat(getComputedStyle(el).fontSize))
+    .map((el) => el.textContent);
+  return {
+    pageScroll: document.documentElement.scrollWidth - width,
+    wide, spilled, wrapped,
+    codes: codes.length,
+  };
+}"""
+
+
+def layout_holds(page: Page, where: str) -> int:
+    """No horizontal page scroll, no element wider than the viewport outside a table's own
+    scroller, no scroller wider than its card, every error code (a ``code.code``, or any code
+    element that reads like one) on one line."""
+    facts = page.evaluate(LAYOUT)
+    assert facts["pageScroll"] <= 0, (where, facts)
+    assert facts["wide"] == [], (where, facts)
+    assert facts["spilled"] == [], (where, facts)
+    assert facts["wrapped"] == [], (where, facts)
+    codes: int = facts["codes"]
+    return codes
+
+
+def test_an_operator_searches_pages_and_reads_divergences_audits_and_governance(
+    settings: Settings, ledger: Ledger, store_url: str, tmp_path: Path
+) -> None:
+    """The job list (filtered, paged), a replay that diverged (checks and diff), the audits
+    and the governance pages, at 1400x1000 and 390x844: screenshots under tmp_path, and the
+    layout measured in the DOM."""
+    require_chromium()
+    tokens_file = tmp_path / "tokens.json"
+    tokens = the_tokens(tokens_file)
+    for n in range(45):
+        ledger.jobs.run("2 + 3", f"bulk{n}", job_id=f"bulk-{n:02d}", tenant="acme")
+    app = create_app(settings, TokenBook.load(tokens_file), ledger)
+    backend = "sqlite" if store_url.startswith("sqlite") else "postgres"
+    with served(app) as base_url, chromium() as browser:
+        store = prepare_store(base_url, tokens)
+
+        def post(who: str, path: str, body: dict[str, Any]) -> None:
+            headers = {"Authorization": f"Bearer {tokens[who]}"}
+            answer = httpx.post(f"{base_url}{path}", json=body, headers=headers, timeout=120)
+            assert answer.status_code in {200, 201}, answer.text
+
+        post("ana", "/v1/audits", {})
+        reason = "the mock answer is the one under test"
+        post("ana", "/v1/jobs/math-1/governance/force-continue", {"reason": reason})
+        vote = {"motion": "force_continue", "vote": "approve"}
+        post("cleo", "/v1/jobs/math-1/governance/votes", vote)
+        diverged = next(r for r in store.replays if r.error_code == "REPLAY_DIVERGENCE")
+        report = httpx.get(
+            f"{base_url}/v1/jobs/math-1/replays/{diverged.attempt}",
+            headers={"Authorization": f"Bearer {store.token}"},
+        ).json()["report"]
+        for name, viewport in VIEWPORTS.items():
+            context = browser.new_context(viewport=viewport)
+            page = context.new_page()
+            page.goto(f"{base_url}/dashboard")
+            assert sign_in(page, base_url, store.token) == 303
+
+            def shot(what: str, name: str = name, page: Page = page) -> None:
+                path = tmp_path / f"{what}-{name}-{backend}.png"
+                page.screenshot(path=str(path), full_page=True)
+                print(f"dashboard screenshot: {path}")  # noqa: T201
+
+            # The job list, filtered and paged: 20 a page, the filter kept in the next link.
+            search = f"{base_url}/dashboard/jobs?job=bulk-&size=20"
+            answer = page.goto(search)
+            assert answer is not None and answer.status == 200
+            assert len(answer.body()) < 100_000
+            rows = page.locator("#jobs tbody tr")
+            assert rows.count() == 20
+            assert rows.first.locator("td").first.inner_text() == "bulk-00"
+            assert page.input_value("input[name=job]") == "bulk-"
+            layout_holds(page, f"jobs {name}")
+            shot("jobs")
+            page.click("#next-page")
+            assert "job=bulk-" in page.url and "size=20" in page.url and "after=" in page.url
+            assert page.locator("#jobs tbody tr").first.locator("td").first.inner_text() == (
+                "bulk-20"
+            )
+            shot("jobs-page-2")
+            bad = page.goto(f"{base_url}/dashboard/jobs?status=done")
+            assert bad is not None and bad.status == 400
+            assert page.inner_text("#problem") == (
+                "status: 'done' is not one of open, completed, sealed"
+            )
+            layout_holds(page, f"bad filter {name}")
+
+            # The replay that diverged: its checks agree with the step log; the diff side by side.
+            page.goto(f"{base_url}/dashboard/jobs/math-1/replays/{diverged.attempt}")
+            checks = {
+                flat(row.locator("td").nth(0).inner_text()).split(" mace://")[0]: flat(
+                    row.locator("td").nth(1).inner_text()
+                )
+                for row in page.locator("#checks tbody tr").all()
+            }
+            assert checks == {
+                row["subject"]: row["check"].replace("_", " ") for row in report["checks"]
+            }
+            assert checks["event 0 InputReceived"] == "reexecuted"
+            (failed,) = [s for s in report["steps"] if s["outcome"] == "failed"]
+            field = report["divergences"][0]["field"]
+            assert failed["step"] == f"compare {field} (iteration 0)"
+            assert [subject for subject, check in checks.items() if check == "diverged"] == [
+                subject
+                for subject in checks
+                if subject.endswith((" IterationTrace", " AgentOutput"))
+            ]
+            diff = page.locator("#divergences table.diff")
+            assert diff.count() == len(report["divergences"])
+            changed = flat(" ".join(diff.first.locator("tr.changed").all_inner_texts()))
+            assert "2 + 3 = 6" in changed and "2 + 3 = 5" in changed, changed
+            layout_holds(page, f"replay {name}")
+            shot("replay-diff")
+
+            # A job's events: payloads laid out, never one line of raw JSON.
+            page.goto(f"{base_url}/dashboard/jobs/math-1")
+            assert page.locator("#events td.payload dl.payload").count() >= 4
+            layout_holds(page, f"job {name}")
+            shot("job")
+
+            page.goto(f"{base_url}/dashboard/audits")
+            audits = flat(page.inner_text("#audits"))
+            assert audits.startswith("Audits of tenant acme (1)"), audits
+            assert "ana (admin, auditor, operator)" in audits, audits
+            layout_holds(page, f"audits {name}")
+            shot("audits")
+
+            page.goto(f"{base_url}/dashboard/governance")
+            events = page.locator("#governance tbody tr td:nth-child(2)").all_inner_texts()
+            assert {"REPLAY_REQUEST", "REPLAY_RESULT", "COUNCIL_VOTE", "FORCE_HALT_REPLAY"} <= set(
+                events
+            ), events
+            governance = flat(page.inner_text("#governance"))
+            assert reason in governance and "globex" not in governance
+            layout_holds(page, f"governance {name}")
+            shot("governance")
+
+            page.goto(f"{base_url}/dashboard")
+            # Each replay's error code and the halt's cause, every one measured on one line.
+            assert layout_holds(page, f"overview {name}") >= 4
+            shot("overview")
+            context.close()

@@ -45,6 +45,7 @@ RETRIEVAL: list[dict[str, Any]] = [
     },
 ]
 GATE = {"type": "GateDecision", "gate": "publish", "decision": "allow"}
+KINDS = ("InputReceived", "RouterDecision", "AgentOutput", "IterationTrace")
 
 
 def rows(report: dict[str, Any]) -> list[tuple[str, str]]:
@@ -166,21 +167,32 @@ def test_a_call_no_result_answers_is_missing_and_the_audit_is_not_authoritative(
     assert report["non_authoritative_reasons"] == ["missing from the record: event 4 ToolCall"]
 
 
-def test_a_diverging_iteration_marks_its_facts_diverged_and_what_follows_unchecked(
+def test_a_diverging_iteration_marks_only_what_diverged_and_what_follows_unchecked(
     cli_env: Settings, auditor: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     body = with_brainstates([*math_iteration(0, "2 + 3", 6), *math_iteration(1, "4 * 5", 20)])
     path = run_file(tmp_path, "wrong-first", auditor, body, "4 * 5 = 20")
     code, report = ingest_and_replay(cli_env, path, "wrong-first")
     assert (code, report["error_code"], report["reproduced"]) == (1, "REPLAY_DIVERGENCE", False)
-    assert [check for _, check in rows(report)] == [
-        *["diverged"] * 4,
-        *["not_checked"] * 4,
-        "reexecuted",  # the reducers ran before the iterations
-        "reexecuted",
+    # The step log stops at the agent's outputs of iteration 0: the table agrees. The input and
+    # the routing of that iteration equal the re-run's (matched); the agent's output and the trace
+    # that carries it differ (diverged); the next iteration was never reached (not checked).
+    (stop,) = [step for step in report["steps"] if step["outcome"] == "failed"]
+    assert stop["step"] == "compare agent_outputs (iteration 0)"
+    assert rows(report) == [
+        ("event 0 InputReceived", "reexecuted"),
+        ("event 1 RouterDecision", "reexecuted"),
+        ("event 2 AgentOutput", "diverged"),
+        ("event 3 IterationTrace", "diverged"),
+        *[(f"event {n} {kind}", "not_checked") for n, kind in enumerate(KINDS, start=4)],
+        ("materialised selfrep", "reexecuted"),  # the reducers ran before the iterations
+        ("materialised brainstate", "reexecuted"),
     ]
+    assert report["checks"][2]["detail"] == (
+        "the re-run differs from the record: agent_outputs (iteration 0)"
+    )
     code, out, _ = run(capsys, "replay", "wrong-first")
     assert out.splitlines()[0] == (
-        "verdict: FAILED REPLAY_DIVERGENCE, authoritative; of 10 facts: 2 re-executed and"
-        " matched, 0 compared by hash, 0 taken as recorded, 0 missing, 4 diverged, 4 not checked"
+        "verdict: FAILED REPLAY_DIVERGENCE, authoritative; of 10 facts: 4 re-executed and"
+        " matched, 0 compared by hash, 0 taken as recorded, 0 missing, 2 diverged, 4 not checked"
     )

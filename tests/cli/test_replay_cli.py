@@ -904,8 +904,8 @@ def test_ingested_divergence_and_governed_force_continue(
     assert code == 1
     assert_failure_line(err, "REPLAY_DIVERGENCE", differs)
     assert out == (
-        "verdict: FAILED REPLAY_DIVERGENCE, authoritative; of 6 facts: 2 re-executed and"
-        " matched, 0 compared by hash, 0 taken as recorded, 0 missing, 4 diverged\n"
+        "verdict: FAILED REPLAY_DIVERGENCE, authoritative; of 6 facts: 4 re-executed and"
+        " matched, 0 compared by hash, 0 taken as recorded, 0 missing, 2 diverged\n"
         "replay of job diverged-1 (attempt 1, audit, by ana [admin, auditor])\n"
         f"  failed: compare router_decision (iteration 0): REPLAY_DIVERGENCE: {differs}\n"
         "  REPLAY_DIVERGENCE at iteration 0, field router_decision:\n"

@@ -9,7 +9,8 @@ and rolls back. Rows are stored as canonical JSON.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
@@ -19,6 +20,8 @@ from eventsourcing.sqlite import SQLiteTrackingRecorder
 from psycopg.sql import SQL, Identifier
 
 from domain.canonical import canonical_json
+from projections.job_search import JobQuery, Replayability
+from projections.read_model_rows import JOB_INDEX
 
 TABLE = "mace_read_models"
 Row = dict[str, Any]
@@ -48,6 +51,51 @@ class ReadModelView(Protocol):
 
     def reset(self, application_name: str) -> None:
         """Empty every view and forget how far the log was applied (for a rebuild)."""
+
+
+class TableView(ReadModelView, Protocol):
+    """The views as tables in the store's database, which SQL can search."""
+
+    def job_rows(self, query: JobQuery, limit: int) -> list[tuple[str, Row]]:
+        """At most ``limit`` job index rows after ``query.after``, in log position order, of
+        the jobs `JobQuery.stored` asks for."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Dialect:
+    """How a backend reads a field of a row's JSON in SQL."""
+
+    mark: str
+    text: Callable[[str], str]
+    position: str
+    true: str
+
+
+def _job_search(query: JobQuery, dialect: _Dialect, limit: int) -> tuple[str, list[Any]]:
+    """The WHERE clause, ORDER BY and LIMIT of a job search, and its parameters: every value a
+    parameter, every SQL fragment one of this function's own."""
+    mark, text = dialect.mark, dialect.text
+    where = [f"view = {mark}", f"{text('tenant')} = {mark}", f"{dialect.position} > {mark}"]
+    params: list[Any] = [JOB_INDEX, query.tenant, query.after]
+    stored = query.stored()
+    if stored.job_prefix:
+        where.append(f"substr({text('job_id')}, 1, {len(stored.job_prefix)}) = {mark}")
+        params.append(stored.job_prefix)
+    for value, sql in (
+        (stored.status, f"{text('status')} = {mark}"),
+        (stored.error_code, f"{text('replay_error')} = {mark}"),
+        (stored.replayed_from, f"{text('replayed_at')} >= {mark}"),
+        (stored.replayed_to, f"{text('replayed_at')} <= {mark}"),
+    ):
+        if value is not None:
+            where.append(sql)
+            params.append(value)
+    if stored.replayable is Replayability.YES:
+        where.append(f"{text('replayable')} = {dialect.true}")
+    elif stored.replayable is Replayability.OPEN:
+        where.append(f"{text('replayable')} IS NULL")
+    clause = f"{' AND '.join(where)} ORDER BY {dialect.position} LIMIT {int(limit)}"
+    return clause, params
 
 
 class SQLiteReadModelView(SQLiteTrackingRecorder):
@@ -88,6 +136,12 @@ class SQLiteReadModelView(SQLiteTrackingRecorder):
         with self.datastore.transaction(commit=False) as c:
             c.execute(query, (view, *keys))
             return {r[0]: _loads(r[1]) for r in c.fetchall()}
+
+    def job_rows(self, query: JobQuery, limit: int) -> list[tuple[str, Row]]:
+        clause, params = _job_search(query, _SQLITE, limit)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT row_key, row_json FROM {TABLE} WHERE {clause}", params)  # noqa: S608
+            return [(r[0], _loads(r[1])) for r in c.fetchall()]
 
     def apply(self, changes: Changes, tracking: Tracking) -> None:
         with self.datastore.transaction(commit=True) as c:
@@ -139,6 +193,13 @@ class PostgresReadModelView(PostgresTrackingRecorder):
             curs.execute(query.format(self.view_table), (view, list(keys)))
             return {r["row_key"]: _loads(r["row_json"]) for r in curs.fetchall()}
 
+    def job_rows(self, query: JobQuery, limit: int) -> list[tuple[str, Row]]:
+        clause, params = _job_search(query, _POSTGRES, limit)
+        select = SQL("SELECT row_key, row_json FROM {0} WHERE ").format(self.view_table)
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(select + SQL(clause), params)
+            return [(r["row_key"], _loads(r["row_json"])) for r in curs.fetchall()]
+
     def apply(self, changes: Changes, tracking: Tracking) -> None:
         delete = SQL("DELETE FROM {0} WHERE view = %s AND row_key = %s").format(self.view_table)
         upsert = SQL(
@@ -163,6 +224,20 @@ class PostgresReadModelView(PostgresTrackingRecorder):
                 SQL("DELETE FROM {0} WHERE application_name = %s").format(tracking),
                 (application_name,),
             )
+
+
+_SQLITE = _Dialect(
+    mark="?",
+    text=lambda name: f"json_extract(row_json, '$.{name}')",
+    position="json_extract(row_json, '$.position')",
+    true="1",
+)
+_POSTGRES = _Dialect(
+    mark="%s",
+    text=lambda name: f"(row_json::jsonb ->> '{name}')",
+    position="(row_json::jsonb ->> 'position')::bigint",
+    true="'true'",
+)
 
 
 def _dumps(row: Row) -> str:
