@@ -3,11 +3,12 @@
 A write that lost a race (another writer appended the version it tried, took the number it
 wanted, applied the page it was applying) is made again from what the store now holds. Made again
 at once, the losers meet the same winners in the same instant, and the race repeats for as long as
-they keep arriving together (the five immediate retries this replaced gave up after 18 of 80
-writes to one SEM key). So a loser pauses first: a random fraction of a pause that doubles with
-every loss, up to a cap ("full jitter"), which spreads the losers apart in time. A budget of
-attempts and of seconds bounds the wait: a caller is answered ``STORE_BUSY``, naming what was
-contended, rather than kept waiting without end.
+they keep arriving together: with five immediate retries, 10 to 18 of 80 writes by eight processes
+to one SEM key or one tenant's memory log failed on PostgreSQL; retried at once without end,
+nothing bounded how long a caller waited. So a loser pauses first: a random fraction of a cap
+that doubles with every loss up to a ceiling ("full jitter"), which spreads the losers apart in
+time. A budget of attempts and of seconds bounds the wait: past it the caller is answered
+``STORE_BUSY``, naming what was contended.
 
 Ops path only: the pause is drawn from an unseeded generator and timed by the monotonic ops
 clock, and neither reaches a decision. What a retried write decides is decided again from what
@@ -46,8 +47,9 @@ class RetryPolicy:
 
 
 WRITE_RETRIES: Final = RetryPolicy(attempts=200, seconds=30.0)
-"""The ledger's policy. Each loss follows another writer's success, so eight writers on one
-record lose a few times each, not hundreds; 200 attempts and 30 s are far past that and still
+"""The ledger's policy. Each loss follows another writer's success, so a write loses at most as
+often as others write its record meanwhile: of 80 writes by eight processes to one record, none
+lost more than 13 times in a measured run. 200 attempts and 30 s are far past that and still
 answer a caller within an HTTP client's usual timeout."""
 
 
