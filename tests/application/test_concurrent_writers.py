@@ -6,7 +6,9 @@ writers can make it lose (`LedgerStore.racing`, `write_retries`), where it used 
 STORE_BUSY after five immediate retries (on PostgreSQL 10 of 80 writes to one SEM key and 18 of
 80 memory writes for one tenant failed so). Every write is then in the record's history once,
 each writer's in the order it made them, the history in the log's order, and the ledger verifies
-as `mace verify --all` checks it.
+as `mace verify --all` checks it. The store starts checkpointed, and the writers hold one ledger
+each (as service processes do) or open one per write that checkpoints on close (as `mace sem put`
+and `mace memories add` do).
 
 Every job used to append to one store-wide job registry stream in its own transaction, and every
 receipt to its tenant's receipt book, so writers raced for one version: four processes recording
@@ -50,27 +52,38 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
 from infrastructure.storage.settings import Settings
 
-writer, what, count, SEM_KEY = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+writer, what, count, SEM_KEY, mode = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), *sys.argv[4:]
 caller = ContextCaller("bot", ("operator",))
-with Ledger.open(Settings()) as ledger:
+
+def write(ledger, n):
+    if what == "jobs":
+        print(ledger.jobs.run(f"what is {writer} + {n}?", "s1").job_id, flush=True)
+    elif what == "sem":  # every writer writes the same key
+        ledger.sem.put(SEM_KEY, f"{writer}-{n}")
+        print(f"{writer}-{n}", flush=True)
+    elif what == "memories":  # every writer appends to the same tenant's memory log
+        key, actor = f"world/writer/w{writer}/n{n}", Actor.of("bot", ("operator",))
+        memory = ledger.memories.remember_fact("acme", key, n, [], actor, None)
+        print(memory.memory_id, flush=True)
+    else:  # the same request from every writer: only the second and the count tell them apart
+        request = ContextRequest("plan", 5)
+        assembly = Assembly(ReceiptKind.CONTEXT, "acme", caller, request, None)
+        answer = ledger.receipts.emit(assembly)
+        assert "warning" not in answer, answer["warning"]
+        print(answer["receipt"]["receipt_id"], flush=True)
+
+if mode == "commands":  # each write opens the store and checkpoints on close, as mace does
     print("ready", flush=True)
-    sys.stdin.readline()  # every writer is open: go
+    sys.stdin.readline()
     for n in range(count):
-        if what == "jobs":
-            print(ledger.jobs.run(f"what is {writer} + {n}?", "s1").job_id, flush=True)
-        elif what == "sem":  # every writer writes the same key
-            ledger.sem.put(SEM_KEY, f"{writer}-{n}")
-            print(f"{writer}-{n}", flush=True)
-        elif what == "memories":  # every writer appends to the same tenant's memory log
-            key, actor = f"world/writer/w{writer}/n{n}", Actor.of("bot", ("operator",))
-            memory = ledger.memories.remember_fact("acme", key, n, [], actor, None)
-            print(memory.memory_id, flush=True)
-        else:  # the same request from every writer: only the second and the count tell them apart
-            request = ContextRequest("plan", 5)
-            assembly = Assembly(ReceiptKind.CONTEXT, "acme", caller, request, None)
-            answer = ledger.receipts.emit(assembly)
-            assert "warning" not in answer, answer["warning"]
-            print(answer["receipt"]["receipt_id"], flush=True)
+        with Ledger.open(Settings()) as ledger:
+            write(ledger, n)
+else:  # one ledger for all of a process's writes, as the HTTP service has
+    with Ledger.open(Settings()) as ledger:
+        print("ready", flush=True)
+        sys.stdin.readline()  # every writer is open: go
+        for n in range(count):
+            write(ledger, n)
 """
 
 
@@ -79,11 +92,12 @@ def _at_once(store_url: str, what: str, each: int = EACH) -> list[str]:
     return [line for lines in _by_writer(store_url, what, each) for line in lines]
 
 
-def _by_writer(store_url: str, what: str, each: int) -> list[list[str]]:
-    """What each of eight writer processes, released together, recorded, in its order."""
+def _by_writer(store_url: str, what: str, each: int, mode: str = "service") -> list[list[str]]:
+    """What each of eight writer processes, released together, recorded, in its order; in
+    ``mode`` "service" each holds one ledger open, in "commands" each write opens its own."""
     writers = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(writer), what, str(each), SEM_KEY],
+            [sys.executable, "-c", WRITER, str(writer), what, str(each), SEM_KEY, mode],
             env=subprocess_env(store_url),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -165,12 +179,14 @@ def memory_ids_in_log_order(ledger: Ledger) -> list[str]:
     return [memory.memory_id for memory in live]
 
 
+@pytest.mark.parametrize("mode", ["service", "commands"])
 @pytest.mark.parametrize("what", ["sem", "memories"])
 def test_eight_processes_write_one_record_at_once_and_none_fails(
-    settings: Settings, store_url: str, what: str
+    settings: Settings, store_url: str, what: str, mode: str
 ) -> None:
-    Ledger.open(settings).close()
-    recorded = _by_writer(store_url, what, ONE_RECORD_EACH)
+    with Ledger.open(settings) as ledger:
+        ledger.checkpoints.write()  # checkpointed, as every mace command leaves a store
+    recorded = _by_writer(store_url, what, ONE_RECORD_EACH, mode)
     with Ledger.open(settings) as ledger:
         if what == "sem":
             history = sem_values_in_log_order(ledger)
