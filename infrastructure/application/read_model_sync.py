@@ -135,12 +135,14 @@ class ReadModels:
         returns how many were applied."""
         retries = self.store.retries.start("read models: the next page of events to apply")
         while True:
+            reached = self.position()
             try:
                 with self._applying:
                     return self._catch_up(progress, upto)
             except IntegrityError:
-                # Another process applied a page first: carry on from where it got to.
-                retries.lost()
+                if self.position() == reached:
+                    raise  # no page was applied meanwhile: no race, the store refused the write
+                retries.lost()  # another process applied a page first: carry on from there
 
     def _catch_up(self, progress: Progress | None, upto: int | None) -> int:
         recorder = self.store.recorder

@@ -235,6 +235,8 @@ class Checkpoints:
             try:
                 self._save(signed, self.tables.heads_writer(rows, update.stored, update.cleared))
             except (IntegrityError, RecordConflictError):
+                if _number(self.newest()) == _number(newest):
+                    raise  # no other writer took the number: no race, the store refused it
                 retries.lost()  # another writer took the number: go on from its checkpoint
                 continue
             written += 1
