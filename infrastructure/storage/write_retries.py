@@ -81,8 +81,9 @@ class Retries:
         pause = cap * self._jitter()
         spent = self._elapsed()
         if self.losses >= policy.attempts or spent + pause > policy.seconds:
+            attempts = f"{self.losses} attempt{'' if self.losses == 1 else 's'}"
             raise StoreBusyError(
-                f"{self.what}: other writers kept it contended for {self.losses} attempts in"
-                f" {spent:.1f} s; try again"
+                f"{self.what}: other writers kept it contended for {attempts} in {spent:.1f} s;"
+                " try again"
             )
         self._sleep(pause)
