@@ -1,9 +1,10 @@
 """Governance use cases: force-continue requests, council votes, halts and clears, the log.
 
 Every command reads the scope's record, applies the domain's rule (roles, four eyes) and stores
-the record again, read and applied afresh for as long as another writer gets there first (see
-`store_racing`). The log says of every REPLAY_REQUEST whether its result is recorded, or it is
-still running, or it was abandoned (see `replay_leases`). Reached as ``ledger.governance``.
+the record again, read and applied afresh whenever another writer got there first, within the
+store's retry budget (see `store_racing`). The log says of every REPLAY_REQUEST whether its
+result is recorded, or it is still running, or it was abandoned (see `replay_leases`). Reached
+as ``ledger.governance``.
 """
 
 from __future__ import annotations

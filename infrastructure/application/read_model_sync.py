@@ -36,7 +36,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.projection import Projection
 from psycopg.sql import SQL, Identifier
 
-from domain.errors import IntegrityFailure, InvalidInput, StoreBusyError
+from domain.errors import IntegrityFailure, InvalidInput
 from domain.snapshot import Snapshot
 from infrastructure.storage.read_models.memory import MemoryReadModelView
 from infrastructure.storage.read_models.tables import TABLE, ReadModelView, Row
@@ -63,7 +63,6 @@ from projections.read_model_rows import (
 PAGE: Final = 1000
 FOLLOW_POLL: Final = 1.0
 """Seconds `follow` waits for a notification before it catches up anyway."""
-ATTEMPTS: Final = 5
 Progress = Callable[[int, int], None]
 """Called with (position reached, head of the log) after each page."""
 
@@ -145,14 +144,16 @@ class ReadModels:
     def catch_up(self, progress: Progress | None = None, *, upto: int | None = None) -> int:
         """Apply every event the views have not seen (up to position ``upto``, if given);
         returns how many were applied."""
-        for _ in range(ATTEMPTS):
+        retries = self.store.retries.start("read models: the next page of events to apply")
+        while True:
+            reached = self.position()
             try:
                 with self._applying:
                     return self._catch_up(progress, upto)
             except IntegrityError:
-                continue  # another process applied a page first: carry on from where it got to
-        msg = "read models: other writers kept applying the same events; try again"
-        raise IntegrityError(msg)
+                if self.position() == reached:
+                    raise  # no page was applied meanwhile: no race, the store refused the write
+                retries.lost()  # another process applied a page first: carry on from there
 
     def _catch_up(self, progress: Progress | None, upto: int | None) -> int:
         recorder = self.store.recorder
@@ -357,13 +358,13 @@ class ReadModels:
     def _standing(self) -> tuple[int, dict[str, tuple[int, str]]]:
         """The views' position and digests, read together: a catch-up committed by another
         process between the two (its rows and tracking move in one transaction) is read again."""
-        for _ in range(ATTEMPTS):
+        retries = self.store.retries.start("read models: their rows, read while applied to")
+        while True:
             position = self.position()
             digests = self.digests()
             if self.position() == position:
                 return position, digests
-        msg = "read models: other processes kept applying events while they were read; try again"
-        raise StoreBusyError(msg)
+            retries.lost()
 
 
 def _compared(

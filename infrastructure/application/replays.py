@@ -10,12 +10,13 @@ Reached as ``ledger.replays``. `ReplayService.replay_unrecorded` runs the same r
 same access rules, where nothing can be recorded (a bundle's in-memory ledger).
 
 Concurrent replays of one job race for the next version of its governance record. Neither
-append gives up on a lost race (`GovernanceService.store_racing`): the request is decided again
-on the record as it now stands (attempt number, approvals) and appended, or it raises before
-anything is written; the result is for the attempt its request got, whatever was appended since,
-so it is built again on the new record and appended. What can still leave a request without a
-result is the process failing between the two (killed, the store lost or refusing the write, an
-unexpected error): the replay holds a lease (`replay_leases`) from before its request is stored
+append gives up on a lost race within the store's retry budget (`GovernanceService.store_racing`):
+the request is decided again on the record as it now stands (attempt number, approvals) and
+appended, or it raises before anything is written; the result is for the attempt its request got,
+whatever was appended since, so it is built again on the new record and appended. What can still
+leave a request without a result is the process failing between the two (killed, the store lost
+or refusing the write, other writers outlasting the retry budget, an unexpected error): the
+replay holds a lease (`replay_leases`) from before its request is stored
 until its result is, so readers tell such an abandoned request from a running one.
 """
 

@@ -56,6 +56,7 @@ from infrastructure.storage.records.repository import LedgerRepository
 from infrastructure.storage.settings import Settings, SettingsError, SQLiteStore, Store
 from infrastructure.storage.verification.ledger import LedgerVerification, verify_ledger
 from infrastructure.storage.verification.scan import StoreReader
+from infrastructure.storage.write_retries import WRITE_RETRIES, RetryPolicy
 
 A = TypeVar("A", bound=MaceAggregate)
 T = TypeVar("T")
@@ -82,6 +83,8 @@ class LedgerStore(Application[UUID]):
     env: ClassVar[dict[str, str]] = {}
     # Every aggregate is read through it: every record verified before it is decoded.
     repository: LedgerRepository
+    # How long a write that keeps losing races keeps trying (`racing`, checkpoints, read models).
+    retries: RetryPolicy = WRITE_RETRIES
 
     def __init__(
         self, location: Store, keyring: Keyring, checkpoint_key: CheckpointKey | None = None
@@ -318,12 +321,15 @@ class LedgerStore(Application[UUID]):
         The one policy for races. A write conflicts when a stream it appends to has moved on
         since it was read, or a stream it creates (a derived id, the next number of a counter)
         was created first. If a stream the failed write wrote to now holds the version it
-        tried, another writer's write won: ``attempt`` reads and decides again. Each retry
-        follows another writer's success, so the writers as a whole always progress and nobody
-        is turned away for losing. If none moved, the conflict is no race: the store does not
-        hold what the records read from it say (or something below the ledger refuses writes), a
-        `RefusedWrite`, which is an `IntegrityFailure`.
+        tried, another writer's write won: ``attempt`` reads and decides again, after a pause
+        (`write_retries`: backoff with jitter). Each retry follows another writer's success, so
+        the writers as a whole always progress; only a write that keeps losing past the
+        budget (``retries``) is turned away, `StoreBusyError` naming ``what``. If none moved,
+        the conflict is no race: the store does not hold what the records read from it say (or
+        something below the ledger refuses writes), a `RefusedWrite`, which is an
+        `IntegrityFailure`.
         """
+        retries = self.retries.start(what)
         while True:
             token = _FAILED_WRITE.set([])
             try:
@@ -336,6 +342,7 @@ class LedgerStore(Application[UUID]):
                     raise RefusedWrite(stream, version, reason) from None
             finally:
                 _FAILED_WRITE.reset(token)
+            retries.lost()
 
     def _stored_version(self, stream: UUID | str) -> int:
         """The stream's last stored version, unverified (0: none): whether another writer won."""

@@ -12,14 +12,14 @@ pragma then finds it made.
 from __future__ import annotations
 
 import sqlite3
-import time
+from dataclasses import replace
 from typing import Final
 
 from eventsourcing.persistence import OperationalError
 
-from domain.errors import NotFoundError, StoreBusyError
-from infrastructure.storage.ops_clock import stopwatch
+from domain.errors import NotFoundError
 from infrastructure.storage.settings import SettingsError, SQLiteStore
+from infrastructure.storage.write_retries import WRITE_RETRIES
 
 LOCK_WAIT_SECONDS: Final = 5.0
 """How long to wait for the switch: eventsourcing's default SQLite lock timeout."""
@@ -65,18 +65,15 @@ def require_write_ahead_log(store: SQLiteStore) -> None:
 
 
 def use_write_ahead_log(store: SQLiteStore, wait: float = LOCK_WAIT_SECONDS) -> None:
-    """Put the store's file (made here if new) in WAL mode, retrying while another has it."""
-    elapsed = stopwatch()
-    pause = 0.001
+    """Put the store's file (made here if new) in WAL mode, retrying while another has it
+    (the store's retry policy, its time budget ``wait``)."""
+    what = f"{store.describe()} (switching it to write-ahead logging)"
+    retries = replace(WRITE_RETRIES, seconds=wait).start(what)
     try:
         connection = sqlite3.connect(store.path, timeout=wait, isolation_level=None)
         try:
             while not _switched(connection):
-                if elapsed() > wait:
-                    msg = f"{store.describe()} stayed locked for {wait:g} s while being set up"
-                    raise StoreBusyError(msg)
-                time.sleep(pause)
-                pause = min(pause * 2, 0.05)
+                retries.lost()
         finally:
             connection.close()
     except sqlite3.Error as exc:  # the file cannot be opened or written: the store's fault

@@ -37,7 +37,7 @@ from domain.checkpoint import (
     decoded,
     leaf_data,
 )
-from domain.errors import IntegrityFailure, StoreBusyError
+from domain.errors import IntegrityFailure
 from domain.merkle import MerkleBuilder, MerkleNode, leaf_hash
 from domain.stream_heads import (
     HeadEntry,
@@ -61,6 +61,7 @@ from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.records.event_store import VerifyingEventStore
 from infrastructure.storage.records.key_checks import KeyMismatch
 from infrastructure.storage.records.signed_record import verify_record
+from infrastructure.storage.write_retries import RetryPolicy
 
 
 class CheckpointedLog(Protocol):
@@ -78,6 +79,9 @@ class CheckpointedLog(Protocol):
     @property
     def verifying_store(self) -> VerifyingEventStore: ...
 
+    @property
+    def retries(self) -> RetryPolicy: ...
+
     def insert_records(self, records: Sequence[StoredEvent], also: AlsoWrite | None = None) -> None:
         """Store signed records as they are, with ``also``'s writes in the same transaction."""
 
@@ -89,8 +93,6 @@ PAGE: Final = 1000
 WINDOW: Final = 50_000
 """At most this many events per checkpoint: a writer catching up holds one window's heads."""
 NODE_BATCH: Final = 5000
-RACES: Final = 100
-"""A writer that lost this many races in a row for the next number gives up (StoreBusyError)."""
 
 Entries = list[HeadEntry]
 
@@ -208,9 +210,13 @@ class Checkpoints:
     # Writing
 
     def write(self) -> Written:
-        """Checkpoint every event committed so far (none yet: an empty first checkpoint)."""
+        """Checkpoint every event committed so far (none yet: an empty first checkpoint).
+
+        A writer that lost the race for the next number goes on from the winner's checkpoint,
+        after the store's retry pause, within its budget (`write_retries`)."""
         written = 0
-        for _ in range(RACES):
+        retries = self.store.retries.start("checkpoint: the next checkpoint number")
+        while True:
             newest = self.newest()
             try:
                 window = self._read_window(newest)
@@ -221,18 +227,21 @@ class Checkpoints:
                 # The reads are not one snapshot: head index rows committed with a newer
                 # checkpoint meanwhile disagree with the one read. Only a failure that holds
                 # against an unchanged newest checkpoint is the store's.
-                if _number(self.newest()) != _number(newest):
-                    continue
-                raise
+                if _number(self.newest()) == _number(newest):
+                    raise
+                retries.lost()
+                continue
             signed = self._sign(newest, window, update.root)
             try:
                 self._save(signed, self.tables.heads_writer(rows, update.stored, update.cleared))
             except (IntegrityError, RecordConflictError):
-                continue  # another writer took the number: go on from its checkpoint
+                if _number(self.newest()) == _number(newest):
+                    raise  # no other writer took the number: no race, the store refused it
+                retries.lost()  # another writer took the number: go on from its checkpoint
+                continue
             written += 1
             if window.complete:
                 return Written(signed, written)
-        raise StoreBusyError("checkpoint: other writers kept taking the next number; try again")
 
     def _read_window(self, newest: SignedCheckpoint | None) -> _Window:
         if newest is None:
