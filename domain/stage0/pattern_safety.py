@@ -49,13 +49,17 @@ _NO_WIDTH = frozenset({sre.AT, sre.ASSERT, sre.ASSERT_NOT})
 
 MAX_PATTERN_CHARS: Final = 256
 """The longest router pattern accepted: the analysis below looks at pairs of its parts."""
-ROUTING_BUDGET: Final = 100_000_000
-"""How many backtracking steps routing one text may cost, summed over a router's rules: the
-worst shapes measured (``\\s+$`` on 10,000 spaces, the slowest a quadratic rule gets; ``(a+)+$``
-on 23 characters) each take under 0.7 s of Python's ``re`` here at this count."""
+ROUTING_BUDGET: Final = 10_000_000
+"""How many backtracking steps routing one text may cost, summed over a router's rules. Measured
+with Python's ``re`` at this count, on 2 loaded cores: the slowest accepted quadratic rule found,
+``(\\w|\\d)+$`` on 3,162 digits and a ``!``, takes about 0.4 s (a captured group per repeat
+costs more per step than ``\\s+$``, 0.06 s); an exponential shape is held to a few characters
+(``^(a+)+$`` to 6)."""
 EXPONENTIAL_STEP: Final = 8
 """How many polynomial steps one step of an exponential shape weighs: measured, ``^(a+)+$``
 spends about 8 times longer per counted step than ``\\s+$`` does."""
+STEP_CHARS: Final = 32
+"""How many pattern characters one step may try for its weight (`matching_steps`)."""
 
 
 def backtracking_risk(pattern: str) -> str | None:
@@ -93,16 +97,27 @@ def matching_degree(pattern: str) -> int | None:
     first = _first_characters(parsed, state.flags)
     # Starts whose repeated parts cannot take the characters a match starts with never scan the
     # same text: ``\\bmy\\s+x`` costs n over all starts, ``\\s+$`` costs n at each.
-    apart = first is not None and not _shared(first, _repeated_characters(parsed), state)
+    apart = first is not None and not _shared(first, _characters(parsed, repeated_only=True), state)
     return chain + (0 if one_start or apart else 1)
 
 
 def matching_steps(pattern: str, length: int) -> int:
-    """The most steps matching ``pattern`` on ``length`` characters is counted to cost."""
+    """The most steps matching ``pattern`` on ``length`` characters is counted to cost.
+
+    A step weighs one more for every `STEP_CHARS` characters of the pattern: a step may try every
+    alternative of a long one (``\\w+(?:x00|...|x59)$`` took 1.2 s where ``\\s+$`` took 0.06 s).
+    An exponential shape's base is not 2 in general: each of ``k`` alternatives that can match
+    alike multiplies the ways by ``k`` (``(a|a|a|a|a|a|a|a)+$`` took 93 s on 10 characters), and a
+    backtracking engine has at most one way per pattern position and character, so the pattern's
+    length is the base.
+    """
     degree = matching_degree(pattern)
+    weight = 1 + len(pattern) // STEP_CHARS
     # int ** int is typed as Any (a negative power is a float); these powers are never negative.
     steps: int = (
-        EXPONENTIAL_STEP * 2 ** min(length, 64) if degree is None else max(length, 1) ** degree
+        EXPONENTIAL_STEP * weight * max(len(pattern), 2) ** min(length + 1, 64)
+        if degree is None
+        else weight * max(length, 1) ** degree
     )
     return steps
 
@@ -154,6 +169,10 @@ def _chain(items: Any, open_parts: list[_Open], state: Any) -> tuple[int, list[_
         elif op is sre.ATOMIC_GROUP:
             inner, open_parts = _chain(av, open_parts, state)
             longest = max(longest, inner)
+        elif op in (sre.ASSERT, sre.ASSERT_NOT):
+            # A lookaround consumes nothing, but scans text as it looks: its own chains count.
+            inner, _ = _chain(av[1], [], state)
+            longest = max(longest, inner)
         elif op is sre.BRANCH:
             joined: list[_Open] = []
             for alternative in av[1]:
@@ -174,23 +193,23 @@ def _taking(open_parts: list[_Open], characters: list[_Atom], state: Any) -> lis
     return [part for part in open_parts if _shared(part[1], characters, state)]
 
 
-def _characters(items: Any) -> list[_Atom]:
-    """Every single-character matcher a sequence holds (lookarounds consume nothing)."""
+def _characters(items: Any, repeated_only: bool = False) -> list[_Atom]:
+    """Every single-character matcher a sequence holds, lookarounds' too (they scan the text they
+    look at); with ``repeated_only``, those of parts repeated more than once only."""
     found: list[_Atom] = []
     for op, av in items:
-        if op in _CHARACTERS:
+        if op in (sre.ASSERT, sre.ASSERT_NOT):
+            found += _characters(av[1], repeated_only)
+        elif op in _CHARACTERS and not repeated_only:
             found.append((op, av))
-        elif op in _REPEATS:
-            found += _characters(av[2])
-        elif op is sre.SUBPATTERN:
-            found += _characters(av[3])
-        elif op is sre.ATOMIC_GROUP:
-            found += _characters(av)
+        elif op in (sre.GROUPREF, sre.GROUPREF_EXISTS) and not repeated_only:
+            found.append((sre.ANY, None))  # any text a group took: any character
         elif op is sre.BRANCH:
             for alternative in av[1]:
-                found += _characters(alternative)
-        elif op in (sre.GROUPREF, sre.GROUPREF_EXISTS):
-            found.append((sre.ANY, None))  # any text a group took: any character
+                found += _characters(alternative, repeated_only)
+        elif _inner(op, av) is not None:
+            repeats = op in _REPEATS and av[1] > 1
+            found += _characters(_inner(op, av), repeated_only and not repeats)
     return found
 
 
@@ -270,22 +289,6 @@ def _first_characters(items: Any, flags: int) -> list[_Atom] | None:
             found = None if None in heads else [a for head in heads if head for a in head]
         return found
     return None
-
-
-def _repeated_characters(items: Any) -> list[_Atom]:
-    """The characters every part repeated more than once may take."""
-    found: list[_Atom] = []
-    for op, av in items:
-        if op in _REPEATS:
-            found += _characters(av[2]) if av[1] > 1 else _repeated_characters(av[2])
-        elif op is sre.SUBPATTERN:
-            found += _repeated_characters(av[3])
-        elif op is sre.ATOMIC_GROUP:
-            found += _repeated_characters(av)
-        elif op is sre.BRANCH:
-            for alternative in av[1]:
-                found += _repeated_characters(alternative)
-    return found
 
 
 def _always_matches(items: Any) -> bool:

@@ -25,6 +25,7 @@ class RunRecorder:
         self._runs = runs
         self._started = RunStarted.model_validate(started.model_dump())  # as `emit` does
         self._tenant = tenant
+        self._name = "run" if started.job_id is None else f"run {started.job_id}"
         self._events: list[RunEvent] = []
         self._log: ReflectiveLog | None = None
 
@@ -39,7 +40,9 @@ class RunRecorder:
             raise TypeError(msg)
         # Validated again from its fields: a model built with model_copy or model_construct
         # skipped its validators (a hash that is not its content's, a query emptied).
-        self._events.append(type(event).model_validate(event.model_dump()))
+        checked = type(event).model_validate(event.model_dump())
+        self._runs.limits.check_emitted(self._name, len(self._events), checked)
+        self._events.append(checked)
 
     def complete(self, final_output: Any) -> ReflectiveLog:
         """Record the run, sealed; returns its ReflectiveLog (job id, replayability, gaps).

@@ -23,6 +23,7 @@ from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, Ru
 from domain.run_draft import BatchOutcome, RunDraft, RunDraftError, held_out_of_place
 from domain.tool_boundary import ToolBoundaryError
 from infrastructure.application.jobs import JobService
+from infrastructure.application.limits import InputLimits
 from infrastructure.application.runs import RunService
 from infrastructure.application.tenancy import holds, require_holder
 from infrastructure.storage.store import LedgerStore
@@ -73,16 +74,23 @@ class RunUploads:
         run_id: str,
         tenant: str,
         batch: Sequence[tuple[str, RunEvent]],
-        max_events: int | None = None,
+        limits: InputLimits | None = None,
     ) -> BatchOutcome:
-        """Add a batch of ``(event_id, event)``; events held already (same id and content) skip."""
+        """Add a batch of ``(event_id, event)``; events held already (same id and content) skip.
+
+        `RunTooLarge`, nothing written, when the run would hold more than ``limits`` (by default
+        the ledger's) let a run hold.
+        """
+        limits = limits or self.runs.limits
+        limits.check_batch(len(batch))
         pairs = [(event_id, event.model_dump(mode="json")) for event_id, event in batch]
 
         def attempt() -> BatchOutcome:
             draft = self.get(run_id, tenant)
             declared = draft.started.get("snapshot_ids") or {}
             self.runs.privacy.refuse_clear_private_values(declared, [event for _, event in batch])
-            outcome = draft.append(pairs, max_events)
+            outcome = draft.append(pairs)
+            limits.check_events(f"run {run_id}", draft.events)
             self.store.save(draft)
             return outcome
 

@@ -285,9 +285,10 @@ environment:
   MACE_ACTOR, MACE_ROLES      who acts on the command line, in which comma-separated roles
   MACE_TOKENS_FILE            the HTTP service's bearer tokens (hashed; mace token new writes it)
   MACE_TOKENS_RELOAD_SECONDS  how often mace serve looks whether the tokens file changed (3)
-  MACE_MAX_BODY_BYTES         largest HTTP request body (1048576)
+  MACE_MAX_BODY_BYTES         largest HTTP request body, run event or final_output (1048576)
   MACE_MAX_BATCH_EVENTS       most events in one HTTP event batch (500)
-  MACE_MAX_RUN_EVENTS         most events in one run, HTTP or mace ingest (20000)
+  MACE_MAX_RUN_EVENTS         most events in one run, HTTP, mace ingest or Python (20000)
+  MACE_MAX_RUN_BYTES          most bytes of events in one run, and of a run file (16777216)
   MACE_CONNECT_TIMEOUT        seconds that opening a PostgreSQL store may take (5)
 
 'mace COMMAND --help' tells more of each command."""
