@@ -49,10 +49,10 @@ def check_routable(config: RouterConfig, text: str) -> None:
         return
     worst = max(config.rules, key=lambda rule: matching_steps(rule.pattern, length))
     degree = matching_degree(worst.pattern)
-    growth = "2**n" if degree is None else f"n**{degree}"
+    growth = "exponentially" if degree is None else f"as n**{degree}"
     msg = (
         f"job input: {length} characters, at most {longest_within(patterns)} under this router:"
-        f" rule {worst.rule_id} ({worst.pattern!r}) may take time growing as {growth}"
+        f" rule {worst.rule_id} ({worst.pattern!r}) may take time growing {growth}"
     )
     raise UnroutableText(msg)
 

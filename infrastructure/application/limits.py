@@ -20,7 +20,7 @@ from typing import IO, Any, Final
 from domain.canonical import canonical_json
 from domain.errors import InvalidInput
 from domain.events import RunEvent
-from domain.run_draft import RunTooLarge, check_run_size
+from domain.run_draft import RunTooLarge
 from infrastructure.storage.settings import Settings
 
 MAX_SEM_KEY_CHARS: Final = 256
@@ -60,7 +60,8 @@ class InputLimits:
             raise RunTooLarge(msg)
 
     def check_events(self, run: str, contents: Sequence[Mapping[str, Any]]) -> None:
-        """A run's events (as stored: their JSON form): how many, each one's size, their sum."""
+        """A run's events (as stored: their JSON form; an event re-sent is held, and counted,
+        once): how many, each one's size, their sum."""
         self._check_count(run, len(contents))
         total = 0
         for position, content in enumerate(contents):
@@ -78,10 +79,9 @@ class InputLimits:
         self._size(f"{run} final_output", final_output)
 
     def _check_count(self, run: str, events: int) -> None:
-        try:
-            check_run_size(run, events, self.run_events)
-        except RunTooLarge as exc:
-            raise RunTooLarge(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
+        if events > self.run_events:
+            msg = f"{run} would exceed {self.run_events} events (MACE_MAX_RUN_EVENTS)"
+            raise RunTooLarge(msg)
 
     def _size(self, where: str, value: Any) -> int:
         """The canonical JSON size of ``value``: one event or one output, at most a body's."""

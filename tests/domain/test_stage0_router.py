@@ -334,7 +334,9 @@ def test_a_text_is_routed_only_within_the_routing_budget() -> None:
 def test_a_recorded_rule_refused_now_is_not_run_on_a_text_it_could_hang_on() -> None:
     """Stored before the checks: re-deciding it on 40 characters could take 2**40 steps (and a
     shape with k alternatives alike k**40); the router refuses at once, by shape and length."""
-    with pytest.raises(UnroutableText, match=r"at most 6 under this router: rule R1 .* 2\*\*n"):
+    with pytest.raises(
+        UnroutableText, match=r"at most 6 under this router: rule R1 .* growing exponentially"
+    ):
         decide(rules("^(a+)+$"), "a" * 40 + "!", ALL_AGENTS)
     with pytest.raises(UnroutableText, match=r"at most 56 under this router: rule R1 .* n\*\*4"):
         decide(rules("a*a*a*b"), "a" * 101, ALL_AGENTS)
