@@ -304,6 +304,22 @@ def test_http_job_under_a_stored_router_rule_that_can_backtrack_is_422(api: Api)
     assert api.position() == before
 
 
+def test_http_job_longer_than_its_router_can_route_in_bounded_time_is_422(api: Api) -> None:
+    """The routing budget holds over HTTP as on the Python API and the command line."""
+    rule = {**ROUTER_RULE, "pattern": r"\s+$"}
+    stored, _ = api.ledger.snapshots.put(Snapshot.declare("router", {"rules": [rule]}))
+    before = api.position()
+    body = {"input": " " * 3162 + "!", "seed": "s1", "snapshot_ids": {"router": stored.snapshot_id}}
+    response = api.post("/v1/jobs", body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == {
+        "code": "INVALID_INPUT",
+        "message": "job input: 3163 characters, at most 3162 under this router: rule R1"
+        " ('\\\\s+$') may take time growing as n**2",
+    }
+    assert api.position() == before
+
+
 # --- one limit on a job's input -------------------------------------------------------------------
 
 
