@@ -37,14 +37,8 @@ class RunDraftError(InvalidInput):
 
 
 class RunTooLarge(RunDraftError):
-    """The run would hold more events than a run may (new events of a batch, or a whole run)."""
-
-
-def check_run_size(run: str, events: int, max_events: int | None) -> None:
-    """A run may hold at most ``max_events`` events (``None``: no limit); RunTooLarge if not."""
-    if max_events is not None and events > max_events:
-        msg = f"{run} would exceed {max_events} events"
-        raise RunTooLarge(msg)
+    """More than a run may hold: events, bytes, or a file or output too large (the limits every
+    way in shares, `infrastructure.application.limits`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +104,10 @@ class RunDraft(MaceAggregate):
     def start_digest(self) -> str:
         return digest(self.started)
 
-    def append(
-        self, batch: list[tuple[str, dict[str, Any]]], max_events: int | None = None
-    ) -> BatchOutcome:
+    def append(self, batch: list[tuple[str, dict[str, Any]]]) -> BatchOutcome:
         """Take the ``(event_id, event)`` pairs not held yet; re-sent ones are skipped.
 
         A completed run takes none, but answers a batch it holds whole as all duplicates.
-
-        ``max_events``: how many events the run may hold in all (re-sent ones count once).
         """
         fresh: list[dict[str, Any]] = []
         sent_at: list[int] = []  # each fresh event's position in the batch
@@ -151,7 +141,6 @@ class RunDraft(MaceAggregate):
                 # Taken in before the rule it breaks was checked: no batch can mend the run.
                 raise RunDraftError(held_out_of_place(self.run_id, position, message))
             raise ToolBoundaryError(sent_at[position - len(self.events)], message)
-        check_run_size(f"run {self.run_id}", len(self.events) + len(fresh), max_events)
         if fresh:
             self._appended(events=fresh)
         return BatchOutcome(len(fresh), len(batch) - len(fresh), len(self.events))

@@ -58,6 +58,7 @@ from domain.sem import SemEntry
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.agents import AGENTS, Agent, AgentReply, AgentRequest, Memory
 from domain.stage0.config import parse_config
+from domain.stage0.router import UnroutableText
 from domain.tool_boundary import ToolBoundaryError, check_tool_boundary, tool_steps
 from projections.brainstate import fold_brainstate
 from projections.reflective_log import recorded_events
@@ -733,17 +734,24 @@ class _Replay:
         percept: InputReceived,
     ) -> Stage0Run:
         """The iteration as the live path computes it: after the events recorded before it, with
-        memory as the ledger held it for this iteration (`memory`)."""
-        return run_iteration(
-            job.job_id,
-            job.job_seed,
-            percept,
-            body[:start],
-            snapshots,
-            self.memory(job, body[start:]),
-            CaptureMode(job.capture_mode),
-            self.agents(percept.iteration),
-        )
+        memory as the ledger held it for this iteration (`memory`).
+
+        A recorded router (stored before its rules were checked) may be too costly to re-decide
+        on the recorded input: the replay stops, bounded, with REPLAY_TIMEOUT."""
+        try:
+            return run_iteration(
+                job.job_id,
+                job.job_seed,
+                percept,
+                body[:start],
+                snapshots,
+                self.memory(job, body[start:]),
+                CaptureMode(job.capture_mode),
+                self.agents(percept.iteration),
+            )
+        except UnroutableText as exc:
+            where = f"8 iteration {percept.iteration}: limits"
+            self.stop(ErrorCode.REPLAY_TIMEOUT, where, f"routing budget: {exc}")
 
     def memory(self, job: Job, ahead: list[RunEvent]) -> SemSource:
         """SEM as the tenant's log held it where the ledger recorded the job, with the writes

@@ -29,7 +29,7 @@ from pydantic import (
 from domain.errors import InvalidInput
 from domain.sem import SNAKE_CASE, SemValueError, SemVocabulary
 from domain.snapshot import Snapshot, SnapshotKind
-from domain.stage0.pattern_safety import backtracking_risk
+from domain.stage0.pattern_safety import MAX_PATTERN_CHARS, backtracking_risk, polynomial_risk
 from domain.validation_messages import first_problem
 
 AGENT_NAME = r"^[a-z][a-z0-9_]{0,63}$"
@@ -60,16 +60,26 @@ class RouterRule(_Config):
 
     @model_validator(mode="after")
     def _bounded(self, info: ValidationInfo) -> RouterRule:
-        # A recorded job's snapshot is read as it was stored: its run already decided on the
-        # recorded input, so replay re-decides at the same cost; new rules and new jobs are held.
+        # A recorded job's snapshot is read as it was stored (refusing it would hide the job's
+        # evidence); its replay is held to the routing budget instead (`router.check_routable`).
         if info.context == RECORDED:
             return self
+        rule = f"rule {self.rule_id}: pattern {self.pattern!r}"
+        if len(self.pattern) > MAX_PATTERN_CHARS:
+            msg = f"{rule} has {len(self.pattern)} characters, expected at most {MAX_PATTERN_CHARS}"
+            raise InvalidInput(msg)
         risk = backtracking_risk(self.pattern)
         if risk is not None:
             msg = (
-                f"rule {self.rule_id}: pattern can take exponential time on some inputs ({risk});"
-                " expected no nested quantifiers, overlapping alternatives under a quantifier or"
-                " backreferences"
+                f"{rule} can take exponential time on some inputs ({risk}); expected no nested"
+                " quantifiers, overlapping alternatives under a quantifier or backreferences"
+            )
+            raise InvalidInput(msg)
+        risk = polynomial_risk(self.pattern)
+        if risk is not None:
+            msg = (
+                f"{rule} can take polynomial time on some inputs ({risk}); expected repeated"
+                r" parts in a row to match different characters (\s*\d+, not \w*\d*)"
             )
             raise InvalidInput(msg)
         return self

@@ -38,6 +38,7 @@ from infrastructure.api.limits import BodyLimit
 from infrastructure.api.responses import CanonicalJSONResponse
 from infrastructure.application.errors import ERRORS, Code, failure_of
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.limits import InputLimits
 from infrastructure.application.notary import Notary
 from infrastructure.application.sessions import Sessions
 from infrastructure.application.settings import Settings
@@ -129,7 +130,7 @@ def create_app(
         app.include_router(module.router)
     # Added first, so inside the body limit: nothing over it is held to be read.
     app.add_middleware(OneValueBodies)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=InputLimits.of(settings).body_bytes)
     _answer_errors(app)
     return app
 

@@ -22,6 +22,7 @@ from infrastructure.api.response_models.runs import (
 )
 from infrastructure.api.responses import answers
 from infrastructure.application.errors import Code
+from infrastructure.application.limits import InputLimits
 from infrastructure.application.privacy_rules import ClearPrivateValue
 from infrastructure.application.runs import RefusedSemClaim
 from projections.job_summaries import recorded_run
@@ -79,17 +80,13 @@ def get_run(run_id: RunIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
 )
 def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> dict[str, Any]:
     require(who, *RECORDERS)
-    limits = ctx.settings
-    if len(batch.events) > limits.max_batch_events:
-        raise too_large(
-            f"batch of {len(batch.events)} events: at most {limits.max_batch_events}"
-            " (MACE_MAX_BATCH_EVENTS)"
-        )
     pairs = [(item.event_id, item.event) for item in batch.events]
     try:
-        outcome = ctx.ledger.run_uploads.append(run_id, who.tenant, pairs, limits.max_run_events)
+        # The service's own settings: the limits its body limit reads too.
+        limits = InputLimits.of(ctx.settings)
+        outcome = ctx.ledger.run_uploads.append(run_id, who.tenant, pairs, limits)
     except RunTooLarge as exc:
-        raise too_large(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
+        raise too_large(str(exc)) from None
     except RunDraftError as exc:
         raise refusal(Code.CONFLICT, str(exc)) from None
     except (ClearPrivateValue, ToolBoundaryError) as exc:
@@ -127,6 +124,8 @@ def complete_run(run_id: RunIdPath, body: RunCompletion, ctx: Ctx, who: Caller) 
     require(who, *RECORDERS)
     try:
         log, events = ctx.ledger.run_uploads.complete(run_id, who.tenant, body.final_output)
+    except RunTooLarge as exc:
+        raise too_large(str(exc)) from None
     except RunDraftError as exc:
         raise refusal(Code.CONFLICT, str(exc)) from None
     except ValidationError as exc:

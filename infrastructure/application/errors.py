@@ -27,6 +27,7 @@ from domain.errors import (
     StoreBusyError,
 )
 from domain.receipt import Unreplayable, UnreplayableCode
+from domain.run_draft import RunTooLarge
 from infrastructure.storage.records.key_checks import KeyMismatch, MissingSigningKey
 
 # How an entry point (``mace`` and the commands beside the service and the tools) ends:
@@ -139,6 +140,8 @@ ERRORS: Final[Mapping[type[Exception], Callable[[Any], tuple[str, str]]]] = {
     # that is absent or unusable): the request's fault, nothing written.
     InvalidInput: _fixed(Code.INVALID_INPUT),
     StoreBusyError: _fixed(Code.STORE_BUSY),
+    # More than a run may hold (`limits.InputLimits`), whichever way it came in.
+    RunTooLarge: _fixed(Code.PAYLOAD_TOO_LARGE),
     KeyMismatch: _fixed(Code.KEY_MISMATCH),
     # A key retired and removed from the keyring: the configuration lacks it (not tampering).
     MissingSigningKey: _fixed(Code.KEY_MISMATCH),

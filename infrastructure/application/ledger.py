@@ -23,6 +23,7 @@ from infrastructure.application.audit import AuditService
 from infrastructure.application.checkpoints import CheckpointService
 from infrastructure.application.governance import GovernanceService
 from infrastructure.application.jobs import JobService
+from infrastructure.application.limits import InputLimits
 from infrastructure.application.memories import MemoryService
 from infrastructure.application.personal_data import PersonalDataReads
 from infrastructure.application.policy import PolicyService
@@ -46,12 +47,19 @@ logger = logging.getLogger("mace.checkpoints")
 
 class Ledger:
     def __init__(
-        self, store: LedgerStore, *, checkpoint_on_close: bool = True, leases: Store | None = None
+        self,
+        store: LedgerStore,
+        *,
+        checkpoint_on_close: bool = True,
+        leases: Store | None = None,
+        limits: InputLimits | None = None,
     ) -> None:
-        """``leases``: where replays hold their leases, if not in ``store``."""
+        """``leases``: where replays hold their leases, if not in ``store``; ``limits``: how much
+        a way in may hand it (by default, as the environment's settings say)."""
         # The store stays inside: callers reach it only through the use cases below.
         self._store = store
         self.checkpoint_on_close = checkpoint_on_close
+        self.limits = limits or InputLimits.of(Settings())
         self.status = StoreStatus(store)
         self.read_models = ReadModels(store)
         self.checkpoints = CheckpointService(store, self.read_models)
@@ -61,7 +69,7 @@ class Ledger:
         self.jobs = JobService(store, self.snapshots, self.sem)
         self.privacy = PrivacyRules(self.snapshots)
         self.policy = PolicyService(store)
-        self.runs = RunService(self.jobs, self.snapshots, self.privacy, self.policy)
+        self.runs = RunService(self.jobs, self.snapshots, self.privacy, self.policy, self.limits)
         self.run_imports = RunImports(store, self.runs, self.jobs)
         self.run_uploads = RunUploads(store, self.runs, self.jobs)
         self.personal_data = PersonalDataReads(store, self.jobs, self.privacy)
@@ -85,8 +93,9 @@ class Ledger:
 
         ``create=False`` (readers) neither makes a store nor its tables: one not set up is refused.
         """
+        settings = settings or Settings()
         store = LedgerStore.open(settings, create=create)
-        return cls(store, checkpoint_on_close=checkpoint_on_close)
+        return cls(store, checkpoint_on_close=checkpoint_on_close, limits=InputLimits.of(settings))
 
     def copy_at(self, location: Store) -> Ledger:
         """A ledger over ``location``, a copy of this one's store made by the caller, opened with

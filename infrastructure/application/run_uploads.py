@@ -29,6 +29,7 @@ from domain.governance import Actor, Role, require_any
 from domain.run_draft import BatchOutcome, RunDraft, RunDraftError, held_out_of_place
 from domain.tool_boundary import ToolBoundaryError
 from infrastructure.application.jobs import JobService
+from infrastructure.application.limits import InputLimits
 from infrastructure.application.runs import RunService
 from infrastructure.application.tenancy import holds, require_holder
 from infrastructure.storage.store import LedgerStore
@@ -110,25 +111,30 @@ class RunUploads:
         run_id: str,
         tenant: str,
         batch: Sequence[tuple[str, RunEvent]],
-        max_events: int | None = None,
+        limits: InputLimits | None = None,
     ) -> BatchOutcome:
-        """Add a batch of ``(event_id, event)``; events held already (same id and content) skip."""
-        return self._append(run_id, tenant, batch, max_events, None)[0]
+        """Add a batch of ``(event_id, event)``; events held already (same id and content) skip.
 
-    def extend(
-        self, draft: RunDraft, batch: Sequence[tuple[str, RunEvent]], max_events: int | None = None
-    ) -> RunDraft:
+        `RunTooLarge`, nothing written, when the run would hold more than ``limits`` (by default
+        the ledger's) let a run hold.
+        """
+        limits = limits or self.runs.limits
+        limits.check_batch(len(batch))
+        return self._append(run_id, tenant, batch, limits, None)[0]
+
+    def extend(self, draft: RunDraft, batch: Sequence[tuple[str, RunEvent]]) -> RunDraft:
         """`append` to a run whose draft the caller holds as last saved (a recorder's own run):
         nothing is read unless another writer (an operator abandoning it) moved it since.
-        Returns the draft as it now stands."""
-        return self._append(draft.run_id, draft.tenant, batch, max_events, draft)[1]
+        Returns the draft as it now stands. The caller holds each event to the limits as it
+        emits it (`InputLimits.check_emitted`); the run's total is held to them at completion."""
+        return self._append(draft.run_id, draft.tenant, batch, None, draft)[1]
 
     def _append(
         self,
         run_id: str,
         tenant: str,
         batch: Sequence[tuple[str, RunEvent]],
-        max_events: int | None,
+        limits: InputLimits | None,
         held: RunDraft | None,
     ) -> tuple[BatchOutcome, RunDraft]:
         pairs = [(event_id, event.model_dump(mode="json")) for event_id, event in batch]
@@ -138,7 +144,9 @@ class RunUploads:
             draft = unread.pop() if unread else self.get(run_id, tenant)
             declared = RunStarted.model_validate(draft.started).declared_ids
             self.runs.privacy.refuse_clear_private_values(declared, [event for _, event in batch])
-            outcome = draft.append(pairs, max_events)
+            outcome = draft.append(pairs)
+            if limits is not None:
+                limits.check_events(f"run {run_id}", draft.events)
             self.store.save(draft)
             return outcome, draft
 

@@ -16,6 +16,7 @@ from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.config import parse_config
 from domain.tool_boundary import check_tool_boundary, tool_steps
 from infrastructure.application.jobs import JobService
+from infrastructure.application.limits import InputLimits
 from infrastructure.application.policy import PolicyService
 from infrastructure.application.privacy_rules import PrivacyRules
 from infrastructure.application.snapshots import SnapshotService
@@ -39,8 +40,10 @@ class RunService:
         snapshots: SnapshotService,
         privacy: PrivacyRules,
         policy: PolicyService,
+        limits: InputLimits,
     ) -> None:
         self.jobs = jobs
+        self.limits = limits
         self.snapshots = snapshots
         self.privacy = privacy
         self.policy = policy
@@ -55,6 +58,7 @@ class RunService:
     ) -> ReflectiveLog:
         """Record a run produced elsewhere (start, events, completion) as one sealed job.
 
+        `RunTooLarge`, nothing written, for more events or bytes than `limits` lets a run hold.
         `RefusedSemClaim`, nothing written, for a SEM read or write the tenant's SEM log already
         contradicts (`replay_sem.sem_claim_problem`): a version no entry holds, a value that is
         not that version's, a write the ledger did not make for this run (a run recorded from
@@ -66,6 +70,9 @@ class RunService:
         in the job's own transaction (a run draft marked complete, the run's content index).
         """
         validate_tenant(tenant)
+        run = "run" if started.job_id is None else f"run {started.job_id}"
+        self.limits.check_events(run, [event.model_dump(mode="json") for event in events])
+        self.limits.check_final_output(run, completed.final_output)
         check_tool_boundary(tool_steps(events))
         capture = CaptureMode(started.capture_mode)
         ids = started.declared_ids

@@ -8,6 +8,7 @@ from typing import Any
 
 from domain.job import DEFAULT_TENANT, validate_tenant
 from domain.sem import SemEntry, SemRecord, canonical_key
+from infrastructure.application.limits import check_sem_key_length
 from infrastructure.application.snapshots import SnapshotService
 from infrastructure.storage.store import LedgerStore
 
@@ -43,6 +44,7 @@ class SemService:
     ) -> tuple[str, SemRecord]:
         """S7: the tenant's record under a key, after S1-S4; a miss says so (S9)."""
         validate_tenant(tenant)
+        check_sem_key_length(raw_key)
         key = canonical_key(raw_key, self.snapshots.stage0(snapshot_ids or {})[1].brainstate.sem)
         entry = self.entry(tenant, key)
         return key, (SemRecord(exists=False) if entry is None else entry.read())
@@ -56,6 +58,7 @@ class SemService:
     ) -> tuple[str, SemRecord]:
         """S5/S8: store a tenant's fact from outside any job; the write is an event on the key."""
         validate_tenant(tenant)
+        check_sem_key_length(raw_key)
         snapshots = self.snapshots.stage0(snapshot_ids or {})[1]
         key = canonical_key(raw_key, snapshots.brainstate.sem)
         snapshots.privacy.check_storable(key)

@@ -295,9 +295,10 @@ environment:
   MACE_SESSION_MAX_SECONDS    and this long after sign-in at most (43200: 12 h)
   MACE_SESSION_COOKIE_SECURE  mark the dashboard's cookie Secure (true; false only for plain
                               HTTP from a host other than localhost)
-  MACE_MAX_BODY_BYTES         largest HTTP request body (1048576)
+  MACE_MAX_BODY_BYTES         largest HTTP request body, run event or final_output (1048576)
   MACE_MAX_BATCH_EVENTS       most events in one HTTP event batch (500)
-  MACE_MAX_RUN_EVENTS         most events in one run, HTTP or mace ingest (20000)
+  MACE_MAX_RUN_EVENTS         most events in one run, HTTP, mace ingest or Python (20000)
+  MACE_MAX_RUN_BYTES          most bytes of events in one run, and of a run file (16777216)
   MACE_CONNECT_TIMEOUT        seconds that connecting to PostgreSQL, or waiting for a pooled
                               connection, may take before the store is unavailable (5)
 

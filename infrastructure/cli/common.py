@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
 from domain.canonical import canonical_json
 from domain.errors import InvalidInput
@@ -53,13 +54,22 @@ def _tenant(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def read_bytes(source: str) -> tuple[str, bytes]:
-    """The bytes of a file, or of standard input for ``-``, with a name for messages."""
+def read_stream(source: str, read: Callable[[str, IO[bytes]], bytes]) -> tuple[str, bytes]:
+    """What ``read`` takes from a file, or from standard input for ``-``, with a name for
+    messages: a reader that stops at a limit never holds more of the file than that."""
     name = "standard input" if source == "-" else source
+    if source == "-":
+        return name, read(name, sys.stdin.buffer)
     try:
-        return name, sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        with Path(source).open("rb") as stream:
+            return name, read(name, stream)
     except OSError as exc:
         raise InvalidInput(f"cannot read {name}: {exc.strerror}") from None
+
+
+def read_bytes(source: str) -> tuple[str, bytes]:
+    """The bytes of a file, or of standard input for ``-``, with a name for messages."""
+    return read_stream(source, lambda _name, stream: stream.read())
 
 
 def parse_json(name: str, raw: bytes | str) -> Any:

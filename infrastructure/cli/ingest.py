@@ -7,27 +7,28 @@ import argparse
 from domain.canonical import canonical_json
 from domain.errors import InvalidInput
 from domain.events import json_schema
-from domain.run_draft import RunTooLarge, check_run_size
 from domain.run_file import RunFileError, parse_run
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.limits import InputLimits
 from infrastructure.application.privacy_rules import ClearPrivateValue
 from infrastructure.application.runs import RefusedSemClaim
 from infrastructure.application.settings import Settings
-from infrastructure.cli.common import emit_json, read_bytes
+from infrastructure.cli.common import emit_json, read_stream
 from projections.job_summaries import recorded_run
 
 
 def ingest_run(args: argparse.Namespace, settings: Settings) -> int:
-    name, raw = read_bytes(args.file)
+    limits = InputLimits.of(settings)
+    # Refused by size as it is read: a file past the limit is never held whole, nor decoded.
+    name, raw = read_stream(args.file, limits.read_run_file)
     try:
         run = parse_run(raw.split(b"\n"))
     except RunFileError as exc:
         raise InvalidInput(f"{name} {exc}") from None
-    try:
-        check_run_size(f"run in {name}", len(run.events), settings.max_run_events)
-    except RunTooLarge as exc:
-        raise InvalidInput(f"{exc} (MACE_MAX_RUN_EVENTS)") from None
+    # Before the ledger is opened; recording the run checks the same limits again.
+    limits.check_events(f"run in {name}", [event.model_dump(mode="json") for event in run.events])
+    limits.check_final_output(f"run in {name}", run.completed.final_output)
     with Ledger.open(settings) as ledger:
         try:
             log, duplicate = ledger.run_imports.record_once(run, args.tenant)

@@ -218,6 +218,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     max_batch_events: int = Field(default=500, ge=1)
     max_run_events: int = Field(default=20_000, ge=1)
+    # One run in all (its events, a run file): `infrastructure.application.limits` holds them.
+    max_run_bytes: int = Field(default=16_777_216, ge=1024)
     # How long connecting to a PostgreSQL store, or waiting for one of its pooled connections,
     # may take before it fails (store unavailable) with the server's own reason.
     connect_timeout: int = Field(default=CONNECT_TIMEOUT, ge=1, le=600)

@@ -78,10 +78,10 @@ RECORDERS_TEXT = "['admin', 'operator']"
 
 @pytest.fixture
 def limited_api(settings: Settings, ledger: Ledger) -> Iterator[Api]:
-    """The service with small limits: 2048-byte bodies, 3 events a batch, 5 a run."""
-    limited = settings.model_copy(
-        update={"max_body_bytes": 2048, "max_batch_events": 3, "max_run_events": 5}
-    )
+    """The service with small limits: 2048-byte bodies, 3 events a batch, 5 a run, 4096 bytes
+    of events a run."""
+    limits = {"max_body_bytes": 2048, "max_batch_events": 3, "max_run_events": 5}
+    limited = settings.model_copy(update={**limits, "max_run_bytes": 4096})
     with checked_client(limited, ledger) as client:
         yield Api(client, ledger)
 
@@ -512,6 +512,31 @@ def test_batch_and_run_limits_answer_413_and_store_nothing(limited_api: Api) -> 
     assert api.position() == before
     assert api.get(f"/v1/runs/{run_id}").json()["events"] == 3
     assert api.send(run_id, three_more[:2]).json()["events"] == 5
+
+
+def test_a_run_s_bytes_are_limited_across_batches_413_storing_nothing(limited_api: Api) -> None:
+    """Each body within its limit, the run not: the run byte limit ``mace ingest`` and the Python
+    API hold a run to (MACE_MAX_RUN_BYTES) holds here too."""
+    api = limited_api
+    run_id = api.open_run(started())
+
+    def error(n: int) -> dict[str, Any]:
+        return {
+            "event_id": f"e{n}",
+            "event": {"type": "ErrorEvent", "code": "E", "message": "m" * 900},
+        }
+
+    for n in range(4):
+        assert api.send(run_id, [error(n)]).status_code == 200
+    before = api.position()
+    assert_error(
+        api.send(run_id, [error(4)]),
+        413,
+        "PAYLOAD_TOO_LARGE",
+        f"run {run_id} holds more than 4096 bytes of events (MACE_MAX_RUN_BYTES)",
+    )
+    assert api.position() == before
+    assert api.get(f"/v1/runs/{run_id}").json()["events"] == 4
 
 
 def _padded_batch(size: int) -> bytes:

@@ -208,9 +208,16 @@ BAD_SNAPSHOTS: dict[str, tuple[str, dict[str, Any], str]] = {
     "router-redos": (
         "router",
         {"rules": [ROUTER_RULE, {**ROUTER_RULE, "rule_id": "R2", "pattern": "^(a+)+$"}]},
-        "router snapshot: field rules[1]: rule R2: pattern can take exponential time on some"
-        " inputs (a quantified part inside a repeated group (nested quantifiers)); expected no"
-        " nested quantifiers, overlapping alternatives under a quantifier or backreferences",
+        "router snapshot: field rules[1]: rule R2: pattern '^(a+)+$' can take exponential time on"
+        " some inputs (a quantified part inside a repeated group (nested quantifiers)); expected"
+        " no nested quantifiers, overlapping alternatives under a quantifier or backreferences",
+    ),
+    "router-polynomial": (
+        "router",
+        {"rules": [ROUTER_RULE, {**ROUTER_RULE, "rule_id": "R2", "pattern": r"\w*\d*x"}]},
+        "router snapshot: field rules[1]: rule R2: pattern '\\\\w*\\\\d*x' can take polynomial time"
+        " on some inputs (2 repeated parts in a row that can match the same characters); expected"
+        " repeated parts in a row to match different characters (\\s*\\d+, not \\w*\\d*)",
     ),
     "router-repeated-id": (
         "router",
@@ -279,9 +286,9 @@ def test_a_job_under_a_stored_router_rule_that_can_backtrack_is_refused_before_i
     )
     assert message == (
         f"router snapshot {stored.snapshot_id} cannot be used: field rules[0]: rule R1: pattern"
-        " can take exponential time on some inputs (a quantified part inside a repeated group"
-        " (nested quantifiers)); expected no nested quantifiers, overlapping alternatives under a"
-        " quantifier or backreferences"
+        " '^(a+)+$' can take exponential time on some inputs (a quantified part inside a repeated"
+        " group (nested quantifiers)); expected no nested quantifiers, overlapping alternatives"
+        " under a quantifier or backreferences"
     )
 
 
@@ -293,7 +300,23 @@ def test_http_job_under_a_stored_router_rule_that_can_backtrack_is_422(api: Api)
     response = api.post("/v1/jobs", body)
     assert response.status_code == 422, response.text
     assert response.json()["error"]["code"] == "INVALID_INPUT"
-    assert "rule R1: pattern can take exponential time" in response.json()["error"]["message"]
+    assert "rule R1: pattern '^(a+)+$' can take exponential" in response.json()["error"]["message"]
+    assert api.position() == before
+
+
+def test_http_job_longer_than_its_router_can_route_in_bounded_time_is_422(api: Api) -> None:
+    """The routing budget holds over HTTP as on the Python API and the command line."""
+    rule = {**ROUTER_RULE, "pattern": r"\s+$"}
+    stored, _ = api.ledger.snapshots.put(Snapshot.declare("router", {"rules": [rule]}))
+    before = api.position()
+    body = {"input": " " * 3162 + "!", "seed": "s1", "snapshot_ids": {"router": stored.snapshot_id}}
+    response = api.post("/v1/jobs", body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == {
+        "code": "INVALID_INPUT",
+        "message": "job input: 3163 characters, at most 3162 under this router: rule R1"
+        " ('\\\\s+$') may take time growing as n**2",
+    }
     assert api.position() == before
 
 

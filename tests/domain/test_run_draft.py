@@ -1,10 +1,11 @@
-"""A run draft: batches idempotent by event id, whole or not at all, within the run's cap."""
+"""A run draft: batches idempotent by event id, whole or not at all (the run's limits are every
+way in's, `infrastructure.application.limits`: see tests/application/test_input_limits.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from domain.run_draft import RunDraft, RunDraftError, RunTooLarge
+from domain.run_draft import RunDraft, RunDraftError
 
 
 def draft() -> RunDraft:
@@ -15,20 +16,12 @@ def event(n: int) -> tuple[str, dict[str, object]]:
     return f"e{n}", {"type": "ToolCall", "call_id": f"c{n}"}
 
 
-def test_a_resent_batch_is_skipped_and_counts_once_toward_the_cap() -> None:
+def test_a_resent_batch_is_skipped_and_held_once() -> None:
     run = draft()
-    assert run.append([event(1), event(2)], max_events=2).accepted == 2
-    again = run.append([event(1), event(2)], max_events=2)
+    assert run.append([event(1), event(2)]).accepted == 2
+    again = run.append([event(1), event(2)])
     assert (again.accepted, again.duplicates, again.total) == (0, 2, 2)
     assert len(run.collect_events()) == 2  # opened, one batch: the re-send stored nothing
-
-
-def test_new_events_past_the_cap_are_refused_whole() -> None:
-    run = draft()
-    run.append([event(1)], max_events=2)
-    with pytest.raises(RunTooLarge, match="run r1 would exceed 2 events"):
-        run.append([event(1), event(2), event(3)], max_events=2)
-    assert run.events == [event(1)[1]]
 
 
 def test_an_id_resent_with_other_content_refuses_the_whole_batch() -> None:
@@ -39,10 +32,9 @@ def test_an_id_resent_with_other_content_refuses_the_whole_batch() -> None:
     assert run.events == [event(1)[1]]
 
 
-def test_a_completed_run_takes_no_events_even_at_its_cap() -> None:
+def test_a_completed_run_takes_no_events() -> None:
     run = draft()
-    run.append([event(1)], max_events=1)
+    run.append([event(1)])
     run.complete("done")
-    with pytest.raises(RunDraftError, match="is complete") as refused:
-        run.append([event(2)], max_events=1)
-    assert not isinstance(refused.value, RunTooLarge)
+    with pytest.raises(RunDraftError, match="is complete"):
+        run.append([event(2)])

@@ -6,20 +6,29 @@ does not show as available falls back to ``generic_agent`` (F3) and keeps the ru
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydantic import ValidationError
 from support.stage0_support import seed_004_text
 
+from domain.job import MAX_INPUT_CHARS
 from domain.snapshot import SnapshotKind
 from domain.stage0.config import (
     DEFAULT_ROUTER,
     DEFAULT_SELFREP,
+    RECORDED,
     RouterConfig,
     RouterRule,
     parse_config,
 )
-from domain.stage0.pattern_safety import backtracking_risk
-from domain.stage0.router import NO_RULE, Decision, decide
+from domain.stage0.pattern_safety import (
+    MAX_PATTERN_CHARS,
+    ROUTING_BUDGET,
+    backtracking_risk,
+    matching_degree,
+)
+from domain.stage0.router import NO_RULE, Decision, UnroutableText, check_routable, decide
 
 ALL_AGENTS = frozenset(DEFAULT_SELFREP.agents)
 R1_REGEX = r"^\s*\d+\s*([+\-*/^])\s*\d+\s*$"
@@ -212,11 +221,15 @@ CLASSIC_REDOS = ["^(a+)+$", "(a|a)*$", "(a|aa)+$", "(.*a){20}", "(ab|a.)*$", "(a
 
 @pytest.mark.parametrize("pattern", CLASSIC_REDOS)
 def test_router_refuses_a_pattern_that_can_backtrack_exponentially(pattern: str) -> None:
-    with pytest.raises(ValidationError, match="rule R9: pattern can take exponential time"):
+    expected = f"rule R9: pattern {pattern!r} can take exponential time"
+    with pytest.raises(ValidationError, match=re.escape(expected)):
         RouterRule(rule_id="R9", pattern=pattern, agent="math_agent", why="bad")
 
 
-@pytest.mark.parametrize("pattern", [r"(\w|\d)+$", "(?:foo|bar)+x", "x*y*$", "(?:that )?my"])
+@pytest.mark.parametrize(
+    "pattern",
+    [r"(\w|\d)+$", "(?:foo|bar)+x", "x*y*$", "(?:that )?my", r"\s*\d+", r"\s+$", r"[a-z]+\d+"],
+)
 def test_router_keeps_patterns_that_match_one_way(pattern: str) -> None:
     assert (
         RouterRule(rule_id="R9", pattern=pattern, agent="math_agent", why="ok").pattern == pattern
@@ -234,7 +247,97 @@ def test_a_recorded_router_snapshot_with_a_refused_rule_still_parses_for_replay(
     payload = {
         "rules": [{"rule_id": "R1", "pattern": "^(a+)+$", "agent": "math_agent", "why": "w"}]
     }
-    with pytest.raises(ValidationError, match="rule R1: pattern can take exponential time"):
+    with pytest.raises(ValidationError, match=r"rule R1: pattern '\^\(a\+\)\+\$' can take"):
         parse_config(SnapshotKind.ROUTER, payload)
     recorded = parse_config(SnapshotKind.ROUTER, payload, recorded=True)
     assert decide(recorded, "aaa", ALL_AGENTS).rule_id == "R1"
+
+
+# Polynomial backtracking: repeated parts in a row that can trade characters (issue 28, point 3).
+# Measured with Python's re on a run of one character and a "!": a*a*a*b took 15 s on 800,
+# \w*\d*x 8 s on 2,000, .*.*= 21 s on 4,000, a+a+$ 19 s on 2,000.
+POLYNOMIAL = [
+    "a*a*a*b",
+    r"\w*\d*x",
+    ".*.*=",
+    "a+a+$",
+    r"\d+\s*\d+x",  # \s* may match nothing: the two \d+ still meet
+    "[ab]*a[ab]*c",  # the single a between them is a character both can take
+    "(?i)k*\u212a*x",  # KELVIN SIGN and k are one letter without case
+]
+
+
+@pytest.mark.parametrize("pattern", POLYNOMIAL)
+def test_router_refuses_repeated_parts_in_a_row_that_can_match_the_same_characters(
+    pattern: str,
+) -> None:
+    expected = f"rule R9: pattern {pattern!r} can take polynomial time on some inputs ("
+    with pytest.raises(ValidationError, match=re.escape(expected)):
+        RouterRule(rule_id="R9", pattern=pattern, agent="math_agent", why="bad")
+
+
+def test_router_refuses_a_pattern_longer_than_the_analysis_runs_on() -> None:
+    pattern = "x" * (MAX_PATTERN_CHARS + 1)
+    expected = f"pattern {pattern!r} has {MAX_PATTERN_CHARS + 1} characters, expected at most"
+    with pytest.raises(ValidationError, match=re.escape(expected)):
+        RouterRule(rule_id="R9", pattern=pattern, agent="math_agent", why="long")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "degree"),
+    [
+        (r"^\s*\d+\s*$", 1),  # anchored: one start
+        (".*", 1),  # matches wherever it is tried: one start
+        (r"\bmy\s+x", 1),  # starts never share the text \s+ scans
+        (r"\s+$", 2),  # every start scans the same spaces
+        ("(?=.*z)x", 2),  # a lookahead scans too
+        ("a*a*a*b", 4),
+        ("^(a+)+$", None),
+    ],
+)
+def test_a_pattern_s_matching_steps_grow_with_a_degree_read_from_its_shape(
+    pattern: str, degree: int | None
+) -> None:
+    assert matching_degree(pattern) == degree
+
+
+def test_the_default_router_routes_every_input_a_job_may_have() -> None:
+    check_routable(DEFAULT_ROUTER, " " * MAX_INPUT_CHARS)
+
+
+def rules(*patterns: str) -> RouterConfig:
+    return RouterConfig.model_validate(
+        {
+            "rules": [
+                {"rule_id": f"R{i}", "pattern": p, "agent": "math_agent", "why": "w"}
+                for i, p in enumerate(patterns, start=1)
+            ]
+        },
+        context=RECORDED,
+    )
+
+
+def test_a_text_is_routed_only_within_the_routing_budget() -> None:
+    """\\s+$ is accepted, and takes 0.65 s on 10,000 spaces (60 s on 100,000): quadratic, so the
+    text it is tried on is held to 3,162 characters, the budget's square root."""
+    quadratic = rules(r"\s+$")
+    check_routable(quadratic, " " * 3162)
+    expected = (
+        "job input: 3163 characters, at most 3162 under this router: rule R1 ('\\\\s+$') may"
+        " take time growing as n**2"
+    )
+    with pytest.raises(UnroutableText, match=re.escape(expected)):
+        decide(quadratic, " " * 3162 + "!", ALL_AGENTS)
+    assert 3162**2 <= ROUTING_BUDGET < 3163**2
+
+
+def test_a_recorded_rule_refused_now_is_not_run_on_a_text_it_could_hang_on() -> None:
+    """Stored before the checks: re-deciding it on 40 characters could take 2**40 steps (and a
+    shape with k alternatives alike k**40); the router refuses at once, by shape and length."""
+    with pytest.raises(
+        UnroutableText, match=r"at most 6 under this router: rule R1 .* growing exponentially"
+    ):
+        decide(rules("^(a+)+$"), "a" * 40 + "!", ALL_AGENTS)
+    with pytest.raises(UnroutableText, match=r"at most 56 under this router: rule R1 .* n\*\*4"):
+        decide(rules("a*a*a*b"), "a" * 101, ALL_AGENTS)
+    assert decide(rules("^(a+)+$"), "a" * 6, ALL_AGENTS).rule_id == "R1"

@@ -20,6 +20,7 @@ from domain.errors import (
 )
 from domain.governance import AccessDenied
 from domain.receipt import Unreplayable, UnreplayableCode
+from domain.run_draft import RunTooLarge
 from infrastructure.application.errors import (
     ANSWERS,
     ERRORS,
@@ -70,6 +71,10 @@ EXAMPLES: list[tuple[BaseException, Failure]] = [
     (ConflictError("already there"), Failure("CONFLICT", "already there", 409, 2)),
     (SnapshotError("no snapshot s"), Failure("INVALID_INPUT", "no snapshot s", 422, 2)),
     (StoreBusyError("busy"), Failure("STORE_BUSY", "busy", 503, 1)),
+    (
+        RunTooLarge("run r would exceed 5 events"),
+        Failure("PAYLOAD_TOO_LARGE", "run r would exceed 5 events", 413, 2),
+    ),
     (ChildProcessError("ended"), Failure("STORE_UNAVAILABLE", "ended", 503, 1)),
     (
         KeyMismatch(KEYRING, "k1"),

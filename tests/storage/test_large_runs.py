@@ -127,7 +127,7 @@ def test_ingest_refuses_a_run_over_max_run_events_and_writes_nothing(
         code, out, err = run(capsys, "ingest", str(write_run(tmp_path / "over.jsonl", 11, 20)))
         assert (code, out) == (2, "")
         assert err == (
-            f"mace: INVALID_INPUT: run in {tmp_path}/over.jsonl would exceed 10 events"
+            f"mace: PAYLOAD_TOO_LARGE: run in {tmp_path}/over.jsonl would exceed 10 events"
             " (MACE_MAX_RUN_EVENTS)\n"
         )
         assert store_of(ledger).recorder.max_notification_id() == head
