@@ -148,7 +148,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "follow",
         Group.REPLAY,
-        "PostgreSQL: keep the read models current as events are committed",
+        "keep the read models current as events are committed",
         _cli("rebuild", "add_follow_arguments"),
     ),
     Command(
