@@ -43,7 +43,7 @@ from infrastructure.storage.read_models.memory import MemoryReadModelView
 from infrastructure.storage.read_models.tables import TABLE, ReadModelView, Row
 from infrastructure.storage.settings import SQLiteStore
 from infrastructure.storage.store import LedgerStore
-from projections.job_summaries import job_listing
+from projections.job_summaries import LISTING_LIMIT, job_listing, listing_page
 from projections.read_model_rows import (
     JOB_INDEX,
     NON_REPLAYABLE,
@@ -213,10 +213,17 @@ class ReadModels:
         if self.catch_up(upto=head) or report_none:
             reached(head)
 
-    def jobs(self, tenant: str | None, *, non_replayable: bool = False) -> list[dict[str, Any]]:
-        """The tenant's jobs (None: every tenant's), in the order they were recorded;
-        ``non_replayable``: only those production replay cannot redo (and open ones, whose
-        verdict is not known yet)."""
+    def jobs(
+        self,
+        tenant: str | None,
+        *,
+        non_replayable: bool = False,
+        limit: int = LISTING_LIMIT,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        """A page of the tenant's jobs (None: every tenant's), in the order they were recorded
+        (`listing_page`: ``{"jobs", "total"}``); ``non_replayable``: only those production
+        replay cannot redo (and open ones, whose verdict is not known yet)."""
         jobs = self._job_views()[0]
         listed = [(key, row) for key, row in jobs if tenant is None or row.get("tenant") == tenant]
         # The view says what each job was when it was projected: a job stream cut short or
@@ -224,8 +231,8 @@ class ReadModels:
         self.store.require_stored_heads([UUID(key) for key, _ in listed])
         summaries = job_listing([row for _, row in listed], tenant)
         if non_replayable:
-            return [summary for summary in summaries if summary["replayable"] is not True]
-        return summaries
+            summaries = [summary for summary in summaries if summary["replayable"] is not True]
+        return listing_page(summaries, limit, offset)
 
     def rows(self, view: str) -> list[Row]:
         """The view's rows, current; the job views with the snapshots found gone since
