@@ -208,7 +208,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "bench",
         Group.SERVICE,
-        "measure write, read, replay and receipt speed on an empty store",
+        "measure write, read, replay and receipt speed on an empty store of its own",
         "infrastructure.tooling.command_arguments:add_bench_arguments",
     ),
     Command(

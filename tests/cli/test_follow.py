@@ -27,7 +27,7 @@ def test_follow_applies_each_commit_and_stops_on_ctrl_c(
     # A store as CLI writes leave it: a job recorded, checkpointed as the command closed.
     assert run(capsys, "run", "what is 2 + 3?", "--seed", "before")[0] == 0
     with Ledger.open(cli_env, checkpoint_on_close=False) as ledger:
-        head = store_of(ledger).recorder.max_notification_id()
+        head = store_of(ledger).recorder.max_notification_id() or 0
     follower = subprocess.Popen(
         [sys.executable, "-c", MACE_WITH_CTRL_C, "follow"],
         env=subprocess_env(store_url),
@@ -48,7 +48,7 @@ def test_follow_applies_each_commit_and_stops_on_ctrl_c(
         before = head
         with Ledger.open(cli_env, checkpoint_on_close=False) as ledger:
             ledger.jobs.run("what is 3 + 4?", "after")
-            head = store_of(ledger).recorder.max_notification_id()
+            head = store_of(ledger).recorder.max_notification_id() or 0
         assert follower.stderr.readline() == f"read models current to notification {head}\n"
         with Ledger.open(cli_env, checkpoint_on_close=False) as ledger:
             # The follower applied the job's events (reading the position catches nothing up).
