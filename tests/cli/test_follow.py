@@ -6,19 +6,11 @@ so an operator (and this test) sees it work without waiting on a clock.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import threading
-
 import pytest
-from support.ledger_fixtures import MACE_WITH_CTRL_C, run, store_of, subprocess_env
+from support.ledger_fixtures import interrupted, mace_to_interrupt, run, store_of
 
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
-
-GUARD_SECONDS = 120.0
-"""Far beyond what a catch-up takes: a follower silent that long is killed, and the test fails."""
 
 
 def test_follow_applies_each_commit_and_stops_on_ctrl_c(
@@ -28,16 +20,7 @@ def test_follow_applies_each_commit_and_stops_on_ctrl_c(
     assert run(capsys, "run", "what is 2 + 3?", "--seed", "before")[0] == 0
     with Ledger.open(cli_env, checkpoint_on_close=False) as ledger:
         head = store_of(ledger).recorder.max_notification_id() or 0
-    follower = subprocess.Popen(
-        [sys.executable, "-c", MACE_WITH_CTRL_C, "follow"],
-        env=subprocess_env(store_url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    guard = threading.Timer(GUARD_SECONDS, follower.kill)
-    guard.start()
-    try:
+    with mace_to_interrupt(store_url, "follow") as follower:
         assert follower.stderr is not None
         where = store_url if store_url.startswith("sqlite") else "postgresql://"
         first = follower.stderr.readline()
@@ -54,10 +37,4 @@ def test_follow_applies_each_commit_and_stops_on_ctrl_c(
             # The follower applied the job's events (reading the position catches nothing up).
             assert before < ledger.read_models.position() <= head
 
-        follower.send_signal(signal.SIGINT)
-        out, err = follower.communicate(timeout=GUARD_SECONDS)
-    finally:
-        guard.cancel()
-        follower.kill()
-        follower.communicate()
-    assert (follower.returncode, out, err) == (130, "", "mace: interrupted\n")
+        assert interrupted(follower) == (130, "", "mace: interrupted\n")

@@ -7,21 +7,17 @@ Nothing here asserts a speed: figures are printed by the bench, never pass/fail 
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import orjson
 import pytest
 from support.ledger_fixtures import (
-    MACE_WITH_CTRL_C,
     RawTable,
+    interrupted,
+    mace_to_interrupt,
     run,
     settings_for,
     store_of,
-    subprocess_env,
 )
 from support.store_copies import fingerprint
 
@@ -38,8 +34,6 @@ TINY = (
     *("--jobs", "1", "--memories", "1", "--contexts", "1", "--rounds", "1"),
     *("--verify-events", "0", "--flat-entries", "0", "--http-runs", "0"),
 )
-GUARD_SECONDS = 300.0
-"""Far beyond what the bench below takes to say its first figure: then it is killed."""
 
 
 def test_every_path_is_measured(settings: Settings) -> None:
@@ -154,26 +148,12 @@ def test_ctrl_c_stops_the_bench_with_130_and_leaves_nothing_behind(
     Ledger.open(cli_env).close()
     before = fingerprint(cli_env.store), sorted(tmp_path.iterdir())
     rounds = ("--rounds", "50", "--verify-events", "150")
-    bench = subprocess.Popen(
-        [sys.executable, "-c", MACE_WITH_CTRL_C, "bench", *TINY, *rounds],
-        env=subprocess_env(store_url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    guard = threading.Timer(GUARD_SECONDS, bench.kill)
-    guard.start()
-    try:
+    with mace_to_interrupt(store_url, "bench", *TINY, *rounds) as bench:
         assert bench.stderr is not None
         said = [bench.stderr.readline() for _ in range(3)]  # its store, the fill, a figure
         assert "round 1/50 write: " in said[-1], said
-        bench.send_signal(signal.SIGINT)
-        out, err = bench.communicate(timeout=GUARD_SECONDS)
-    finally:
-        guard.cancel()
-        bench.kill()
-        bench.communicate()
-    assert (bench.returncode, out) == (130, "")
+        code, out, err = interrupted(bench)
+    assert (code, out) == (130, "")
     assert err.endswith("mace: interrupted\n"), err
     assert (fingerprint(cli_env.store), sorted(tmp_path.iterdir())) == before
     assert _bench_schemas(cli_env) == []
