@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
+from domain.errors import InvalidInput
 from projections.read_model_rows import Row
 from projections.reflective_log import ReflectiveLog
 
@@ -59,3 +60,21 @@ def job_listing(rows: list[Row], tenant: str | None = None) -> list[dict[str, An
     # Rows projected before jobs had positions have only their registry number; they came first.
     chosen.sort(key=lambda row: (row.get("position", 0), row.get("job_number", 0)))
     return [job_summary(row) for row in chosen]
+
+
+LISTING_LIMIT: Final = 100
+"""Jobs a page of the listing holds unless asked for another number."""
+LISTING_MAX_LIMIT: Final = 1000
+LISTING_MAX_OFFSET: Final = 10_000_000
+
+
+def listing_page(summaries: list[dict[str, Any]], limit: int, offset: int) -> dict[str, Any]:
+    """The page of a job listing that ``mace jobs`` and ``GET /v1/jobs`` both answer: the
+    ``limit`` jobs after the first ``offset``, and ``total``, how many the filter kept."""
+    for name, value, low, high in (
+        ("limit", limit, 1, LISTING_MAX_LIMIT),
+        ("offset", offset, 0, LISTING_MAX_OFFSET),
+    ):
+        if not low <= value <= high:
+            raise InvalidInput(f"{name} must be from {low} to {high}, got {value}")
+    return {"jobs": summaries[offset : offset + limit], "total": len(summaries)}

@@ -6,7 +6,6 @@ The roles each action needs are the domain's rules (`domain.governance`); a refu
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter
@@ -23,12 +22,6 @@ from infrastructure.api.responses import answers
 from infrastructure.application.tokens import Principal
 
 router = APIRouter(tags=["governance"])
-
-
-def _act(action: Callable[[], None], done: dict[str, Any]) -> dict[str, Any]:
-    # A rule the action breaks (GovernanceError) is bad input, answered 422 by the error table.
-    action()
-    return done
 
 
 @router.get(
@@ -51,11 +44,9 @@ def governance_log(job_id: ReadJobId, ctx: Ctx, who: Caller) -> dict[str, Any]:
 def request_force_continue(
     job_id: OwnedJobId, body: ForceContinueAsk, ctx: Ctx, who: Caller
 ) -> dict[str, Any]:
-    return _act(
-        lambda: ctx.ledger.governance.request_force_continue(
-            job_id, body.reason, who.actor, tenant=who.tenant
-        ),
-        {"job_id": job_id, "requested": "force_continue", "by": who.actor.as_json()},
+    # A rule the action breaks (GovernanceError) is bad input, answered 422 by the error table.
+    return ctx.ledger.governance.request_force_continue(
+        job_id, body.reason, who.actor, tenant=who.tenant
     )
 
 
@@ -67,17 +58,7 @@ def request_force_continue(
     responses=answers(VoteCast, status=201),
 )
 def vote(job_id: OwnedJobId, body: CouncilVote, ctx: Ctx, who: Caller) -> dict[str, Any]:
-    return _act(
-        lambda: ctx.ledger.governance.vote(
-            job_id, body.motion, body.vote, who.actor, tenant=who.tenant
-        ),
-        {
-            "job_id": job_id,
-            "motion": body.motion.value,
-            "vote": body.vote.value,
-            "by": who.actor.as_json(),
-        },
-    )
+    return ctx.ledger.governance.vote(job_id, body.motion, body.vote, who.actor, tenant=who.tenant)
 
 
 def _halt_tenant(who: Principal, store_wide: bool) -> str | None:
@@ -94,10 +75,7 @@ def _halt_tenant(who: Principal, store_wide: bool) -> str | None:
 )
 def halt(snapshot_id: SnapshotIdPath, body: HaltAsk, ctx: Ctx, who: Caller) -> dict[str, Any]:
     tenant = _halt_tenant(who, body.store_wide)
-    return _act(
-        lambda: ctx.ledger.governance.halt_snapshot(snapshot_id, body.reason, who.actor, tenant),
-        {"snapshot_id": snapshot_id, "halted": True, "tenant": tenant, "by": who.actor.as_json()},
-    )
+    return ctx.ledger.governance.halt_snapshot(snapshot_id, body.reason, who.actor, tenant)
 
 
 @router.post(
@@ -110,7 +88,4 @@ def clear(
     snapshot_id: SnapshotIdPath, ctx: Ctx, who: Caller, body: HaltClearAsk | None = None
 ) -> dict[str, Any]:
     tenant = _halt_tenant(who, body is not None and body.store_wide)
-    return _act(
-        lambda: ctx.ledger.governance.clear_halt(snapshot_id, who.actor, tenant),
-        {"snapshot_id": snapshot_id, "halted": False, "tenant": tenant, "by": who.actor.as_json()},
-    )
+    return ctx.ledger.governance.clear_halt(snapshot_id, who.actor, tenant)

@@ -22,7 +22,12 @@ from infrastructure.api.response_models.jobs import JobEvents, JobListing, JobLo
 from infrastructure.api.response_models.replays import ReplayAttempt
 from infrastructure.api.responses import answers
 from infrastructure.application.personal_data import HTTP_CHANNEL, JobRead
-from projections.job_summaries import run_report
+from projections.job_summaries import (
+    LISTING_LIMIT,
+    LISTING_MAX_LIMIT,
+    LISTING_MAX_OFFSET,
+    run_report,
+)
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -62,11 +67,12 @@ def list_jobs(
     ctx: Ctx,
     who: Caller,
     non_replayable: Annotated[bool, Query(description="only jobs production cannot redo")] = False,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=LISTING_MAX_LIMIT)] = LISTING_LIMIT,
+    offset: Annotated[int, Query(ge=0, le=LISTING_MAX_OFFSET)] = 0,
 ) -> dict[str, Any]:
-    jobs = ctx.ledger.read_models.jobs(who.tenant, non_replayable=non_replayable)
-    return {"jobs": jobs[offset : offset + limit], "total": len(jobs)}
+    return ctx.ledger.read_models.jobs(
+        who.tenant, non_replayable=non_replayable, limit=limit, offset=offset
+    )
 
 
 def _personal_data(read: JobRead) -> dict[str, Any]:

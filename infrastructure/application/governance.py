@@ -164,9 +164,12 @@ class GovernanceService:
 
     # Council and admin actions
 
+    # Each action answers what it recorded, the one body ``mace governance ... --json`` prints
+    # and the HTTP service answers.
+
     def request_force_continue(
         self, job_id: str, reason: str, actor: Actor, *, tenant: str = DEFAULT_TENANT
-    ) -> None:
+    ) -> dict[str, Any]:
         """An admin asks to continue replays of the job past a divergence."""
         scope = self.existing_job_scope(job_id, tenant)
         now = recorded_at()
@@ -175,6 +178,7 @@ class GovernanceService:
             lambda g: g.request_force_continue(reason, actor, now),
             f"force-continue request for {job_id}",
         )
+        return {"job_id": job_id, "requested": Motion.FORCE_CONTINUE.value, "by": actor.as_json()}
 
     def vote(
         self,
@@ -184,17 +188,23 @@ class GovernanceService:
         actor: Actor,
         *,
         tenant: str = DEFAULT_TENANT,
-    ) -> None:
+    ) -> dict[str, Any]:
         """A council member votes on a motion for a job (the latest vote counts)."""
         scope = self.existing_job_scope(job_id, tenant)
         now = recorded_at()
         self.act_on(
             scope, lambda g: g.cast_vote(motion, vote, actor, now), f"council vote on {job_id}"
         )
+        return {
+            "job_id": job_id,
+            "motion": motion.value,
+            "vote": vote.value,
+            "by": actor.as_json(),
+        }
 
     def halt_snapshot(
         self, snapshot_id: str, reason: str, actor: Actor, tenant: str | None
-    ) -> None:
+    ) -> dict[str, Any]:
         """Record a security incident: the tenant's replays touching the snapshot halt until its
         council clears the halt (``tenant=None``: every tenant's, a store operator's halt)."""
         scope = self._existing_snapshot_scope(snapshot_id, tenant)
@@ -204,8 +214,9 @@ class GovernanceService:
             lambda g: g.halt(snapshot_id, HaltCause.SECURITY_INCIDENT, reason, actor, now),
             f"halt of snapshot {snapshot_id}",
         )
+        return _halt_answer(snapshot_id, True, tenant, actor)
 
-    def clear_halt(self, snapshot_id: str, actor: Actor, tenant: str | None) -> None:
+    def clear_halt(self, snapshot_id: str, actor: Actor, tenant: str | None) -> dict[str, Any]:
         """FORCE_HALT_CLEAR: the tenant's council lifts its halt (``tenant=None``: a store-wide
         halt, by a council member who is a store operator)."""
         scope = self._existing_snapshot_scope(snapshot_id, tenant)
@@ -213,6 +224,7 @@ class GovernanceService:
         self.act_on(
             scope, lambda g: g.clear_halt(snapshot_id, actor, now), f"clear of {snapshot_id}"
         )
+        return _halt_answer(snapshot_id, False, tenant, actor)
 
     def log(
         self, job_id: str | None = None, *, tenant: str = DEFAULT_TENANT
@@ -387,3 +399,10 @@ def _log_entry(event: Any) -> dict[str, Any]:
     framing = {"originator_id", "originator_version", "timestamp", "originator_topic", "scope"}
     fields = event.model_dump(mode="json", exclude=framing)
     return {"event": type(event).LOG_NAME, "version": event.originator_version, **fields}
+
+
+def _halt_answer(
+    snapshot_id: str, halted: bool, tenant: str | None, actor: Actor
+) -> dict[str, Any]:
+    """A halt set or cleared; ``tenant`` None: a store-wide halt."""
+    return {"snapshot_id": snapshot_id, "halted": halted, "tenant": tenant, "by": actor.as_json()}

@@ -7,8 +7,9 @@ pull loop serves both backends: SQLite cannot subscribe, and a command-line read
 wants the view current *now*, not when a subscriber gets to it. Every notification is verified
 (its MAC) before it is decoded.
 
-On PostgreSQL, `follow` keeps the views current as events are committed: it LISTENs for the
-recorder's NOTIFY and catches up on each (and every `FOLLOW_POLL` seconds without one).
+`follow` keeps the views current as events are committed: on PostgreSQL it LISTENs for the
+recorder's NOTIFY and catches up on each (and every `FOLLOW_POLL` seconds without one); on
+SQLite, which cannot notify, it catches up every `FOLLOW_POLL` seconds.
 
 `rebuild` first brings the live views up to date and takes their digests (the recorded ones),
 then empties them and projects the whole log again from position 0, and compares.
@@ -36,14 +37,14 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.projection import Projection
 from psycopg.sql import SQL, Identifier
 
-from domain.errors import IntegrityFailure, InvalidInput
+from domain.errors import IntegrityFailure
 from domain.snapshot import Snapshot
 from infrastructure.storage.read_models.memory import MemoryReadModelView
 from infrastructure.storage.read_models.tables import TABLE, ReadModelView, Row
 from infrastructure.storage.settings import SQLiteStore
 from infrastructure.storage.store import LedgerStore
 from projections.job_search import JobQuery
-from projections.job_summaries import job_listing
+from projections.job_summaries import LISTING_LIMIT, job_listing, listing_page
 from projections.read_model_rows import (
     AUDIT_RECORDS,
     JOB_INDEX,
@@ -62,7 +63,7 @@ from projections.read_model_rows import (
 
 PAGE: Final = 1000
 FOLLOW_POLL: Final = 1.0
-"""Seconds `follow` waits for a notification before it catches up anyway."""
+"""Seconds `follow` waits for a notification (SQLite: between polls) before it catches up."""
 Progress = Callable[[int, int], None]
 """Called with (position reached, head of the log) after each page."""
 
@@ -182,16 +183,23 @@ class ReadModels:
             progress(head, head)
         return applied
 
-    def follow(self, stop: Event) -> None:
-        """PostgreSQL only: apply events as they are committed, until ``stop`` is set.
+    def follow(self, stop: Event, reached: Callable[[int], None]) -> None:
+        """Apply events as they are committed, until ``stop`` is set; ``reached(position)``
+        once the views have first caught up, then after each catch-up that applied events.
 
-        It listens before it first catches up, so that no commit falls between the two unseen
-        (eventsourcing's subscription reads before its LISTEN is in place, and a commit in that
-        gap waited for the next one); then each notification, or `FOLLOW_POLL` seconds without
-        one, catches the views up again."""
+        On PostgreSQL it listens before it first catches up, so that no commit falls between
+        the two unseen (eventsourcing's subscription reads before its LISTEN is in place, and a
+        commit in that gap waited for the next one); then each notification, or `FOLLOW_POLL`
+        seconds without one, catches the views up again. SQLite cannot notify: it polls every
+        `FOLLOW_POLL` seconds. Polling skips nothing there: SQLite lets one transaction write
+        at a time, and a save takes its notification ids (rowids) under that lock and commits
+        before it lets go, so once a reader sees id N, every id below N that will ever exist is
+        committed and visible too, and the next catch-up starts above the last one applied."""
         if isinstance(self.store.location, SQLiteStore):
-            msg = "SQLite cannot notify subscribers: its read models catch up when they are read"
-            raise InvalidInput(msg)
+            self._caught_up(reached, report_none=True)
+            while not stop.wait(FOLLOW_POLL):
+                self._caught_up(reached)
+            return
         recorder = self.store.recorder
         assert isinstance(recorder, PostgresApplicationRecorder)
         channel = Identifier(recorder.channel_name)
@@ -199,20 +207,35 @@ class ReadModels:
             conn.execute(SQL("LISTEN {0}").format(channel))
             conn.commit()
             try:
-                self.catch_up()
+                self._caught_up(reached, report_none=True)
                 while not stop.is_set():
                     for _ in conn.notifies(timeout=FOLLOW_POLL, stop_after=1):
                         pass
-                    self.catch_up()
+                    self._caught_up(reached)
             finally:  # the connection goes back to the pool: it must not keep collecting
                 if not conn.broken:  # a lost connection is discarded; its error stands
                     conn.execute(SQL("UNLISTEN {0}").format(channel))
                     conn.commit()
 
-    def jobs(self, tenant: str | None, *, non_replayable: bool = False) -> list[dict[str, Any]]:
-        """The tenant's jobs (None: every tenant's), in the order they were recorded;
-        ``non_replayable``: only those production replay cannot redo (and open ones, whose
-        verdict is not known yet)."""
+    def _caught_up(self, reached: Callable[[int], None], *, report_none: bool = False) -> None:
+        """Catch up to the log's head; say that head if events were applied (or
+        ``report_none``). The head, not the views' own position: that is the last event the
+        views take, and the log may hold others after it (checkpoints)."""
+        head = self.store.recorder.max_notification_id() or 0
+        if self.catch_up(upto=head) or report_none:
+            reached(head)
+
+    def jobs(
+        self,
+        tenant: str | None,
+        *,
+        non_replayable: bool = False,
+        limit: int = LISTING_LIMIT,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        """A page of the tenant's jobs (None: every tenant's), in the order they were recorded
+        (`listing_page`: ``{"jobs", "total"}``); ``non_replayable``: only those production
+        replay cannot redo (and open ones, whose verdict is not known yet)."""
         jobs = self._job_views()[0]
         listed = [(key, row) for key, row in jobs if tenant is None or row.get("tenant") == tenant]
         # The view says what each job was when it was projected: a job stream cut short or
@@ -220,8 +243,8 @@ class ReadModels:
         self.store.require_stored_heads([UUID(key) for key, _ in listed])
         summaries = job_listing([row for _, row in listed], tenant)
         if non_replayable:
-            return [summary for summary in summaries if summary["replayable"] is not True]
-        return summaries
+            summaries = [summary for summary in summaries if summary["replayable"] is not True]
+        return listing_page(summaries, limit, offset)
 
     def open_runs(self, tenant: str | None) -> list[Row]:
         """The tenant's runs (None: every tenant's) recorded from outside and neither completed

@@ -256,12 +256,29 @@ def export_test(args: argparse.Namespace, settings: Settings) -> int:
         raise InvalidInput(f"cannot create {directory}: {exc.strerror}") from None
     _write(bundle_path, data)
     _write(test_path, source.encode("utf-8"))
-    verdict = "ok" if expected.ok else f"fails with {expected.error_code}"
-    print(
-        f"wrote {test_path} and {bundle_path}: the test asserts that job {job_id}'s replay"
-        f" {verdict} ({expected.divergence_count} divergence(s))"
-    )
     differences = expected.differences(report)
+    if args.json:
+        asserts = {
+            "ok": expected.ok,
+            "error_code": expected.error_code,
+            "divergences": expected.divergence_count,
+        }
+        emit_json(
+            {
+                "job_id": job_id,
+                "tenant": args.tenant,
+                "test_file": str(test_path),
+                "bundle_file": str(bundle_path),
+                "asserts": asserts,
+                "differences": differences,
+            }
+        )
+    else:
+        verdict = "ok" if expected.ok else f"fails with {expected.error_code}"
+        print(
+            f"wrote {test_path} and {bundle_path}: the test asserts that job {job_id}'s replay"
+            f" {verdict} ({expected.divergence_count} divergence(s))"
+        )
     if differences:
         print(
             "mace: warning: replaying the bundle now gives "

@@ -154,7 +154,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "follow",
         Group.REPLAY,
-        "PostgreSQL: keep the read models current as events are committed",
+        "keep the read models current as events are committed",
         _cli("rebuild", "add_follow_arguments"),
     ),
     Command(
@@ -214,7 +214,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "bench",
         Group.SERVICE,
-        "measure write, read, replay and receipt speed on an empty store",
+        "measure write, read, replay and receipt speed on an empty store of its own",
         "infrastructure.tooling.command_arguments:add_bench_arguments",
     ),
     Command(

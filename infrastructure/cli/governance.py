@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from domain.canonical import canonical_json
 from domain.errors import InvalidInput
@@ -22,6 +23,7 @@ def _halt_tenant(args: argparse.Namespace) -> str | None:
 
 def request_action(args: argparse.Namespace, settings: Settings) -> int:
     return _act(
+        args,
         settings,
         lambda ledger, actor: ledger.governance.request_force_continue(
             args.job_id, args.reason, actor, tenant=args.tenant
@@ -33,6 +35,7 @@ def request_action(args: argparse.Namespace, settings: Settings) -> int:
 def vote_on(args: argparse.Namespace, settings: Settings) -> int:
     motion = Motion(args.action)
     return _act(
+        args,
         settings,
         lambda ledger, actor: ledger.governance.vote(
             args.job_id, motion, args.vote, actor, tenant=args.tenant
@@ -43,6 +46,7 @@ def vote_on(args: argparse.Namespace, settings: Settings) -> int:
 
 def halt_snapshot(args: argparse.Namespace, settings: Settings) -> int:
     return _act(
+        args,
         settings,
         lambda ledger, actor: ledger.governance.halt_snapshot(
             args.snapshot_id, args.reason, actor, _halt_tenant(args)
@@ -53,6 +57,7 @@ def halt_snapshot(args: argparse.Namespace, settings: Settings) -> int:
 
 def clear_halt(args: argparse.Namespace, settings: Settings) -> int:
     return _act(
+        args,
         settings,
         lambda ledger, actor: ledger.governance.clear_halt(
             args.snapshot_id, actor, _halt_tenant(args)
@@ -65,12 +70,21 @@ def _whose(args: argparse.Namespace) -> str:
     return "every tenant" if args.store_wide else f"tenant {args.tenant}"
 
 
-def _act(settings: Settings, command: Callable[[Ledger, Actor], None], done: str) -> int:
-    """Run one governance command as the acting identity; a rule it breaks is bad input."""
+def _act(
+    args: argparse.Namespace,
+    settings: Settings,
+    command: Callable[[Ledger, Actor], dict[str, Any]],
+    done: str,
+) -> int:
+    """Run one governance command as the acting identity; a rule it breaks is bad input.
+    ``--json`` prints what it recorded, as the HTTP service answers the same action."""
     actor = acting_actor(settings)
     with Ledger.open(settings, create=False) as ledger:
-        command(ledger, actor)
-    print(f"{done} by {actor.actor_id}")
+        answer = command(ledger, actor)
+    if args.json:
+        emit_json(answer)
+    else:
+        print(f"{done} by {actor.actor_id}")
     return EXIT_OK
 
 

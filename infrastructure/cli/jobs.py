@@ -136,17 +136,40 @@ def _events_chosen(
     )
 
 
+REPLAYABLE = {True: "yes", False: "no", None: "open"}
+LISTING_HEADER = ("JOB ID", "STATUS", "REPLAYABLE", "TENANT")
+
+
 def list_jobs(args: argparse.Namespace, settings: Settings) -> int:
+    """A page of the job listing, as ``GET /v1/jobs`` answers it: ``--json`` its body."""
     with Ledger.open(settings, create=False) as ledger:
-        summaries = ledger.read_models.jobs(args.tenant, non_replayable=args.non_replayable)
-    for summary in summaries:
-        if args.json:
-            emit_json(summary)
-            continue
-        replayable = {True: "replayable", False: "NOT replayable", None: "open"}
-        status = f"{summary['status']}  {replayable[summary['replayable']]}"
-        print(f"{summary['job_id']}  {status}  tenant {summary['tenant']}")
-        for missing in summary["missing_artifacts"]:
+        page = ledger.read_models.jobs(
+            args.tenant, non_replayable=args.non_replayable, limit=args.limit, offset=args.offset
+        )
+    if args.json:
+        emit_json(page)
+        return EXIT_OK
+    jobs, total, offset = page["jobs"], page["total"], args.offset
+    if not jobs:
+        print("no jobs" if not total else f"no jobs after the first {offset} of {total}")
+        return EXIT_OK
+    rows = [
+        (job["job_id"], job["status"], REPLAYABLE[job["replayable"]], job["tenant"]) for job in jobs
+    ]
+    # Columns as wide as their widest cell; the last one, unpadded.
+    widths = [max(map(len, column)) for column in zip(LISTING_HEADER, *rows, strict=True)][:-1]
+
+    def line(row: tuple[str, ...]) -> str:
+        return "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]])
+
+    print(line(LISTING_HEADER))
+    for row, job in zip(rows, jobs, strict=True):
+        print(line(row))
+        for missing in job["missing_artifacts"]:
             reason = missing["reason"]
             print(f"    missing {', '.join(missing['missing'])} of {missing['step']}: {reason}")
+    if len(jobs) < total:
+        last = offset + len(jobs)
+        more = f"; the next page: --offset {last}" if last < total else ""
+        print(f"jobs {offset + 1}-{last} of {total}{more}")
     return EXIT_OK

@@ -23,9 +23,20 @@ BAR_WIDTH = 30
 
 def follow_views(args: argparse.Namespace, settings: Settings) -> int:
     with Ledger.open(settings, create=False) as ledger:
-        print(f"following {ledger.status.where}; Ctrl-C stops", file=sys.stderr)
+        where = ledger.status.where
+        said: list[int] = []
+
+        def reached(head: int) -> None:
+            # Said once it follows (caught up, listening), then at each head it catches up to.
+            if said:
+                print(f"read models current to notification {head}", file=sys.stderr, flush=True)
+            else:
+                line = f"following {where} from notification {head}; Ctrl-C stops"
+                print(line, file=sys.stderr, flush=True)
+            said.append(head)
+
         # Only Ctrl-C ends it (exit 130): following unsubscribes on the way out.
-        ledger.read_models.follow(Event())
+        ledger.read_models.follow(Event(), reached)
     return EXIT_OK
 
 

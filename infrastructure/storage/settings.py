@@ -118,8 +118,9 @@ class PostgresStore:
         return None
 
     def describe(self) -> str:
-        # The password stays out of anything we print.
-        return f"postgresql://{self.user}@{self.host}:{self.port}/{self.dbname}"
+        # The password stays out of anything we print; a schema is part of where the store is.
+        where = f"postgresql://{self.user}@{self.host}:{self.port}/{self.dbname}"
+        return f"{where}?schema={self.schema}" if self.schema else where
 
     def __repr__(self) -> str:
         return (

@@ -1,9 +1,11 @@
 """``mace bench``: how fast the ledger's own paths are on this machine, as printed figures.
 
-Timings are never pass/fail in the test suite (DESIGN section 7); they are measured here, on the
-store ``MACE_STORE`` names, which must be empty: the bench writes, and figures from a store
-already holding other data would not compare. Each figure is the median of ``rounds`` rounds;
-each round does the same work on fresh names, so every round writes as much as the first.
+Timings are never pass/fail in the test suite (DESIGN section 7); they are measured here, on an
+empty store: the bench writes, and figures from a store already holding other data would not
+compare (``mace bench`` makes one of its own: `bench_store`). Each figure is the median of
+``rounds`` rounds; each round does the same work on fresh names, so every round writes as much as
+the first. As it goes, the bench says each figure it measured (`Say`): a whole bench takes
+minutes.
 
 - ``write``: Stage-0 jobs recorded whole, one transaction each; every event stored counts (the
   job's, its seal's witness, its SEM writes).
@@ -158,6 +160,43 @@ class BenchError(ValueError):
     """The bench cannot run here (a non-empty store, bad sizes)."""
 
 
+Say = Callable[[str], None]
+"""Told one line as each figure is measured."""
+
+
+@dataclass(frozen=True, slots=True)
+class BenchSize:
+    """How much the bench does, checked whole (`check`) before any store is made or opened."""
+
+    jobs: int
+    memories: int
+    contexts: int
+    rounds: int
+    verify_events: int = 0
+    flat_entries: int = 0
+    http: HttpLoad | None = None
+
+    def check(self, settings: Settings) -> None:
+        for name, value in (
+            ("jobs", self.jobs),
+            ("memories", self.memories),
+            ("contexts", self.contexts),
+            ("rounds", self.rounds),
+        ):
+            if value < 1:
+                raise BenchError(f"--{name} must be at least 1, got {value}")
+        if self.verify_events < 0:
+            raise BenchError(f"--verify-events must be at least 0, got {self.verify_events}")
+        if self.http is not None:
+            _check_http_load(self.http, settings)
+        if self.flat_entries and self.flat_entries <= FLAT_SMALL:
+            msg = (
+                f"--flat-entries must be 0 (none) or more than {FLAT_SMALL},"
+                f" got {self.flat_entries}"
+            )
+            raise BenchError(msg)
+
+
 @dataclass(frozen=True, slots=True)
 class Figure:
     name: str
@@ -207,6 +246,16 @@ def _cpu_seconds() -> float:
         resource.getrusage(resource.RUSAGE_CHILDREN),
     )
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _silent(line: str) -> None:
+    """Told nothing: the bench run without anyone to say its figures to."""
+
+
+def _told(sample: Sample, unit: str) -> str:
+    """One round's figure as the bench says it on its way."""
+    rate = sample.count / sample.seconds if sample.seconds > 0 else 0.0
+    return f"{sample.count} {unit} in {sample.seconds:.3f} s ({rate:.1f}/s)"
 
 
 def _timed(work: Callable[[], int]) -> Sample:
@@ -281,79 +330,71 @@ class BenchReport:
 
 
 class Bench:
-    def __init__(
-        self,
-        ledger: Ledger,
-        settings: Settings,
-        jobs: int,
-        memories: int,
-        contexts: int,
-        verify_events: int = 0,
-        flat_entries: int = 0,
-        http: HttpLoad | None = None,
-    ) -> None:
-        for name, value in (("jobs", jobs), ("memories", memories), ("contexts", contexts)):
-            if value < 1:
-                raise BenchError(f"--{name} must be at least 1, got {value}")
-        if verify_events < 0:
-            raise BenchError(f"--verify-events must be at least 0, got {verify_events}")
-        if http is not None:
-            _check_http_load(http, settings)
-        if flat_entries and flat_entries <= FLAT_SMALL:
-            msg = f"--flat-entries must be 0 (none) or more than {FLAT_SMALL}, got {flat_entries}"
-            raise BenchError(msg)
+    def __init__(self, ledger: Ledger, settings: Settings, size: BenchSize) -> None:
+        """A bench of ``size`` on ``ledger``, whose store must be empty."""
+        size.check(settings)
         if ledger.status.head():
-            msg = "mace bench writes to the store: point MACE_STORE at an empty one"
-            raise BenchError(msg)
+            raise BenchError("the bench writes: give it an empty store")
         self.ledger = ledger
         self.settings = settings
-        self.jobs = jobs
-        self.memories = memories
-        self.contexts = contexts
-        self.verify_events = verify_events
-        self.flat_entries = flat_entries
-        self.http = http
+        self.size = size
 
-    def run(self, rounds: int, *, compare_raw: bool = False) -> BenchReport:
+    def run(self, *, compare_raw: bool = False, say: Say | None = None) -> BenchReport:
         """The figures; the tree's cost: verify with and without the checkpoint pass, both timed
         over the same store within a round (so the store's growth does not enter); and writer
         processes recording ``jobs`` each at once (`bench_writers`), once, after the rounds.
-        ``compare_raw``: each figure's raw baseline beside it (`bench_raw`)."""
-        if rounds < 1:
-            raise BenchError(f"--rounds must be at least 1, got {rounds}")
+        ``compare_raw``: each figure's raw baseline beside it (`bench_raw`). ``say`` is told
+        each figure as it is measured."""
+        told: Say = say or _silent
         self.ledger.policy.set_bundle(TENANT, BUNDLE, ACTOR)
+        if self.size.verify_events:
+            told(f"filling the store to {self.size.verify_events} events")
         self._fill()
         raw = raw_store(self.ledger.status) if compare_raw else None
         try:
-            return self._measure(rounds, raw)
+            return self._measure(raw, told)
         finally:
             if raw is not None:
                 raw.drop()
                 raw.close()
 
-    def _measure(self, rounds: int, raw: RawStore | None) -> BenchReport:
+    def _measure(self, raw: RawStore | None, say: Say) -> BenchReport:
         samples: dict[str, list[Sample]] = {}
         costs: list[TreeCost] = []
         job_rows: list[Row] = []
+        rounds = self.size.rounds
         for round_number in range(rounds):
             runs: dict[str, list[Sample]] = {"read": [], "verify": []}
             for name, work in self._round(round_number, runs):
                 head = self._head()
                 sample = self._measured(name, work, raw)
                 samples.setdefault(name, []).append(sample)
+                say(f"round {round_number + 1}/{rounds} {name}: {_told(sample, UNITS[name])}")
                 if raw is not None and name == "write" and not job_rows:
-                    job_rows = raw.written_after(head, sample.count // self.jobs)
+                    job_rows = raw.written_after(head, sample.count // self.size.jobs)
             costs.append(_tree_cost(runs["verify"], runs["read"]))
         figures = [_median(name, UNITS[name], rounds_) for name, rounds_ in samples.items()]
         for writers in WRITER_COUNTS:
-            run = writers_at_once(writers, self.jobs, f"bench concurrency {writers}")
-            raw_run = None if raw is None else writers_at_once(writers, self.jobs, "raw", job_rows)
+            tag = f"bench concurrency {writers}"
+            run = writers_at_once(self.settings, writers, self.size.jobs, tag)
+            raw_run = (
+                None
+                if raw is None
+                else writers_at_once(self.settings, writers, self.size.jobs, "raw", job_rows)
+            )
+            say(
+                f"concurrency {writers}: {run.jobs} jobs in {run.seconds:.3f} s,"
+                f" {run.failures} failed"
+            )
             figures.append(_writers_figure(run, raw_run))
-        if self.http is not None:
-            figures.append(self._http_figure(self.http, raw))
+        if self.size.http is not None:
+            http = self._http_figure(self.size.http, raw)
+            say(f"http runs: {http.count} events in {http.seconds:.3f} s")
+            figures.append(http)
         wall = statistics.median(cost.wall for cost in costs)
         tree_cost = TreeCost(wall, statistics.median(cost.cpu for cost in costs))
-        return BenchReport(figures, tree_cost, self._flatness() if self.flat_entries else None)
+        flatness = self._flatness(say) if self.size.flat_entries else None
+        return BenchReport(figures, tree_cost, flatness)
 
     def _http_figure(self, http: HttpLoad, raw: RawStore | None) -> Figure:
         sent = http_runs(self.ledger, self.settings, http.runs, http.batch)
@@ -364,12 +405,18 @@ class Bench:
         rate = sent.events / sent.seconds
         return Figure("http runs", "events", rate, sent.events, sent.seconds, raw_rate)
 
-    def _flatness(self) -> Flatness:
+    def _flatness(self, say: Say) -> Flatness:
         """Writes and assemblies timed at `FLAT_SMALL` entries, then at ``flat_entries``."""
+        entries = self.size.flat_entries
         self.ledger.policy.set_bundle(FLAT_TENANT, BUNDLE, ACTOR)
         short = self._flat_costs(FLAT_SMALL)
-        long = self._flat_costs(self.flat_entries)
-        return Flatness(self.flat_entries, long[0] / short[0], long[1] / short[1])
+        long = self._flat_costs(entries)
+        flat = Flatness(entries, long[0] / short[0], long[1] / short[1])
+        say(
+            f"flatness: a log of {entries} entries: a write costs {flat.memory:.2f}x,"
+            f" a context {flat.context:.2f}x what they cost on one of {FLAT_SMALL}"
+        )
+        return flat
 
     def _flat_costs(self, entries: int) -> tuple[float, float]:
         """Seconds a memory write and a context assembly take once the log holds ``entries``."""
@@ -401,7 +448,7 @@ class Bench:
     def _fill(self) -> None:
         """Record runs until the store holds ``verify_events`` events."""
         number = 0
-        while self._head() < self.verify_events:
+        while self._head() < self.size.verify_events:
             lines = [{"type": "RunStarted", "seed": number, "input": f"bulk run {number}"}]
             lines += [
                 {"type": "ErrorEvent", "code": "E_BENCH", "message": f"step {step} of {number}"}
@@ -423,7 +470,7 @@ class Bench:
 
         def write() -> int:
             before = self._head()
-            for i in range(self.jobs):
+            for i in range(self.size.jobs):
                 log = self.ledger.jobs.run(f"what is {number} + {i}?", f"bench-{number}-{i}")
                 job_ids.append(log.job_id)
             return self._head() - before  # every event stored with the jobs, witnesses included
@@ -454,14 +501,14 @@ class Bench:
             return len(job_ids)
 
         def memory() -> int:
-            for i in range(self.memories):
+            for i in range(self.size.memories):
                 labels = ["pii"] if i % 7 == 0 else ["secret"] if i % 11 == 0 else []
                 self.ledger.memories.remember_episode(TENANT, _words(i), labels, ACTOR, None)
-            return self.memories
+            return self.size.memories
 
         def context() -> int:
-            receipt_ids.extend(_assemblies(self.ledger, TENANT, self.contexts))
-            return self.contexts
+            receipt_ids.extend(_assemblies(self.ledger, TENANT, self.size.contexts))
+            return self.size.contexts
 
         def receipt_replay() -> int:
             for receipt_id in receipt_ids:

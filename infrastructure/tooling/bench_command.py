@@ -1,4 +1,9 @@
-"""``mace bench``: the ledger's speed on this machine, measured on an empty store.
+"""``mace bench``: the ledger's speed on this machine, measured on an empty store of its own.
+
+The store is the bench's (`bench_store`: beside ``MACE_STORE``'s, removed when the bench ends,
+Ctrl-C included), so ``MACE_STORE``'s is never written and nothing is left half-filled. Each
+figure is said on standard error as it is measured (``--quiet``: nothing), the report printed at
+the end on standard output.
 
 Defined beside the bench it runs (its arguments are in `infrastructure.tooling.command_arguments`);
 ``mace`` loads this module only when the command runs.
@@ -14,33 +19,48 @@ from domain.errors import InvalidInput
 from infrastructure.application.errors import EXIT_OK, Code, failure
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
-from infrastructure.tooling.bench import FLAT_SMALL, Bench, BenchError, Figure, HttpLoad
+from infrastructure.tooling.bench import (
+    FLAT_SMALL,
+    Bench,
+    BenchError,
+    BenchSize,
+    Figure,
+    HttpLoad,
+)
 from infrastructure.tooling.bench_http import HttpRunsError
+from infrastructure.tooling.bench_store import bench_store
 from infrastructure.tooling.load_server import LoadSetupError
 
 
 def run_bench(args: argparse.Namespace, settings: Settings) -> int:
-    with Ledger.open(settings) as ledger:
-        try:
-            bench = Bench(
-                ledger,
-                settings,
-                args.jobs,
-                args.memories,
-                args.contexts,
-                args.verify_events,
-                args.flat_entries,
-                HttpLoad(args.http_runs, args.http_batch) if args.http_runs else None,
-            )
-            report = bench.run(args.rounds, compare_raw=args.compare_raw)
-        except BenchError as exc:
-            raise InvalidInput(str(exc)) from None
-        except (LoadSetupError, HttpRunsError) as exc:
-            # The service for the http runs figure would not start, or answered a run wrongly.
-            refused = failure(Code.NOT_READY, str(exc))
-            print(refused.line(args.json), file=sys.stderr)
-            return refused.exit_code
-        store = ledger.status.where
+    size = BenchSize(
+        args.jobs,
+        args.memories,
+        args.contexts,
+        args.rounds,
+        args.verify_events,
+        args.flat_entries,
+        HttpLoad(args.http_runs, args.http_batch) if args.http_runs else None,
+    )
+    say = None if args.quiet else _say
+    try:
+        size.check(settings)  # before a store is made for it: bad sizes make nothing
+        with (
+            bench_store(settings) as owned,
+            # Its store is removed at the end: no checkpoint is written as it closes.
+            Ledger.open(owned, checkpoint_on_close=False) as ledger,
+        ):
+            store = ledger.status.where
+            if say is not None:
+                say(f"on a store of its own, removed when it ends: {store}")
+            report = Bench(ledger, owned, size).run(compare_raw=args.compare_raw, say=say)
+    except BenchError as exc:
+        raise InvalidInput(str(exc)) from None
+    except (LoadSetupError, HttpRunsError) as exc:
+        # The service for the http runs figure would not start, or answered a run wrongly.
+        refused = failure(Code.NOT_READY, str(exc))
+        print(refused.line(args.json), file=sys.stderr)
+        return refused.exit_code
     tree_cost = report.tree_cost
     if args.json:
         answer = {
@@ -68,6 +88,10 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
             f" {flat.memory:.2f}x, a context {flat.context:.2f}x"
         )
     return EXIT_OK
+
+
+def _say(line: str) -> None:
+    print(f"mace bench: {line}", file=sys.stderr, flush=True)
 
 
 def _line(figure: Figure) -> str:

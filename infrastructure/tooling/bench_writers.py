@@ -14,7 +14,6 @@ into the bench's scratch table (`bench_raw`).
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -25,6 +24,9 @@ from dataclasses import dataclass
 from typing import Final
 
 import orjson
+
+from infrastructure.application.settings import Settings
+from infrastructure.tooling.load_server import environment_of
 
 WRITER_COUNTS: Final = (1, 2, 4, 8)
 HANG_GUARD_SECONDS: Final = 600.0
@@ -53,17 +55,23 @@ RAW: Final = "raw"
 
 
 def writers_at_once(
-    writers: int, jobs_each: int, tag: str, rows: Sequence[tuple[str, bytes]] = ()
+    settings: Settings,
+    writers: int,
+    jobs_each: int,
+    tag: str,
+    rows: Sequence[tuple[str, bytes]] = (),
 ) -> WritersRun:
-    """Start ``writers`` processes, release them together, and count what they recorded.
+    """Start ``writers`` processes on ``settings``' store, release them together, and count what
+    they recorded.
 
     ``tag`` `RAW`: raw writers, each inserting ``rows`` (a job's, as stored) once a job."""
     command = [sys.executable, "-m", __name__, tag, str(jobs_each)]
     given = orjson.dumps([[topic, state.hex()] for topic, state in rows]).decode() + "\n"
+    env = environment_of(settings)
     started = [
         subprocess.Popen(
             [*command, str(writer)],
-            env=os.environ,
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -131,9 +139,8 @@ def _outcome(process: subprocess.Popen[str]) -> list[str]:
 
 def _write(tag: str, jobs: int, writer: int) -> int:
     """In a writer process: open the store, wait for the go, record the jobs."""
-    # Imported here: the module is also imported by the bench, which has these already.
+    # Imported here: the module is also imported by the bench, which has it already.
     from infrastructure.application.ledger import Ledger  # noqa: PLC0415
-    from infrastructure.application.settings import Settings  # noqa: PLC0415
 
     with Ledger.open(Settings(), checkpoint_on_close=False) as ledger:
         _say("ready")
@@ -151,7 +158,6 @@ def _write(tag: str, jobs: int, writer: int) -> int:
 
 def _write_raw(jobs: int) -> int:
     """In a raw writer process: take the job's rows, connect, wait for the go, insert them."""
-    from infrastructure.application.settings import Settings  # noqa: PLC0415
     from infrastructure.tooling.bench_raw import open_raw  # noqa: PLC0415
 
     rows = [(topic, bytes.fromhex(state)) for topic, state in orjson.loads(sys.stdin.readline())]

@@ -80,6 +80,11 @@ def add_bench_arguments(bench: argparse.ArgumentParser) -> None:
         " ratio",
     )
     bench.add_argument("--json", action="store_true", help="print canonical JSON")
+    bench.add_argument(
+        "--quiet",
+        action="store_true",
+        help="say nothing on standard error as it goes (by default, each figure as measured)",
+    )
     bench.set_defaults(handler="infrastructure.tooling.bench_command:run_bench")
 
 

@@ -37,6 +37,26 @@ class LoadSetupError(Exception):
     """The service could not be started (or the store prepared): one line saying why."""
 
 
+def environment_of(settings: Settings) -> dict[str, str]:
+    """This process's environment with ``settings``' store and keys: what a child process
+    (``mace serve``, a bench writer) reads to open the same store as ``settings`` does."""
+    env = {**os.environ, "MACE_STORE": settings.store}
+    env.pop("MACE_READ_STORE", None)
+    if settings.read_store is not None:
+        env["MACE_READ_STORE"] = settings.read_store
+    if settings.signing_keys is not None:
+        env["MACE_SIGNING_KEYS"] = settings.signing_keys.get_secret_value()
+    if settings.active_key_id is not None:
+        env["MACE_ACTIVE_KEY_ID"] = settings.active_key_id
+    if settings.keyring_file is not None:
+        env["MACE_KEYRING_FILE"] = str(settings.keyring_file)
+    if settings.checkpoint_key is not None:
+        env["MACE_CHECKPOINT_KEY"] = str(settings.checkpoint_key)
+    env["MACE_CHECKPOINT_INTERVAL"] = str(settings.checkpoint_interval)
+    env["MACE_CONNECT_TIMEOUT"] = str(settings.connect_timeout)
+    return env
+
+
 def make_token(tokens_file: Path) -> str:
     """A tokens file holding one token for the load test's tenant; returns the token."""
     return add_token(tokens_file, ACTOR, list(ROLES), TENANT)
@@ -85,18 +105,8 @@ class ServiceProcess:
         raise LoadSetupError(f"mace serve did not start: {problem}")
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        env = {**os.environ, "MACE_STORE": self.settings.store}
+        env = environment_of(self.settings)
         env["MACE_TOKENS_FILE"] = str(self.tokens_file)
-        if self.settings.signing_keys is not None:
-            env["MACE_SIGNING_KEYS"] = self.settings.signing_keys.get_secret_value()
-        if self.settings.active_key_id is not None:
-            env["MACE_ACTIVE_KEY_ID"] = self.settings.active_key_id
-        if self.settings.keyring_file is not None:
-            env["MACE_KEYRING_FILE"] = str(self.settings.keyring_file)
-        if self.settings.checkpoint_key is not None:
-            env["MACE_CHECKPOINT_KEY"] = str(self.settings.checkpoint_key)
-        env["MACE_CHECKPOINT_INTERVAL"] = str(self.settings.checkpoint_interval)
-        env["MACE_CONNECT_TIMEOUT"] = str(self.settings.connect_timeout)
         argv = [sys.executable, "-c", _MAIN, "serve", "--host", "127.0.0.1"]
         with self.log_file.open("ab") as log:
             return subprocess.Popen(

@@ -64,7 +64,7 @@ def test_ingesting_the_same_file_twice_records_one_job(
     assert out.splitlines()[0] == said
     assert position(cli_env) == before
     code, out, _ = run(capsys, "jobs", "--json")
-    assert [orjson.loads(line)["job_id"] for line in out.splitlines()] == [first["job_id"]]
+    assert [job["job_id"] for job in orjson.loads(out)["jobs"]] == [first["job_id"]]
 
     # Other content is another run: one changed field is enough.
     other = [LINES[0], LINES[1], {"type": "RunCompleted", "final_output": "hi again"}]

@@ -16,7 +16,7 @@ import httpx
 import orjson
 import pytest
 from support.api_support import Api, assert_error, stage_event
-from support.cli_output import event_count, json_lines
+from support.cli_output import event_count, json_lines, listed_jobs
 from support.ledger_fixtures import run, store_of
 from support.sample_job import job_ids
 
@@ -343,7 +343,7 @@ def test_every_job_command_takes_the_tenant(
     code, _, err = run(capsys, "ingest", str(run_file), "--tenant", "beta")
     assert code == 0, err
     code, out, _ = run(capsys, "jobs", "--json")
-    assert [(j["job_id"], j["tenant"]) for j in json_lines(out)] == [
+    assert [(j["job_id"], j["tenant"]) for j in listed_jobs(out)] == [
         (SHARED, "default"),
         (SHARED, "acme"),
         (SHARED, "beta"),
@@ -351,7 +351,8 @@ def test_every_job_command_takes_the_tenant(
     code, out, _ = run(capsys, "jobs", "--tenant", "acme")
     # Run with the default capture mode, prompts_only: kept, but not replayable in production.
     assert out.splitlines() == [
-        f"{SHARED}  sealed  NOT replayable  tenant acme",
+        f"{'JOB ID':<{len(SHARED)}}  STATUS  REPLAYABLE  TENANT",
+        f"{SHARED}  sealed  no          acme",
         "    missing response of iteration 0 agent math_agent: capture mode prompts_only stores"
         " the hash of response only",
     ]

@@ -4,9 +4,6 @@ error on stderr and nothing on stdout; the same code the HTTP service answers; C
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -14,12 +11,12 @@ import pytest
 from support.api_support import Api, assert_error
 from support.cli_output import canonical_line, json_error
 from support.ledger_fixtures import (
-    MACE_WITH_CTRL_C,
     TEST_CHECKPOINT_KEY,
     RawTable,
+    interrupted,
+    mace_to_interrupt,
     run,
     settings_for,
-    subprocess_env,
 )
 
 from domain.snapshot import Snapshot
@@ -99,18 +96,8 @@ def test_http_and_cli_give_an_unknown_job_the_same_code(
 def test_ctrl_c_prints_one_line_and_exits_130(postgres_url: str) -> None:
     """``mace follow`` waits for commits until interrupted; Ctrl-C there is no traceback."""
     Ledger.open(settings_for(postgres_url)).close()
-    follower = subprocess.Popen(
-        [sys.executable, "-c", MACE_WITH_CTRL_C, "follow"],
-        env=subprocess_env(postgres_url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert follower.stderr is not None
-    try:
+    with mace_to_interrupt(postgres_url, "follow") as follower:
+        assert follower.stderr is not None
         # The command says it is following once it waits: interrupt it then.
-        assert follower.stderr.readline().decode().startswith("following ")
-        follower.send_signal(signal.SIGINT)
-        out, err = follower.communicate(timeout=60)
-    finally:
-        follower.kill()
-    assert (follower.returncode, out, err) == (130, b"", b"mace: interrupted\n")
+        assert follower.stderr.readline().startswith("following ")
+        assert interrupted(follower) == (130, "", "mace: interrupted\n")

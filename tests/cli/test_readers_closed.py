@@ -17,7 +17,13 @@ import uvicorn
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from support.api_support import Api, assert_error, auth, checked_client
-from support.cli_output import assert_failure_line, canonical_line, failed, json_lines, ok
+from support.cli_output import (
+    assert_failure_line,
+    canonical_line,
+    failed,
+    listed_jobs,
+    ok,
+)
 from support.ledger_fixtures import TEST_CHECKPOINT_KEY, RawTable, run, signing_keys
 from support.receipt_tampering import edit_receipt
 from support.replay_cli import ROUTER_ID, act, council_rejection, new_job
@@ -290,7 +296,7 @@ def test_an_edited_read_model_row_fails_verify_all_and_rebuild_repairs_it(
     cli_env: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     job_id = new_job(capsys, capture="none")
-    listed = json_lines(ok(capsys, "jobs", "--non-replayable", "--json"))
+    listed = listed_jobs(ok(capsys, "jobs", "--non-replayable", "--json"))
     assert [j["job_id"] for j in listed] == [job_id]
     table = RawTable(cli_env)
     table.execute("DELETE FROM mace_read_models WHERE view = 'non_replayable'")
@@ -308,5 +314,5 @@ def test_an_edited_read_model_row_fails_verify_all_and_rebuild_repairs_it(
     code, _, _ = run(capsys, "rebuild")
     assert code == 1  # it differed, and is rebuilt
     ok(capsys, "verify", "--all")
-    listed = json_lines(ok(capsys, "jobs", "--non-replayable", "--json"))
+    listed = listed_jobs(ok(capsys, "jobs", "--non-replayable", "--json"))
     assert [j["job_id"] for j in listed] == [job_id]

@@ -48,5 +48,5 @@ def test_main_job_command_runs_on_the_sqlite_default(
     assert main(["verify", "--all"]) == 0
     assert re.search(r"\(5 jobs, 5 sealed\)", capsys.readouterr().out)
     assert main(["jobs", "--json"]) == 0
-    listed = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+    listed = orjson.loads(capsys.readouterr().out)["jobs"]
     assert [job["replayable"] for job in listed] == [True] * 5

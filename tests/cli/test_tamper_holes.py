@@ -5,7 +5,7 @@ checkpoints, which would catch it first: tests/cli/test_truncated_streams.py).""
 from __future__ import annotations
 
 import pytest
-from support.cli_output import assert_failure_line, canonical_line, json_lines
+from support.cli_output import assert_failure_line, canonical_line, listed_jobs
 from support.ledger_fixtures import RawTable, run
 from support.replay_cli import ROUTER_ID, act, governance_log, new_job, replay_entries, replay_json
 
@@ -139,7 +139,7 @@ def test_a_job_whose_declared_snapshot_is_gone_fails_verify_and_is_listed_as_a_g
 
     code, out, err = run(capsys, "jobs", "--non-replayable", "--json")
     assert (code, err) == (0, "")
-    (listed,) = json_lines(out)
+    (listed,) = listed_jobs(out)
     assert (listed["job_id"], listed["replayable"]) == (job_id, False)
     assert listed["missing_artifacts"][-1]["reason"] == (
         f"snapshot {ROUTER_ID} was in the ledger when the job completed and is gone"

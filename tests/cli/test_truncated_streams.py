@@ -17,7 +17,7 @@ from support.cli_output import (
     canonical_line,
     failed,
     json_error_as_line,
-    json_lines,
+    listed_jobs,
     ok,
 )
 from support.ledger_fixtures import RawTable, run
@@ -116,7 +116,7 @@ def test_replay_of_a_job_whose_snapshot_was_deleted_names_it_missing_with_the_pr
     # Listing gaps is what the read models are for: the job is listed, the snapshot named.
     code, out, err = run(capsys, "jobs", "--non-replayable", "--json")
     assert (code, err) == (0, "")
-    (listed,) = json_lines(out)
+    (listed,) = listed_jobs(out)
     assert (listed["job_id"], listed["replayable"]) == (job_id, False)
     assert ROUTER_ID in listed["missing_artifacts"][-1]["reason"]
 

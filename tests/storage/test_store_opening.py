@@ -92,7 +92,7 @@ def test_init_sets_up_the_store_once(cli_env: Settings, capsys: pytest.CaptureFi
     assert tables >= 3
     assert run(capsys, "init") == first
     assert table_count(cli_env) == tables
-    assert run(capsys, "jobs", "--json") == (0, "", "")
+    assert run(capsys, "jobs", "--json") == (0, '{"jobs":[],"total":0}\n', "")
 
 
 def test_the_first_writer_sets_up_the_store(

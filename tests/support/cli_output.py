@@ -34,6 +34,13 @@ def json_lines(out: str) -> list[dict[str, Any]]:
     return [canonical_line(line + "\n") for line in out.splitlines()]
 
 
+def listed_jobs(out: str) -> list[dict[str, Any]]:
+    """The jobs of what ``mace jobs --json`` printed: one canonical document, ``{"jobs",
+    "total"}``."""
+    jobs: list[dict[str, Any]] = canonical_line(out)["jobs"]
+    return jobs
+
+
 def event_count(settings: Settings) -> int:
     """Rows in the event table; 0 when the store or its table does not exist yet."""
     store = settings.parsed_store()

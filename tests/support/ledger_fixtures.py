@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import base64
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -86,6 +89,39 @@ MACE_WITH_CTRL_C = (
     "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
     " from infrastructure.cli import main; sys.exit(main())"
 )
+
+
+INTERRUPT_GUARD_SECONDS = 300.0
+"""Far beyond what a command takes to reach where a test interrupts it: then it is killed."""
+
+
+@contextmanager
+def mace_to_interrupt(store_url: str, *argv: str) -> Iterator[subprocess.Popen[str]]:
+    """``mace *argv`` on the test store, started as a shell starts it (`MACE_WITH_CTRL_C`), its
+    output in pipes; killed if it runs `INTERRUPT_GUARD_SECONDS` (a line it never prints then
+    reads as the end of its output) and when the block ends."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", MACE_WITH_CTRL_C, *argv],
+        env=subprocess_env(store_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    guard = threading.Timer(INTERRUPT_GUARD_SECONDS, process.kill)
+    guard.start()
+    try:
+        yield process
+    finally:
+        guard.cancel()
+        process.kill()
+        process.communicate()
+
+
+def interrupted(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+    """Ctrl-C to ``process``: its exit code, standard output and standard error."""
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=INTERRUPT_GUARD_SECONDS)
+    return process.returncode, out, err
 
 
 def mace_process(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:

@@ -25,4 +25,4 @@ def record_sample_job(ledger: Ledger, job_id: str = "job-1", seed: str = "s1") -
 def job_ids(ledger: Ledger, tenant: str = DEFAULT_TENANT) -> list[str]:
     """The tenant's jobs in the order the store recorded them: the job index, as `mace jobs`
     lists it."""
-    return [row["job_id"] for row in ledger.read_models.jobs(tenant)]
+    return [row["job_id"] for row in ledger.read_models.jobs(tenant)["jobs"]]

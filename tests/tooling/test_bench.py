@@ -1,4 +1,6 @@
-"""``mace bench`` runs every measured path on both stores and refuses a store holding data.
+"""``mace bench`` runs every measured path on both stores, on a store of its own: the store
+``MACE_STORE`` names is left as it was, and nothing of the bench's is left when it ends, Ctrl-C
+included. It says each figure on standard error as it goes (``--quiet``: nothing).
 
 Nothing here asserts a speed: figures are printed by the bench, never pass/fail in tests.
 """
@@ -9,28 +11,39 @@ from pathlib import Path
 
 import orjson
 import pytest
-from support.ledger_fixtures import run, store_of
+from support.ledger_fixtures import (
+    RawTable,
+    interrupted,
+    mace_to_interrupt,
+    run,
+    settings_for,
+    store_of,
+)
 from support.store_copies import fingerprint
 
 from domain.replay_access import ReplayMode
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
-from infrastructure.tooling.bench import ACTOR
+from infrastructure.tooling.bench import ACTOR, Bench, BenchError, BenchSize, HttpLoad
 from infrastructure.tooling.bench_writers import writers_at_once
 
 LIMITS = " (MACE_MAX_BATCH_EVENTS, MACE_MAX_RUN_EVENTS)"
-SMALL = (
-    *("--jobs", "2", "--memories", "3", "--contexts", "2", "--rounds", "2"),
-    *("--verify-events", "150", "--flat-entries", "160", "--http-runs", "2", "--http-batch", "5"),
+
+
+TINY = (
+    *("--jobs", "1", "--memories", "1", "--contexts", "1", "--rounds", "1"),
+    *("--verify-events", "0", "--flat-entries", "0", "--http-runs", "0"),
 )
 
 
-def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "bench", *SMALL, "--json")
-    assert (code, err) == (0, "")
-    report = orjson.loads(out)
-    assert (report["rounds"], report["compare_raw"]) == (2, False)
-    figures = {f["name"]: f for f in report["figures"] if f["name"] != "concurrency"}
+def test_every_path_is_measured(settings: Settings) -> None:
+    """The bench's own paths through the Python API, on the test's store (``mace bench`` gives
+    it a store of its own: `test_the_bench_runs_on_a_store_of_its_own`)."""
+    size = BenchSize(2, 3, 2, 2, 150, 160, HttpLoad(2, 5))
+    said: list[str] = []
+    with Ledger.open(settings) as ledger:
+        report = Bench(ledger, settings, size).run(say=said.append)
+    figures = {f.name: f.as_json() for f in report.figures if f.name != "concurrency"}
     # Two runs over HTTP, each sent in two batches of five events: ten events a run.
     assert figures.pop("http runs")["count"] == 2 * 10
     assert list(figures) == [
@@ -53,10 +66,10 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
     # Three whole verifies a figure, of a store first filled with two runs of 100 events.
     assert figures["read"]["count"] % 3 == 0
     assert figures["read"]["count"] >= 3 * 200
-    assert report["tree_cost"] > 0
-    assert report["tree_cpu_cost"] > 0
+    assert report.tree_cost.wall > 0
+    assert report.tree_cost.cpu > 0
     # Writer processes at once, two jobs each: every one recorded, none failed.
-    writers = [f for f in report["figures"] if f["name"] == "concurrency"]
+    writers = [f.as_json() for f in report.figures if f.name == "concurrency"]
     assert [(c["writers"], c["count"], c["failures"]) for c in writers] == [
         (1, 2, 0),
         (2, 4, 0),
@@ -70,11 +83,21 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
     assert figures["write"]["count"] > 2 * 2  # more than one event per job
     assert all(f["per_second"] > 0 and f["unit"] for f in figures.values())
     # Writes and contexts timed on a log of 100 entries, then of 160: each cost over the other.
-    assert report["flatness"]["entries"] == 160
-    assert report["flatness"]["memory"] > 0 and report["flatness"]["context"] > 0
+    assert report.flatness is not None and report.flatness.entries == 160
+    assert report.flatness.memory > 0 and report.flatness.context > 0
     # Without --compare-raw, no baseline is claimed.
-    assert all(f["raw_per_second"] is None and f["ratio"] is None for f in report["figures"])
-    with Ledger.open(cli_env) as ledger:
+    assert all(f.raw_per_second is None and f.ratio is None for f in report.figures)
+    # Said as it went: the fill, each figure of each round, each writers' run, the rest.
+    assert said[0] == "filling the store to 150 events"
+    assert [line.split(":")[0] for line in said if line.startswith("round ")] == [
+        f"round {n}/2 {name}" for n in (1, 2) for name in figures if name != "http runs"
+    ]
+    assert [line.split(":")[0] for line in said if line.startswith("concurrency")] == [
+        f"concurrency {n}" for n in (1, 2, 4, 8)
+    ]
+    assert said[-2].startswith("http runs: 20 events in ")
+    assert said[-1].startswith("flatness: a log of 160 entries: a write costs ")
+    with Ledger.open(settings) as ledger:
         filled, each_round, writers_jobs, over_http = 2, 2, (1 + 2 + 4 + 8) * 2, 2
         assert (
             store_of(ledger).verify_all().jobs == filled + 2 * each_round + writers_jobs + over_http
@@ -87,27 +110,75 @@ def test_every_path_is_measured(cli_env: Settings, capsys: pytest.CaptureFixture
         assert newest is not None and newest.checkpoint.number >= 2 + 1 + 1
 
 
-def test_compare_raw_puts_a_measured_baseline_beside_every_figure_and_leaves_no_table(
-    cli_env: Settings, capsys: pytest.CaptureFixture[str]
+def _bench_schemas(settings: Settings) -> list[str]:
+    """Schemas the bench made in the test's PostgreSQL database ([] on SQLite)."""
+    if settings.store.startswith("sqlite"):
+        return []
+    query = "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, 'mace_bench_')"
+    return [str(row[0]) for row in RawTable(settings).execute(query)]
+
+
+def test_the_bench_runs_on_a_store_of_its_own(
+    cli_env: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    once = ("--rounds", "1", "--flat-entries", "0", "--http-runs", "1")
-    code, out, err = run(capsys, "bench", *SMALL, *once, "--compare-raw", "--json")
-    assert (code, err) == (0, "")
+    """A store holding data is left as it was, and the bench runs all the same: it writes to a
+    store it makes (SQLite: a folder beside MACE_STORE's file; PostgreSQL: a schema in its
+    database) and removes when it ends."""
+    assert run(capsys, "run", "what is 2 + 3?", "--seed", "held")[0] == 0  # checkpointed
+    before = fingerprint(cli_env.store), sorted(tmp_path.iterdir())
+    code, out, err = run(capsys, "bench", *TINY, "--json")
+    assert code == 0, err
     report = orjson.loads(out)
-    assert report["compare_raw"] is True
-    for figure in report["figures"]:
-        if figure["name"] == "checkpoint":  # no raw equivalent: a signature over a tree
-            assert (figure["raw_per_second"], figure["ratio"]) == (None, None)
+    assert report["store"] != cli_env.parsed_store().describe()
+    # Said on standard error as it went, figure by figure, where the bench's store is first.
+    lines = err.splitlines()
+    assert lines[0].startswith("mace bench: on a store of its own, removed when it ends: ")
+    assert "mace bench: round 1/1 write: " in lines[1]
+    assert len(lines) == 1 + 9 + 4  # nine figures a round, four writers' runs
+    assert (fingerprint(cli_env.store), sorted(tmp_path.iterdir())) == before
+    assert _bench_schemas(cli_env) == []
+    code, out, err = run(capsys, "bench", *TINY, "--quiet")
+    assert (code, err) == (0, "")
+    assert out.startswith("mace bench on ")
+
+
+def test_ctrl_c_stops_the_bench_with_130_and_leaves_nothing_behind(
+    cli_env: Settings, store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Ledger.open(cli_env).close()
+    before = fingerprint(cli_env.store), sorted(tmp_path.iterdir())
+    rounds = ("--rounds", "50", "--verify-events", "150")
+    with mace_to_interrupt(store_url, "bench", *TINY, *rounds) as bench:
+        assert bench.stderr is not None
+        said = [bench.stderr.readline() for _ in range(3)]  # its store, the fill, a figure
+        assert "round 1/50 write: " in said[-1], said
+        code, out, err = interrupted(bench)
+    assert (code, out) == (130, "")
+    assert err.endswith("mace: interrupted\n"), err
+    assert (fingerprint(cli_env.store), sorted(tmp_path.iterdir())) == before
+    assert _bench_schemas(cli_env) == []
+    # Nothing half-filled for the next run to refuse.
+    code, out, err = run(capsys, "bench", *TINY, "--quiet", "--json")
+    assert (code, err) == (0, "")
+
+
+def test_compare_raw_puts_a_measured_baseline_beside_every_figure_and_leaves_no_table(
+    settings: Settings,
+) -> None:
+    with Ledger.open(settings) as ledger:
+        bench = Bench(ledger, settings, BenchSize(2, 3, 2, 1, 150, 0, HttpLoad(1, 5)))
+        report = bench.run(compare_raw=True)
+    for figure in report.figures:
+        if figure.name == "checkpoint":  # no raw equivalent: a signature over a tree
+            assert (figure.raw_per_second, figure.ratio) == (None, None)
             continue
-        assert figure["raw_per_second"] > 0, figure["name"]
-        assert figure["ratio"] == pytest.approx(
-            figure["per_second"] / figure["raw_per_second"], rel=0.01, abs=0.001
-        )
-    raw_writers = [f for f in report["figures"] if f["name"] == "concurrency"]
-    assert [f["writers"] for f in raw_writers] == [1, 2, 4, 8]
+        assert figure.raw_per_second is not None and figure.raw_per_second > 0, figure.name
+        assert figure.ratio == pytest.approx(figure.per_second / figure.raw_per_second)
+    raw_writers = [f for f in report.figures if f.name == "concurrency"]
+    assert [f.writers.writers for f in raw_writers if f.writers] == [1, 2, 4, 8]
     # The scratch table is gone, the ledger's own tables untouched by it: verify is clean.
-    assert "mace_bench_raw" not in fingerprint(cli_env.store)[1]
-    with Ledger.open(cli_env) as ledger:
+    assert "mace_bench_raw" not in fingerprint(settings.store)[1]
+    with Ledger.open(settings) as ledger:
         assert (
             store_of(ledger).verify_all().events == store_of(ledger).recorder.max_notification_id()
         )
@@ -133,21 +204,14 @@ def test_the_tally_counts_what_a_figure_did_in_the_events_table(cli_env: Setting
         assert did.rows_read >= job_rows
 
 
-def test_a_store_holding_data_is_refused_and_left_alone(
-    cli_env: Settings, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # Any data: a job (a bench that fills a store is `test_every_path_is_measured`).
-    with Ledger.open(cli_env) as ledger:
+def test_the_python_api_refuses_a_ledger_holding_data(settings: Settings) -> None:
+    """Figures from a store already holding other data would not compare (``mace bench``
+    always gives the bench a new store)."""
+    with Ledger.open(settings) as ledger:
         ledger.jobs.run("what is 2 + 3?", "held")
-    with Ledger.open(cli_env) as ledger:
         head = store_of(ledger).recorder.max_notification_id()
-    code, out, err = run(capsys, "bench", *SMALL)
-    assert (code, out) == (2, "")
-    assert (
-        err
-        == "mace: INVALID_INPUT: mace bench writes to the store: point MACE_STORE at an empty one\n"
-    )
-    with Ledger.open(cli_env) as ledger:
+        with pytest.raises(BenchError, match="the bench writes: give it an empty store"):
+            Bench(ledger, settings, BenchSize(1, 1, 1, 1))
         assert store_of(ledger).recorder.max_notification_id() == head
 
 
@@ -195,22 +259,19 @@ def test_a_negative_fill_is_refused(cli_env: Settings, capsys: pytest.CaptureFix
     assert err == "mace: INVALID_INPUT: --verify-events must be at least 0, got -1\n"
 
 
-def test_a_writer_whose_jobs_fail_is_counted_and_its_first_error_shown(cli_env: Settings) -> None:
-    Ledger.open(cli_env).close()
-    run = writers_at_once(1, 2, "x" * 100_001)  # an input over the limit: each job refused
+def test_a_writer_whose_jobs_fail_is_counted_and_its_first_error_shown(settings: Settings) -> None:
+    Ledger.open(settings).close()
+    run = writers_at_once(settings, 1, 2, "x" * 100_001)  # an input over the limit: each refused
     assert (run.writers, run.jobs, run.failures) == (1, 0, 2)
     assert run.first_failure is not None
     assert run.first_failure.startswith("failed: InvalidInput: job input: ")
 
 
-def test_a_writer_that_cannot_open_the_store_stops_the_figure_in_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_writer_that_cannot_open_the_store_stops_the_figure_in_one_line(tmp_path: Path) -> None:
     text = tmp_path / "notes.db"
     text.write_text("not a ledger\n" * 20)
-    monkeypatch.setenv("MACE_STORE", f"sqlite:///{text}")
     with pytest.raises(ChildProcessError) as raised:
-        writers_at_once(2, 1, "t")
+        writers_at_once(settings_for(f"sqlite:///{text}"), 2, 1, "t")
     assert str(raised.value) == (
         "a bench writer could not start: infrastructure.storage.settings.SettingsError:"
         f" MACE_STORE 'sqlite:///{text}' is not a SQLite database file"

@@ -67,4 +67,10 @@ def add_export_test_arguments(regression: argparse.ArgumentParser) -> None:
     )
     add_include_full_io_option(regression)
     regression.add_argument("--force", action="store_true", help="overwrite existing files")
+    regression.add_argument(
+        "--json",
+        action="store_true",
+        help="print canonical JSON: the files written, the outcome the test asserts and how"
+        " replaying the bundle now differs from it",
+    )
     regression.set_defaults(handler="infrastructure.cli.bundles:export_test")

@@ -25,6 +25,7 @@ def add_governance_arguments(governance: argparse.ArgumentParser) -> None:
     )
     request.add_argument("--reason", required=True, help="why, in one line")
     add_tenant_option(request)
+    _json_option(request)
     request.set_defaults(handler="infrastructure.cli.governance:request_action")
 
     for name, vote, text in (
@@ -35,6 +36,7 @@ def add_governance_arguments(governance: argparse.ArgumentParser) -> None:
         parser.add_argument("job_id", help="the job the motion is for")
         parser.add_argument("--action", choices=motions, required=True, help="the motion")
         add_tenant_option(parser)
+        _json_option(parser)
         parser.set_defaults(handler="infrastructure.cli.governance:vote_on", vote=vote)
 
     halt = actions.add_parser(
@@ -43,6 +45,7 @@ def add_governance_arguments(governance: argparse.ArgumentParser) -> None:
     halt.add_argument("snapshot_id", help="the snapshot whose replays stop")
     halt.add_argument("--reason", required=True, help="the incident, in one line")
     _halt_tenant_options(halt, "halt every tenant's replays (store_operator role only)")
+    _json_option(halt)
     halt.set_defaults(handler="infrastructure.cli.governance:halt_snapshot")
 
     clear = actions.add_parser(
@@ -50,6 +53,7 @@ def add_governance_arguments(governance: argparse.ArgumentParser) -> None:
     )
     clear.add_argument("snapshot_id", help="the halted snapshot")
     _halt_tenant_options(clear, "lift a store-wide halt (council and store_operator roles)")
+    _json_option(clear)
     clear.set_defaults(handler="infrastructure.cli.governance:clear_halt")
 
     log = actions.add_parser("log", help="print governance events, of one job or of all")
@@ -57,6 +61,12 @@ def add_governance_arguments(governance: argparse.ArgumentParser) -> None:
     add_tenant_option(log, default=None, absent="default: every tenant")
     log.add_argument("--json", action="store_true", help="canonical JSON lines")
     log.set_defaults(handler="infrastructure.cli.governance:print_log")
+
+
+def _json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print canonical JSON: what the HTTP service answers"
+    )
 
 
 def _halt_tenant_options(parser: argparse.ArgumentParser, store_wide: str) -> None:

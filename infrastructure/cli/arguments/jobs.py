@@ -9,6 +9,7 @@ import argparse
 
 from domain.job import CaptureMode
 from infrastructure.cli.common import add_snapshot_option, add_tenant_option
+from projections.job_summaries import LISTING_LIMIT, LISTING_MAX_LIMIT
 
 
 def add_run_arguments(run: argparse.ArgumentParser) -> None:
@@ -45,5 +46,16 @@ def add_jobs_arguments(listing: argparse.ArgumentParser) -> None:
         "--non-replayable", action="store_true", help="only jobs production replay cannot redo"
     )
     add_tenant_option(listing, default=None, absent="default: every tenant")
-    listing.add_argument("--json", action="store_true", help="canonical JSON lines")
+    listing.add_argument(
+        "--limit",
+        type=int,
+        default=LISTING_LIMIT,
+        help=f"jobs a page shows, 1 to {LISTING_MAX_LIMIT} ({LISTING_LIMIT})",
+    )
+    listing.add_argument(
+        "--offset", type=int, default=0, help="jobs to skip before the page starts (0)"
+    )
+    listing.add_argument(
+        "--json", action="store_true", help='print canonical JSON: {"jobs": [...], "total": N}'
+    )
     listing.set_defaults(handler="infrastructure.cli.jobs:list_jobs")
