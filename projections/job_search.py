@@ -1,11 +1,13 @@
 """What an operator asks of the job index: filters and a page, read from query parameters.
 
-A `JobQuery` names the jobs of one tenant by job id prefix, status, replayability, the error code
-of their latest replay and when that replay was asked for, and a page of them after a log
-position (keyset: the jobs in the order the store recorded them, `after` the last one shown). The
-stores answer it in SQL (`infrastructure.storage.read_models.tables`); `matches` is the same
-question asked of one row, for views kept in memory. Every value is checked here, so a bad one is
-one line naming the parameter and what it takes, before anything is read.
+A `JobQuery` names the jobs of one tenant (or of every tenant) by job id prefix, status,
+replayability, the error code of their latest replay and when that replay was asked for, and a
+page of them after a log position (keyset: the jobs in the order the store recorded them, `after`
+the last one shown). The job listing (`mace jobs`, ``GET /v1/jobs``) takes the same filters and
+pages by limit and offset instead. The stores answer it in SQL
+(`infrastructure.storage.read_models.tables`); `matches` is the same question asked of one row,
+for views kept in memory. Every value is checked here, so a bad one is one line naming the
+parameter and what it takes, before anything is read.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ MAX_PAGE_SIZE: Final = 200
 STATUSES: Final = ("open", "completed", "sealed")
 _ID_CHARACTERS = re.compile(r"[A-Za-z0-9._:-]*")
 _INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?Z?)?")
-PARAMETERS: Final = ("job", "status", "replayable", "error", "from", "to", "after", "size")
+FILTERS: Final = ("job", "status", "replayable", "error", "from", "to")
+"""What the job listing (`mace jobs`, ``GET /v1/jobs``) filters by, as the dashboard does."""
+PARAMETERS: Final = (*FILTERS, "after", "size")
 
 
 class Replayability(StrEnum):
@@ -37,7 +41,8 @@ class Replayability(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class JobQuery:
-    tenant: str
+    tenant: str | None
+    """None: every tenant's jobs (an admin's ``mace jobs``)."""
     job_prefix: str = ""
     status: str | None = None
     replayable: Replayability | None = None
@@ -76,7 +81,7 @@ class JobQuery:
         """Whether the job index row is one of the jobs asked for (any page)."""
         replayed_at = row.get("replayed_at")
         return (
-            row.get("tenant") == self.tenant
+            self.tenant in {None, row.get("tenant")}
             and str(row.get("job_id", "")).startswith(self.job_prefix)
             and self.status in {None, row.get("status")}
             and self.replayable in {None, replayability(row)}
@@ -93,7 +98,7 @@ def replayability(row: Row) -> Replayability:
     return Replayability.YES if flag else Replayability.NO
 
 
-def parse_job_query(tenant: str, given: Mapping[str, str]) -> JobQuery:
+def parse_job_query(tenant: str | None, given: Mapping[str, str]) -> JobQuery:
     """The query the URL's parameters ask for; InvalidInput naming the first bad one."""
     unknown = sorted(set(given) - set(PARAMETERS))
     if unknown:

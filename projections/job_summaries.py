@@ -54,11 +54,10 @@ def job_summary(row: Row) -> dict[str, Any]:
     }
 
 
-def job_listing(rows: list[Row], tenant: str | None = None) -> list[dict[str, Any]]:
-    """The jobs in the order the store recorded them; only ``tenant``'s when one is given."""
-    chosen = [r for r in rows if tenant is None or r.get("tenant") == tenant]
+def job_listing(rows: list[Row]) -> list[dict[str, Any]]:
+    """The jobs in the order the store recorded them."""
     # Rows projected before jobs had positions have only their registry number; they came first.
-    chosen.sort(key=lambda row: (row.get("position", 0), row.get("job_number", 0)))
+    chosen = sorted(rows, key=lambda row: (row.get("position", 0), row.get("job_number", 0)))
     return [job_summary(row) for row in chosen]
 
 

@@ -22,6 +22,7 @@ from infrastructure.api.response_models.jobs import JobEvents, JobListing, JobLo
 from infrastructure.api.response_models.replays import ReplayAttempt
 from infrastructure.api.responses import answers
 from infrastructure.application.personal_data import HTTP_CHANNEL, JobRead
+from projections.job_search import FILTERS, STATUSES, parse_job_query
 from projections.job_summaries import (
     LISTING_LIMIT,
     LISTING_MAX_LIMIT,
@@ -66,12 +67,28 @@ def run_job(body: Stage0Job, ctx: Ctx, who: Caller) -> dict[str, Any]:
 def list_jobs(
     ctx: Ctx,
     who: Caller,
-    non_replayable: Annotated[bool, Query(description="only jobs production cannot redo")] = False,
+    non_replayable: Annotated[
+        bool, Query(description="only jobs production cannot redo: replayable no or open")
+    ] = False,
     limit: Annotated[int, Query(ge=1, le=LISTING_MAX_LIMIT)] = LISTING_LIMIT,
     offset: Annotated[int, Query(ge=0, le=LISTING_MAX_OFFSET)] = 0,
+    job: Annotated[str | None, Query(description="job id prefix")] = None,
+    status: Annotated[str | None, Query(description=", ".join(STATUSES))] = None,
+    replayable: Annotated[str | None, Query(description="yes, no or open")] = None,
+    error: Annotated[str | None, Query(description="the latest replay's error code")] = None,
+    replayed_from: Annotated[
+        str | None, Query(alias="from", description="latest replay at or after (UTC)")
+    ] = None,
+    replayed_to: Annotated[
+        str | None, Query(alias="to", description="latest replay at or before (UTC)")
+    ] = None,
 ) -> dict[str, Any]:
+    # Checked by `parse_job_query`, as `mace jobs` and the dashboard check them: a bad one is 422.
+    filters = (job, status, replayable, error, replayed_from, replayed_to)
+    given = {name: value for name, value in zip(FILTERS, filters, strict=True) if value is not None}
+    query = parse_job_query(who.tenant, given)
     return ctx.ledger.read_models.jobs(
-        who.tenant, non_replayable=non_replayable, limit=limit, offset=offset
+        query, non_replayable=non_replayable, limit=limit, offset=offset
     )
 
 

@@ -227,21 +227,24 @@ class ReadModels:
 
     def jobs(
         self,
-        tenant: str | None,
+        query: JobQuery,
         *,
         non_replayable: bool = False,
         limit: int = LISTING_LIMIT,
         offset: int = 0,
     ) -> dict[str, Any]:
-        """A page of the tenant's jobs (None: every tenant's), in the order they were recorded
-        (`listing_page`: ``{"jobs", "total"}``); ``non_replayable``: only those production
-        replay cannot redo (and open ones, whose verdict is not known yet)."""
+        """A page of the jobs ``query`` filters (its tenant's; None: every tenant's), in the
+        order they were recorded (`listing_page`: ``{"jobs", "total"}``; the query's own page,
+        ``after`` and ``size``, is the dashboard's and not read here); ``non_replayable``: only
+        those production replay cannot redo (and open ones, whose verdict is not known yet)."""
         jobs = self._job_views()[0]
-        listed = [(key, row) for key, row in jobs if tenant is None or row.get("tenant") == tenant]
+        listed = [(key, row) for key, row in jobs if query.tenant in {None, row.get("tenant")}]
         # The view says what each job was when it was projected: a job stream cut short or
         # deleted below the newest checkpoint since then fails the listing, as reading it would.
         self.store.require_stored_heads([UUID(key) for key, _ in listed])
-        summaries = job_listing([row for _, row in listed], tenant)
+        # Filtered after the gone snapshots are laid over the rows (`_job_views`), as
+        # `job_page` does: "replayable" is what the job is now, not when it was projected.
+        summaries = job_listing([row for _, row in listed if query.matches(row)])
         if non_replayable:
             summaries = [summary for summary in summaries if summary["replayable"] is not True]
         return listing_page(summaries, limit, offset)

@@ -18,6 +18,7 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.application.personal_data import CLI_CHANNEL
 from infrastructure.application.settings import Settings
 from infrastructure.cli.common import acting_actor, emit_json, snapshot_overrides
+from projections.job_search import FILTERS, JobQuery, parse_job_query
 from projections.job_summaries import run_report
 
 STREAM_TYPES = ("JobStarted", *sorted(ALL_TYPES), "JobSealed")
@@ -142,9 +143,10 @@ LISTING_HEADER = ("JOB ID", "STATUS", "REPLAYABLE", "TENANT")
 
 def list_jobs(args: argparse.Namespace, settings: Settings) -> int:
     """A page of the job listing, as ``GET /v1/jobs`` answers it: ``--json`` its body."""
+    query = _listing_query(args)
     with Ledger.open(settings, create=False) as ledger:
         page = ledger.read_models.jobs(
-            args.tenant, non_replayable=args.non_replayable, limit=args.limit, offset=args.offset
+            query, non_replayable=args.non_replayable, limit=args.limit, offset=args.offset
         )
     if args.json:
         emit_json(page)
@@ -173,3 +175,21 @@ def list_jobs(args: argparse.Namespace, settings: Settings) -> int:
         more = f"; the next page: --offset {last}" if last < total else ""
         print(f"jobs {offset + 1}-{last} of {total}{more}")
     return EXIT_OK
+
+
+def _listing_query(args: argparse.Namespace) -> JobQuery:
+    """The filters given as flags, checked as ``GET /v1/jobs`` and the dashboard check them;
+    a bad one is refused naming its flag (each flag is its query parameter's name)."""
+    flags = (
+        args.job,
+        args.status,
+        args.replayable,
+        args.error,
+        args.replayed_from,
+        args.replayed_to,
+    )
+    given = {name: value for name, value in zip(FILTERS, flags, strict=True) if value is not None}
+    try:
+        return parse_job_query(args.tenant, given)
+    except InvalidInput as bad:
+        raise InvalidInput(f"--{bad}") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from domain.job import DEFAULT_TENANT, Job
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
+from projections.job_search import JobQuery
 
 ROUTER = {"rules": [{"id": "R1", "pattern": "x", "weight": 0.1 + 0.2}]}
 
@@ -25,4 +26,4 @@ def record_sample_job(ledger: Ledger, job_id: str = "job-1", seed: str = "s1") -
 def job_ids(ledger: Ledger, tenant: str = DEFAULT_TENANT) -> list[str]:
     """The tenant's jobs in the order the store recorded them: the job index, as `mace jobs`
     lists it."""
-    return [row["job_id"] for row in ledger.read_models.jobs(tenant)["jobs"]]
+    return [row["job_id"] for row in ledger.read_models.jobs(JobQuery(tenant))["jobs"]]

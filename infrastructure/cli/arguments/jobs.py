@@ -9,6 +9,7 @@ import argparse
 
 from domain.job import CaptureMode
 from infrastructure.cli.common import add_snapshot_option, add_tenant_option
+from projections.job_search import STATUSES
 from projections.job_summaries import LISTING_LIMIT, LISTING_MAX_LIMIT
 
 
@@ -43,7 +44,30 @@ def add_events_arguments(events: argparse.ArgumentParser) -> None:
 
 def add_jobs_arguments(listing: argparse.ArgumentParser) -> None:
     listing.add_argument(
-        "--non-replayable", action="store_true", help="only jobs production replay cannot redo"
+        "--non-replayable",
+        action="store_true",
+        help="only jobs production replay cannot redo: --replayable no or open",
+    )
+    # Plain strings: `parse_job_query` checks them, as it does the dashboard's and the API's.
+    listing.add_argument("--job", metavar="PREFIX", help="only jobs whose id starts so")
+    listing.add_argument("--status", help=f"only jobs of this status ({', '.join(STATUSES)})")
+    listing.add_argument(
+        "--replayable", help="only jobs production replay can redo (yes), cannot (no), or open"
+    )
+    listing.add_argument(
+        "--error", metavar="CODE", help="only jobs whose latest replay failed with this code"
+    )
+    listing.add_argument(
+        "--from",
+        dest="replayed_from",
+        metavar="T",
+        help="only jobs whose latest replay was asked for at or after T (YYYY-MM-DD[THH:MM[:SS]Z])",
+    )
+    listing.add_argument(
+        "--to",
+        dest="replayed_to",
+        metavar="T",
+        help="... and at or before T (a day alone: its last second)",
     )
     add_tenant_option(listing, default=None, absent="default: every tenant")
     listing.add_argument(

@@ -75,8 +75,11 @@ def _job_search(query: JobQuery, dialect: _Dialect, limit: int) -> tuple[str, li
     """The WHERE clause, ORDER BY and LIMIT of a job search, and its parameters: every value a
     parameter, every SQL fragment one of this function's own."""
     mark, text = dialect.mark, dialect.text
-    where = [f"view = {mark}", f"{text('tenant')} = {mark}", f"{dialect.position} > {mark}"]
-    params: list[Any] = [JOB_INDEX, query.tenant, query.after]
+    where = [f"view = {mark}", f"{dialect.position} > {mark}"]
+    params: list[Any] = [JOB_INDEX, query.after]
+    if query.tenant is not None:
+        where.append(f"{text('tenant')} = {mark}")
+        params.append(query.tenant)
     stored = query.stored()
     if stored.job_prefix:
         where.append(f"substr({text('job_id')}, 1, {len(stored.job_prefix)}) = {mark}")
