@@ -16,6 +16,7 @@ without a read of the other stream per job, which on PostgreSQL cost more than t
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -93,8 +94,10 @@ class RangeAudit:
         table = getattr(self.store.recorder, "events_table_name", None)
         assert isinstance(table, str)
         window = self.window
-        with StoreReader(self.store.location, table) as reader:
-            log = reader.in_log_order(streams, window.scope.since, window.through)
+        with (
+            StoreReader(self.store.location, table) as reader,
+            closing(reader.in_log_order(streams, window.scope.since, window.through)) as log,
+        ):
             for notification_id, stored in log:
                 self._take(notification_id, stored)
                 if self.found.events % PROGRESS_EVERY == 0:

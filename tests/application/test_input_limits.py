@@ -16,6 +16,7 @@ import pytest
 from support.ledger_fixtures import run, store_of
 
 from domain.events import ErrorEvent, RunCompleted, RunStarted, StageTransition
+from domain.job import DEFAULT_TENANT
 from domain.run_draft import RunTooLarge
 from domain.run_file import parse_run
 from infrastructure.application.errors import failure_of
@@ -51,20 +52,23 @@ def assert_too_large(exc: pytest.ExceptionInfo[RunTooLarge], message: str) -> No
 def test_a_run_recorder_refuses_an_event_past_the_run_s_limits_as_it_is_emitted(
     limited: Ledger,
 ) -> None:
-    before = head(limited)
     recorder = RunRecorder(limited.run_uploads, RunStarted(seed=7, input="hi", job_id="r1"))
+    opened = head(limited)  # the recorder writes as it goes: opening the run is written
     with pytest.raises(RunTooLarge) as big:
         recorder.emit(ErrorEvent(code="E", message=BIG_TEXT))
     assert_too_large(big, "run r1 event 0: 2076 bytes, at most 1024 (MACE_MAX_BODY_BYTES)")
+    assert head(limited) == opened
     for n in range(5):
         recorder.emit(StageTransition(to_stage=f"s{n}"))
+    emitted = head(limited)
     with pytest.raises(RunTooLarge) as many:
         recorder.emit(StageTransition(to_stage="s5"))
     assert_too_large(many, "run r1 would exceed 5 events (MACE_MAX_RUN_EVENTS)")
     with pytest.raises(RunTooLarge) as output:
         recorder.complete(BIG_TEXT)
     assert_too_large(output, "run r1 final_output: 2002 bytes, at most 1024 (MACE_MAX_BODY_BYTES)")
-    assert head(limited) == before
+    assert head(limited) == emitted
+    assert len(limited.run_uploads.get(recorder.run_id, DEFAULT_TENANT).events) == 5
     assert recorder.complete("done").sealed
 
 

@@ -308,12 +308,10 @@ def _broken(
         )
         return IntegrityFailure(CHECKPOINT_STREAM, body.number, reason)
     after = 0 if held is None else held.signed.checkpoint.last_notification_id
-    position, leaf = _first_difference(
-        reader.leaves(after, CHECKPOINT_STREAM),
-        signed_leaves,
-        start,
-        body.last_notification_id,
-    )
+    with closing(reader.leaves(after, CHECKPOINT_STREAM)) as stored_leaves:  # stops early
+        position, leaf = _first_difference(
+            stored_leaves, signed_leaves, start, body.last_notification_id
+        )
     located = None if leaf is None else reader.located(leaf.notification_id)
     if leaf is None or located is None:
         now = "the log now ends there"

@@ -19,6 +19,7 @@ checkpoint pass costs little more time than a verify without it.
 
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import groupby
@@ -159,10 +160,12 @@ def _verify_streams(
     """One pass over the range's events ordered by stream (the module's docstring says what it
     checks), until ``stopped`` says its answer is no longer wanted."""
     facts = _StreamFacts()
-    with StoreReader(store, table) as reader:
+    # The scan is closed when the pass stops, not when collected: a failure's traceback would
+    # keep it, and its server-side cursor, open until a garbage collection.
+    with StoreReader(store, table) as reader, closing(reader.scan(streams)) as scanned:
         counterparts = _Counterparts(reader, keyring)
         try:
-            for stream, group in groupby(reader.scan(streams), key=_stream_of):
+            for stream, group in groupby(scanned, key=_stream_of):
                 if stopped():
                     raise PassStopped
                 _verify_one(facts, counterparts, keyring, stream, list(group))
