@@ -199,7 +199,7 @@ class StoreReader:
         # eventsourcing chose the name; quote it as an identifier all the same.
         return '"' + self.table.replace('"', '""') + '"'
 
-    def scan(self, streams: StreamRange = (None, None)) -> Iterator[StoredEvent]:
+    def scan(self, streams: StreamRange = (None, None)) -> Generator[StoredEvent]:
         """Every stored event of the streams in ``streams``, ordered by stream then version."""
         conn = self._connection()
         lower, upper = streams
@@ -235,7 +235,7 @@ class StoreReader:
 
     def in_log_order(
         self, streams: StreamRange, after: int, through: int
-    ) -> Iterator[tuple[int, StoredEvent]]:
+    ) -> Generator[tuple[int, StoredEvent]]:
         """Every stored event of the streams in ``streams`` with a notification id after
         ``after`` and up to ``through``, in notification order, with its notification id."""
         conn = self._connection()
