@@ -15,7 +15,7 @@ its topic or state has no leaf (None), which no signed root can match.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import ExitStack, closing
 from typing import Any, Final, NamedTuple
 from uuid import UUID
