@@ -198,3 +198,17 @@ def test_http_refuses_personal_data_in_memories_and_redacts_older_ones(api: Api)
         assert PII_MARK in response.text
     admin = api.get("/v1/memories", "admin")
     assert set(found(admin.content)) == {PASSWORD, SSN, CARD, API_KEY}
+
+
+def test_a_stage0_jobs_sem_write_is_kept_as_it_was_and_shown_redacted(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Stage-0 runtime refuses only denied attributes (its refusal marks): an SSN told as a
+    favourite colour is its SEM write, unchanged; a non-admin ``mace sem get`` shows none of it."""
+    code, out, err = run(capsys, "run", f"my favorite color is {SSN}", "--seed", "s1", "--json")
+    assert code == 0, err
+    color = "user/person/default/favorite_color"
+    assert run(capsys, "sem", "get", color)[1].startswith(f'{color} = "{PII_MARK}"')
+    monkeypatch.setenv("MACE_ACTOR", "ana")
+    monkeypatch.setenv("MACE_ROLES", "admin")
+    assert run(capsys, "sem", "get", color)[1].startswith(f'{color} = "{SSN}"')
