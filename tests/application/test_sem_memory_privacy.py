@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pytest
 from support.api_support import Api, assert_error
 from support.canaries import API_KEY, CARD, PASSWORD, SSN, TEXT, found
@@ -55,24 +56,23 @@ def assert_clean_refusal(message: str, expected: str) -> None:
     assert "opensesame" not in message
 
 
+WRITES: dict[str, Callable[[Ledger, str, Any], object]] = {
+    "sem.put": lambda ledger, key, value: ledger.sem.put(key, value, tenant="acme"),
+    "memories.remember_fact": lambda ledger, key, value: ledger.memories.remember_fact(
+        "acme", key, value, [], ACTOR, None
+    ),
+}
+"""The Python API's ways to keep a value under a SEM key outside any run."""
+
+
+@pytest.mark.parametrize("way", WRITES)
 @pytest.mark.parametrize(("key", "value", "expected"), ATTACKS)
-def test_sem_put_refuses_personal_data_and_writes_nothing(
-    ledger: Ledger, key: str, value: Any, expected: str
+def test_a_sem_put_or_memory_fact_with_personal_data_is_refused_and_nothing_written(
+    ledger: Ledger, way: str, key: str, value: Any, expected: str
 ) -> None:
     before = store_of(ledger).recorder.max_notification_id()
     with pytest.raises(InvalidInput) as refused:
-        ledger.sem.put(key, value, tenant="acme")
-    assert_clean_refusal(str(refused.value), expected)
-    assert store_of(ledger).recorder.max_notification_id() == before
-
-
-@pytest.mark.parametrize(("key", "value", "expected"), ATTACKS)
-def test_a_memory_fact_with_personal_data_is_refused_and_nothing_written(
-    ledger: Ledger, key: str, value: Any, expected: str
-) -> None:
-    before = store_of(ledger).recorder.max_notification_id()
-    with pytest.raises(InvalidInput) as refused:
-        ledger.memories.remember_fact("acme", key, value, [], ACTOR, None)
+        WRITES[way](ledger, key, value)
     assert_clean_refusal(str(refused.value), expected)
     assert store_of(ledger).recorder.max_notification_id() == before
 
@@ -207,6 +207,7 @@ def test_a_stage0_jobs_sem_write_is_kept_as_it_was_and_shown_redacted(
     favourite colour is its SEM write, unchanged; a non-admin ``mace sem get`` shows none of it."""
     code, out, err = run(capsys, "run", f"my favorite color is {SSN}", "--seed", "s1", "--json")
     assert code == 0, err
+    assert [w["value"] for w in orjson.loads(out)["sem_writes"]] == [SSN]
     color = "user/person/default/favorite_color"
     assert run(capsys, "sem", "get", color)[1].startswith(f'{color} = "{PII_MARK}"')
     monkeypatch.setenv("MACE_ACTOR", "ana")
