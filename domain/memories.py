@@ -30,6 +30,7 @@ from domain.determinism import derive_id
 from domain.errors import InvalidInput
 from domain.policy import MemoryKind
 from domain.sem import validate_key, validate_value
+from domain.sensitive_data import refuse_sensitive
 from domain.stage0.config import DEFAULT_PRIVACY, PrivacyPolicy
 
 LABEL_PATTERN: Final = re.compile(r"^[a-z0-9][a-z0-9._:-]{0,63}$")
@@ -43,7 +44,9 @@ TENANT_PRIVACY: Final[PrivacyPolicy] = DEFAULT_PRIVACY
 """The privacy rule over tenant facts: the Stage-0 default privacy snapshot's denied attributes.
 
 A tenant's memories are written outside any job, so no job's privacy snapshot covers them; they
-are held to the default one, the same list ``mace sem put`` applies unless told otherwise.
+are held to the default one, the same list ``mace sem put`` applies unless told otherwise. Every
+field of a write (a fact's value, an episode's text, labels, the origin) is also held to
+`domain.sensitive_data`'s key names and value patterns, as a run's events are.
 """
 
 
@@ -183,25 +186,31 @@ class MemoryLog(MaceAggregate):
     ) -> Memory:
         """Store a fact under a SEM key (S1-S3, S6, privacy); a live fact under it is superseded."""
         check_fact_key(key)
+        content, sorted_labels = validate_value(value), check_labels(labels)
+        written = {"key": key, "value": content, "labels": sorted_labels, "provenance": provenance}
+        refuse_sensitive(written, TENANT_PRIVACY.deny_sem_attributes)
         current = next((m for m in self._live.values() if m.key == key), None)
         self._remembered(
             memory_id=self._next_id(MemoryKind.FACT),
             kind=MemoryKind.FACT,
             key=key,
-            content=validate_value(value),
-            labels=check_labels(labels),
+            content=content,
+            labels=sorted_labels,
             provenance=canonical_copy(provenance),
             supersedes=None if current is None else current.memory_id,
         )
         return self.latest
 
     def remember_episode(self, text: str, labels: list[str], provenance: dict[str, Any]) -> Memory:
+        content, sorted_labels = check_episode(text), check_labels(labels)
+        written = {"text": content, "labels": sorted_labels, "provenance": provenance}
+        refuse_sensitive(written, TENANT_PRIVACY.deny_sem_attributes)
         self._remembered(
             memory_id=self._next_id(MemoryKind.EPISODE),
             kind=MemoryKind.EPISODE,
             key=None,
-            content=check_episode(text),
-            labels=check_labels(labels),
+            content=content,
+            labels=sorted_labels,
             provenance=canonical_copy(provenance),
             supersedes=None,
         )

@@ -20,6 +20,9 @@ payment card numbers (13 to 19 digits, spaces or dashes allowed, passing the Luh
 addresses and phone numbers are not on the list: the seeds' rules do not name them. Every pattern
 is linear in the text (no nested quantifiers), so a hostile text costs no more than its length.
 
+Values written outside any run (``mace sem put``, a memory) are held to the same classification
+(`refuse_sensitive`): refused, naming the field's path and never the value.
+
 Names of the ledger's own fields that say what rather than hold what (``*_hash``, digests,
 timestamps) are never searched: their values are hashes, and a hash of a secret is not the secret.
 """
@@ -31,6 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from domain.errors import InvalidInput
 from domain.stage0.config import denied_word
 from domain.stage0.refusals import is_mark
 
@@ -95,6 +99,22 @@ class SensitiveValue:
 
     path: str
     why: str
+
+
+class ClearSensitiveValue(InvalidInput):
+    """A write holds personal data or a secret in clear; the message names where, never what."""
+
+
+def refuse_sensitive(value: Any, denied: Iterable[str]) -> None:
+    """Raise `ClearSensitiveValue` naming the first place in ``value`` (a write's fields, by
+    name) holding personal data, as a run's recording refuses it."""
+    found = first_sensitive(value, denied)
+    if found is not None:
+        message = (
+            f"{found.path} holds {found.why}, which the privacy rules never let the ledger keep"
+            " in clear: keep a reference to it, never the value"
+        )
+        raise ClearSensitiveValue(message)
 
 
 def sensitive_name(name: str, denied: Iterable[str] = ()) -> str | None:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from domain.canonical import canonical_json
+from domain.governance import Actor, Role
 from domain.sensitive_data import (
     HEX_DIGEST,
     TIMESTAMP,
@@ -226,6 +227,15 @@ def leak(body: Any, needles: PrivacyNeedles, path: str = "") -> str | None:
 def scrub_pii(value: Any, needles: PrivacyNeedles) -> Any:
     """``value`` with its PII replaced by ``PII_MARK`` exactly as a safe export rewrites it."""
     return _scrub(value, "", needles, [])
+
+
+def shown_kept(reader: Actor | None, key: str | None, value: Any, denied: Iterable[str]) -> Any:
+    """A value kept under a SEM key outside any job (a SEM entry's, a fact memory's; key None:
+    any other) as ``reader`` (None: anonymous) may see it: in full to an admin; to anyone else
+    as a safe export rewrites it (under a secret's name all of it, else its PII: ``PII_MARK``)."""
+    if reader is not None and reader.holds(Role.ADMIN):
+        return value
+    return scrub_pii({"key": key, "value": value}, PrivacyNeedles(frozenset(denied)))["value"]
 
 
 def holds_pii(value: Any, needles: PrivacyNeedles) -> bool:

@@ -17,6 +17,7 @@ from domain.governance import Actor
 from domain.job import validate_tenant
 from domain.memories import (
     SNAPSHOT_INTERVAL,
+    TENANT_PRIVACY,
     InconsistentLog,
     Memory,
     MemoryLog,
@@ -27,6 +28,7 @@ from domain.retrieval import memory_of
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.records.repository import fold_events
 from infrastructure.storage.store import LedgerStore
+from projections.redaction import shown_kept
 
 SNAPSHOTS_TRIED: Final = 3
 """Snapshot positions a load looks at, newest first, before it reads the log from its start."""
@@ -78,6 +80,25 @@ class MemoryService:
                 raise IntegrityFailure(stream, 1, reason)
             return MemoryLog.restored(snapshot)
         return None
+
+    def shown(self, tenant: str, reader: Actor | None) -> dict[str, Any]:
+        """The tenant's live memories in write order and the log position, as ``reader`` (None:
+        anonymous) may see them: personal data (kept before writes refused it) in full only to
+        an admin (`personal_data.shown_kept`)."""
+        log = self.log(tenant)
+        denied = TENANT_PRIVACY.deny_sem_attributes
+        return {
+            "log_position": 0 if log is None else log.version,
+            "memories": []
+            if log is None
+            else [
+                {
+                    **shown_kept(reader, None, memory.as_json(), denied),
+                    "content": shown_kept(reader, memory.key, memory.content, denied),
+                }
+                for memory in log.live()
+            ],
+        }
 
     def memories(self, tenant: str) -> list[Memory]:
         log = self.log(tenant)

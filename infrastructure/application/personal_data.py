@@ -9,6 +9,11 @@ decides (`privacy_rules`).
 An admin gets those events in full, and the read is first appended, signed, to the job's
 tenant's `PersonalDataAccessLog` (if that write fails, nothing is served). Anyone else gets them
 with the personal data replaced by ``[REDACTED:pii]``, as a safe export shows it.
+
+Values kept outside any job (a SEM entry, a tenant's memories) are read the same way
+(`projections.redaction.shown_kept`): in full to an admin, redacted to anyone else. Their writes
+refuse personal data (`domain.sensitive_data.refuse_sensitive`); a store written before may
+still hold some.
 """
 
 from __future__ import annotations

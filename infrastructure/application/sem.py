@@ -3,14 +3,17 @@ read and written from outside any job (``mace sem``), and read by the Stage-0 ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from domain.governance import Actor
 from domain.job import DEFAULT_TENANT, validate_tenant
 from domain.sem import SemEntry, SemRecord, canonical_key
+from domain.sensitive_data import refuse_sensitive
 from infrastructure.application.limits import check_sem_key_length
 from infrastructure.application.snapshots import SnapshotService
 from infrastructure.storage.store import LedgerStore
+from projections.redaction import shown_kept
 
 
 class SemService:
@@ -49,6 +52,21 @@ class SemService:
         entry = self.entry(tenant, key)
         return key, (SemRecord(exists=False) if entry is None else entry.read())
 
+    def shown(
+        self,
+        raw_key: str,
+        reader: Actor | None,
+        snapshot_ids: dict[str, str] | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> tuple[str, SemRecord]:
+        """`get` as ``reader`` (None: anonymous) may see it: a value holding personal data (kept
+        before writes refused it) in full only to an admin (`personal_data.shown_kept`)."""
+        key, record = self.get(raw_key, snapshot_ids, tenant)
+        if not record.exists:
+            return key, record
+        denied = self.snapshots.stage0(snapshot_ids or {})[1].privacy.deny_sem_attributes
+        return key, replace(record, value=shown_kept(reader, key, record.value, denied))
+
     def put(
         self,
         raw_key: str,
@@ -62,6 +80,8 @@ class SemService:
         snapshots = self.snapshots.stage0(snapshot_ids or {})[1]
         key = canonical_key(raw_key, snapshots.brainstate.sem)
         snapshots.privacy.check_storable(key)
+        # The same rules as a run's events: a secret's name anywhere, a value shaped like one.
+        refuse_sensitive({"key": key, "value": value}, snapshots.privacy.deny_sem_attributes)
 
         def attempt() -> SemRecord:
             entry = self.entry(tenant, key)

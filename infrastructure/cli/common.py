@@ -129,6 +129,12 @@ def snapshot_overrides(options: list[str]) -> dict[str, str]:
     return chosen
 
 
+def reading_actor(settings: Settings) -> Actor | None:
+    """Who reads: ``MACE_ACTOR``/``MACE_ROLES`` when either is set, else None (anonymous: a
+    reader of personal data who is no admin)."""
+    return acting_actor(settings) if settings.actor or settings.roles else None
+
+
 def acting_actor(settings: Settings) -> Actor:
     """The identity ``MACE_ACTOR`` and ``MACE_ROLES`` name for this command."""
     roles = ", ".join(r.value for r in Role)

@@ -17,7 +17,7 @@ from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.personal_data import CLI_CHANNEL
 from infrastructure.application.settings import Settings
-from infrastructure.cli.common import acting_actor, emit_json, snapshot_overrides
+from infrastructure.cli.common import emit_json, reading_actor, snapshot_overrides
 from projections.job_search import FILTERS, JobQuery, parse_job_query
 from projections.job_summaries import run_report
 
@@ -68,7 +68,7 @@ def job_events(args: argparse.Namespace, settings: Settings) -> int:
     if named is not None and named.kind == "report":
         return _stored_report(named, args, settings)
     job_id, tenant, chosen = _events_chosen(args, named)
-    reader = acting_actor(settings) if settings.actor or settings.roles else None
+    reader = reading_actor(settings)
     with Ledger.open(settings, create=False) as ledger:
         read = ledger.personal_data.read_job(job_id, tenant, reader, CLI_CHANNEL, chosen)
     if args.job_id.startswith(SCHEME) and not read.events:

@@ -7,10 +7,11 @@ snapshots. Writes act as ``MACE_ACTOR``; the actor lands in the memory's provena
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from domain.canonical import canonical_json
 from domain.errors import InvalidInput
-from domain.memories import Memory, check_episode, check_fact_key, check_labels
+from domain.memories import check_episode, check_fact_key, check_labels
 from domain.sem import validate_value
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
@@ -20,6 +21,7 @@ from infrastructure.cli.common import (
     emit_json,
     parse_json,
     parse_json_argument,
+    reading_actor,
 )
 
 
@@ -50,24 +52,24 @@ def add_memory(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def list_memories(args: argparse.Namespace, settings: Settings) -> int:
+    reader = reading_actor(settings)
     with Ledger.open(settings, create=False) as ledger:
-        log = ledger.memories.log(args.tenant)
-    memories = [] if log is None else log.live()
+        shown = ledger.memories.shown(args.tenant, reader)
     if args.json:
-        position = 0 if log is None else log.version
-        emit_json({"log_position": position, "memories": [m.as_json() for m in memories]})
+        emit_json(shown)
         return EXIT_OK
-    if not memories:
+    if not shown["memories"]:
         print(f"no live memories for tenant {args.tenant}")
-    for memory in memories:
+    for memory in shown["memories"]:
         print(memory_line(memory))
     return EXIT_OK
 
 
-def memory_line(memory: Memory) -> str:
+def memory_line(memory: dict[str, Any]) -> str:
     """One line: id, kind, a fact's key or an episode's text (as JSON: one line), labels."""
-    said = memory.key if memory.key is not None else canonical_json(memory.content).decode()
-    return f"{memory.memory_id} {memory.kind.value} {said} [{','.join(memory.labels)}]"
+    key = memory["key"]
+    said = key if key is not None else canonical_json(memory["content"]).decode()
+    return f"{memory['memory_id']} {memory['kind']} {said} [{','.join(memory['labels'])}]"
 
 
 def forget_memory(args: argparse.Namespace, settings: Settings) -> int:

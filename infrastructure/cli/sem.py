@@ -10,7 +10,12 @@ from domain.sem import SemRecord
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
-from infrastructure.cli.common import emit_json, parse_json_argument, snapshot_overrides
+from infrastructure.cli.common import (
+    emit_json,
+    parse_json_argument,
+    reading_actor,
+    snapshot_overrides,
+)
 
 
 def sem_put(args: argparse.Namespace, settings: Settings) -> int:
@@ -27,8 +32,9 @@ def sem_put(args: argparse.Namespace, settings: Settings) -> int:
 
 def sem_get(args: argparse.Namespace, settings: Settings) -> int:
     overrides = snapshot_overrides(args.snapshot)
+    reader = reading_actor(settings)
     with Ledger.open(settings, create=False) as ledger:
-        key, record = ledger.sem.get(args.key, overrides, args.tenant)
+        key, record = ledger.sem.shown(args.key, reader, overrides, args.tenant)
     _show(key, record, args.json)
     return EXIT_OK
 
