@@ -6,7 +6,7 @@ The store is made read-only under a running service, as an operator's change or 
 on PostgreSQL the sessions the service held are cut (a failover cuts them too), and it reconnects
 by itself. A process running as root writes through file modes, so the SQLite file is made
 immutable (``chattr +i``), which root cannot write either; where the filesystem has no such flag
-the SQLite case is skipped.
+the SQLite case is skipped. A full disk is a real one: a small tmpfs filled with a file (root only).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import psycopg
 import pytest
 from psycopg import sql
 from support.api_support import Api, assert_error, checked_client
-from support.ledger_fixtures import settings_for
+from support.ledger_fixtures import settings_for, store_of
 
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import PostgresStore, SQLiteStore, parse_store
@@ -151,3 +151,57 @@ def test_mace_serve_on_a_store_with_an_unwritable_shm_file_says_so_and_never_die
     lines = log.read_text().splitlines()
     assert f"mace: warning: the store cannot take writes: {shm} is read-only:" in "\n".join(lines)
     assert "Fatal Python error: Bus error" in lines
+
+
+@contextmanager
+def small_disk(folder: Path, size: str) -> Iterator[Path]:
+    """A filesystem of its own of ``size`` (tmpfs) at ``folder`` for the block: a disk that can
+    really fill up. Needs root (the suite runs as root on its machines); skipped elsewhere."""
+    folder.mkdir()
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+        capture_output=True,
+        check=False,
+    )
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {made.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def fill(folder: Path, leave: int) -> Path:
+    """A file taking the disk's free space down to ``leave`` bytes (0: full)."""
+    filler = folder / "filler"
+    with filler.open("ab") as out:
+        while (free := shutil.disk_usage(folder).free) > leave:
+            out.write(b"\0" * min(free - leave, 1 << 20))
+            out.flush()
+    return filler
+
+
+def test_a_sqlite_store_on_a_full_disk_is_not_ready_and_loses_nothing(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk", "40m") as disk:
+        settings = settings_for(f"sqlite:///{disk / 'mace.db'}")
+        with (
+            Ledger.open(settings, checkpoint_on_close=False) as ledger,
+            checked_client(settings, ledger) as client,
+        ):
+            api = Api(client, ledger)
+            kept = api.new_job()
+            assert api.get("/readyz", None).json() == {"status": "ready"}
+            filler = fill(disk, 8 << 20)  # room left, but less than a write may need
+            assert_error(api.get("/readyz", None), 503, "NOT_READY", NOT_WRITABLE)
+            reason = assert_error(api.get("/readyz", "admin"), 503, "NOT_READY")
+            assert "bytes free" in reason, reason
+            fill(disk, 0)  # no room at all: a write is refused, and nothing half-written
+            head = api.position()
+            refused = api.post("/v1/jobs", {"input": "4 + 4", "seed": "full"})
+            assert_error(refused, 503, "STORE_UNAVAILABLE")
+            assert api.position() == head
+            filler.unlink()
+            assert api.get("/readyz", None).json() == {"status": "ready"}
+            api.new_job("5 + 5")
+            assert api.get(f"/v1/jobs/{kept}", "operator").status_code == 200
+            assert store_of(ledger).verify_all().events == api.position()
