@@ -5,7 +5,9 @@ events are kept until its seal arrives (a Stage-0 job or an ingested run is stor
 transaction, so that is soon); then its whole stream is verified as a read of the job verifies it
 (`verify_stream`: versions, MACs, seal; `JobService.decoded`), and it is replayed in audit mode
 through the live replay (`ReplayService.replay_verified`): the same reducers, `run_stage0` and
-comparisons, the same verified reads of its snapshots, halts and SEM history. Any other stream
+comparisons, the same verified reads of its snapshots, halts and SEM history; each snapshot and
+halt record read, verified and judged once for the whole range (`SharedReads`), not once for
+every job naming it. Any other stream
 is verified event by event and forgotten, but for its last version (the audit holds every stream
 to the newest checkpoint's head). A job still open when the range ends is verified, not
 replayed. Each seal and each seal's witness is
@@ -27,7 +29,7 @@ from domain.checkpoint import CHECKPOINT_STREAM
 from domain.errors import IntegrityFailure, MaceError
 from domain.job import DEFAULT_TENANT
 from infrastructure.application.jobs import JobService
-from infrastructure.application.replays import ReplayService
+from infrastructure.application.replays import ReplayService, SharedReads
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.records.integrity import SEAL_TOPIC, verify_stream
 from infrastructure.storage.store import LedgerStore
@@ -82,6 +84,8 @@ class RangeAudit:
         self.window = window
         self.keyring: Keyring = store.keyring
         self.found = AuditFindings()
+        # The declared snapshots and the halt records over them, read once for every job.
+        self._shared = SharedReads()
         self._open: dict[UUID, _OpenJob] = {}
         # Sealed job streams, by the name their JobStarted gives (None: it did not verify).
         self._sealed: dict[UUID, str | None] = {}
@@ -171,7 +175,7 @@ class RangeAudit:
             self._judged(integrity_failed(name, str(stream), failure.message))
             return name
         try:
-            outcome = self.replays.replay_verified(job)
+            outcome = self.replays.replay_verified(job, self._shared)
         except MaceError as exc:  # a read the replay made failed other than as tampering
             code, message = exc.code.value, exc.message
             self._judged(JobAudit(name, str(stream), Verdict.NOT_REPLAYABLE, code, message))

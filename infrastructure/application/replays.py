@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
@@ -61,6 +62,8 @@ from infrastructure.storage.store import LedgerStore
 from projections.replay import Absent, ReplayOutcome, ReplayRequest, replay_job
 from projections.replay_report import render_markdown, replay_report
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class ReplayResult:
@@ -70,13 +73,48 @@ class ReplayResult:
     markdown: str
 
 
+class SharedReads:
+    """What the replays of one batch (an audit's, in one worker) read alike, read and judged once
+    for all of them: each declared snapshot (present or not, then verified and content-checked)
+    and each halt record over one.
+
+    A snapshot's stream is written once, by its content address, and never appended to: what one
+    read of it shows (absent, deleted below a checkpoint, edited, intact) holds for every job
+    naming it, and each of them gets that verdict. A halt record can grow, but an audit judges the
+    log as it stands when it begins: its replays read each halt record once, the first time one
+    is asked for, and a halt appended while the audit runs is left to the next one. A replay
+    alone gets a `SharedReads` of its own: it reads each stream once, as before.
+    """
+
+    def __init__(self) -> None:
+        self.absent: dict[str, Absent | None | MaceError] = {}
+        self.snapshots: dict[str, Snapshot | MaceError] = {}
+        self.halts: dict[str, Governance | None | MaceError] = {}
+
+
+def _once(judged: dict[str, T | MaceError], key: str, judge: Callable[[], T]) -> T:
+    """``judge()`` the first time ``key`` is asked for, then what it answered, or raised (a
+    refusal of the ledger's, not a failure of the store to answer: that is asked again)."""
+    if key not in judged:
+        try:
+            judged[key] = judge()
+        except MaceError as refused:
+            judged[key] = refused
+            raise
+    answer = judged[key]
+    if isinstance(answer, MaceError):
+        raise answer
+    return answer
+
+
 class LedgerReplaySource:
     """`ReplaySource` over the ledger: every read verified, the job (the tenant's) read once.
 
     The streams a replay reads after the job (its governance record, its declared snapshots,
     the halt records over them) are read together, in one query, when the first of them is
     asked for (the record, for the request): on PostgreSQL the round trips were most of a
-    replay's time. Each is verified when it is used, as before.
+    replay's time. Each is verified when it is used, as before; the snapshots and halt records
+    once for all the replays that share ``shared`` (`SharedReads`).
     """
 
     def __init__(
@@ -87,15 +125,17 @@ class LedgerReplaySource:
         scope: str | None = None,
         *,
         carries_tenant_state: bool = True,
+        shared: SharedReads | None = None,
     ) -> None:
         """``scope``: the job's governance record, read with the others (`governance_record`).
         ``carries_tenant_state``: the store holds the tenant's memory log and policy books (a
-        bundle's records do not)."""
+        bundle's records do not). ``shared``: what other replays read before this one."""
         self._replays = replays
         self._job = job
         self._tenant = tenant
         self._scope = scope
         self.carries_tenant_state = carries_tenant_state
+        self._shared = SharedReads() if shared is None else shared
         self._read: dict[UUID, Sequence[StoredEvent]] = {}
 
     def load_job(self, job_id: str) -> Job:
@@ -104,6 +144,9 @@ class LedgerReplaySource:
         return self._replays.jobs.get(job_id, tenant=self._tenant)
 
     def snapshot_absent(self, snapshot_id: str) -> Absent | None:
+        return _once(self._shared.absent, snapshot_id, lambda: self._absent(snapshot_id))
+
+    def _absent(self, snapshot_id: str) -> Absent | None:
         stream = Snapshot.id_for(snapshot_id)
         try:
             return None if self._records(stream) else Absent()
@@ -117,6 +160,9 @@ class LedgerReplaySource:
             return Absent(deleted=proof)
 
     def load_snapshot(self, snapshot_id: str) -> Snapshot:
+        return _once(self._shared.snapshots, snapshot_id, lambda: self._snapshot(snapshot_id))
+
+    def _snapshot(self, snapshot_id: str) -> Snapshot:
         stream = Snapshot.id_for(snapshot_id)
         snapshot = self._replays.store.repository.aggregate(Snapshot, stream, self._records(stream))
         if snapshot is None:
@@ -124,7 +170,10 @@ class LedgerReplaySource:
         return content_checked(snapshot)
 
     def halt_reason(self, tenant: str, snapshot_id: str) -> str | None:
-        own, store_wide = (self._governance(scope) for scope in halt_scopes(snapshot_id, tenant))
+        own, store_wide = (
+            _once(self._shared.halts, scope, partial(self._governance, scope))
+            for scope in halt_scopes(snapshot_id, tenant)
+        )
         return halt_reason_in(snapshot_id, own, store_wide)
 
     def memories_at(self, tenant: str, position: int) -> list[Memory] | None:
@@ -173,17 +222,20 @@ class LedgerReplaySource:
 
     def _ahead(self) -> list[UUID]:
         """The job's governance record, the streams of its declared snapshots, then of the halt
-        records over them."""
+        records over them: those not judged already (`SharedReads`)."""
         own = [] if self._scope is None else [Governance.id_for(self._scope)]
         if self._job is None:
             return own
+        shared = self._shared
         snapshot_ids = list(self._job.snapshot_ids.values())
         halts = [
             Governance.id_for(scope)
             for snapshot_id in snapshot_ids
             for scope in halt_scopes(snapshot_id, self._job.tenant)
+            if scope not in shared.halts
         ]
-        return [*own, *map(Snapshot.id_for, snapshot_ids), *halts]
+        unread = [Snapshot.id_for(sid) for sid in snapshot_ids if sid not in shared.snapshots]
+        return [*own, *unread, *halts]
 
 
 class ReplayService:
@@ -325,12 +377,14 @@ class ReplayService:
         source = LedgerReplaySource(self, job, tenant, carries_tenant_state=carries_tenant_state)
         return self._decided(source, request, actor, production_approved)
 
-    def replay_verified(self, job: Job) -> ReplayOutcome:
+    def replay_verified(self, job: Job, shared: SharedReads) -> ReplayOutcome:
         """An audit-mode replay of ``job``, already read and verified whole by the caller (an
         audit's scan), nothing recorded: the same `replay_job` over the same reads of its
-        snapshots, halts and SEM history that `run` makes. The caller checked who acts."""
+        snapshots, halts and SEM history that `run` makes, those the audit's other replays
+        made already (``shared``) not made again. The caller checked who acts."""
         request = ReplayRequest(job.job_id, ReplayMode.AUDIT, elapsed=stopwatch())
-        return self._run_replay(LedgerReplaySource(self, job, job.tenant), request)
+        source = LedgerReplaySource(self, job, job.tenant, shared=shared)
+        return self._run_replay(source, request)
 
     def _decided(
         self,
