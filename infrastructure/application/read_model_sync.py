@@ -130,6 +130,12 @@ class ReadModels:
         self._view = view
         # The projection gathers a page's changes before committing them: one page at a time.
         self._applying = Lock()
+        # Whether the views were found made by this projection (`PROJECTION`): once they are,
+        # only a reset (`rebuild`) unmakes them, so the stamp is not read on every catch-up.
+        self._stamped = False
+        # (position, head) of the last catch-up that read to the head and found no event the
+        # views take (a checkpoint's ends the log after every CLI write): not read again.
+        self._nothing_new: tuple[int, int] | None = None
 
     @property
     def view(self) -> ReadModelView:
@@ -150,31 +156,38 @@ class ReadModels:
             reached = self.position()
             try:
                 with self._applying:
-                    return self._catch_up(progress, upto)
+                    return self._catch_up(reached, progress, upto)
             except IntegrityError:
                 if self.position() == reached:
                     raise  # no page was applied meanwhile: no race, the store refused the write
                 retries.lost()  # another process applied a page first: carry on from there
 
-    def _catch_up(self, progress: Progress | None, upto: int | None) -> int:
+    def _catch_up(self, reached: int, progress: Progress | None, upto: int | None) -> int:
+        """Apply the events after position ``reached`` (the views' position, just read)."""
         recorder = self.store.recorder
         head = recorder.max_notification_id() or 0
         head = head if upto is None else min(head, upto)
-        made_by = self.view.row(*PROJECTION)
-        if made_by is None or made_by.get("version") != PROJECTION_VERSION:
-            if self.position():  # views an older projection made: made again from position 0
-                self.view.reset(self.store.name)
-            self.projection.stamp()
-        start = self.position() + 1
+        if not self._stamped:
+            made_by = self.view.row(*PROJECTION)
+            if made_by is None or made_by.get("version") != PROJECTION_VERSION:
+                if reached:  # views an older projection made: made again from position 0
+                    self.view.reset(self.store.name)
+                    reached = 0
+                self.projection.stamp()
+            else:
+                self._stamped = True
+        start = head + 1 if (reached, head) == self._nothing_new else reached + 1
         applied = 0
         while start <= head:
             page = recorder.select_notifications(start, PAGE, stop=head, topics=TOPICS)
             if not page:
+                self._nothing_new = (start - 1, head)
                 break
             for notification in page:
                 event = self.store.mapper.to_domain_event(notification)
                 self.projection.add(event, notification.id)
             self.projection.commit(Tracking(self.store.name, page[-1].id))
+            self._stamped = True  # a stamp pending went with the page
             applied += len(page)
             start = page[-1].id + 1
             if progress is not None:
@@ -262,12 +275,11 @@ class ReadModels:
         (never every job at once), each row with the snapshots found gone since laid over it,
         and each listed job's stream held to its checkpointed head as `jobs` holds them."""
         self.catch_up()
-        present = cache(self._snapshot_present)
         found: list[tuple[str, Row]] = []
         after = query.after
         while len(found) <= query.size:
             batch = self.store.read_model_view.job_rows(query.next_page(after), query.size + 1)
-            rows = with_gone_snapshots(batch, present)[0]
+            rows = with_gone_snapshots(batch, self._snapshots_present(batch))[0]
             found.extend((key, row) for key, row in rows if query.matches(row))
             if len(batch) <= query.size:
                 break
@@ -305,8 +317,8 @@ class ReadModels:
         """The job index by job stream id, current, and the gaps the snapshots found gone since
         add (`with_gone_snapshots`)."""
         self.catch_up()
-        present = cache(self._snapshot_present)
-        return with_gone_snapshots(self.view.rows(JOB_INDEX), present)
+        rows = self.view.rows(JOB_INDEX)
+        return with_gone_snapshots(rows, self._snapshots_present(rows))
 
     def audit_records(self, tenant: str) -> list[Row]:
         """The audits of the tenant's jobs, newest first, current."""
@@ -326,6 +338,17 @@ class ReadModels:
             msg = f"read models: receipt index row {missing[0]} is missing; run 'mace rebuild'"
             raise IntegrityError(msg)
         return [found[key] for key in keys]
+
+    def _snapshots_present(self, rows: list[tuple[str, Row]]) -> Callable[[str], bool]:
+        """Whether each snapshot the jobs of ``rows`` declare is stored: all read together, in
+        one query, unless one of them falls short of its checkpointed head; then each alone."""
+        ids = sorted({sid for _, row in rows for sid in row.get("snapshot_ids", {}).values()})
+        streams = {Snapshot.id_for(sid): sid for sid in ids}
+        try:
+            held = self.store.streams_held(list(streams))
+        except IntegrityFailure:
+            return cache(self._snapshot_present)
+        return {streams[stream] for stream in held}.__contains__
 
     def _snapshot_present(self, snapshot_id: str) -> bool:
         # A snapshot a checkpoint counts that is gone fails closed wherever it is used (its
@@ -348,6 +371,7 @@ class ReadModels:
         self.catch_up()
         recorded = self.digests()
         self.view.reset(self.store.name)
+        self._stamped = False  # the reset took the stamp with the rows: stamped again
         self.catch_up(progress)
         return _compared(recorded, self.digests())
 

@@ -87,9 +87,9 @@ class SharedReads:
     """
 
     def __init__(self) -> None:
-        self.absent: dict[str, Absent | None | MaceError] = {}
+        self.absent: dict[str, Absent | MaceError | None] = {}
         self.snapshots: dict[str, Snapshot | MaceError] = {}
-        self.halts: dict[str, Governance | None | MaceError] = {}
+        self.halts: dict[str, Governance | MaceError | None] = {}
 
 
 def _once(judged: dict[str, T | MaceError], key: str, judge: Callable[[], T]) -> T:

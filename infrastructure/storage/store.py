@@ -370,6 +370,12 @@ class LedgerStore(Application[UUID]):
         checkpoint counts is not absent: `HeadCheck`)."""
         return next(iter(self.recorder.select_events(stream, limit=1)), None) is not None
 
+    def streams_held(self, streams: Sequence[UUID]) -> set[UUID]:
+        """Those of ``streams`` with any event stored, read together (nothing verified); an
+        `IntegrityFailure` when one is shorter than the newest checkpoint records it."""
+        read = self.repository.read(streams)
+        return {stream for stream in streams if read[stream]}
+
     def stream_version(self, stream: UUID) -> int:
         """The stream's last version, its event verified: 0 when it has none."""
         last = next(self.verifying_store.get(stream, desc=True, limit=1), None)
@@ -436,8 +442,8 @@ class LedgerStore(Application[UUID]):
         return [failure for failure in failures if failure is not None]
 
     def _stored_versions(self, streams: Sequence[UUID]) -> dict[UUID, int]:
-        with StoreReader(self.location, self._events_table) as reader:
-            found = reader.last_versions(streams)
+        # Through the store's own connections: a listing reads this on every request.
+        found = cast(StreamReads, self.recorder).last_versions(streams)
         return {stream: found.get(stream, 0) for stream in streams}
 
     @property

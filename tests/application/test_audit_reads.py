@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
-import pytest
 from support.ledger_fixtures import RawTable, store_of
 
 from domain.snapshot import Snapshot

@@ -17,22 +17,35 @@ store route hung for minutes. `LedgerConnectionPool` bounds that:
   minutes with doubling pauses (1, 2, 4 ... 128 s): the next request grows the pool again at
   once, so the service recovers within seconds of the server's return, without a restart.
 
+Reads in a transaction (eventsourcing's ``transaction(commit=False)``, the read models' and the
+checkpoint tables' reads) are ended by a ``COMMIT`` of a ``READ ONLY`` transaction, not by the
+``ROLLBACK`` eventsourcing ends them with: psycopg forgets every statement it prepared on the
+connection after a rollback and sends ``DEALLOCATE ALL``, so each read made the next ones parse
+their statements again (`LedgerPostgresDatastore`). A read that fails is still rolled back.
+
 `LedgerPostgresFactory` is the factory ``PostgresStore.eventsourcing_env`` names for a store.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Final
 
 import psycopg
 from eventsourcing.persistence import PersistenceError
-from eventsourcing.postgres import ConnectionPool, PostgresFactory
+from eventsourcing.postgres import ConnectionPool, PostgresDatastore, PostgresFactory
 from eventsourcing.utils import Environment, EnvType
+from psycopg.sql import SQL
 from psycopg_pool import PoolTimeout
 
 RECONNECT_SECONDS: Final = 3.0
 """How long the pool keeps reconnecting one slot in the background (attempts 1 s and 2 s apart)
 before it leaves the slot for the next request to grow again."""
+
+
+_BEGIN_READ_ONLY: Final = SQL("BEGIN READ ONLY")
+_COMMIT: Final = SQL("COMMIT")
 
 
 class StoreOutage(PersistenceError):
@@ -74,10 +87,35 @@ class LedgerConnectionPool(ConnectionPool[Any]):
             self.drain()
 
 
+class LedgerPostgresDatastore(PostgresDatastore):
+    @contextmanager
+    def transaction(self, *, commit: bool = False) -> Iterator[Any]:
+        """A transaction, as eventsourcing's; one that only reads (``commit`` False) is begun
+        ``READ ONLY`` (the server refuses a write in it) and committed: a read-only transaction's
+        commit writes nothing, and keeps the connection's prepared statements, which psycopg
+        deallocates after every rollback. A read that raises is rolled back."""
+        if commit:
+            with super().transaction(commit=True) as cursor:
+                yield cursor
+            return
+        with self.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(_BEGIN_READ_ONLY)
+            try:
+                yield cursor
+            except BaseException:
+                if not conn.closed:
+                    conn.rollback()
+                raise
+            cursor.execute(_COMMIT)
+
+
 class LedgerPostgresFactory(PostgresFactory):
     def __init__(self, env: Environment | EnvType | None) -> None:
         super().__init__(env)
         datastore = self.datastore
+        # eventsourcing makes its datastore of its own class: the same object, read-only
+        # transactions committed (`LedgerPostgresDatastore`; it adds no state).
+        datastore.__class__ = LedgerPostgresDatastore
         given = datastore.pool
         # eventsourcing builds its pool in the datastore's constructor and offers no class to
         # swap: the same pool, made again (not opened yet, no connection made) as ours.

@@ -63,17 +63,24 @@ class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
     def unmoved(self, read: Mapping[UUID, int]) -> AlsoWrite:
         """A save's check that each stream of ``read`` is still at the version given (`unmoved`):
         made after the save's inserts, under the table lock the save took first."""
+
+        def check(cursor: Any) -> None:
+            conflict_if_moved(read, self._last_versions(cursor, list(read)))
+
+        return check
+
+    def last_versions(self, streams: Sequence[UUID]) -> dict[UUID, int]:
+        """The last stored version of each of ``streams`` that has any, in one statement."""
+        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+            return self._last_versions(cursor, streams)
+
+    def _last_versions(self, cursor: Any, streams: Sequence[UUID]) -> dict[UUID, int]:
         query = SQL(
             "SELECT originator_id, MAX(originator_version) AS version FROM {schema}.{table}"
             " WHERE originator_id = ANY(%s) GROUP BY originator_id"
         ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
-
-        def check(cursor: Any) -> None:
-            cursor.execute(query, (list(read),))
-            found = {row["originator_id"]: int(row["version"]) for row in cursor.fetchall()}
-            conflict_if_moved(read, found)
-
-        return check
+        cursor.execute(query, (list(streams),))
+        return {row["originator_id"]: int(row["version"]) for row in cursor.fetchall()}
 
     def stream_positions(self, streams: Sequence[UUID]) -> dict[UUID, dict[int, int]]:
         """For each of ``streams``, its versions' notification ids."""

@@ -16,7 +16,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from infrastructure.storage.backends.io_tally import TalliedIo
 from infrastructure.storage.backends.stream_reads import conflict_if_moved
-from infrastructure.storage.checkpoints.head_check import HeadCheckedReads
+from infrastructure.storage.checkpoints.head_check import STREAMS_PER_QUERY, HeadCheckedReads
 from infrastructure.storage.checkpoints.tables import AlsoWrite
 
 
@@ -58,17 +58,32 @@ class IndexedSQLiteRecorder(HeadCheckedReads, SQLiteApplicationRecorder):
     def unmoved(self, read: Mapping[UUID, int]) -> AlsoWrite:
         """A save's check that each stream of ``read`` is still at the version given (`unmoved`):
         made after the save's inserts, when SQLite has given the save its one write lock."""
-        marks = ",".join("?" * len(read))
+
+        def check(cursor: Any) -> None:
+            conflict_if_moved(read, self._last_versions(cursor, list(read)))
+
+        return check
+
+    def last_versions(self, streams: Sequence[UUID]) -> dict[UUID, int]:
+        """The last stored version of each of ``streams`` that has any, in one statement for
+        every `STREAMS_PER_QUERY` (SQLite bounds a statement's parameters)."""
+        found: dict[UUID, int] = {}
+        # Each statement reads one snapshot of the file alone: no BEGIN and ROLLBACK around it.
+        with self.datastore.get_connection(commit=False) as conn:
+            cursor = conn.cursor()
+            for start in range(0, len(streams), STREAMS_PER_QUERY):
+                chunk = streams[start : start + STREAMS_PER_QUERY]
+                found.update(self._last_versions(cursor, chunk))
+        return found
+
+    def _last_versions(self, cursor: Any, streams: Sequence[UUID]) -> dict[UUID, int]:
+        marks = ",".join("?" * len(streams))
         statement = (
             "SELECT originator_id, MAX(originator_version) FROM"  # noqa: S608
             f" {self.events_table_name} WHERE originator_id IN ({marks}) GROUP BY originator_id"
         )
-
-        def check(cursor: Any) -> None:
-            cursor.execute(statement, [stream.hex for stream in read])
-            conflict_if_moved(read, {UUID(row[0]): int(row[1]) for row in cursor.fetchall()})
-
-        return check
+        cursor.execute(statement, [stream.hex for stream in streams])
+        return {UUID(row[0]): int(row[1]) for row in cursor.fetchall()}
 
     def stream_positions(self, streams: Sequence[UUID]) -> dict[UUID, dict[int, int]]:
         """For each of ``streams``, its versions' notification ids (SQLite's rowid)."""

@@ -31,6 +31,9 @@ class StreamReads(Protocol):
     def stream_positions(self, streams: Sequence[UUID]) -> dict[UUID, dict[int, int]]:
         """For each of ``streams``, the notification id of each of its versions."""
 
+    def last_versions(self, streams: Sequence[UUID]) -> dict[UUID, int]:
+        """The last stored version of each of ``streams`` that has any (nothing verified)."""
+
 
 def conflict_if_moved(read: Mapping[UUID, int], found: Mapping[UUID, int]) -> None:
     """`RecordConflictError` when a stream of ``read`` is not at the version read (``found``:

@@ -173,7 +173,12 @@ class HeadCheck:
         now = self._clock()
         newest = self._newest
         if fresh or newest is None or now - newest.at > CACHE_SECONDS:
-            newest = _Newest(now, self._read_newest())
+            checkpoint = self._read_newest()
+            # The buckets proven against the checkpoint read again stay proven: a proof is a
+            # fact about a signed checkpoint, and an idle process's next read would otherwise
+            # prove every path it needs again, for each checkpoint it reads (every second).
+            kept = newest.proven if newest is not None and newest.checkpoint == checkpoint else {}
+            newest = _Newest(now, checkpoint, kept)
             self._newest = newest
         return newest
 

@@ -17,7 +17,7 @@ import orjson
 from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.sqlite import SQLiteTrackingRecorder
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 
 from domain.canonical import canonical_json
 from projections.job_search import JobQuery, Replayability
@@ -121,30 +121,31 @@ class SQLiteReadModelView(SQLiteTrackingRecorder):
         return ("tracking", TABLE)  # eventsourcing's SQLite tracking table has a fixed name
 
     def row(self, view: str, key: str) -> Row | None:
-        with self.datastore.transaction(commit=False) as c:
-            c.execute(self.SELECT_ROW, (view, key))
-            found = c.fetchone()
-        return None if found is None else _loads(found[0])
+        found = self._read(self.SELECT_ROW, (view, key))
+        return None if not found else _loads(found[0][0])
 
     def rows(self, view: str) -> list[tuple[str, Row]]:
-        with self.datastore.transaction(commit=False) as c:
-            c.execute(self.SELECT_ROWS, (view,))
-            return [(r[0], _loads(r[1])) for r in c.fetchall()]
+        return [(r[0], _loads(r[1])) for r in self._read(self.SELECT_ROWS, (view,))]
 
     def rows_at(self, view: str, keys: Sequence[str]) -> dict[str, Row]:
         if not keys:
             return {}
         marks = ", ".join("?" * len(keys))
         query = f"SELECT row_key, row_json FROM {TABLE} WHERE view = ? AND row_key IN ({marks})"  # noqa: S608
-        with self.datastore.transaction(commit=False) as c:
-            c.execute(query, (view, *keys))
-            return {r[0]: _loads(r[1]) for r in c.fetchall()}
+        return {r[0]: _loads(r[1]) for r in self._read(query, (view, *keys))}
 
     def job_rows(self, query: JobQuery, limit: int) -> list[tuple[str, Row]]:
         clause, params = _job_search(query, _SQLITE, limit)
-        with self.datastore.transaction(commit=False) as c:
-            c.execute(f"SELECT row_key, row_json FROM {TABLE} WHERE {clause}", params)  # noqa: S608
-            return [(r[0], _loads(r[1])) for r in c.fetchall()]
+        statement = f"SELECT row_key, row_json FROM {TABLE} WHERE {clause}"  # noqa: S608
+        return [(r[0], _loads(r[1])) for r in self._read(statement, params)]
+
+    def _read(self, statement: str, params: Sequence[object]) -> list[Any]:
+        """The rows of one statement, which reads one snapshot of the database alone: run as it
+        is (autocommit), no ``BEGIN`` and ``ROLLBACK`` around it."""
+        with self.datastore.get_connection(commit=False) as conn:
+            cursor = conn.cursor()
+            cursor.execute(statement, params)
+            return list(cursor.fetchall())
 
     def apply(self, changes: Changes, tracking: Tracking) -> None:
         with self.datastore.transaction(commit=True) as c:
@@ -179,29 +180,31 @@ class PostgresReadModelView(PostgresTrackingRecorder):
 
     def row(self, view: str, key: str) -> Row | None:
         query = SQL("SELECT row_json FROM {0} WHERE view = %s AND row_key = %s")
-        with self.datastore.transaction(commit=False) as curs:
-            curs.execute(query.format(self.view_table), (view, key))
-            found = curs.fetchone()
-        return None if found is None else _loads(found["row_json"])
+        found = self._read(query.format(self.view_table), (view, key))
+        return None if not found else _loads(found[0]["row_json"])
 
     def rows(self, view: str) -> list[tuple[str, Row]]:
         query = SQL("SELECT row_key, row_json FROM {0} WHERE view = %s ORDER BY row_key")
-        with self.datastore.transaction(commit=False) as curs:
-            curs.execute(query.format(self.view_table), (view,))
-            return [(r["row_key"], _loads(r["row_json"])) for r in curs.fetchall()]
+        found = self._read(query.format(self.view_table), (view,))
+        return [(r["row_key"], _loads(r["row_json"])) for r in found]
 
     def rows_at(self, view: str, keys: Sequence[str]) -> dict[str, Row]:
         query = SQL("SELECT row_key, row_json FROM {0} WHERE view = %s AND row_key = ANY(%s)")
-        with self.datastore.transaction(commit=False) as curs:
-            curs.execute(query.format(self.view_table), (view, list(keys)))
-            return {r["row_key"]: _loads(r["row_json"]) for r in curs.fetchall()}
+        found = self._read(query.format(self.view_table), (view, list(keys)))
+        return {r["row_key"]: _loads(r["row_json"]) for r in found}
 
     def job_rows(self, query: JobQuery, limit: int) -> list[tuple[str, Row]]:
         clause, params = _job_search(query, _POSTGRES, limit)
         select = SQL("SELECT row_key, row_json FROM {0} WHERE ").format(self.view_table)
-        with self.datastore.transaction(commit=False) as curs:
-            curs.execute(select + SQL(clause), params)
-            return [(r["row_key"], _loads(r["row_json"])) for r in curs.fetchall()]
+        found = self._read(select + SQL(clause), params)
+        return [(r["row_key"], _loads(r["row_json"])) for r in found]
+
+    def _read(self, statement: Composed, params: Sequence[object]) -> list[Any]:
+        """The rows of one statement, which reads one snapshot of the database alone: sent on
+        the pool's autocommit connection, no ``BEGIN`` and ``COMMIT`` around it."""
+        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(statement, params)
+            return list(cursor.fetchall())
 
     def apply(self, changes: Changes, tracking: Tracking) -> None:
         delete = SQL("DELETE FROM {0} WHERE view = %s AND row_key = %s").format(self.view_table)
