@@ -39,8 +39,12 @@ from domain.snapshot import Snapshot
 from domain.stage0.config import BrainStateConfig, GovernanceConfig, SelfRepConfig
 from domain.stage0.refusals import RefusedValue, refusal_mark
 from infrastructure.application.sem import SemService
-from infrastructure.application.snapshots import SnapshotService, default_snapshots
-from infrastructure.application.tenancy import holds, require_holder
+from infrastructure.application.snapshots import (
+    SnapshotService,
+    default_declarations,
+    default_snapshots,
+)
+from infrastructure.application.tenancy import StandIn, holds, require_holder
 from infrastructure.storage.records.integrity import SealFacts, check_witness, verify_stream
 from infrastructure.storage.records.signed_record import VerifiedRecord, mac_digest, record_mac
 from infrastructure.storage.store import LedgerStore
@@ -66,6 +70,7 @@ class JobService:
         self.store = store
         self.snapshots = snapshots
         self.sem = sem
+        self._stand_in = StandIn(store, _stand_in_job)
 
     # Recording a job piece by piece
 
@@ -318,19 +323,23 @@ class JobService:
 
         The id scoped by the tenant, or the id alone for a job a tenant other than the default
         recorded before ids were scoped by tenant. A stream under the id alone is the tenant its
-        JobStarted says (read and verified).
+        JobStarted says (`_started`).
         """
         validate_job_id(job_id)
         scoped = tenant_scoped(tenant, job_id)
         if scoped != job_id and self.store.stream_exists(Job.id_for(scoped)):
             return tenant, scoped
-        first = next(iter(self.store.recorder.select_events(Job.id_for(job_id), limit=1)), None)
-        if first is None:
-            return None, None
-        started = self.store.mapper.to_domain_event(first)
-        if not isinstance(started, Job.Started):
-            raise IntegrityFailure(first.originator_id, 1, "stream is not a Job")
-        return started.tenant, job_id
+        started = self._started(self.store.recorder.select_events(Job.id_for(job_id), limit=1))
+        return (None, None) if started is None else (started.tenant, job_id)
+
+    def _started(self, records: Sequence[StoredEvent]) -> Job.Started | None:
+        """The start of the job whose stream's first records are ``records``, its MAC checked:
+        whose the job is. None when there are none, at the same cost (`tenancy.StandIn`): the
+        default tenant's names hold other tenants' jobs from before ids were scoped."""
+        started = self._stand_in.first(records)
+        if started is not None and not isinstance(started, Job.Started):
+            raise IntegrityFailure(records[0].originator_id, 1, "stream is not a Job")
+        return started
 
     def stream(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> list[dict[str, Any]]:
         """A job's events in stream order, as ``mace events`` prints them, each recorded fact
@@ -359,9 +368,7 @@ class JobService:
         except IntegrityFailure:
             return self.load_named(self.owned_name(job_id, tenant))
         stored = read[job_stream]
-        first = self.store.mapper.to_domain_event(stored[0]) if stored else None
-        if first is not None and not isinstance(first, Job.Started):
-            raise IntegrityFailure(job_stream, 1, "stream is not a Job")
+        first = self._started(stored)
         require_holder(tenant, None if first is None else first.tenant, f"job {job_id}")
         return self._verified(job_id, stored, read[witness_stream])
 
@@ -412,6 +419,13 @@ class JobService:
             assert job.sealed_event_count is not None and job.sealed_mac_digest is not None
             seal = SealFacts(job.sealed_event_count, job.sealed_mac_digest)
         check_witness(job.id, job.version, seal, witness)
+
+
+def _stand_in_job() -> Job:
+    """A job started as most are (under the Stage-0 snapshots), never stored: what the lookup
+    of a free id checks in place of another tenant's job's start (`tenancy.StandIn`)."""
+    declared = {kind.value: d.snapshot_id for kind, d in default_declarations().items()}
+    return Job.start("stand-in", "stand-in", "stand-in", declared)
 
 
 def _sealed(job: Job, macs: Sequence[bytes]) -> JobSealWitness:

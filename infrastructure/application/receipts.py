@@ -29,7 +29,7 @@ from domain.context_assembly import (
 )
 from domain.errors import IntegrityFailure, InvalidInput, RefusedWrite, StoreBusyError
 from domain.governance import Actor, require_any
-from domain.job import validate_tenant
+from domain.job import DEFAULT_TENANT, validate_tenant
 from domain.memories import MemoryLog
 from domain.policy import PolicyBundle, parse_bundle
 from domain.receipt import (
@@ -47,8 +47,9 @@ from domain.receipt import (
 from infrastructure.application.memories import MemoryService
 from infrastructure.application.policy import PolicyService
 from infrastructure.application.read_model_sync import ReadModels
-from infrastructure.application.tenancy import require_holder
+from infrastructure.application.tenancy import StandIn, require_holder
 from infrastructure.storage.checkpoints.removed_keys import AlteredUnderUnknownKey
+from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.keys.receipt_signing import (
     Verdict,
     VerifyReason,
@@ -122,6 +123,7 @@ class ReceiptService:
         self.memories = memories
         self.policy = policy
         self.read_models = read_models
+        self._stand_in = StandIn(store, partial(_stand_in_receipt, store.keyring))
 
     # Emission
 
@@ -227,6 +229,9 @@ class ReceiptService:
         stream = Receipt.id_for(receipt_id)
         records = self.store.recorder.select_events(stream)
         if not records:
+            # Another tenant's receipt is checked and decoded to read its tenant: so is a
+            # stand-in for a free id, which costs the same (`tenancy.StandIn`).
+            self._stand_in.instead()
             return None
         try:
             verified = verify_stream(self.store.keyring, stream, records)
@@ -351,6 +356,29 @@ def _assembled(
 
 def _position(memory_log: MemoryLog | None) -> int:
     return 0 if memory_log is None else memory_log.version
+
+
+def _stand_in_receipt(keyring: Keyring) -> Receipt:
+    """A signed receipt of an assembly that found nothing, never stored: what the lookup of a
+    free id checks and decodes in place of another tenant's receipt (`tenancy.StandIn`)."""
+    body = receipt_body(
+        receipt_id="rct-" + "0" * 32,
+        kind=ReceiptKind.CONTEXT,
+        tenant=DEFAULT_TENANT,
+        mode=ReceiptMode.LIVE,
+        parent_receipt_id=None,
+        caller=ContextCaller("stand-in", ("operator",)),
+        request=ContextRequest("stand in"),
+        handoff=None,
+        memory_position=0,
+        memory_view=MemoryView.CURRENT,
+        context=AssembledContext([], [], digest([])),
+        snapshot=None,
+        emitted_at="1970-01-01T00:00:00Z",
+        replayed_by=None,
+        key_id=keyring.active_key_id,
+    )
+    return Receipt.emit(body, sign_receipt(keyring, body))
 
 
 def _untrusted(state: bytes, failure: IntegrityFailure) -> StoredReceipt:

@@ -23,15 +23,16 @@ from pydantic import ValidationError
 
 from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id
-from domain.errors import ConflictError, NotFoundError, StoreBusyError
+from domain.errors import ConflictError, IntegrityFailure, StoreBusyError
 from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
 from domain.governance import Actor, Role, require_any
+from domain.job import DEFAULT_TENANT
 from domain.run_draft import BatchOutcome, RunDraft, RunDraftError, held_out_of_place
 from domain.tool_boundary import ToolBoundaryError
 from infrastructure.application.jobs import JobService
 from infrastructure.application.limits import InputLimits
 from infrastructure.application.runs import RunService
-from infrastructure.application.tenancy import holds, require_holder
+from infrastructure.application.tenancy import StandIn, holds, require_holder
 from infrastructure.storage.store import LedgerStore
 from projections.reflective_log import ReflectiveLog
 
@@ -49,6 +50,7 @@ class RunUploads:
         self.store = store
         self.runs = runs
         self.jobs = jobs
+        self._stand_in = StandIn(store, _stand_in_run)
 
     def open(self, started: RunStarted, tenant: str) -> tuple[RunDraft, bool]:
         """Open a run; the same start re-sent returns the open run. True when newly opened."""
@@ -209,13 +211,30 @@ class RunUploads:
         return self.store.racing(attempt, f"abandon run {run_id}")
 
     def _existing(self, run_id: str, tenant: str) -> RunDraft | None:
+        """The tenant's run of this id, verified in full; None when the tenant has none.
+
+        A default-tenant name may hold another tenant's run opened before ids were scoped:
+        whose the run is is read from its first record alone, as for a free id a stand-in's
+        (`tenancy.StandIn`), and only the tenant's own run is verified and decoded whole."""
         stream = RunDraft.id_in(tenant, run_id)
-        try:
-            draft = self.store.repository.get_one(RunDraft, stream, f"run {run_id}")
-        except NotFoundError:
+        records = self.store.recorder.select_events(stream)
+        opened = self._stand_in.first(records)
+        if opened is None:
             return None
-        # A default-tenant name may hold another tenant's run opened before ids were scoped.
-        return draft if holds(tenant, draft.tenant) else None
+        if not isinstance(opened, RunDraft.Opened):
+            raise IntegrityFailure(stream, 1, "stream is not a RunDraft")
+        if not holds(tenant, opened.tenant):
+            return None
+        return self.store.repository.aggregate(RunDraft, stream, records)
+
+
+def _stand_in_run() -> RunDraft:
+    """A run opened as most are, never stored: what the lookup of a free id checks and decodes
+    in place of another tenant's run's first record (`tenancy.StandIn`)."""
+    started = RunStarted(seed="stand-in", input="stand-in")
+    return RunDraft(
+        run_id="stand-in", tenant=DEFAULT_TENANT, started=started.model_dump(mode="json")
+    )
 
 
 def _held_events(run_id: str, contents: Sequence[dict[str, Any]]) -> list[RunEvent]:
