@@ -15,7 +15,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from infrastructure.storage.backends.io_tally import TalliedIo
-from infrastructure.storage.backends.stream_reads import conflict_if_moved
+from infrastructure.storage.backends.stream_reads import Unmoved, conflict_if_moved
 from infrastructure.storage.checkpoints.head_check import HeadCheckedReads
 from infrastructure.storage.checkpoints.tables import AlsoWrite
 
@@ -55,7 +55,7 @@ class IndexedSQLiteRecorder(HeadCheckedReads, SQLiteApplicationRecorder):
                 )
         return found
 
-    def unmoved(self, read: Mapping[UUID, int]) -> AlsoWrite:
+    def unmoved(self, read: Mapping[UUID, int]) -> Unmoved:
         """A save's check that each stream of ``read`` is still at the version given (`unmoved`):
         made after the save's inserts, when SQLite has given the save its one write lock."""
         marks = ",".join("?" * len(read))
@@ -68,7 +68,7 @@ class IndexedSQLiteRecorder(HeadCheckedReads, SQLiteApplicationRecorder):
             cursor.execute(statement, [stream.hex for stream in read])
             conflict_if_moved(read, {UUID(row[0]): int(row[1]) for row in cursor.fetchall()})
 
-        return check
+        return Unmoved(read, check)
 
     def stream_positions(self, streams: Sequence[UUID]) -> dict[UUID, dict[int, int]]:
         """For each of ``streams``, its versions' notification ids (SQLite's rowid)."""

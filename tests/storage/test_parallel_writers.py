@@ -1,0 +1,288 @@
+"""PostgreSQL saves commit side by side, and every reader of the log's order still skips nothing.
+
+Without the table lock, a save's notification ids are drawn at insert and become visible at
+commit, so a later id may be committed while an earlier one is still in flight. A reader that
+went past the earlier one then (a checkpoint, the read models, ``mace follow``) would never see
+it: the read models would miss a job for ever, and the next checkpoint would count an event
+"inserted below" the one before (`postgres_recorder.settled_head` is the fix). And a save that
+checked a stream it read had not moved (a Stage-0 job's SEM reads) could pass its check while a
+save writing that stream was in flight, and commit after it: the job would claim a SEM value the
+log had already replaced (write skew; the saves' stream locks are the fix).
+
+Each race is set up with a real save paused inside its transaction (an ``also`` write that waits
+for the test's go) and a second connection; the reader or the other save runs in a thread, and
+the test waits, in a bounded poll, until that one is done or waits for a lock.
+SQLite lets one transaction write at a time, so none of these races can be set up there; the
+readers are the same code on both stores and are run on SQLite by the rest of the suite.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID
+
+import pytest
+from support.ledger_fixtures import settings_for, store_of
+from support.sample_job import job_ids, record_sample_job
+
+from domain.job import Job
+from domain.sem import SemEntry
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage.backends.connection import connect_postgres
+from infrastructure.storage.backends.postgres_recorder import stream_locks
+from infrastructure.storage.settings import PostgresStore, Settings
+from infrastructure.storage.store import LedgerStore
+
+DEADLINE_SECONDS = 60.0
+"""Far beyond what a thread needs to reach its lock; only there so that a hang fails."""
+POLL_SECONDS = 0.005
+
+
+@pytest.fixture
+def pg_settings(make_postgres_store: Callable[[], str]) -> Settings:
+    return settings_for(make_postgres_store())
+
+
+@pytest.fixture
+def pg_ledger(pg_settings: Settings) -> Iterator[Ledger]:
+    with Ledger.open(pg_settings, checkpoint_on_close=False) as opened:
+        yield opened
+
+
+class Paused:
+    """A save held open after its inserts (its ids drawn, its locks held), until `go`."""
+
+    def __init__(self, save: Callable[[Callable[[Any], None]], object]) -> None:
+        self.inserted = threading.Event()
+        self._go = threading.Event()
+        self.error: BaseException | None = None
+
+        def hold(_cursor: Any) -> None:
+            self.inserted.set()
+            assert self._go.wait(DEADLINE_SECONDS)
+
+        def run() -> None:
+            try:
+                save(hold)
+            except BaseException as exc:  # reported by `commit`
+                self.error = exc
+
+        self._thread = threading.Thread(target=run)
+
+    def __enter__(self) -> Paused:
+        self._thread.start()
+        assert self.inserted.wait(DEADLINE_SECONDS), "the paused save never inserted"
+        return self
+
+    def commit(self) -> None:
+        self._go.set()
+        self._thread.join(DEADLINE_SECONDS)
+        assert not self._thread.is_alive()
+        if self.error is not None:
+            raise self.error
+
+    def __exit__(self, *_: object) -> None:
+        self._go.set()
+        self._thread.join(DEADLINE_SECONDS)
+
+
+class Beside:
+    """Work run in a thread beside a paused save: its answer or error once it ends."""
+
+    def __init__(self, work: Callable[[], Any]) -> None:
+        self.done = threading.Event()
+        self.answer: Any = None
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self.answer = work()
+            except BaseException as exc:  # re-raised or inspected by the test
+                self.error = exc
+            finally:
+                self.done.set()
+
+        self._thread = threading.Thread(target=run)
+        self._thread.start()
+
+    def result(self) -> Any:
+        assert self.done.wait(DEADLINE_SECONDS)
+        if self.error is not None:
+            raise self.error
+        return self.answer
+
+
+def waiting_on_a_lock(store: PostgresStore) -> bool:
+    with connect_postgres(store) as conn:
+        rows = conn.execute("SELECT 1 FROM pg_locks WHERE NOT granted LIMIT 1").fetchall()
+    return bool(rows)
+
+
+def ended_or_waiting(beside: Beside, store: PostgresStore) -> bool:
+    """Once ``beside`` has ended or waits for a lock (bounded poll): False if it ended."""
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while not beside.done.wait(POLL_SECONDS):
+        if waiting_on_a_lock(store):
+            return True
+        assert time.monotonic() < deadline, "neither ended nor waiting for a lock"
+    return False
+
+
+@contextmanager
+def job_in_flight(store: LedgerStore, job_id: str, snapshots: dict[str, str]) -> Iterator[Paused]:
+    """A job's first save, its ids drawn and not committed, until the block commits it."""
+    job = Job.start(job_id, "s1", "2 + 2", snapshots)
+    with Paused(lambda hold: store.save(job, also=hold)) as paused:
+        yield paused
+
+
+def notification_ids(store: LedgerStore) -> list[int]:
+    """Every notification id in the events table, committed now, in order (read raw)."""
+    location = store.location
+    assert isinstance(location, PostgresStore)
+    with connect_postgres(location) as conn:
+        rows = conn.execute("SELECT notification_id FROM ledger_events ORDER BY 1").fetchall()
+    return [row[0] for row in rows if isinstance(row[0], int)]
+
+
+def _catch_up(ledger: Ledger) -> None:
+    ledger.read_models.catch_up()
+
+
+def _checkpoint(ledger: Ledger) -> None:
+    checkpoints = store_of(ledger).checkpoints
+    assert checkpoints is not None
+    checkpoints.write()
+
+
+@pytest.mark.parametrize("reader", [_catch_up, _checkpoint], ids=["read models", "checkpoint"])
+def test_a_reader_never_passes_an_id_still_in_flight(
+    pg_ledger: Ledger, pg_settings: Settings, reader: Callable[[Ledger], None]
+) -> None:
+    """The lower id in flight, a higher one committed: the reader waits for the lower one to
+    end (the barrier), then takes both; it never goes past the lower one and skips it."""
+    store = store_of(pg_ledger)
+    location = pg_settings.parsed_store()
+    assert isinstance(location, PostgresStore)
+    record_sample_job(pg_ledger, "before")
+    reader(pg_ledger)
+    snapshots = dict(pg_ledger.jobs.get("before").snapshot_ids)
+    with job_in_flight(store, "in-flight", snapshots) as in_flight:
+        record_sample_job(pg_ledger, "committed-after")  # higher ids, committed first
+        beside = Beside(lambda: reader(pg_ledger))
+        ended_or_waiting(beside, location)  # a reader that went past the id in flight has ended
+        in_flight.commit()
+    beside.result()
+    reader(pg_ledger)
+    # Everything the log holds now was taken by the reader, the id in flight included.
+    assert sorted(job_ids(pg_ledger)) == ["before", "committed-after", "in-flight"]
+    verified = store.verify_all()
+    assert verified.tree is not None
+    assert verified.jobs == 3
+
+
+def test_a_reader_moves_on_past_a_save_rolled_back(
+    pg_ledger: Ledger, pg_settings: Settings
+) -> None:
+    """A save in flight that is rolled back (its writer gone) leaves a gap for good: the reader
+    waits for it to end, then goes past it, and nothing of it is ever read."""
+    store = store_of(pg_ledger)
+    location = pg_settings.parsed_store()
+    assert isinstance(location, PostgresStore)
+    record_sample_job(pg_ledger, "before")
+    snapshots = dict(pg_ledger.jobs.get("before").snapshot_ids)
+
+    def fail(hold: Callable[[Any], None]) -> None:
+        def then_fail(cursor: Any) -> None:
+            hold(cursor)
+            raise RuntimeError("the writer died")
+
+        store.save(Job.start("rolled-back", "s1", "2 + 2", snapshots), also=then_fail)
+
+    with Paused(fail) as doomed:
+        record_sample_job(pg_ledger, "after")
+        beside = Beside(store.recorder.max_notification_id)
+        assert ended_or_waiting(beside, location), "the head was read past a save in flight"
+        with pytest.raises(RuntimeError, match="the writer died"):
+            doomed.commit()
+    assert beside.result() == max(notification_ids(store))
+    pg_ledger.read_models.catch_up()
+    assert sorted(job_ids(pg_ledger)) == ["after", "before"]
+
+
+SEM_KEY = "world/country/france/capital"
+
+
+def test_a_save_whose_read_stream_a_save_in_flight_writes_conflicts_and_retries(
+    pg_ledger: Ledger, pg_settings: Settings
+) -> None:
+    """Write skew: a save that read a SEM key (not there yet) and a save in flight creating
+    it. The reading save waits for the writing one, then finds the key moved and loses the race
+    (`racing`): it decides again on the key as written, and its job follows the key's write in
+    the log. Without the stream locks its check passed (the write was not committed yet), it
+    committed after the write, and the log held a job that claims the key unwritten after it."""
+    store = store_of(pg_ledger)
+    location = pg_settings.parsed_store()
+    assert isinstance(location, PostgresStore)
+    record_sample_job(pg_ledger, "before")  # the key checks are written: no save carries one
+    entry = SemEntry.first_write("default", SEM_KEY, "Paris", "test")
+    key = entry.id
+    jobs: dict[int, UUID] = {}
+
+    def attempt() -> None:
+        version = store.stream_version(key)
+        job = Job.start(f"reads-at-{version}", "s1", "2 + 2", {})
+        jobs[version] = job.id
+        store.save_unmoved(job, read={key: version})
+
+    with Paused(lambda hold: store.save(entry, also=hold)) as writing:
+        beside = Beside(lambda: store.racing(attempt, "a job that read the SEM key"))
+        ended_or_waiting(beside, location)  # a save that did not wait has committed
+        writing.commit()
+    beside.result()
+    assert list(jobs) == [0, 1]
+    positions = store.stream_positions([key, jobs[1]])
+    assert max(positions[key].values()) < min(positions[jobs[1]].values())
+    assert not store.stream_exists(jobs[0])
+
+
+def test_two_saves_of_the_same_stream_version_conflict_and_the_loser_retries(
+    pg_ledger: Ledger, pg_settings: Settings
+) -> None:
+    """The same stream's next version from two saves: the second waits for the first, loses on
+    the unique key, and `racing` makes it again on top of the winner's."""
+    store = store_of(pg_ledger)
+    location = pg_settings.parsed_store()
+    assert isinstance(location, PostgresStore)
+    record_sample_job(pg_ledger, "before")  # the key checks are written: no save carries one
+    first = SemEntry.first_write("default", SEM_KEY, "Paris", "first")
+    tries: list[int] = []
+
+    def attempt() -> None:
+        tries.append(store.stream_version(first.id))
+        if not tries[-1]:  # none yet: create it, as the SEM use case does
+            store.save(SemEntry.first_write("default", SEM_KEY, "Lyon", "second"))
+            return
+        entry: SemEntry = store.repository.get(first.id)
+        entry.write("Lyon", "second")
+        store.save(entry)
+
+    with Paused(lambda hold: store.save(first, also=hold)) as writing:
+        beside = Beside(lambda: store.racing(attempt, "the SEM key"))
+        assert ended_or_waiting(beside, location), "the second save did not wait"
+        writing.commit()
+    beside.result()
+    assert tries == [0, 1]
+    assert store.stream_version(first.id) == 2
+
+
+def test_stream_lock_keys_are_sorted_and_a_written_stream_is_locked_exclusively() -> None:
+    a, b, c = UUID(int=3 << 96), UUID(int=1 << 96), UUID(int=2 << 96)
+    high, low, shared = stream_locks([a, b], [c, a])
+    assert high == [1, 2, 3]
+    assert low == [0, 0, 0]
+    assert shared == [False, True, False]
