@@ -18,6 +18,9 @@ readers are the same code on both stores and are run on SQLite by the rest of th
 
 from __future__ import annotations
 
+import random
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,14 +29,14 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from support.ledger_fixtures import settings_for, store_of
+from support.ledger_fixtures import settings_for, store_of, subprocess_env
 from support.sample_job import job_ids, record_sample_job
 
 from domain.job import Job
 from domain.sem import SemEntry
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.backends.connection import connect_postgres
-from infrastructure.storage.backends.postgres_recorder import stream_locks
+from infrastructure.storage.backends.postgres_recorder import LedgerPostgresRecorder, stream_locks
 from infrastructure.storage.settings import PostgresStore, Settings
 from infrastructure.storage.store import LedgerStore
 
@@ -214,6 +217,28 @@ def test_a_reader_moves_on_past_a_save_rolled_back(
     assert sorted(job_ids(pg_ledger)) == ["after", "before"]
 
 
+def test_a_reader_behind_a_save_stuck_in_flight_answers_the_last_settled_head(
+    pg_ledger: Ledger,
+) -> None:
+    """A save that stays in flight (its client cut off from the server) holds no reader: the
+    barrier gives up after its timeout and the reader answers the last head it settled, never
+    one past the save in flight; writers beside it still commit."""
+    store = store_of(pg_ledger)
+    recorder = store.recorder
+    assert isinstance(recorder, LedgerPostgresRecorder)
+    record_sample_job(pg_ledger, "before")
+    head = recorder.max_notification_id()
+    recorder.barrier_timeout = 0.2
+    snapshots = dict(pg_ledger.jobs.get("before").snapshot_ids)
+    with job_in_flight(store, "stuck", snapshots) as stuck:
+        record_sample_job(pg_ledger, "beside")
+        assert recorder.max_notification_id() == head
+        stuck.commit()
+    assert (recorder.max_notification_id() or 0) == max(notification_ids(store))
+    pg_ledger.read_models.catch_up()
+    assert sorted(job_ids(pg_ledger)) == ["before", "beside", "stuck"]
+
+
 SEM_KEY = "world/country/france/capital"
 
 
@@ -286,3 +311,158 @@ def test_stream_lock_keys_are_sorted_and_a_written_stream_is_locked_exclusively(
     assert high == [1, 2, 3]
     assert low == [0, 0, 0]
     assert shared == [False, True, False]
+
+
+WRITER = """
+import sys
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage.settings import Settings
+
+writer, jobs = sys.argv[1], int(sys.argv[2])
+with Ledger.open(Settings(), checkpoint_on_close=False) as ledger:
+    for n in range(jobs):
+        print(ledger.jobs.run(f"what is {writer} + {n}?", "s1").job_id, flush=True)
+"""
+PAGE = 100
+PACE_SECONDS = 0.05
+"""How often the follower and the notary go round while the writers write (their pace, as the
+notary's interval and ``mace follow``'s poll; nothing waits on it)."""
+
+
+class Follower:
+    """A reader of the log as it grows, in a thread with a ledger of its own: it pages through
+    the log up to its head as `ReadModels.catch_up` does, keeping every id it reads, and brings
+    the read models up to date; once stopped, it catches up one last time."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.read: list[int] = []
+        self.stop = threading.Event()
+        self._settings = settings
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with Ledger.open(self._settings, create=False, checkpoint_on_close=False) as ledger:
+            recorder = store_of(ledger).recorder
+            while True:
+                last = self.stop.is_set()
+                head = recorder.max_notification_id() or 0
+                after = self.read[-1] if self.read else 0
+                while page := recorder.select_notifications(after + 1, PAGE, stop=head):
+                    self.read.extend(notification.id for notification in page)
+                    after = page[-1].id
+                ledger.read_models.catch_up()
+                if last:
+                    return
+                self.stop.wait(PACE_SECONDS)
+
+    def finish(self) -> list[int]:
+        self.stop.set()
+        self._thread.join(DEADLINE_SECONDS)
+        assert not self._thread.is_alive()
+        return self.read
+
+
+class Notary:
+    """Checkpoints written as the log grows, in a thread with a ledger of its own."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.stop = threading.Event()
+        self.written = 0
+        self._settings = settings
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with Ledger.open(self._settings, create=False, checkpoint_on_close=False) as ledger:
+            checkpoints = store_of(ledger).checkpoints
+            assert checkpoints is not None
+            while not self.stop.wait(PACE_SECONDS):
+                self.written += checkpoints.write().written
+
+    def finish(self) -> None:
+        self.stop.set()
+        self._thread.join(DEADLINE_SECONDS)
+        assert not self._thread.is_alive()
+
+
+def writer_killed_after(
+    store_url: str, writer: int, jobs: int, kill_after: int | None, acknowledged: list[str]
+) -> threading.Thread:
+    """A writer process recording ``jobs`` Stage-0 jobs, each acknowledged (its id printed)
+    once its save returned; killed with SIGKILL right after its ``kill_after``-th
+    acknowledgement (None: never), somewhere in the next job's work or commit."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(writer), str(jobs)],
+        env=subprocess_env(store_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+    def watch() -> None:
+        assert process.stdout is not None
+        for count, line in enumerate(process.stdout, start=1):
+            acknowledged.append(line.strip())
+            if count == kill_after:
+                process.kill()
+                break
+        process.wait(DEADLINE_SECONDS)
+        process.stdout.close()
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    return thread
+
+
+def killed_writers_round(
+    settings: Settings, rng: random.Random, writers: int, jobs: int
+) -> tuple[int, int]:
+    """Writer processes (about half killed at a random acknowledgement) beside a follower and a
+    notary; then nothing acknowledged is lost, the follower read the log's order exactly, the
+    read models list every job, and the ledger verifies. Returns (jobs acknowledged, kills)."""
+    store_url = settings.store
+    acknowledged: list[str] = []
+    kills = {w: rng.randint(1, jobs - 1) for w in range(writers) if rng.random() < 0.5}
+    follower, notary = Follower(settings), Notary(settings)
+    try:
+        watching = [
+            writer_killed_after(store_url, w, jobs, kills.get(w), acknowledged)
+            for w in range(writers)
+        ]
+        for thread in watching:
+            thread.join(DEADLINE_SECONDS)
+            assert not thread.is_alive()
+    finally:
+        notary.finish()
+        followed = follower.finish()
+    with Ledger.open(settings, create=False, checkpoint_on_close=False) as ledger:
+        store = store_of(ledger)
+        log = notification_ids(store)
+        assert followed == log  # nothing skipped, nothing read twice, in the log's order
+        listed = set(job_ids(ledger))
+        assert set(acknowledged) <= listed  # nothing acknowledged lost
+        for job_id in acknowledged:
+            assert ledger.jobs.get(job_id).job_id == job_id
+        checkpoints = store.checkpoints
+        assert checkpoints is not None
+        checkpoints.write()
+        verified = store.verify_all()
+        assert verified.tree is not None
+        assert verified.jobs == len(listed)
+    return len(acknowledged), len(kills)
+
+
+def test_writers_killed_at_random_points_lose_nothing_and_readers_skip_nothing(
+    pg_ledger: Ledger, pg_settings: Settings
+) -> None:
+    """Concurrent writer processes, some killed with SIGKILL at random points of their work
+    (a save in flight then is rolled back: its ids are a gap for good), beside a follower
+    reading the log as it grows and a notary checkpointing it. More rounds, bigger:
+    ``killed_writers_round`` by hand (docs/ordering.md)."""
+    record_sample_job(pg_ledger, "before")  # the key checks are written, and checkpointed
+    checkpoints = store_of(pg_ledger).checkpoints
+    assert checkpoints is not None
+    checkpoints.write()
+    acknowledged, _ = killed_writers_round(pg_settings, random.Random(29), writers=4, jobs=4)
+    assert acknowledged > 0

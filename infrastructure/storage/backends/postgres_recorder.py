@@ -37,6 +37,7 @@ from uuid import UUID
 from eventsourcing.persistence import InterfaceError, Notification, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresAggregateRecorder
 from eventsourcing.utils import retry
+from psycopg.errors import LockNotAvailable
 from psycopg.sql import SQL, Identifier
 
 from infrastructure.storage.backends.checked_recorder import CheckedPostgresRecorder
@@ -78,6 +79,9 @@ class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
 
     _settled = 0
     """The highest settled id this process has seen (`settled_head`): settled for good."""
+    barrier_timeout: float = 5.0
+    """Seconds a reader's barrier waits for the saves in flight before it answers the last
+    settled head instead (`settled_head`)."""
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], *, also: AlsoWrite | None = None, **_: Any
@@ -184,6 +188,7 @@ class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
 
     # Reading in log order
 
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def settled_head(self) -> int:
         """The highest notification id committed at or below the settled horizon (0: none):
         every id up to it is committed or rolled back for good, so a reader that stops there
@@ -191,12 +196,17 @@ class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
 
         How far the sequence has drawn is read first, then `WRITERS_LOCK` is taken exclusively
         and let go (its transaction is the statement): every save that drew an id up to there
-        held the lock shared when it was read, so it has ended once the barrier is granted, and
-        the next statement's snapshot sees it as it ended. Saves that start meanwhile queue
-        behind the barrier for its instant only. The answer is a committed id, not the drawn
-        one: ids past the last commit may be drawn again after a server crash (a sequence's
-        advance reaches the disk with the next commit), so only committed ids are kept
-        (`_settled`) to skip the barrier for pages below them."""
+        held the lock shared when it was read, or had ended, so all have ended once the barrier
+        is granted, and the next statement's snapshot sees each as it ended. Saves that start
+        meanwhile queue behind the barrier for its instant only. The answer is a committed id,
+        not the drawn one: ids past the last commit may be drawn again after a server crash (a
+        sequence's advance reaches the disk with the next commit). It is kept (`_settled`), so
+        that pages below it need no barrier.
+
+        A save that stays in flight longer than `barrier_timeout` (its client cut off from the
+        server, which ends it only once the connection is found dead) leaves the horizon where
+        it was: the reader answers the last head settled, late but never past an id in flight,
+        and the saves queued behind the barrier go on."""
         table = SQL("{schema}.{table}").format(
             schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
         )
@@ -204,7 +214,10 @@ class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
             curs.execute(_DRAWN, (table.as_string(conn),), prepare=True)
             row = curs.fetchone()
             drawn = 0 if row is None or row["drawn"] is None else int(row["drawn"])
-            curs.execute(_BARRIER, (WRITERS_LOCK,), prepare=True)
+            try:
+                curs.execute(_BARRIER, (WRITERS_LOCK, f"{self.barrier_timeout}s"), prepare=True)
+            except LockNotAvailable:
+                return self._settled
             curs.execute(SQL(_SETTLED).format(table=table), (drawn,), prepare=True)
             row = curs.fetchone()
         head = 0 if row is None or row["head"] is None else int(row["head"])
@@ -265,7 +278,12 @@ _BEGIN: Final = SQL("BEGIN")
 _COMMIT: Final = SQL("COMMIT")
 _WRITE_BESIDE: Final = SQL("SELECT pg_catalog.pg_advisory_xact_lock_shared(%s)")
 _WRITE_ALONE: Final = SQL("SELECT pg_catalog.pg_advisory_xact_lock(%s)")
-_BARRIER: Final = _WRITE_ALONE
+# The function in FROM runs first: the lock's wait is bounded by the timeout set for this
+# statement's transaction only.
+_BARRIER: Final = SQL(
+    "SELECT pg_catalog.pg_advisory_xact_lock(%s)"
+    " FROM pg_catalog.set_config('lock_timeout', %s, true)"
+)
 # The rows of a function scan come in array order, and each row's lock is taken as it comes.
 _LOCK_STREAMS: Final = SQL(
     "SELECT count(CASE WHEN s.shared"
