@@ -74,8 +74,9 @@ def insert_chunks(
 
 
 class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
-    """Reads as `CheckedPostgresRecorder` does (a NULL state is an integrity failure), each read
-    of a stream held against its checkpointed head (`head_check`)."""
+    """Saves side by side and in chunks, reads in log order up to the settled horizon (see
+    above); reads as `CheckedPostgresRecorder` does (a NULL state is an integrity failure),
+    each read of a stream held against its checkpointed head (`head_check`)."""
 
     _settled = 0
     """The highest settled id this process has seen (`settled_head`): settled for good."""
