@@ -36,7 +36,11 @@ from domain.job import Job
 from domain.sem import SemEntry
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.backends.connection import connect_postgres
-from infrastructure.storage.backends.postgres_recorder import LedgerPostgresRecorder, stream_locks
+from infrastructure.storage.backends.postgres_recorder import (
+    STREAM_LOCKS,
+    LedgerPostgresRecorder,
+    stream_locks,
+)
 from infrastructure.storage.settings import PostgresStore, Settings
 from infrastructure.storage.store import LedgerStore
 
@@ -306,6 +310,31 @@ def test_two_saves_of_the_same_stream_version_conflict_and_the_loser_retries(
     beside.result()
     assert tries == [0, 1]
     assert store.stream_version(first.id) == 2
+
+
+def test_a_save_of_more_streams_than_it_locks_runs_alone_and_is_read_whole(
+    pg_ledger: Ledger, pg_settings: Settings
+) -> None:
+    """A save of more than `STREAM_LOCKS` streams (a bundle's import) takes the writers' lock
+    exclusively instead: a reader's barrier waits for it like any other save, and reads it
+    whole."""
+    store = store_of(pg_ledger)
+    location = pg_settings.parsed_store()
+    assert isinstance(location, PostgresStore)
+    recorder = store.recorder
+    assert isinstance(recorder, LedgerPostgresRecorder)
+    recorder.barrier_timeout = DEADLINE_SECONDS  # the reader waits for the save, however slow
+    record_sample_job(pg_ledger, "before")
+    entries = [
+        SemEntry.first_write("default", f"world/city/c{n}/name", n, "test")
+        for n in range(STREAM_LOCKS + 1)
+    ]
+    with Paused(lambda hold: store.save(*entries, also=hold)) as alone:
+        beside = Beside(recorder.max_notification_id)
+        assert ended_or_waiting(beside, location), "the head was read past a save in flight"
+        alone.commit()
+    assert beside.result() == max(notification_ids(store))
+    assert all(store.stream_version(entry.id) == 1 for entry in entries)
 
 
 def test_stream_lock_keys_are_sorted_and_a_written_stream_is_locked_exclusively() -> None:

@@ -219,7 +219,7 @@ class ChunkedPostgresRecorder(HeadCheckedReads, CheckedPostgresRecorder):
                 curs.execute(_BARRIER, (WRITERS_LOCK, f"{self.barrier_timeout}s"), prepare=True)
             except LockNotAvailable:
                 return self._settled
-            curs.execute(SQL(_SETTLED).format(table=table), (drawn,), prepare=True)
+            curs.execute(_SETTLED.format(table=table), (drawn,), prepare=True)
             row = curs.fetchone()
         head = 0 if row is None or row["head"] is None else int(row["head"])
         self._settled = max(self._settled, head)
@@ -296,7 +296,9 @@ _DRAWN: Final = SQL(
     "SELECT pg_catalog.pg_sequence_last_value("
     "pg_catalog.pg_get_serial_sequence(%s, 'notification_id')::regclass) AS drawn"
 )
-_SETTLED: Final = "SELECT MAX(notification_id) AS head FROM {table} WHERE notification_id <= %s"
+_SETTLED: Final = SQL(
+    "SELECT MAX(notification_id) AS head FROM {table} WHERE notification_id <= %s"
+)
 
 
 def _size(stored_events: Sequence[StoredEvent]) -> int:
