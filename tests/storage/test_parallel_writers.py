@@ -123,6 +123,15 @@ class Beside:
         return self.answer
 
 
+def patient(store: LedgerStore) -> LedgerPostgresRecorder:
+    """The store's recorder, its readers' barrier waiting for the saves in flight however slow
+    the machine is (a barrier that gave up would answer an older head, correctly)."""
+    recorder = store.recorder
+    assert isinstance(recorder, LedgerPostgresRecorder)
+    recorder.barrier_timeout = DEADLINE_SECONDS
+    return recorder
+
+
 def waiting_on_a_lock(store: PostgresStore) -> bool:
     with connect_postgres(store) as conn:
         rows = conn.execute("SELECT 1 FROM pg_locks WHERE NOT granted LIMIT 1").fetchall()
@@ -200,9 +209,7 @@ def test_a_reader_moves_on_past_a_save_rolled_back(
     store = store_of(pg_ledger)
     location = pg_settings.parsed_store()
     assert isinstance(location, PostgresStore)
-    recorder = store.recorder
-    assert isinstance(recorder, LedgerPostgresRecorder)
-    recorder.barrier_timeout = DEADLINE_SECONDS  # the reader waits for the save, however slow
+    recorder = patient(store)
     record_sample_job(pg_ledger, "before")
     snapshots = dict(pg_ledger.jobs.get("before").snapshot_ids)
 
@@ -321,9 +328,7 @@ def test_a_save_of_more_streams_than_it_locks_runs_alone_and_is_read_whole(
     store = store_of(pg_ledger)
     location = pg_settings.parsed_store()
     assert isinstance(location, PostgresStore)
-    recorder = store.recorder
-    assert isinstance(recorder, LedgerPostgresRecorder)
-    recorder.barrier_timeout = DEADLINE_SECONDS  # the reader waits for the save, however slow
+    recorder = patient(store)
     record_sample_job(pg_ledger, "before")
     entries = [
         SemEntry.first_write("default", f"world/city/c{n}/name", n, "test")
