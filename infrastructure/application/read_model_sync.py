@@ -7,9 +7,9 @@ pull loop serves both backends: SQLite cannot subscribe, and a command-line read
 wants the view current *now*, not when a subscriber gets to it. Every notification is verified
 (its MAC) before it is decoded.
 
-`follow` keeps the views current as events are committed: on PostgreSQL it LISTENs for the
-recorder's NOTIFY and catches up on each (and every `FOLLOW_POLL` seconds without one); on
-SQLite, which cannot notify, it catches up every `FOLLOW_POLL` seconds.
+`follow` keeps the views current as events are committed: it catches up every `FOLLOW_POLL`
+seconds, on both stores. (PostgreSQL saves send no NOTIFY: a transaction that notifies takes a
+lock at commit that lets one such commit through at a time, and saves commit side by side.)
 
 `rebuild` first brings the live views up to date and takes their digests (the recorded ones),
 then empties them and projects the whole log again from position 0, and compares.
@@ -33,15 +33,12 @@ from typing import Any, Final
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, Tracking
-from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.projection import Projection
-from psycopg.sql import SQL, Identifier
 
 from domain.errors import IntegrityFailure
 from domain.snapshot import Snapshot
 from infrastructure.storage.read_models.memory import MemoryReadModelView
 from infrastructure.storage.read_models.tables import TABLE, ReadModelView, Row
-from infrastructure.storage.settings import SQLiteStore
 from infrastructure.storage.store import LedgerStore
 from projections.job_search import JobQuery
 from projections.job_summaries import LISTING_LIMIT, job_listing, listing_page
@@ -63,7 +60,7 @@ from projections.read_model_rows import (
 
 PAGE: Final = 1000
 FOLLOW_POLL: Final = 1.0
-"""Seconds `follow` waits for a notification (SQLite: between polls) before it catches up."""
+"""Seconds `follow` waits between catch-ups."""
 Progress = Callable[[int, int], None]
 """Called with (position reached, head of the log) after each page."""
 
@@ -200,35 +197,13 @@ class ReadModels:
         """Apply events as they are committed, until ``stop`` is set; ``reached(position)``
         once the views have first caught up, then after each catch-up that applied events.
 
-        On PostgreSQL it listens before it first catches up, so that no commit falls between
-        the two unseen (eventsourcing's subscription reads before its LISTEN is in place, and a
-        commit in that gap waited for the next one); then each notification, or `FOLLOW_POLL`
-        seconds without one, catches the views up again. SQLite cannot notify: it polls every
-        `FOLLOW_POLL` seconds. Polling skips nothing there: SQLite lets one transaction write
-        at a time, and a save takes its notification ids (rowids) under that lock and commits
-        before it lets go, so once a reader sees id N, every id below N that will ever exist is
-        committed and visible too, and the next catch-up starts above the last one applied."""
-        if isinstance(self.store.location, SQLiteStore):
-            self._caught_up(reached, report_none=True)
-            while not stop.wait(FOLLOW_POLL):
-                self._caught_up(reached)
-            return
-        recorder = self.store.recorder
-        assert isinstance(recorder, PostgresApplicationRecorder)
-        channel = Identifier(recorder.channel_name)
-        with recorder.datastore.get_connection() as conn:
-            conn.execute(SQL("LISTEN {0}").format(channel))
-            conn.commit()
-            try:
-                self._caught_up(reached, report_none=True)
-                while not stop.is_set():
-                    for _ in conn.notifies(timeout=FOLLOW_POLL, stop_after=1):
-                        pass
-                    self._caught_up(reached)
-            finally:  # the connection goes back to the pool: it must not keep collecting
-                if not conn.broken:  # a lost connection is discarded; its error stands
-                    conn.execute(SQL("UNLISTEN {0}").format(channel))
-                    conn.commit()
+        It catches up every `FOLLOW_POLL` seconds. Polling skips nothing: each catch-up reads
+        up to the log's settled head and starts above the last event applied, and no event
+        below a settled head commits later (SQLite numbers its events under its one write
+        lock; PostgreSQL readers stop at `settled_head`, see docs/ordering.md)."""
+        self._caught_up(reached, report_none=True)
+        while not stop.wait(FOLLOW_POLL):
+            self._caught_up(reached)
 
     def _caught_up(self, reached: Callable[[int], None], *, report_none: bool = False) -> None:
         """Catch up to the log's head; say that head if events were applied (or

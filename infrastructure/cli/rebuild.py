@@ -27,7 +27,7 @@ def follow_views(args: argparse.Namespace, settings: Settings) -> int:
         said: list[int] = []
 
         def reached(head: int) -> None:
-            # Said once it follows (caught up, listening), then at each head it catches up to.
+            # Said once it follows (caught up), then at each head it catches up to.
             if said:
                 print(f"read models current to notification {head}", file=sys.stderr, flush=True)
             else:
@@ -35,7 +35,7 @@ def follow_views(args: argparse.Namespace, settings: Settings) -> int:
                 print(line, file=sys.stderr, flush=True)
             said.append(head)
 
-        # Only Ctrl-C ends it (exit 130): following unsubscribes on the way out.
+        # Only Ctrl-C ends it (exit 130).
         ledger.read_models.follow(Event(), reached)
     return EXIT_OK
 

@@ -15,7 +15,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from infrastructure.storage.backends.io_tally import TalliedIo
-from infrastructure.storage.backends.stream_reads import conflict_if_moved
+from infrastructure.storage.backends.stream_reads import Unmoved, conflict_if_moved
 from infrastructure.storage.checkpoints.head_check import STREAMS_PER_QUERY, HeadCheckedReads
 from infrastructure.storage.checkpoints.tables import AlsoWrite
 
@@ -55,14 +55,14 @@ class IndexedSQLiteRecorder(HeadCheckedReads, SQLiteApplicationRecorder):
                 )
         return found
 
-    def unmoved(self, read: Mapping[UUID, int]) -> AlsoWrite:
+    def unmoved(self, read: Mapping[UUID, int]) -> Unmoved:
         """A save's check that each stream of ``read`` is still at the version given (`unmoved`):
         made after the save's inserts, when SQLite has given the save its one write lock."""
 
         def check(cursor: Any) -> None:
             conflict_if_moved(read, self._last_versions(cursor, list(read)))
 
-        return check
+        return Unmoved(read, check)
 
     def last_versions(self, streams: Sequence[UUID]) -> dict[UUID, int]:
         """The last stored version of each of ``streams`` that has any, in one statement for

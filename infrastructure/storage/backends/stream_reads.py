@@ -3,11 +3,12 @@
 A save may depend on streams it read but does not write (a Stage-0 job's SEM reads): `unmoved`
 checks, inside the save's own transaction and after its inserts, that each is still at the
 version read, and makes the save conflict otherwise, as a write to that stream would. The check
-is final because both stores serialise the ledger's saves: SQLite gives one writer its lock at
-the first insert, and every PostgreSQL save first takes eventsourcing's ``LOCK TABLE ... IN
-EXCLUSIVE MODE`` (`postgres_recorder`), so no other save can commit between the check and this
-save's commit, and the notification order is that commit order. A store that stopped serialising
-its saves would have to take this check into its own ordering.
+is final only if no save writing one of those streams can commit between the check and this
+save's commit, nor draw its notification ids before this save's and commit after the check.
+SQLite gives one writer its lock at the first insert, so no other save runs meanwhile. PostgreSQL
+saves run side by side (`postgres_recorder`): there every save first locks the streams it writes
+(exclusive) and the streams `Unmoved.read` names (shared), so a save that read a stream and one
+that writes it take turns, and the second one's notification ids follow the first one's commit.
 
 `stream_positions` names each version's notification id: the place the ledger recorded it in
 its one log, which checkpoints sign (a row moved in the log fails the checkpoint's tree).
@@ -16,7 +17,8 @@ its one log, which checkpoints sign (a row moved in the log fails the checkpoint
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 from uuid import UUID
 
 from eventsourcing.persistence import RecordConflictError
@@ -24,8 +26,20 @@ from eventsourcing.persistence import RecordConflictError
 from infrastructure.storage.checkpoints.tables import AlsoWrite
 
 
+@dataclass(frozen=True)
+class Unmoved:
+    """A save's check that the streams it read are still where it read them, made with the
+    save's cursor (an `AlsoWrite`); ``read`` names them, for a store that locks them first."""
+
+    read: Mapping[UUID, int]
+    check: AlsoWrite
+
+    def __call__(self, cursor: Any) -> None:
+        self.check(cursor)
+
+
 class StreamReads(Protocol):
-    def unmoved(self, read: Mapping[UUID, int]) -> AlsoWrite:
+    def unmoved(self, read: Mapping[UUID, int]) -> Unmoved:
         """The save's check that each stream of ``read`` is at the version given (0: none)."""
 
     def stream_positions(self, streams: Sequence[UUID]) -> dict[UUID, dict[int, int]]:
