@@ -262,21 +262,27 @@ class BenchSize:
 class Cost:
     """What one timed piece of work took: seconds by the clock, processor seconds (this
     process's and its finished children's, user and system), and what it sent to the store
-    (None: not counted here, it ran in another process)."""
+    (None: not counted, it ran in another process)."""
 
     seconds: float
-    cpu_seconds: float
+    cpu_seconds: float | None
     wire: WireTally | None
 
 
 @dataclass(frozen=True, slots=True)
 class Sample:
     """One round of a figure: ``count`` units at ``cost``; with ``raw``, the raw store doing the
-    same rows right after (`bench_raw`)."""
+    same rows right after (`bench_raw`), ``raw_count`` of them (None: ``count``; raw writers
+    whose inserts failed did fewer)."""
 
     count: int
     cost: Cost
     raw: Cost | None = None
+    raw_count: int | None = None
+
+    @property
+    def raw_units(self) -> int:
+        return self.count if self.raw_count is None else self.raw_count
 
     @property
     def seconds(self) -> float:
@@ -284,6 +290,8 @@ class Sample:
 
     @property
     def cpu_seconds(self) -> float:
+        """Processor seconds of a figure measured in this process (never None there)."""
+        assert self.cost.cpu_seconds is not None
         return self.cost.cpu_seconds
 
 
@@ -291,22 +299,25 @@ class Sample:
 class PerUnit:
     """A figure's cost per unit over all its rounds (None: not counted)."""
 
-    cpu_ms: float
+    cpu_ms: float | None
     statements: float | None
     round_trips: float | None
 
     @classmethod
     def of(cls, count: int, costs: list[Cost]) -> PerUnit:
         wires = [cost.wire for cost in costs]
-        statements = round_trips = None
+        cpus = [cost.cpu_seconds for cost in costs]
+        statements = round_trips = cpu_ms = None
         if all(wire is not None for wire in wires):
             statements = sum(w.statements for w in wires if w is not None) / count
             round_trips = sum(w.round_trips for w in wires if w is not None) / count
-        return cls(1000 * sum(cost.cpu_seconds for cost in costs) / count, statements, round_trips)
+        if all(cpu is not None for cpu in cpus):
+            cpu_ms = 1000 * sum(cpu for cpu in cpus if cpu is not None) / count
+        return cls(cpu_ms, statements, round_trips)
 
     def as_json(self) -> dict[str, float | None]:
         return {
-            "cpu_ms": round(self.cpu_ms, 4),
+            "cpu_ms": None if self.cpu_ms is None else round(self.cpu_ms, 4),
             "statements": None if self.statements is None else round(self.statements, 3),
             "round_trips": None if self.round_trips is None else round(self.round_trips, 3),
         }
@@ -341,7 +352,7 @@ class Figure:
         return max(_rate(s.count, s.seconds) for s in self.samples)
 
     def _raw_rates(self) -> list[float]:
-        return [_rate(s.count, s.raw.seconds) for s in self.samples if s.raw is not None]
+        return [_rate(s.raw_units, s.raw.seconds) for s in self.samples if s.raw is not None]
 
     @property
     def raw_per_second(self) -> float | None:
@@ -382,7 +393,7 @@ class Figure:
     @property
     def raw_per_unit(self) -> PerUnit | None:
         raws = [s.raw for s in self.samples if s.raw is not None]
-        total = sum(s.count for s in self.samples)
+        total = sum(s.raw_units for s in self.samples if s.raw is not None)
         if not raws or total == 0:
             return None
         return PerUnit.of(total, raws)
@@ -448,8 +459,9 @@ def _writers_figure(run: WritersRun, raw: WritersRun | None) -> Figure:
     def cost(of: WritersRun) -> Cost:
         return Cost(of.seconds, of.cpu_seconds, of.wire)
 
-    sample = Sample(run.jobs, cost(run), None if raw is None else cost(raw))
-    return Figure("concurrency", "jobs", (sample,), run)
+    if raw is None:
+        return Figure("concurrency", "jobs", (Sample(run.jobs, cost(run)),), run)
+    return Figure("concurrency", "jobs", (Sample(run.jobs, cost(run), cost(raw), raw.jobs),), run)
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,6 +473,7 @@ class Scaling:
     ratio: float | None
     raw_ratio: float | None
     failures: int
+    raw_failures: int | None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -468,15 +481,15 @@ class Scaling:
             "ratio": None if self.ratio is None else round(self.ratio, 3),
             "raw_ratio": None if self.raw_ratio is None else round(self.raw_ratio, 3),
             "failures": self.failures,
+            "raw_failures": self.raw_failures,
         }
 
 
-def _scaling(one: Figure, most: Figure) -> Scaling:
+def _scaling(one: Figure, most: Figure, raw_failures: int | None) -> Scaling:
     assert most.writers is not None
     raw = _ratio(most.raw_per_second or 0.0, one.raw_per_second)
-    return Scaling(
-        most.writers.writers, _ratio(most.per_second, one.per_second), raw, most.writers.failures
-    )
+    ratio = _ratio(most.per_second, one.per_second)
+    return Scaling(most.writers.writers, ratio, raw, most.writers.failures, raw_failures)
 
 
 @dataclass(frozen=True, slots=True)
@@ -585,7 +598,9 @@ class Bench:
             if runs["read"] and runs["verify"]:
                 costs.append(_tree_cost(runs["verify"], runs["read"]))
         figures = [Figure(name, UNITS[name], tuple(rounds_)) for name, rounds_ in samples.items()]
-        writers = self._writers(raw, job_rows, say) if size.picked("concurrency") else []
+        writers, raw_failures = (
+            self._writers(raw, job_rows, say) if size.picked("concurrency") else ([], None)
+        )
         figures += writers
         if self.size.http is not None and size.picked("http runs"):
             http = self._http_figure(self.size.http, raw)
@@ -597,12 +612,15 @@ class Bench:
             tree_cost = TreeCost(wall, statistics.median(cost.cpu for cost in costs))
         flat = self.size.flat_entries and size.picked("flatness")
         flatness = self._flatness(say) if flat else None
-        scaling = _scaling(writers[0], writers[-1]) if writers else None
+        scaling = _scaling(writers[0], writers[-1], raw_failures) if writers else None
         return BenchReport(figures, tree_cost, flatness, scaling)
 
-    def _writers(self, raw: RawStore | None, job_rows: list[Row], say: Say) -> list[Figure]:
-        """The concurrency figures: 1, 2, 4 and 8 writers, each beside its raw baseline."""
-        figures = []
+    def _writers(
+        self, raw: RawStore | None, job_rows: list[Row], say: Say
+    ) -> tuple[list[Figure], int | None]:
+        """The concurrency figures: 1, 2, 4 and 8 writers, each beside its raw baseline; and how
+        many of the most raw writers' inserts failed (None: no raw baseline)."""
+        figures, raw_failures = [], None
         for writers in WRITER_COUNTS:
             tag = f"bench concurrency {writers}"
             run = writers_at_once(self.settings, writers, self.size.jobs, tag)
@@ -611,23 +629,25 @@ class Bench:
                 if raw is None
                 else writers_at_once(self.settings, writers, self.size.jobs, "raw", job_rows)
             )
-            say(
-                f"concurrency {writers}: {run.jobs} jobs in {run.seconds:.3f} s,"
-                f" {run.failures} failed"
-            )
+            said = f"concurrency {writers}: {run.jobs} jobs in {run.seconds:.3f} s"
+            said += f", {run.failures} failed"
+            if raw_run is not None:
+                raw_failures = raw_run.failures
+                said += f"; raw {raw_run.jobs} in {raw_run.seconds:.3f} s, {raw_failures} failed"
+            say(said)
             figures.append(_writers_figure(run, raw_run))
-        return figures
+        return figures, raw_failures
 
     def _http_figure(self, http: HttpLoad, raw: RawStore | None) -> Figure:
         sent = http_runs(self.ledger, self.settings, http.runs, http.batch)
-        # The service records in a process of its own: its processor time and statements are
-        # not this process's to count.
+        # The service records in a process of its own: its statements are not this process's
+        # to count (its processor time is read from the system, where it says it).
         raw_cost = None
         if raw is not None:
             did = IoTally(rows_written=sent.rows_written, commits=sent.commits)
             raw_cost = self._raw_cost(raw, did, sent.written_after)
-        sample = Sample(sent.events, Cost(sent.seconds, 0.0, None), raw_cost)
-        return Figure("http runs", "events", (sample,))
+        cost = Cost(sent.seconds, sent.cpu_seconds, None)
+        return Figure("http runs", "events", (Sample(sent.events, cost, raw_cost),))
 
     def _flatness(self, say: Say) -> Flatness:
         """Writes and assemblies timed at `FLAT_SMALL` entries, then at ``flat_entries``."""

@@ -98,7 +98,11 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
             f" (processor time {tree_cost.cpu:.2f}x)"
         )
     if scaling is not None:
-        raw = "" if scaling.raw_ratio is None else f" (raw {scaling.raw_ratio:.2f}x)"
+        raw = (
+            ""
+            if scaling.raw_ratio is None
+            else f" (raw {scaling.raw_ratio:.2f}x, {scaling.raw_failures} failed)"
+        )
         ratio = "-" if scaling.ratio is None else f"{scaling.ratio:.2f}x"
         print(
             f"  {scaling.writers} writers / 1 writer: {ratio} the jobs a second{raw},"
@@ -145,10 +149,11 @@ def _costs(figure: Figure, remote: bool) -> str:
     def said(per_unit: PerUnit | None) -> str:
         if per_unit is None:
             return "not measured"
+        cpu = "processor time unknown" if per_unit.cpu_ms is None else f"{per_unit.cpu_ms:.3f} ms"
         if per_unit.statements is None or per_unit.round_trips is None:
-            return f"{per_unit.cpu_ms:.3f} ms, statements not counted (another process)"
+            return f"{cpu}, statements not counted (another process)"
         trips = f", {per_unit.round_trips:.2f} round trips" if remote else ""
-        return f"{per_unit.cpu_ms:.3f} ms, {per_unit.statements:.2f} statements{trips}"
+        return f"{cpu}, {per_unit.statements:.2f} statements{trips}"
 
     unit = figure.unit.removesuffix("s")
     line = f"per {unit}: {said(figure.per_unit)}"
