@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 from typing import IO, Any
 
 import orjson
@@ -51,7 +52,8 @@ class ProtocolTrace:
             file.seek(0)
             sides = [line.split("\t")[:3] for line in file.read().splitlines()]
             statements += sum(1 for side in sides if side[0] == "F" and side[2] in EXECUTING)
-            round_trips += sum(1 for a, b in zip(sides, sides[1:]) if (a[0], b[0]) == ("F", "B"))
+            turns = pairwise(side[0] for side in sides)
+            round_trips += sum(1 for turn in turns if turn == ("F", "B"))
         return WireTally(statements, round_trips)
 
 
