@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infrastructure.storage.backends.connection import connect_postgres
-from infrastructure.storage.backends.io_tally import IoTally
+from infrastructure.storage.backends.io_tally import IoTally, WireTally, counting_wire
 from infrastructure.storage.backends.writability import write_refusal
 from infrastructure.storage.checkpoints.chain import CheckpointKeyMismatch
 from infrastructure.storage.records.key_checks import KeyMismatch, KeyStatus
@@ -18,7 +18,14 @@ from infrastructure.storage.settings import SQLiteStore, Store
 from infrastructure.storage.store import LedgerStore
 
 # What the raw baselines of ``mace bench`` reach the store with, beside the ledger.
-__all__ = ["IoTally", "KeyStanding", "StoreStatus", "connect_postgres"]
+__all__ = [
+    "IoTally",
+    "KeyStanding",
+    "StoreStatus",
+    "WireTally",
+    "connect_postgres",
+    "counting_wire",
+]
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,12 @@ compare (``mace bench`` makes one of its own: `bench_store`). Each figure is the
 the first. As it goes, the bench says each figure it measured (`Say`): a whole bench takes
 minutes.
 
-- ``write``: Stage-0 jobs recorded whole, one transaction each; every event stored counts (the
-  job's, its seal's witness, its SEM writes).
+- ``write``: Stage-0 jobs run and recorded whole (the runtime deciding each one included), one
+  transaction each; every event stored counts (the job's, its seal's witness, its SEM writes).
+- ``record``: pure recording, no runtime: ``jobs`` runs of the Stage-0 iteration, built and parsed
+  before the clock starts (`record_runs`), recorded as a platform team's recording is, through the
+  Run Event Schema v1 import (`RunImports.record_once`, what ``mace ingest`` calls); every event
+  stored counts.
 - ``checkpoint``: a checkpoint written over the round's events (`mace checkpoint`).
 - ``read``: every stored event read back in pages, its MAC verified (`mace verify --all` as it
   was before checkpoints: the baseline of the next figure). Over a few thousand events a verify
@@ -27,7 +31,8 @@ minutes.
 - ``context`` and ``receipt replay``: receipts emitted over that log under a policy bundle, and
   replayed as emitted.
 - ``concurrency``: 1, 2, 4 and 8 writer processes recording ``jobs`` Stage-0 jobs each at once:
-  jobs/s in all and how many failed (`bench_writers`); measured once, after the rounds.
+  jobs/s in all and how many failed (`bench_writers`); measured once, after the rounds. `Scaling`
+  says what 8 writers did over what 1 did, and the same for their raw baselines.
 
 ``http runs`` (after the rounds, unless ``http_runs`` is 0): runs recorded over HTTP by
 ``mace serve``, opened, sent in two batches of ``http_batch`` events and completed
@@ -38,10 +43,22 @@ assemblies timed on a tenant's log of `FLAT_SMALL` entries and again once the sa
 ``flat_entries``, the same `FLAT_LIVE` facts written again and again: how much more each costs
 on the longer log (the goal is at most 1.5x; snapshots keep it flat in the log's length).
 
+``only`` runs some of these (`FIGURES`); a figure that needs another's work first (``replay``
+the jobs of ``write``, ``receipt replay`` the receipts of ``context``) gets it done untimed.
+
 With ``compare_raw``, each figure but ``checkpoint`` gets its raw baseline, measured right after
-it in the same round on the same store (`bench_raw`): the same rows written with plain INSERTs at
-the same rows per commit, the same number read by a plain cursor with an HMAC and a JSON parse
-each; for ``concurrency``, as many processes inserting a job's rows per commit at once.
+it in the same round on the same store (`bench_raw`), so that the ledger and its baseline
+alternate and a change in the machine's load hits both alike: the same rows written with plain
+INSERTs at the same rows per commit, the same number read by a plain cursor with an HMAC and a
+JSON parse each; for ``concurrency``, as many processes inserting a job's rows per commit at once.
+
+Every figure says its median and its best round (rate, and with a raw baseline, the raw's and the
+ratios), and per unit, over all its rounds: processor seconds (this process's and its finished
+children's), statements sent to the store and round trips to the server (`WireTally`, counted in
+this process while the bench runs: ``mace bench`` counts from before it opens its ledger), the
+raw baseline's beside them. What a figure's own child processes sent is counted where the bench
+wrote them (the writers report theirs); the side pass of a verify (a forked child on SQLite) and
+the HTTP service's process are not: the http runs figure's ledger side has no counts (None).
 """
 
 from __future__ import annotations
@@ -49,26 +66,27 @@ from __future__ import annotations
 import resource
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import orjson
 
+from domain.canonical import canonical_json
 from domain.context_assembly import ContextCaller, ContextRequest
 from domain.governance import Actor
 from domain.receipt import MemoryView, ReceiptKind
 from domain.replay_access import ReplayMode
-from domain.run_file import parse_run
+from domain.run_file import ParsedRun, parse_run
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
 from infrastructure.application.settings import Settings
-from infrastructure.application.store_status import IoTally
+from infrastructure.application.store_status import IoTally, WireTally
 from infrastructure.tooling.bench_http import HTTP_BATCHES, http_runs
-from infrastructure.tooling.bench_raw import RawStore, Row, raw_seconds, raw_store
+from infrastructure.tooling.bench_raw import RawStore, Row, raw_store, raw_work
 from infrastructure.tooling.bench_writers import WRITER_COUNTS, WritersRun, writers_at_once
-from infrastructure.tooling.load_workload import STAGE0_EVENTS
+from infrastructure.tooling.load_workload import STAGE0_EVENTS, Workload, plan_runs
 from projections.audit import AuditScope
 
 ACTOR: Final = Actor.of("bench", ["operator", "admin", "auditor"])
@@ -89,6 +107,7 @@ BULK_RUN: Final = 100
 
 UNITS: Final = {
     "write": "events",
+    "record": "events",
     "checkpoint": "events",
     "read": "events",
     "verify": "events",
@@ -98,6 +117,10 @@ UNITS: Final = {
     "context": "receipts",
     "receipt replay": "replays",
 }
+FIGURES: Final = (*UNITS, "concurrency", "http runs", "flatness")
+"""Every figure the bench can measure, in the order it measures them (``only`` picks some)."""
+NEEDS: Final = {"replay": "write", "receipt replay": "context"}
+"""The figures whose work another figure's work needs first (done untimed when not picked)."""
 VERIFIES_BY_SCAN: Final = ("read", "verify", "scan")
 FLAT_SMALL: Final = 100
 FLAT_LIVE: Final = 50
@@ -133,6 +156,25 @@ def _assemblies(ledger: Ledger, tenant: str, count: int) -> list[str]:
     return receipts
 
 
+def record_runs(ledger: Ledger, tag: str, count: int) -> list[ParsedRun]:
+    """``count`` runs of the Stage-0 iteration (the HTTP figure's runs, `plan_runs`), as a Run
+    Event Schema v1 file of each would be parsed for ``mace ingest``: ready to record."""
+    workload = Workload(clients=1, runs=count, events=STAGE0_EVENTS, replays=0)
+    planned = plan_runs(workload, tag, ledger.snapshots.default_ids())
+    runs = []
+    for run in planned:
+        events = [
+            item["event"] for body in run.batch_bodies for item in orjson.loads(body)["events"]
+        ]
+        lines = [
+            {"type": "RunStarted", **orjson.loads(run.open_body)},
+            *events,
+            {"type": "RunCompleted", **orjson.loads(run.complete_body)},
+        ]
+        runs.append(parse_run(canonical_json(line) for line in lines))
+    return runs
+
+
 @dataclass(frozen=True, slots=True)
 class HttpLoad:
     """The ``http runs`` figure's size: runs, and events a batch."""
@@ -164,9 +206,23 @@ Say = Callable[[str], None]
 """Told one line as each figure is measured."""
 
 
+def figure_names(given: Iterable[str]) -> tuple[str, ...]:
+    """The figures named in ``given`` (``--only``: names or comma lists of them, ``-`` for a
+    space), in `FIGURES` order; `BenchError` naming the first unknown one and the known ones."""
+    named = {part.strip().replace("-", " ") for value in given for part in value.split(",")}
+    named.discard("")
+    for name in sorted(named):
+        if name not in FIGURES:
+            known = ", ".join(known.replace(" ", "-") for known in FIGURES)
+            raise BenchError(f"--only: no figure {name.replace(' ', '-')!r}; known: {known}")
+    return tuple(name for name in FIGURES if name in named)
+
+
 @dataclass(frozen=True, slots=True)
 class BenchSize:
-    """How much the bench does, checked whole (`check`) before any store is made or opened."""
+    """How much the bench does, checked whole (`check`) before any store is made or opened.
+
+    ``only``: the figures to measure (`FIGURES`; empty: all of them)."""
 
     jobs: int
     memories: int
@@ -175,6 +231,7 @@ class BenchSize:
     verify_events: int = 0
     flat_entries: int = 0
     http: HttpLoad | None = None
+    only: tuple[str, ...] = ()
 
     def check(self, settings: Settings) -> None:
         for name, value in (
@@ -195,49 +252,177 @@ class BenchSize:
                 f" got {self.flat_entries}"
             )
             raise BenchError(msg)
+        figure_names(self.only)
+
+    def picked(self, name: str) -> bool:
+        return not self.only or name in self.only
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """What one timed piece of work took: seconds by the clock, processor seconds (this
+    process's and its finished children's, user and system), and what it sent to the store
+    (None: not counted, it ran in another process)."""
+
+    seconds: float
+    cpu_seconds: float | None
+    wire: WireTally | None
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One round of a figure: ``count`` units at ``cost``; with ``raw``, the raw store doing the
+    same rows right after (`bench_raw`), ``raw_count`` of them (None: ``count``; raw writers
+    whose inserts failed did fewer)."""
+
+    count: int
+    cost: Cost
+    raw: Cost | None = None
+    raw_count: int | None = None
+
+    @property
+    def raw_units(self) -> int:
+        return self.count if self.raw_count is None else self.raw_count
+
+    @property
+    def seconds(self) -> float:
+        return self.cost.seconds
+
+    @property
+    def cpu_seconds(self) -> float:
+        """Processor seconds of a figure measured in this process (never None there)."""
+        assert self.cost.cpu_seconds is not None
+        return self.cost.cpu_seconds
+
+
+@dataclass(frozen=True, slots=True)
+class PerUnit:
+    """A figure's cost per unit over all its rounds (None: not counted)."""
+
+    cpu_ms: float | None
+    statements: float | None
+    round_trips: float | None
+
+    @classmethod
+    def of(cls, count: int, costs: list[Cost]) -> PerUnit:
+        wires = [cost.wire for cost in costs]
+        cpus = [cost.cpu_seconds for cost in costs]
+        statements = round_trips = cpu_ms = None
+        if all(wire is not None for wire in wires):
+            statements = sum(w.statements for w in wires if w is not None) / count
+            round_trips = sum(w.round_trips for w in wires if w is not None) / count
+        if all(cpu is not None for cpu in cpus):
+            cpu_ms = 1000 * sum(cpu for cpu in cpus if cpu is not None) / count
+        return cls(cpu_ms, statements, round_trips)
+
+    def as_json(self) -> dict[str, float | None]:
+        return {
+            "cpu_ms": None if self.cpu_ms is None else round(self.cpu_ms, 4),
+            "statements": None if self.statements is None else round(self.statements, 3),
+            "round_trips": None if self.round_trips is None else round(self.round_trips, 3),
+        }
+
+
+def _rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else 0.0
+
+
+def _ratio(rate: float, raw: float | None) -> float | None:
+    return None if raw is None or raw <= 0 else rate / raw
 
 
 @dataclass(frozen=True, slots=True)
 class Figure:
+    """A figure over its rounds (``samples``); the concurrency figures say what the writers
+    did (``writers``)."""
+
     name: str
     unit: str
-    per_second: float
-    count: int
-    seconds: float
-    raw_per_second: float | None = None
-    writers: WritersRun | None = None  # the concurrency figures: what the writers did
+    samples: tuple[Sample, ...]
+    writers: WritersRun | None = None
+
+    @property
+    def per_second(self) -> float:
+        """The median round's rate."""
+        return statistics.median(_rate(s.count, s.seconds) for s in self.samples)
+
+    @property
+    def best_per_second(self) -> float:
+        """The fastest round's rate: the one least slowed by anything else on the machine."""
+        return max(_rate(s.count, s.seconds) for s in self.samples)
+
+    def _raw_rates(self) -> list[float]:
+        return [_rate(s.raw_units, s.raw.seconds) for s in self.samples if s.raw is not None]
+
+    @property
+    def raw_per_second(self) -> float | None:
+        rates = self._raw_rates()
+        return statistics.median(rates) if rates else None
+
+    @property
+    def raw_best_per_second(self) -> float | None:
+        rates = self._raw_rates()
+        return max(rates) if rates else None
 
     @property
     def ratio(self) -> float | None:
-        """The ledger's rate over the raw store's doing the same rows (None: not measured)."""
-        if self.raw_per_second is None or self.raw_per_second <= 0:
+        """The ledger's median rate over the raw store's doing the same rows (None: not
+        measured)."""
+        return _ratio(self.per_second, self.raw_per_second)
+
+    @property
+    def best_ratio(self) -> float | None:
+        """The ledger's best rate over the raw store's best."""
+        return _ratio(self.best_per_second, self.raw_best_per_second)
+
+    @property
+    def count(self) -> int:
+        return self.samples[len(self.samples) // 2].count
+
+    @property
+    def seconds(self) -> float:
+        return self.samples[len(self.samples) // 2].seconds
+
+    @property
+    def per_unit(self) -> PerUnit | None:
+        total = sum(s.count for s in self.samples)
+        if total == 0:
             return None
-        return self.per_second / self.raw_per_second
+        return PerUnit.of(total, [s.cost for s in self.samples])
+
+    @property
+    def raw_per_unit(self) -> PerUnit | None:
+        raws = [s.raw for s in self.samples if s.raw is not None]
+        total = sum(s.raw_units for s in self.samples if s.raw is not None)
+        if not raws or total == 0:
+            return None
+        return PerUnit.of(total, raws)
 
     def as_json(self) -> dict[str, Any]:
-        ratio, raw = self.ratio, self.raw_per_second
+        def rounded(value: float | None, digits: int) -> float | None:
+            return None if value is None else round(value, digits)
+
+        per_unit, raw_per_unit = self.per_unit, self.raw_per_unit
         answer: dict[str, Any] = {
             "name": self.name,
             "unit": self.unit,
+            "rounds": len(self.samples),
             "per_second": round(self.per_second, 1),
+            "best_per_second": round(self.best_per_second, 1),
             "count": self.count,
             "seconds": round(self.seconds, 4),
-            "raw_per_second": None if raw is None else round(raw, 1),
-            "ratio": None if ratio is None else round(ratio, 3),
+            "raw_per_second": rounded(self.raw_per_second, 1),
+            "raw_best_per_second": rounded(self.raw_best_per_second, 1),
+            "ratio": rounded(self.ratio, 3),
+            "best_ratio": rounded(self.best_ratio, 3),
+            "per_unit": None if per_unit is None else per_unit.as_json(),
+            "raw_per_unit": None if raw_per_unit is None else raw_per_unit.as_json(),
         }
         if self.writers is not None:
             answer["writers"] = self.writers.writers
             answer["failures"] = self.writers.failures
             answer["first_failure"] = self.writers.first_failure
         return answer
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    count: int
-    seconds: float
-    cpu_seconds: float  # this process's and its finished children's, user and system
-    raw_seconds: float | None = None  # the raw store doing the same rows (`bench_raw`)
 
 
 def _cpu_seconds() -> float:
@@ -254,34 +439,57 @@ def _silent(line: str) -> None:
 
 def _told(sample: Sample, unit: str) -> str:
     """One round's figure as the bench says it on its way."""
-    rate = sample.count / sample.seconds if sample.seconds > 0 else 0.0
-    return f"{sample.count} {unit} in {sample.seconds:.3f} s ({rate:.1f}/s)"
+    rate = _rate(sample.count, sample.seconds)
+    said = f"{sample.count} {unit} in {sample.seconds:.3f} s ({rate:.1f}/s)"
+    if sample.raw is not None:
+        said += f", raw in {sample.raw.seconds:.3f} s"
+    return said
 
 
-def _timed(work: Callable[[], int]) -> Sample:
+def _timed(work: Callable[[], Any], wire: WireTally | None) -> tuple[Any, Cost]:
+    """What ``work`` answered, and its `Cost` (what it sent, counted in ``wire``)."""
+    sent = None if wire is None else wire.snapshot()
     cpu_started, started = _cpu_seconds(), time.perf_counter()
-    count = work()
-    return Sample(count, time.perf_counter() - started, _cpu_seconds() - cpu_started)
-
-
-def _median(name: str, unit: str, rounds: list[Sample]) -> Figure:
-    rates = [sample.count / sample.seconds for sample in rounds if sample.seconds > 0]
-    raw = [s.count / s.raw_seconds for s in rounds if s.raw_seconds is not None and s.raw_seconds]
-    middle = rounds[len(rounds) // 2]
-    raw_rate = statistics.median(raw) if raw else None
-    return Figure(name, unit, statistics.median(rates), middle.count, middle.seconds, raw_rate)
+    answer = work()
+    seconds, cpu = time.perf_counter() - started, _cpu_seconds() - cpu_started
+    return answer, Cost(seconds, cpu, None if wire is None or sent is None else wire.since(sent))
 
 
 def _writers_figure(run: WritersRun, raw: WritersRun | None) -> Figure:
-    return Figure(
-        "concurrency",
-        "jobs",
-        run.per_second,
-        run.jobs,
-        run.seconds,
-        None if raw is None else raw.per_second,
-        run,
-    )
+    def cost(of: WritersRun) -> Cost:
+        return Cost(of.seconds, of.cpu_seconds, of.wire)
+
+    if raw is None:
+        return Figure("concurrency", "jobs", (Sample(run.jobs, cost(run)),), run)
+    return Figure("concurrency", "jobs", (Sample(run.jobs, cost(run), cost(raw), raw.jobs),), run)
+
+
+@dataclass(frozen=True, slots=True)
+class Scaling:
+    """What the most writers at once (`WRITER_COUNTS`) recorded a second over what one writer
+    did, for the ledger and its raw baseline, and how many of their jobs failed."""
+
+    writers: int
+    ratio: float | None
+    raw_ratio: float | None
+    failures: int
+    raw_failures: int | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "writers": self.writers,
+            "ratio": None if self.ratio is None else round(self.ratio, 3),
+            "raw_ratio": None if self.raw_ratio is None else round(self.raw_ratio, 3),
+            "failures": self.failures,
+            "raw_failures": self.raw_failures,
+        }
+
+
+def _scaling(one: Figure, most: Figure, raw_failures: int | None) -> Scaling:
+    assert most.writers is not None
+    raw = _ratio(most.raw_per_second or 0.0, one.raw_per_second)
+    ratio = _ratio(most.per_second, one.per_second)
+    return Scaling(most.writers.writers, ratio, raw, most.writers.failures, raw_failures)
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,20 +532,29 @@ class Flatness:
 
 @dataclass(frozen=True, slots=True)
 class BenchReport:
+    """The figures; the tree's cost (None: ``read`` and ``verify`` not both measured); the
+    writers' scaling (None: ``concurrency`` not measured); flatness (None: not measured)."""
+
     figures: list[Figure]
-    tree_cost: TreeCost
+    tree_cost: TreeCost | None
     flatness: Flatness | None
+    scaling: Scaling | None = None
 
 
 class Bench:
-    def __init__(self, ledger: Ledger, settings: Settings, size: BenchSize) -> None:
-        """A bench of ``size`` on ``ledger``, whose store must be empty."""
+    def __init__(
+        self, ledger: Ledger, settings: Settings, size: BenchSize, wire: WireTally | None = None
+    ) -> None:
+        """A bench of ``size`` on ``ledger``, whose store must be empty. ``wire``: the count of
+        what this process sends its stores (`counting_wire`, entered before ``ledger`` was
+        opened); without it, no figure has statements or round trips."""
         size.check(settings)
         if ledger.status.head():
             raise BenchError("the bench writes: give it an empty store")
         self.ledger = ledger
         self.settings = settings
         self.size = size
+        self.wire = wire
 
     def run(self, *, compare_raw: bool = False, say: Say | None = None) -> BenchReport:
         """The figures; the tree's cost: verify with and without the checkpoint pass, both timed
@@ -362,18 +579,48 @@ class Bench:
         samples: dict[str, list[Sample]] = {}
         costs: list[TreeCost] = []
         job_rows: list[Row] = []
-        rounds = self.size.rounds
+        rounds, size = self.size.rounds, self.size
+        steps = {name for name in UNITS if size.picked(name)}
+        steps |= {NEEDS[name] for name in steps if name in NEEDS}
+        if size.picked("concurrency") and raw is not None:
+            steps.add("write")  # the raw writers insert a job's rows as ``write`` stored them
         for round_number in range(rounds):
             runs: dict[str, list[Sample]] = {"read": [], "verify": []}
-            for name, work in self._round(round_number, runs):
+            for name, work in self._round(round_number, runs, steps):
                 head = self._head()
-                sample = self._measured(name, work, raw)
-                samples.setdefault(name, []).append(sample)
-                say(f"round {round_number + 1}/{rounds} {name}: {_told(sample, UNITS[name])}")
+                sample = self._measured(name, work, raw if size.picked(name) else None)
                 if raw is not None and name == "write" and not job_rows:
                     job_rows = raw.written_after(head, sample.count // self.size.jobs)
-            costs.append(_tree_cost(runs["verify"], runs["read"]))
-        figures = [_median(name, UNITS[name], rounds_) for name, rounds_ in samples.items()]
+                if not size.picked(name):
+                    continue
+                samples.setdefault(name, []).append(sample)
+                say(f"round {round_number + 1}/{rounds} {name}: {_told(sample, UNITS[name])}")
+            if runs["read"] and runs["verify"]:
+                costs.append(_tree_cost(runs["verify"], runs["read"]))
+        figures = [Figure(name, UNITS[name], tuple(rounds_)) for name, rounds_ in samples.items()]
+        writers, raw_failures = (
+            self._writers(raw, job_rows, say) if size.picked("concurrency") else ([], None)
+        )
+        figures += writers
+        if self.size.http is not None and size.picked("http runs"):
+            http = self._http_figure(self.size.http, raw)
+            say(f"http runs: {http.count} events in {http.seconds:.3f} s")
+            figures.append(http)
+        tree_cost = None
+        if costs:
+            wall = statistics.median(cost.wall for cost in costs)
+            tree_cost = TreeCost(wall, statistics.median(cost.cpu for cost in costs))
+        flat = self.size.flat_entries and size.picked("flatness")
+        flatness = self._flatness(say) if flat else None
+        scaling = _scaling(writers[0], writers[-1], raw_failures) if writers else None
+        return BenchReport(figures, tree_cost, flatness, scaling)
+
+    def _writers(
+        self, raw: RawStore | None, job_rows: list[Row], say: Say
+    ) -> tuple[list[Figure], int | None]:
+        """The concurrency figures: 1, 2, 4 and 8 writers, each beside its raw baseline; and how
+        many of the most raw writers' inserts failed (None: no raw baseline)."""
+        figures, raw_failures = [], None
         for writers in WRITER_COUNTS:
             tag = f"bench concurrency {writers}"
             run = writers_at_once(self.settings, writers, self.size.jobs, tag)
@@ -382,28 +629,25 @@ class Bench:
                 if raw is None
                 else writers_at_once(self.settings, writers, self.size.jobs, "raw", job_rows)
             )
-            say(
-                f"concurrency {writers}: {run.jobs} jobs in {run.seconds:.3f} s,"
-                f" {run.failures} failed"
-            )
+            said = f"concurrency {writers}: {run.jobs} jobs in {run.seconds:.3f} s"
+            said += f", {run.failures} failed"
+            if raw_run is not None:
+                raw_failures = raw_run.failures
+                said += f"; raw {raw_run.jobs} in {raw_run.seconds:.3f} s, {raw_failures} failed"
+            say(said)
             figures.append(_writers_figure(run, raw_run))
-        if self.size.http is not None:
-            http = self._http_figure(self.size.http, raw)
-            say(f"http runs: {http.count} events in {http.seconds:.3f} s")
-            figures.append(http)
-        wall = statistics.median(cost.wall for cost in costs)
-        tree_cost = TreeCost(wall, statistics.median(cost.cpu for cost in costs))
-        flatness = self._flatness(say) if self.size.flat_entries else None
-        return BenchReport(figures, tree_cost, flatness)
+        return figures, raw_failures
 
     def _http_figure(self, http: HttpLoad, raw: RawStore | None) -> Figure:
         sent = http_runs(self.ledger, self.settings, http.runs, http.batch)
-        raw_rate = None
+        # The service records in a process of its own: its statements are not this process's
+        # to count (its processor time is read from the system, where it says it).
+        raw_cost = None
         if raw is not None:
             did = IoTally(rows_written=sent.rows_written, commits=sent.commits)
-            raw_rate = sent.events / raw_seconds(raw, did, sent.written_after)
-        rate = sent.events / sent.seconds
-        return Figure("http runs", "events", rate, sent.events, sent.seconds, raw_rate)
+            raw_cost = self._raw_cost(raw, did, sent.written_after)
+        cost = Cost(sent.seconds, sent.cpu_seconds, None)
+        return Figure("http runs", "events", (Sample(sent.events, cost, raw_cost),))
 
     def _flatness(self, say: Say) -> Flatness:
         """Writes and assemblies timed at `FLAT_SMALL` entries, then at ``flat_entries``."""
@@ -429,21 +673,28 @@ class Bench:
         # Untimed, once: the first receipt after the fill brings the read models up to date
         # with every entry written since (a cost of the fill, paid once, not of a context).
         _assemblies(self.ledger, FLAT_TENANT, 1)
-        write = _timed(lambda: _flat_writes(self.ledger, FLAT_TIMED))
-        assemble = _timed(lambda: len(_assemblies(self.ledger, FLAT_TENANT, FLAT_TIMED)))
+        _, write = _timed(lambda: _flat_writes(self.ledger, FLAT_TIMED), None)
+        _, assemble = _timed(lambda: _assemblies(self.ledger, FLAT_TENANT, FLAT_TIMED), None)
         return write.seconds / FLAT_TIMED, assemble.seconds / FLAT_TIMED
 
     def _measured(self, name: str, work: Callable[[], int], raw: RawStore | None) -> Sample:
         """``work`` timed; then, with ``raw``, the raw store timed doing the same rows."""
         io = self.ledger.status.io
         before, head = io.snapshot(), self._head()
-        sample = _timed(work)
+        count, cost = _timed(work, self.wire)
+        sample = Sample(count, cost)
         if raw is None or name == "checkpoint":
             return sample
         # A verify or an audit reads the store with its own cursor, outside the tally: every
         # event, once (the few streams an audit's replays read besides are left out).
-        did = IoTally(rows_read=sample.count) if name in VERIFIES_BY_SCAN else io.since(before)
-        return replace(sample, raw_seconds=raw_seconds(raw, did, head))
+        did = IoTally(rows_read=count) if name in VERIFIES_BY_SCAN else io.since(before)
+        return replace(sample, raw=self._raw_cost(raw, did, head))
+
+    def _raw_cost(self, raw: RawStore, did: IoTally, written_after: int) -> Cost:
+        """The raw store doing the I/O a figure did (``did``), whose rows were written after
+        notification ``written_after``: the rows fetched first, untimed."""
+        work = raw_work(raw, did, written_after)
+        return _timed(work, self.wire)[1]
 
     def _fill(self) -> None:
         """Record runs until the store holds ``verify_events`` events."""
@@ -462,11 +713,18 @@ class Bench:
         return self.ledger.status.head()
 
     def _round(
-        self, number: int, runs: dict[str, list[Sample]]
+        self, number: int, runs: dict[str, list[Sample]], steps: set[str]
     ) -> list[tuple[str, Callable[[], int]]]:
-        """The round's steps; ``read`` and ``verify`` keep each of their verifies in ``runs``."""
+        """The round's ``steps``; ``read`` and ``verify`` keep each of their verifies in
+        ``runs``. Whatever a step needs made beforehand (``record``'s runs) is made here,
+        before any step is timed."""
         job_ids: list[str] = []
         receipt_ids: list[str] = []
+        recorded = (
+            record_runs(self.ledger, f"record-{number}", self.size.jobs)
+            if "record" in steps
+            else []
+        )
 
         def write() -> int:
             before = self._head()
@@ -474,6 +732,12 @@ class Bench:
                 log = self.ledger.jobs.run(f"what is {number} + {i}?", f"bench-{number}-{i}")
                 job_ids.append(log.job_id)
             return self._head() - before  # every event stored with the jobs, witnesses included
+
+        def record() -> int:
+            before = self._head()
+            for run in recorded:
+                self.ledger.run_imports.record_once(run, TENANT)
+            return self._head() - before
 
         def checkpoint() -> int:
             checkpoints = self.ledger.checkpoints
@@ -484,9 +748,10 @@ class Bench:
         def verifies(name: str, tree: bool) -> Callable[[], int]:
             def work() -> int:
                 for _ in range(VERIFIES):
-                    runs[name].append(
-                        _timed(lambda: self.ledger.checkpoints.verify_events(tree=tree))
+                    count, cost = _timed(
+                        lambda: self.ledger.checkpoints.verify_events(tree=tree), None
                     )
+                    runs[name].append(Sample(count, cost))
                 return sum(run.count for run in runs[name])
 
             return work
@@ -515,8 +780,9 @@ class Bench:
                 self.ledger.receipts.replay(receipt_id, TENANT, ACTOR, MemoryView.AS_EMITTED)
             return len(receipt_ids)
 
-        return [
+        every = [
             ("write", write),
+            ("record", record),
             ("checkpoint", checkpoint),
             ("read", verifies("read", tree=False)),
             ("verify", verifies("verify", tree=True)),
@@ -526,3 +792,4 @@ class Bench:
             ("context", context),
             ("receipt replay", receipt_replay),
         ]
+        return [(name, work) for name, work in every if name in steps]

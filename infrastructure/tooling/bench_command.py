@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from domain.canonical import canonical_json
 from domain.errors import InvalidInput
 from infrastructure.application.errors import EXIT_OK, Code, failure
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
+from infrastructure.application.store_status import counting_wire
 from infrastructure.tooling.bench import (
     FLAT_SMALL,
     Bench,
@@ -26,6 +28,8 @@ from infrastructure.tooling.bench import (
     BenchSize,
     Figure,
     HttpLoad,
+    PerUnit,
+    figure_names,
 )
 from infrastructure.tooling.bench_http import HttpRunsError
 from infrastructure.tooling.bench_store import bench_store
@@ -44,8 +48,11 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
     )
     say = None if args.quiet else _say
     try:
+        size = replace(size, only=figure_names(args.only))
         size.check(settings)  # before a store is made for it: bad sizes make nothing
         with (
+            # Counting from before the ledger opens: SQLite counts each connection made inside.
+            counting_wire() as wire,
             bench_store(settings) as owned,
             # Its store is removed at the end: no checkpoint is written as it closes.
             Ledger.open(owned, checkpoint_on_close=False) as ledger,
@@ -53,7 +60,7 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
             store = ledger.status.where
             if say is not None:
                 say(f"on a store of its own, removed when it ends: {store}")
-            report = Bench(ledger, owned, size).run(compare_raw=args.compare_raw, say=say)
+            report = Bench(ledger, owned, size, wire).run(compare_raw=args.compare_raw, say=say)
     except BenchError as exc:
         raise InvalidInput(str(exc)) from None
     except (LoadSetupError, HttpRunsError) as exc:
@@ -61,26 +68,46 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
         refused = failure(Code.NOT_READY, str(exc))
         print(refused.line(args.json), file=sys.stderr)
         return refused.exit_code
-    tree_cost = report.tree_cost
+    tree_cost, scaling = report.tree_cost, report.scaling
     if args.json:
         answer = {
             "store": store,
             "rounds": args.rounds,
             "compare_raw": args.compare_raw,
+            "only": [name.replace(" ", "-") for name in size.only],
             "figures": [f.as_json() for f in report.figures],
-            "tree_cost": round(tree_cost.wall, 3),
-            "tree_cpu_cost": round(tree_cost.cpu, 3),
+            "tree_cost": None if tree_cost is None else round(tree_cost.wall, 3),
+            "tree_cpu_cost": None if tree_cost is None else round(tree_cost.cpu, 3),
+            "scaling": None if scaling is None else scaling.as_json(),
             "flatness": None if report.flatness is None else report.flatness.as_json(),
         }
         sys.stdout.buffer.write(canonical_json(answer) + b"\n")
         return EXIT_OK
-    print(f"mace bench on {store}, median of {args.rounds} round(s)")
+    print(
+        f"mace bench on {store}, {args.rounds} round(s): each figure's median round"
+        " (its best), then per unit over all rounds: processor ms, statements, round trips"
+    )
+    # SQLite runs in this process: its statements take no round trips to say.
+    remote = not store.startswith("sqlite:")
     for f in report.figures:
         print(f"  {_line(f)}")
-    print(
-        f"  verify with the checkpoint pass / without: {tree_cost.wall:.2f}x"
-        f" (processor time {tree_cost.cpu:.2f}x)"
-    )
+        print(f"  {'':<15} {_costs(f, remote)}")
+    if tree_cost is not None:
+        print(
+            f"  verify with the checkpoint pass / without: {tree_cost.wall:.2f}x"
+            f" (processor time {tree_cost.cpu:.2f}x)"
+        )
+    if scaling is not None:
+        raw = (
+            ""
+            if scaling.raw_ratio is None
+            else f" (raw {scaling.raw_ratio:.2f}x, {scaling.raw_failures} failed)"
+        )
+        ratio = "-" if scaling.ratio is None else f"{scaling.ratio:.2f}x"
+        print(
+            f"  {scaling.writers} writers / 1 writer: {ratio} the jobs a second{raw},"
+            f" {scaling.failures} failed"
+        )
     flat = report.flatness
     if flat is not None:
         print(
@@ -95,20 +122,40 @@ def _say(line: str) -> None:
 
 
 def _line(figure: Figure) -> str:
-    """One figure: its rate, what it counted, and with a raw baseline, that and the ratio."""
+    """One figure: its rate (median round, best round), what it counted, and with a raw
+    baseline, that and the ratios."""
     name = figure.name
     run = figure.writers
     if run is not None:
         name = f"concurrency {run.writers}"
     line = (
-        f"{name:<15} {figure.per_second:>10.1f} {figure.unit}/s"
+        f"{name:<15} {figure.per_second:>10.1f} {figure.unit}/s (best {figure.best_per_second:.1f})"
         f"  ({figure.count} in {figure.seconds:.3f} s"
     )
     if run is not None:
         failed = "" if run.first_failure is None else f"; first: {run.first_failure}"
         line += f", {run.failures} failed{failed}"
     line += ")"
-    ratio = figure.ratio
-    if figure.raw_per_second is not None and ratio is not None:
-        line += f"  raw {figure.raw_per_second:.1f}/s, ratio {ratio:.2f}x"
+    raw, ratio, best = figure.raw_per_second, figure.ratio, figure.best_ratio
+    if raw is not None and ratio is not None and best is not None:
+        line += f"  raw {raw:.1f}/s, ratio {ratio:.2f}x (best {best:.2f}x)"
     return line
+
+
+def _costs(figure: Figure, remote: bool) -> str:
+    """Per unit: processor ms, statements and (on a server: ``remote``) round trips; the raw
+    baseline's beside them."""
+
+    def said(per_unit: PerUnit | None) -> str:
+        if per_unit is None:
+            return "not measured"
+        cpu = "processor time unknown" if per_unit.cpu_ms is None else f"{per_unit.cpu_ms:.3f} ms"
+        if per_unit.statements is None or per_unit.round_trips is None:
+            return f"{cpu}, statements not counted (another process)"
+        trips = f", {per_unit.round_trips:.2f} round trips" if remote else ""
+        return f"{cpu}, {per_unit.statements:.2f} statements{trips}"
+
+    unit = figure.unit.removesuffix("s")
+    line = f"per {unit}: {said(figure.per_unit)}"
+    raw = figure.raw_per_unit
+    return line if raw is None else f"{line}; raw: {said(raw)}"

@@ -3,13 +3,16 @@
 ``mace serve`` runs over the bench's store in its own process (`load_server.ServiceProcess`);
 one client sends ``runs`` runs, each opened, then its events in batches of ``batch`` events
 (`HTTP_BATCHES` batches a run), then completed, and the figure is the events recorded a second,
-from the first request to the last answer. Its raw baseline (``--compare-raw``) inserts the rows
+from the first request to the last answer, and the processor time of the client and the service
+meanwhile (the service's read from ``/proc``; the statements it sent are its process's, not
+counted). Its raw baseline (``--compare-raw``) inserts the rows
 the service stored with plain INSERTs in as many commits as the client made requests, each one
 its own transaction on the service (`bench_raw`).
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import tempfile
 import time
@@ -35,13 +38,26 @@ class HttpRunsError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class HttpRuns:
-    """What the client sent and the service stored, and how long it took."""
+    """What the client sent and the service stored, how long it took, and the processor
+    seconds the client and the service spent meanwhile (None: the system does not say the
+    service's: no ``/proc``)."""
 
     events: int
     seconds: float
     rows_written: int
     commits: int
     written_after: int
+    cpu_seconds: float | None
+
+
+def _cpu_of(pid: int) -> float | None:
+    """A process's processor seconds so far, user and system (Linux's ``/proc``)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # Fields 14 and 15 of stat(5), counted after the parenthesised command name (field 2).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def http_runs(ledger: Ledger, settings: Settings, runs: int, batch: int) -> HttpRuns:
@@ -58,11 +74,16 @@ def http_runs(ledger: Ledger, settings: Settings, runs: int, batch: int) -> Http
             with httpx.Client(
                 base_url=service.base_url, headers=headers, timeout=TIMEOUT_SECONDS
             ) as client:
+                assert service.process is not None
+                pid = service.process.pid
+                served, own = _cpu_of(pid), time.process_time()
                 started = time.perf_counter()
                 requests = sum(_send(client, run) for run in planned)
                 seconds = time.perf_counter() - started
+                serving, own = _cpu_of(pid), time.process_time() - own
     written = ledger.status.head() - head
-    return HttpRuns(sum(len(run.digests) for run in planned), seconds, written, requests, head)
+    cpu = None if served is None or serving is None else own + serving - served
+    return HttpRuns(sum(len(run.digests) for run in planned), seconds, written, requests, head, cpu)
 
 
 def _send(client: httpx.Client, run: PlannedRun) -> int:

@@ -21,9 +21,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import sqlite3
-import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Protocol
 
 import orjson
@@ -72,8 +71,8 @@ def _fresh_ids(rows: Sequence[Row]) -> list[tuple[str, int, str, bytes]]:
 
 class RawStore(Protocol):
     def written_after(self, position: int, count: int) -> list[Row]: ...
-    def insert(self, rows: Sequence[Row], commits: int) -> float: ...
-    def read(self, count: int) -> float: ...
+    def insert(self, rows: Sequence[Row], commits: int) -> None: ...
+    def read(self, count: int) -> None: ...
     def drop(self) -> None: ...
     def close(self) -> None: ...
 
@@ -106,23 +105,20 @@ class PostgresRaw:
         rows = self._connection.execute(statement, (position, count)).fetchall()
         return [(str(topic), _bytes(state)) for topic, state in rows]
 
-    def insert(self, rows: Sequence[Row], commits: int) -> float:
+    def insert(self, rows: Sequence[Row], commits: int) -> None:
         statement = sql.SQL(
             "INSERT INTO {} (originator_id, originator_version, topic, state)"
             " VALUES (%s, %s, %s, %s)"
         ).format(self._raw)
-        started = time.perf_counter()
         for group in _groups(rows, commits):
             with self._connection.transaction(), self._connection.cursor() as cursor:
                 cursor.executemany(statement, _fresh_ids(group))
-        return time.perf_counter() - started
 
-    def read(self, count: int) -> float:
+    def read(self, count: int) -> None:
         statement = sql.SQL(
             "SELECT originator_id, originator_version, topic, state FROM {}"
             " ORDER BY notification_id LIMIT %s"
         ).format(self._events)
-        started = time.perf_counter()
         left = count
         while left > 0:
             read = 0
@@ -135,7 +131,6 @@ class PostgresRaw:
             if read == 0:
                 break
             left -= read  # a figure may read more rows than the table holds: read it again
-        return time.perf_counter() - started
 
     def drop(self) -> None:
         self._connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._raw))
@@ -164,21 +159,18 @@ class SQLiteRaw:
         )
         return [(t, s) for t, s in self._connection.execute(statement, (position, count))]
 
-    def insert(self, rows: Sequence[Row], commits: int) -> float:
+    def insert(self, rows: Sequence[Row], commits: int) -> None:
         statement = f"INSERT INTO {RAW_TABLE} VALUES (?, ?, ?, ?)"  # noqa: S608
-        started = time.perf_counter()
         for group in _groups(rows, commits):
             self._connection.execute("BEGIN")
             self._connection.executemany(statement, _fresh_ids(group))
             self._connection.execute("COMMIT")
-        return time.perf_counter() - started
 
-    def read(self, count: int) -> float:
+    def read(self, count: int) -> None:
         statement = (
             f"SELECT rowid, originator_id, originator_version, topic, state FROM {self._events}"  # noqa: S608
             " WHERE rowid > ? ORDER BY rowid LIMIT ?"
         )
-        started = time.perf_counter()
         left, after = count, 0
         while left > 0:
             page = self._connection.execute(statement, (after, min(PAGE, left))).fetchall()
@@ -191,7 +183,6 @@ class SQLiteRaw:
                 _checked(row[4])
             left -= len(page)
             after = page[-1][0]
-        return time.perf_counter() - started
 
     def drop(self) -> None:
         self._connection.execute(f"DROP TABLE IF EXISTS {RAW_TABLE}")
@@ -215,9 +206,16 @@ def open_raw(location: Store, events_table: str = "") -> PostgresRaw | SQLiteRaw
     return PostgresRaw(location, events_table)
 
 
-def raw_seconds(raw: RawStore, did: IoTally, written_after: int) -> float:
-    """How long the raw store takes for the I/O a figure did (``did``), whose rows were
-    written after notification ``written_after``."""
+def raw_work(raw: RawStore, did: IoTally, written_after: int) -> Callable[[], None]:
+    """The raw store doing the I/O a figure did (``did``), whose rows were written after
+    notification ``written_after``: those rows are fetched now, so that timing the work times
+    only their insert and the read."""
     rows = raw.written_after(written_after, did.rows_written) if did.rows_written else []
-    seconds = raw.insert(rows, max(did.commits, 1)) if rows else 0.0
-    return seconds + (raw.read(did.rows_read) if did.rows_read else 0.0)
+
+    def work() -> None:
+        if rows:
+            raw.insert(rows, max(did.commits, 1))
+        if did.rows_read:
+            raw.read(did.rows_read)
+
+    return work

@@ -19,13 +19,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Final
 
 import orjson
 
 from infrastructure.application.settings import Settings
+from infrastructure.application.store_status import WireTally, counting_wire
 from infrastructure.tooling.load_server import environment_of
 
 WRITER_COUNTS: Final = (1, 2, 4, 8)
@@ -35,13 +37,17 @@ HANG_GUARD_SECONDS: Final = 600.0
 
 @dataclass(frozen=True, slots=True)
 class WritersRun:
-    """What ``writers`` processes recorded at once: jobs stored, jobs that failed, in how long."""
+    """What ``writers`` processes recorded at once: jobs stored, jobs that failed, in how long;
+    the processor seconds the writers spent from the go to their last job, and what they sent
+    their store (each counts its own: `Tally`)."""
 
     writers: int
     jobs: int
     failures: int
     seconds: float
     first_failure: str | None
+    cpu_seconds: float
+    wire: WireTally
 
     @property
     def per_second(self) -> float:
@@ -50,6 +56,9 @@ class WritersRun:
 
 DONE: Final = "done\n"
 """What a writer says after its last job."""
+TALLY: Final = "tally "
+"""How a writer's last line before `DONE` starts: its processor seconds, statements and round
+trips over its jobs (`Tally`)."""
 RAW: Final = "raw"
 """The tag of raw writers: they insert the rows they are given, nothing of the ledger."""
 
@@ -108,10 +117,54 @@ def writers_at_once(
         for process in started:
             process.communicate()  # reaped, and its pipes closed
     lines = [line for out in outcomes for line in out]
-    failed = [line for line in lines if line != "ok"]
-    recorded = len(lines) - len(failed)
+    tallies = [Tally.parse(line) for line in lines if line.startswith(TALLY)]
+    jobs = [line for line in lines if not line.startswith(TALLY)]
+    failed = [line for line in jobs if line != "ok"]
+    recorded = len(jobs) - len(failed)
     failures = writers * jobs_each - recorded
-    return WritersRun(writers, recorded, failures, seconds, failed[0] if failed else None)
+    return WritersRun(
+        writers,
+        recorded,
+        failures,
+        seconds,
+        failed[0] if failed else None,
+        sum(tally.cpu_seconds for tally in tallies),
+        WireTally(
+            sum(tally.wire.statements for tally in tallies),
+            sum(tally.wire.round_trips for tally in tallies),
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """What one writer spent on its jobs: processor seconds, and what it sent its store."""
+
+    cpu_seconds: float
+    wire: WireTally
+
+    def line(self) -> str:
+        return f"{TALLY}{self.cpu_seconds!r} {self.wire.statements} {self.wire.round_trips}"
+
+    @classmethod
+    def parse(cls, line: str) -> Tally:
+        cpu, statements, round_trips = line.removeprefix(TALLY).split()
+        return cls(float(cpu), WireTally(int(statements), int(round_trips)))
+
+
+@contextmanager
+def _tallied() -> Iterator[Callable[[], Tally]]:
+    """In a writer, counting from before its store is opened (`counting_wire`); the block is
+    given what to call, at the go and after the last job, for what the jobs spent."""
+    with counting_wire() as wire:
+        marks: list[tuple[float, WireTally]] = []
+
+        def mark() -> Tally:
+            marks.append((time.process_time(), wire.snapshot()))
+            (cpu, sent), (now, then) = marks[0], marks[-1]
+            return Tally(now - cpu, then.since(sent))
+
+        yield mark
 
 
 def _kill(processes: Sequence[subprocess.Popen[str]]) -> None:
@@ -142,9 +195,10 @@ def _write(tag: str, jobs: int, writer: int) -> int:
     # Imported here: the module is also imported by the bench, which has it already.
     from infrastructure.application.ledger import Ledger  # noqa: PLC0415
 
-    with Ledger.open(Settings(), checkpoint_on_close=False) as ledger:
+    with _tallied() as mark, Ledger.open(Settings(), checkpoint_on_close=False) as ledger:
         _say("ready")
         sys.stdin.readline()
+        mark()
         for n in range(jobs):
             try:
                 ledger.jobs.run(f"{tag}: writer {writer}, job {n}", "bench")
@@ -152,6 +206,7 @@ def _write(tag: str, jobs: int, writer: int) -> int:
                 _say(f"failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
             else:
                 _say("ok")
+        _say(mark().line())
         _say(DONE.strip())
     return 0
 
@@ -161,10 +216,10 @@ def _write_raw(jobs: int) -> int:
     from infrastructure.tooling.bench_raw import open_raw  # noqa: PLC0415
 
     rows = [(topic, bytes.fromhex(state)) for topic, state in orjson.loads(sys.stdin.readline())]
-    raw = open_raw(Settings().parsed_store())
-    try:
+    with _tallied() as mark, closing(open_raw(Settings().parsed_store())) as raw:
         _say("ready")
         sys.stdin.readline()
+        mark()
         for _ in range(jobs):
             try:
                 raw.insert(rows, 1)
@@ -172,9 +227,8 @@ def _write_raw(jobs: int) -> int:
                 _say(f"failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
             else:
                 _say("ok")
+        _say(mark().line())
         _say(DONE.strip())
-    finally:
-        raw.close()
     return 0
 
 

@@ -79,6 +79,15 @@ def add_bench_arguments(bench: argparse.ArgumentParser) -> None:
         " at the same rows per commit; a plain cursor, an HMAC and a JSON parse a row) and the"
         " ratio",
     )
+    bench.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="measure only these figures (repeatable, or a comma list): write, record,"
+        " checkpoint, read, verify, scan, replay, memory, context, receipt-replay, concurrency,"
+        " http-runs, flatness (all of them)",
+    )
     bench.add_argument("--json", action="store_true", help="print canonical JSON")
     bench.add_argument(
         "--quiet",

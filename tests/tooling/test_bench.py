@@ -48,6 +48,7 @@ def test_every_path_is_measured(settings: Settings) -> None:
     assert figures.pop("http runs")["count"] == 2 * 10
     assert list(figures) == [
         "write",
+        "record",
         "checkpoint",
         "read",
         "verify",
@@ -66,6 +67,7 @@ def test_every_path_is_measured(settings: Settings) -> None:
     # Three whole verifies a figure, of a store first filled with two runs of 100 events.
     assert figures["read"]["count"] % 3 == 0
     assert figures["read"]["count"] >= 3 * 200
+    assert report.tree_cost is not None
     assert report.tree_cost.wall > 0
     assert report.tree_cost.cpu > 0
     # Writer processes at once, two jobs each: every one recorded, none failed.
@@ -81,6 +83,9 @@ def test_every_path_is_measured(settings: Settings) -> None:
     assert figures["memory"]["count"] == 3
     assert figures["context"]["count"] == figures["receipt replay"]["count"] == 2
     assert figures["write"]["count"] > 2 * 2  # more than one event per job
+    # Two runs of the Stage-0 iteration: started, its four events, completed, and what the
+    # ledger stores beside them (the seal, the content index).
+    assert figures["record"]["count"] >= 2 * 6
     assert all(f["per_second"] > 0 and f["unit"] for f in figures.values())
     # Writes and contexts timed on a log of 100 entries, then of 160: each cost over the other.
     assert report.flatness is not None and report.flatness.entries == 160
@@ -98,7 +103,7 @@ def test_every_path_is_measured(settings: Settings) -> None:
     assert said[-2].startswith("http runs: 20 events in ")
     assert said[-1].startswith("flatness: a log of 160 entries: a write costs ")
     with Ledger.open(settings) as ledger:
-        filled, each_round, writers_jobs, over_http = 2, 2, (1 + 2 + 4 + 8) * 2, 2
+        filled, each_round, writers_jobs, over_http = 2, 2 + 2, (1 + 2 + 4 + 8) * 2, 2
         assert (
             store_of(ledger).verify_all().jobs == filled + 2 * each_round + writers_jobs + over_http
         )
@@ -134,7 +139,7 @@ def test_the_bench_runs_on_a_store_of_its_own(
     lines = err.splitlines()
     assert lines[0].startswith("mace bench: on a store of its own, removed when it ends: ")
     assert "mace bench: round 1/1 write: " in lines[1]
-    assert len(lines) == 1 + 9 + 4  # nine figures a round, four writers' runs
+    assert len(lines) == 1 + 10 + 4  # ten figures a round, four writers' runs
     assert (fingerprint(cli_env.store), sorted(tmp_path.iterdir())) == before
     assert _bench_schemas(cli_env) == []
 

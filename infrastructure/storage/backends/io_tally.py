@@ -8,12 +8,19 @@ Counting is a few integer additions per statement, so it is always on. Threads o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 from uuid import UUID
 
 from eventsourcing.persistence import Notification, StoredEvent
+from psycopg import capabilities
+from psycopg._connection_base import BaseConnection
+from psycopg._cursor_base import BaseCursor
+from psycopg._pipeline_base import BasePipeline
+from psycopg._server_cursor_base import ServerCursorMixin
 
 
 @dataclass(slots=True)
@@ -72,3 +79,147 @@ class TalliedIo:
         self.io.rows_written += len(stored_events)
         self.io.commits += 1
         return ids
+
+
+@dataclass(slots=True)
+class WireTally:
+    """What this process sent its stores while `counting_wire` was on: the statements the
+    server (or SQLite) executed, and the round trips they took.
+
+    A round trip is one wait for the server's answer to what was sent: without pipeline mode,
+    one per statement (two for a statement prepared first, a Parse and then an Execute); in
+    pipeline mode, one per sync or flush the client waits on, however many statements it
+    carried. SQLite runs in this process: it has statements and no round trips.
+    """
+
+    statements: int = 0
+    round_trips: int = 0
+
+    def since(self, before: WireTally) -> WireTally:
+        """What was sent after ``before`` (an earlier `snapshot` of this tally)."""
+        return WireTally(self.statements - before.statements, self.round_trips - before.round_trips)
+
+    def snapshot(self) -> WireTally:
+        return replace(self)
+
+    def sqlite_statement(self, statement: str) -> None:
+        """SQLite's trace callback: called as each statement starts, once per row of an
+        ``executemany``; a trigger's body is traced as a ``--`` comment inside its statement."""
+        if not statement.startswith("--"):
+            self.statements += 1
+
+
+@contextmanager
+def counting_wire() -> Iterator[WireTally]:
+    """Count, while the block runs, every statement this process sends to any store and the
+    round trips they take (`WireTally`): `mace bench`'s statements and round trips per unit.
+
+    Only connections made inside the block are counted on SQLite (each gets SQLite's own trace
+    callback as ``sqlite3.connect`` makes it), so the ledger is opened inside it, and closed
+    inside it too: a SQLite connection still open after the block keeps adding to a tally no
+    one reads (``sqlite3`` connections cannot be weakly referenced, to be found again).
+
+    PostgreSQL offers no statement hook, and ``pg_stat_statements`` may not be installed, so
+    psycopg is counted where it sends: its cursors' sends (`_execute_send`, `_send_prepare`,
+    `_send_query_prepared`), its connections' own commands (``BEGIN``, ``COMMIT``,
+    ``DEALLOCATE``, a server cursor's ``FETCH``: `_exec_command`), a protocol-level ``Close``, a
+    server cursor's ``Describe``, and a pipeline's waits for results (`_fetch_gen`). These are
+    psycopg's private methods: ``tests/tooling/test_bench_counts.py`` holds the counts to
+    libpq's own protocol trace, so a psycopg that sends elsewhere fails there instead of
+    undercounting here. One count at a time; the methods are put back as the block ends.
+    """
+    tally = WireTally()
+    connect = sqlite3.connect
+
+    def connect_traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        connection: sqlite3.Connection = connect(*args, **kwargs)
+        connection.set_trace_callback(tally.sqlite_statement)
+        return connection
+
+    patches = _psycopg_counters(tally)
+    originals = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
+    if any(getattr(method, _COUNTING, False) for _, _, method in originals):
+        raise RuntimeError("statements are counted already: one count at a time")
+    for owner, name, counted in patches:
+        setattr(owner, name, counted)
+    sqlite3.connect = connect_traced  # type: ignore[assignment]  # typeshed's overloads
+    try:
+        yield tally
+    finally:
+        sqlite3.connect = connect
+        for owner, name, method in originals:
+            setattr(owner, name, method)
+
+
+_COUNTING: Final = "_mace_counting"
+"""Marks a psycopg method replaced by `counting_wire` (so that counts do not nest)."""
+
+
+def _counted(function: Callable[..., Any]) -> Callable[..., Any]:
+    setattr(function, _COUNTING, True)
+    return function
+
+
+def _psycopg_counters(tally: WireTally) -> list[tuple[type, str, Callable[..., Any]]]:
+    """psycopg's send points, each wrapped to count into ``tally``: (class, method, wrapper)."""
+    cursor_send = BaseCursor.__dict__["_execute_send"]
+    prepare = BaseCursor.__dict__["_send_prepare"]
+    send_prepared = BaseCursor.__dict__["_send_query_prepared"]
+    command = BaseConnection.__dict__["_exec_command"]
+    deallocate = BaseConnection.__dict__["_deallocate"]
+    describe = ServerCursorMixin.__dict__["_describe_gen"]
+    fetch = BasePipeline.__dict__["_fetch_gen"]
+
+    def sent(connection: BaseConnection[Any], statements: int) -> None:
+        # Outside a pipeline, the sender waits for each answer before it sends again.
+        tally.statements += statements
+        if connection._pipeline is None:
+            tally.round_trips += 1
+
+    @_counted
+    def execute_send(cursor: BaseCursor[Any, Any], *args: Any, **kwargs: Any) -> None:
+        sent(cursor._conn, 1)
+        cursor_send(cursor, *args, **kwargs)
+
+    @_counted
+    def send_prepare(cursor: BaseCursor[Any, Any], *args: Any, **kwargs: Any) -> None:
+        sent(cursor._conn, 0)  # a Parse: nothing executed yet
+        prepare(cursor, *args, **kwargs)
+
+    @_counted
+    def send_query_prepared(cursor: BaseCursor[Any, Any], *args: Any, **kwargs: Any) -> None:
+        sent(cursor._conn, 1)
+        send_prepared(cursor, *args, **kwargs)
+
+    @_counted
+    def exec_command(connection: BaseConnection[Any], *args: Any, **kwargs: Any) -> Any:
+        sent(connection, 1)
+        return (yield from command(connection, *args, **kwargs))
+
+    @_counted
+    def deallocate_one(connection: BaseConnection[Any], name: bytes | None) -> Any:
+        # ``DEALLOCATE`` statements go through `_exec_command`; a protocol Close does not.
+        if name is not None and capabilities.has_send_close_prepared():
+            sent(connection, 0)
+        return (yield from deallocate(connection, name))
+
+    @_counted
+    def describe_portal(cursor: ServerCursorMixin[Any, Any]) -> Any:
+        sent(cursor._conn, 0)  # a Describe after the DECLARE
+        return (yield from describe(cursor))
+
+    @_counted
+    def fetch_results(pipeline: BasePipeline, *, flush: bool) -> Any:
+        if pipeline.result_queue:  # results are awaited: the client waits on the server
+            tally.round_trips += 1
+        return (yield from fetch(pipeline, flush=flush))
+
+    return [
+        (BaseCursor, "_execute_send", execute_send),
+        (BaseCursor, "_send_prepare", send_prepare),
+        (BaseCursor, "_send_query_prepared", send_query_prepared),
+        (BaseConnection, "_exec_command", exec_command),
+        (BaseConnection, "_deallocate", deallocate_one),
+        (ServerCursorMixin, "_describe_gen", describe_portal),
+        (BasePipeline, "_fetch_gen", fetch_results),
+    ]
