@@ -24,7 +24,7 @@ such problem is reported only once the log itself holds (`TreeVerification.log_n
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Final
@@ -65,23 +65,28 @@ class _Held:
     peaks: tuple[bytes, ...]
 
 
-def verify_checkpoints(checkpoints: Checkpoints, reader: StoreReader) -> TreeVerification:
+def verify_checkpoints(
+    checkpoints: Checkpoints, reader: StoreReader, pages: Generator[LeafPage]
+) -> TreeVerification:
     """Check every checkpoint's chain and signature, and that the log still makes its tree.
+
+    ``pages`` are the log's leaves in notification order, every one of them (the checkpoints'
+    own events left out): a checkpoint is not trusted to say where the log it covers ends. They
+    are taken as the checks need them, to the last, which are counted; on a checkpoint that no
+    longer holds they are closed, and its failure is raised.
 
     The chain is walked up to the newest checkpoint as read first: one written meanwhile is left
     for the next verify, like the events it covers.
     """
-    newest = checkpoints.newest()
-    _check_head_index(checkpoints.tables, newest)
-    if newest is None:
-        return TreeVerification(0, None, reader.count_after(0, CHECKPOINT_STREAM))
-    last = newest.checkpoint
-    held: _Held | None = None
-    # Unbounded: a checkpoint is not trusted to say where the log it covers ends. Read lazily,
-    # the log after the newest checkpoint costs at most a page.
-    with closing(reader.leaf_pages(0, CHECKPOINT_STREAM)) as pages:
-        builder = MerkleBuilder()
+    with closing(pages):
+        newest = checkpoints.newest()
+        _check_head_index(checkpoints.tables, newest)
         log = _LeafFeed(pages)
+        if newest is None:
+            return TreeVerification(0, None, log.rest())
+        last = newest.checkpoint
+        held: _Held | None = None
+        builder = MerkleBuilder()
         committed = _committed_at(reader)
         committed_before = 0
         nodes_problem: IntegrityFailure | None = None
@@ -97,13 +102,13 @@ def verify_checkpoints(checkpoints: Checkpoints, reader: StoreReader) -> TreeVer
             committed_before = _check_commit_order(signed, next(committed, 0), committed_before)
             completed = log.completed()
             if nodes_problem is None:
-                nodes_problem = _log_nodes_problem(checkpoints.tables, completed, body.number)
+                nodes_problem = _log_nodes_problem(reader, completed, body.number)
             held = _Held(signed, builder.peaks)
-    assert held is not None and held.signed.checkpoint == last
-    if nodes_problem is None:
-        nodes_problem = _leaf_index_problem(checkpoints.tables, last)
-    after = last.last_notification_id
-    not_yet = reader.count_after(after, CHECKPOINT_STREAM)
+        assert held is not None and held.signed.checkpoint == last
+        if nodes_problem is None:
+            nodes_problem = _leaf_index_problem(checkpoints.tables, last)
+        # Fed up to the newest checkpoint: every leaf left is after what it covers.
+        not_yet = log.rest()
     return TreeVerification(last.number, newest, not_yet, nodes_problem)
 
 
@@ -149,19 +154,31 @@ class _LeafFeed:
             if end < len(ids):
                 return True
 
+    def rest(self) -> int:
+        """How many leaves are left unfed, read to the end of the log."""
+        left = len(self._page.notification_ids) - self._at
+        self._page, self._at = LeafPage([], []), 0
+        return left + sum(len(page.notification_ids) for page in self._pages)
+
 
 def _log_nodes_problem(
-    tables: CheckpointTables, nodes: Sequence[MerkleNode], number: int
+    reader: StoreReader, nodes: Sequence[MerkleNode], number: int
 ) -> IntegrityFailure | None:
     """The stored Merkle nodes hold each node the log makes below checkpoint ``number``, which
     holds: proofs are made from them (``checkpoint prove``, bundles' inclusion proofs), so a
     node missing or altered would make them fail for good, though the log is intact. Nodes are
-    derived, so the remedy is to make them again (``mace rebuild``)."""
+    derived, so the remedy is to make them again (``mace rebuild``). The first such node, in
+    the order the tree completes them, is named."""
     for start in range(0, len(nodes), NODES_PER_READ):
         chunk = nodes[start : start + NODES_PER_READ]
-        stored = tables.log_nodes((level, index) for level, index, _ in chunk)
+        # The nodes a run of leaves completes are, level by level, a run of indices.
+        spans: dict[int, tuple[int, int]] = {}
+        for level, index, _ in chunk:
+            first, last = spans.get(level, (index, index))
+            spans[level] = (min(first, index), max(last, index))
+        stored = {level: reader.log_nodes(level, *span) for level, span in spans.items()}
         for level, index, hashed in chunk:
-            found = stored.get((level, index))
+            found = stored[level].get(index)
             if found != hashed:
                 state = "missing" if found is None else "altered"
                 reason = (
