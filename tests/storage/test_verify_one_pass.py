@@ -309,3 +309,31 @@ def test_rows_of_a_stream_out_of_version_order_in_the_log_are_judged_by_version(
     raw_table.delete(job, 2)
     with pytest.raises(IntegrityFailure, match="version 2 is missing \\(next stored is 3\\)"):
         _verify(checkpointed)
+
+
+@pytest.mark.parametrize(
+    ("edits", "named"),
+    [
+        # Node (1, 0) is completed by leaf 1, before leaf 3 completes node (0, 3).
+        (
+            [
+                "UPDATE mace_log_nodes SET hash = %s WHERE level = 0 AND idx = 3",
+                "UPDATE mace_log_nodes SET hash = %s WHERE level = 1 AND idx = 0",
+            ],
+            "(1, 0)",
+        ),
+        (["DELETE FROM mace_log_nodes WHERE level = 2 AND idx = 0"], "(2, 0)"),
+    ],
+    ids=["altered", "deleted"],
+)
+def test_stored_merkle_nodes_are_each_held_to_the_log(
+    checkpointed: Ledger, raw_table: RawTable, edits: list[str], named: str
+) -> None:
+    """Nodes are read a range a level at a time; the node named is still the first the tree
+    completes that the table does not hold as the log makes it."""
+    for edit in edits:
+        raw_table.execute(edit, (bytes(32),) if "%s" in edit else ())
+    with pytest.raises(IntegrityFailure) as failure:
+        _verify(checkpointed)
+    state = "missing" if "DELETE" in edits[0] else "altered"
+    assert failure.value.reason.startswith(f"log node {named} below checkpoint 1 is {state}: ")

@@ -171,12 +171,19 @@ def _log_nodes_problem(
     the order the tree completes them, is named."""
     for start in range(0, len(nodes), NODES_PER_READ):
         chunk = nodes[start : start + NODES_PER_READ]
-        # The nodes a run of leaves completes are, level by level, a run of indices.
-        spans: dict[int, tuple[int, int]] = {}
-        for level, index, _ in chunk:
-            first, last = spans.get(level, (index, index))
-            spans[level] = (min(first, index), max(last, index))
-        stored = {level: reader.log_nodes(level, *span) for level, span in spans.items()}
+        # The nodes a run of leaves completes are, level by level, a run of indices: each
+        # level's is one range read, compared whole.
+        levels: dict[int, list[MerkleNode]] = {}
+        for node in chunk:
+            levels.setdefault(node[0], []).append(node)
+        stored = {
+            level: reader.log_nodes(level, run[0][1], run[-1][1]) for level, run in levels.items()
+        }
+        if all(
+            list(stored[level].values()) == [hashed for _, _, hashed in run]
+            for level, run in levels.items()
+        ):
+            continue
         for level, index, hashed in chunk:
             found = stored[level].get(index)
             if found != hashed:

@@ -378,18 +378,18 @@ class StoreReader:
 
     def log_nodes(self, level: int, first: int, last: int) -> dict[int, bytes]:
         """The stored Merkle nodes (``mace_log_nodes``) of ``level`` from index ``first`` to
-        ``last``, by index (not verified): one range read of the table's key, where a look-up
-        by pairs made one index probe a node."""
+        ``last``, by index in index order (not verified): one range read of the table's key,
+        where a look-up by pairs made one index probe a node."""
         conn = self._connection()
         if isinstance(conn, sqlite3.Connection):
             rows = conn.execute(
                 f'SELECT idx, hash FROM "{LOG_NODES}" WHERE level = ?'  # noqa: S608
-                " AND idx >= ? AND idx <= ?",
+                " AND idx >= ? AND idx <= ? ORDER BY idx",
                 (level, first, last),
             ).fetchall()
         else:
             query = sql.SQL(
-                "SELECT idx, hash FROM {} WHERE level = %s AND idx >= %s AND idx <= %s"
+                "SELECT idx, hash FROM {} WHERE level = %s AND idx >= %s AND idx <= %s ORDER BY idx"
             ).format(self._table(LOG_NODES))
             rows = conn.execute(query, (level, first, last)).fetchall()
         return {int(index): bytes(hashed) for index, hashed in rows}
