@@ -13,7 +13,7 @@ state has no leaf (None), which no signed root can match.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import ExitStack, closing
 from typing import Any, Final, NamedTuple, TypeVar
 from uuid import UUID
@@ -376,23 +376,29 @@ class StoreReader:
             for stored, version, topic, state in rows
         ]
 
-    def log_nodes(self, level: int, first: int, last: int) -> dict[int, bytes]:
-        """The stored Merkle nodes (``mace_log_nodes``) of ``level`` from index ``first`` to
-        ``last``, by index in index order (not verified): one range read of the table's key,
-        where a look-up by pairs made one index probe a node."""
+    def log_nodes(self, spans: Mapping[int, tuple[int, int]]) -> dict[int, dict[int, bytes]]:
+        """The stored Merkle nodes (``mace_log_nodes``) of each level in ``spans`` from its first
+        index to its last, by level, then by index in index order (not verified): one
+        statement of range reads of the table's key, where a look-up by pairs made one index
+        probe a node."""
         conn = self._connection()
+        ranges = [part for level, (first, last) in spans.items() for part in (level, first, last)]
+        within = " OR ".join(["(level = ? AND idx >= ? AND idx <= ?)"] * len(spans))
         if isinstance(conn, sqlite3.Connection):
             rows = conn.execute(
-                f'SELECT idx, hash FROM "{LOG_NODES}" WHERE level = ?'  # noqa: S608
-                " AND idx >= ? AND idx <= ? ORDER BY idx",
-                (level, first, last),
+                f'SELECT level, idx, hash FROM "{LOG_NODES}" WHERE {within}'  # noqa: S608
+                " ORDER BY level, idx",
+                ranges,
             ).fetchall()
         else:
-            query = sql.SQL(
-                "SELECT idx, hash FROM {} WHERE level = %s AND idx >= %s AND idx <= %s ORDER BY idx"
-            ).format(self._table(LOG_NODES))
-            rows = conn.execute(query, (level, first, last)).fetchall()
-        return {int(index): bytes(hashed) for index, hashed in rows}
+            query = sql.SQL("SELECT level, idx, hash FROM {} WHERE {} ORDER BY level, idx").format(
+                self._table(LOG_NODES), sql.SQL(within.replace("?", "%s"))
+            )
+            rows = conn.execute(query, ranges).fetchall()
+        found: dict[int, dict[int, bytes]] = {level: {} for level in spans}
+        for level, index, hashed in rows:
+            found[int(level)][int(index)] = bytes(hashed)
+        return found
 
     def count_through(self, through: int, skip: UUID) -> int:
         """How many events of streams other than ``skip`` have a notification id up to
