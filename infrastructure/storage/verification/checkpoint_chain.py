@@ -5,7 +5,8 @@ gap, on read), as a signed statement (its number, key and Ed25519 signature: `Ch
 and against the one before it (``previous`` is that one's digest; tree size and last notification
 id never go back). Then the RFC 9162 tree is recomputed over the stored events in notification
 order (the checkpoint stream's own events are no leaves), one page at a time in a `MerkleBuilder`
-(memory O(log n)), and at each checkpoint the events up to its last notification id must be exactly
+(memory O(log n)), from the leaves of the pass that checks every MAC (`log_pass`: the log is read
+once), and at each checkpoint the events up to its last notification id must be exactly
 ``tree_size`` leaves with exactly its root. The first checkpoint that no longer holds is named with
 the first log position (0-based leaf index) where the log differs from it: found exactly from the
 leaves the checkpoint writer stored, when those still make the signed root; else narrowed to the

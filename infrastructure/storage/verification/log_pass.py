@@ -10,8 +10,8 @@ What a read of one stream would report is only known for a stream read in versio
 stream whose rows break the order its writer leaves them in (a version out of turn, an event after
 its seal, a MAC that fails, a seal that does not hold) is not judged here: it is set aside
 (`LogPass.suspects`) and read back whole, in version order, to be judged by exactly the checks
-of a read of that stream (`verify_stream`), with the same message. A stream whose id is not a
-UUID fails here, as it fails anywhere.
+of a read of that stream (`verify_stream`), with the same message. A row whose stream id is not a
+UUID belongs to no stream: it fails here, reported before any stream's failure.
 """
 
 from __future__ import annotations
