@@ -28,7 +28,6 @@ from support.store_copies import copy_store
 from support.tamper_scenario import KINDS, record_everything, stream_kinds
 
 from infrastructure.cli import main
-from infrastructure.storage.verification import ledger as verification
 
 # Streams that hold one event by design: "the middle one" is no attack on them.
 SINGLE_EVENT = {"witnesses", "snapshots", "receipts", "key checks"}
@@ -126,9 +125,6 @@ def _verify(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, url: str, *extra: str
 ) -> tuple[int, str]:
     monkeypatch.setenv("MACE_STORE", url)
-    # As `mace verify --all` runs it (one thread): the stream pass in a forked child. This
-    # worker's other thread only carries the test runner's messages, nothing the child uses.
-    monkeypatch.setattr(verification, "may_fork", lambda: True)
     code, _, err = run(capsys, "verify", "--all", *extra)
     return code, err
 

@@ -5,7 +5,8 @@ gap, on read), as a signed statement (its number, key and Ed25519 signature: `Ch
 and against the one before it (``previous`` is that one's digest; tree size and last notification
 id never go back). Then the RFC 9162 tree is recomputed over the stored events in notification
 order (the checkpoint stream's own events are no leaves), one page at a time in a `MerkleBuilder`
-(memory O(log n)), and at each checkpoint the events up to its last notification id must be exactly
+(memory O(log n)), from the leaves of the pass that checks every MAC (`log_pass`: the log is read
+once), and at each checkpoint the events up to its last notification id must be exactly
 ``tree_size`` leaves with exactly its root. The first checkpoint that no longer holds is named with
 the first log position (0-based leaf index) where the log differs from it: found exactly from the
 leaves the checkpoint writer stored, when those still make the signed root; else narrowed to the
@@ -24,7 +25,7 @@ such problem is reported only once the log itself holds (`TreeVerification.log_n
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Final
@@ -41,8 +42,8 @@ from infrastructure.storage.verification.scan import Leaf, LeafPage, StoreReader
 
 PAGE: Final = 500
 """Checkpoint events read per page: the chain is walked, never held whole."""
-NODES_PER_READ: Final = 4000
-"""Stored log nodes compared per read of ``mace_log_nodes``."""
+NODES_PER_READ: Final = 20_000
+"""Stored log nodes compared per read of ``mace_log_nodes`` (a statement: a round trip)."""
 
 
 @dataclass(frozen=True)
@@ -65,23 +66,28 @@ class _Held:
     peaks: tuple[bytes, ...]
 
 
-def verify_checkpoints(checkpoints: Checkpoints, reader: StoreReader) -> TreeVerification:
+def verify_checkpoints(
+    checkpoints: Checkpoints, reader: StoreReader, pages: Generator[LeafPage]
+) -> TreeVerification:
     """Check every checkpoint's chain and signature, and that the log still makes its tree.
+
+    ``pages`` are the log's leaves in notification order, every one of them (the checkpoints'
+    own events left out): a checkpoint is not trusted to say where the log it covers ends. They
+    are taken as the checks need them, to the last, which are counted; on a checkpoint that no
+    longer holds they are closed, and its failure is raised.
 
     The chain is walked up to the newest checkpoint as read first: one written meanwhile is left
     for the next verify, like the events it covers.
     """
-    newest = checkpoints.newest()
-    _check_head_index(checkpoints.tables, newest)
-    if newest is None:
-        return TreeVerification(0, None, reader.count_after(0, CHECKPOINT_STREAM))
-    last = newest.checkpoint
-    held: _Held | None = None
-    # Unbounded: a checkpoint is not trusted to say where the log it covers ends. Read lazily,
-    # the log after the newest checkpoint costs at most a page.
-    with closing(reader.leaf_pages(0, CHECKPOINT_STREAM)) as pages:
-        builder = MerkleBuilder()
+    with closing(pages):
+        newest = checkpoints.newest()
+        _check_head_index(checkpoints.tables, newest)
         log = _LeafFeed(pages)
+        if newest is None:
+            return TreeVerification(0, None, log.rest())
+        last = newest.checkpoint
+        held: _Held | None = None
+        builder = MerkleBuilder()
         committed = _committed_at(reader)
         committed_before = 0
         nodes_problem: IntegrityFailure | None = None
@@ -97,13 +103,13 @@ def verify_checkpoints(checkpoints: Checkpoints, reader: StoreReader) -> TreeVer
             committed_before = _check_commit_order(signed, next(committed, 0), committed_before)
             completed = log.completed()
             if nodes_problem is None:
-                nodes_problem = _log_nodes_problem(checkpoints.tables, completed, body.number)
+                nodes_problem = _log_nodes_problem(reader, completed, body.number)
             held = _Held(signed, builder.peaks)
-    assert held is not None and held.signed.checkpoint == last
-    if nodes_problem is None:
-        nodes_problem = _leaf_index_problem(checkpoints.tables, last)
-    after = last.last_notification_id
-    not_yet = reader.count_after(after, CHECKPOINT_STREAM)
+        assert held is not None and held.signed.checkpoint == last
+        if nodes_problem is None:
+            nodes_problem = _leaf_index_problem(checkpoints.tables, last)
+        # Fed up to the newest checkpoint: every leaf left is after what it covers.
+        not_yet = log.rest()
     return TreeVerification(last.number, newest, not_yet, nodes_problem)
 
 
@@ -149,19 +155,36 @@ class _LeafFeed:
             if end < len(ids):
                 return True
 
+    def rest(self) -> int:
+        """How many leaves are left unfed, read to the end of the log."""
+        left = len(self._page.notification_ids) - self._at
+        self._page, self._at = LeafPage([], []), 0
+        return left + sum(len(page.notification_ids) for page in self._pages)
+
 
 def _log_nodes_problem(
-    tables: CheckpointTables, nodes: Sequence[MerkleNode], number: int
+    reader: StoreReader, nodes: Sequence[MerkleNode], number: int
 ) -> IntegrityFailure | None:
     """The stored Merkle nodes hold each node the log makes below checkpoint ``number``, which
     holds: proofs are made from them (``checkpoint prove``, bundles' inclusion proofs), so a
     node missing or altered would make them fail for good, though the log is intact. Nodes are
-    derived, so the remedy is to make them again (``mace rebuild``)."""
+    derived, so the remedy is to make them again (``mace rebuild``). The first such node, in
+    the order the tree completes them, is named."""
     for start in range(0, len(nodes), NODES_PER_READ):
         chunk = nodes[start : start + NODES_PER_READ]
-        stored = tables.log_nodes((level, index) for level, index, _ in chunk)
+        # The nodes a run of leaves completes are, level by level, a run of indices: read as
+        # one range a level, in one statement, and compared whole.
+        levels: dict[int, list[MerkleNode]] = {}
+        for node in chunk:
+            levels.setdefault(node[0], []).append(node)
+        stored = reader.log_nodes({level: (run[0][1], run[-1][1]) for level, run in levels.items()})
+        if all(
+            list(stored[level].values()) == [hashed for _, _, hashed in run]
+            for level, run in levels.items()
+        ):
+            continue
         for level, index, hashed in chunk:
-            found = stored.get((level, index))
+            found = stored[level].get(index)
             if found != hashed:
                 state = "missing" if found is None else "altered"
                 reason = (

@@ -1,23 +1,21 @@
 """Raw, streaming reads of the stored events table for whole-ledger verification and audit.
 
 eventsourcing reads one stream or one notification page at a time; verifying everything wants one
-pass ordered by (stream, version) with flat memory, and one pass over the Merkle leaves in
-notification order; an audit (`mace audit`) one pass over a range of streams in notification
-order. This opens its own read-only connection: a server-side cursor on PostgreSQL,
-lazy cursor iteration on SQLite.
-
-PostgreSQL computes each event's leaf hash itself (`LEAF_SQL`), so that the tree pass moves 40
-bytes a row over the network instead of the whole row a second time; SQLite is read in process.
-Both make exactly `domain.merkle.leaf_hash(domain.checkpoint.leaf_data(...))`, and a row missing
-its topic or state has no leaf (None), which no signed root can match.
+pass over the whole log in notification order with flat memory (`log`), each row as the store
+keeps it, and each event's Merkle leaf hashed here, in Python, from the very bytes whose MAC the
+verifier checks (`LogRows.leaf`: `domain.checkpoint.stream_leaf_hash`, the one definition of a
+leaf); an audit (`mace audit`) one pass over a range of streams in notification order. This opens
+its own read-only connection: a server-side cursor on PostgreSQL (rows in binary: a state's bytes
+are not hex, an id is not parsed), lazy cursor iteration on SQLite. A row missing its topic or
+state has no leaf (None), which no signed root can match.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import ExitStack, closing
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 from uuid import UUID
 
 import psycopg
@@ -28,21 +26,11 @@ from psycopg.types.string import ByteaBinaryLoader
 from domain.checkpoint import stream_leaf_hash
 from domain.errors import IntegrityFailure
 from infrastructure.storage.backends.connection import connect_postgres
+from infrastructure.storage.checkpoints.tables import LOG_NODES
 from infrastructure.storage.settings import PostgresStore, SQLiteStore, Store
 
 SCAN_PAGE = 2000
 UUID_BYTES: Final = 16
-
-# `domain.checkpoint.leaf_data` in SQL, hashed as `domain.merkle.leaf_hash`: 0x00 || stream uuid
-# (16 bytes) || version (int8, big-endian) || topic length (int4) || topic (UTF-8) || state.
-# Any NULL part makes the whole leaf NULL. Functions are schema-qualified so that no function of
-# the same name elsewhere on the search path can stand in for them.
-LEAF_SQL: Final = (
-    "pg_catalog.sha256('\\x00'::bytea || pg_catalog.uuid_send(originator_id)"
-    " || pg_catalog.int8send(originator_version::bigint)"
-    " || pg_catalog.int4send(pg_catalog.octet_length(pg_catalog.convert_to(topic, 'UTF8')))"
-    " || pg_catalog.convert_to(topic, 'UTF8') || state)"
-)
 
 
 class Leaf(NamedTuple):
@@ -81,26 +69,38 @@ class LeafPage(NamedTuple):
     hashes: list[bytes | None]
 
 
-def _sqlite_leaf(
-    originator_id: object, version: object, topic: object, state: object
-) -> bytes | None:
+LogRow = tuple[int, Any, Any, Any, Any]
+"""A stored event as the store keeps it: notification id, stream id (SQLite: text, 32 hex digits;
+PostgreSQL: the uuid's 16 bytes), version, topic, state. A row edited by hand may hold anything
+there, NULLs included: whoever reads it checks each part before trusting it."""
+
+LeafOf = Callable[[Any, Any, Any, Any], bytes | None]
+"""The Merkle leaf of a row's stream id (as stored), version, topic and state; None for a row
+that has none (a part missing or of another type)."""
+
+
+def _sqlite_leaf(stream: object, version: object, topic: object, state: object) -> bytes | None:
     """The leaf of a row as SQLite stores it (the stream id as 32 hex digits)."""
     # The id's length is checked as text: ``bytes.fromhex`` skips whitespace, and an id written
     # with spaces in it would otherwise make the same leaf as the id without them.
-    if not isinstance(originator_id, str) or len(originator_id) != 2 * UUID_BYTES:
+    if not isinstance(stream, str) or len(stream) != 2 * UUID_BYTES:
         return None
     try:
         # A version, topic or state of another type fails here, as it fails the MAC check.
-        return stream_leaf_hash(bytes.fromhex(originator_id), version, topic, state)  # type: ignore[arg-type]
+        return stream_leaf_hash(bytes.fromhex(stream), version, topic, state)  # type: ignore[arg-type]
     except (TypeError, ValueError, AttributeError):
         return None
 
 
-def _bytes_or_none(value: object) -> bytes | None:
-    return bytes(value) if isinstance(value, bytes | memoryview) else None
+def _postgres_leaf(stream: object, version: object, topic: object, state: object) -> bytes | None:
+    """The leaf of a row as PostgreSQL gives it in binary (the uuid as its 16 bytes); its
+    columns' types are the table's, so only a NULL topic or state is left to refuse."""
+    if not isinstance(topic, str) or not isinstance(state, bytes):
+        return None
+    return stream_leaf_hash(stream, version, topic, state)  # type: ignore[arg-type]
 
 
-def _row(originator_id: UUID, version: int, topic: object, state: object) -> StoredEvent:
+def stored_event(originator_id: UUID, version: int, topic: object, state: object) -> StoredEvent:
     """A row as eventsourcing would read it; a NULL topic or state is kept, for verification to
     refuse as an integrity failure (naming the row) rather than crash on."""
     data = bytes(state) if isinstance(state, bytes | memoryview) else state
@@ -141,7 +141,10 @@ def _from_bytes(stored: bytes) -> UUID:
     return UUID(bytes=stored)
 
 
-def _binary(cursor: psycopg.ServerCursor[tuple[Any, ...]]) -> psycopg.ServerCursor[tuple[Any, ...]]:
+_Cursor = TypeVar("_Cursor", psycopg.Cursor[tuple[Any, ...]], psycopg.ServerCursor[tuple[Any, ...]])
+
+
+def _binary(cursor: _Cursor) -> _Cursor:
     """``cursor`` (binary) giving uuid columns as their 16 bytes, for `_StreamIds`: rows in
     binary took half the time to fetch of rows as text (a state's bytes are not hex, an id is
     not parsed)."""
@@ -188,50 +191,18 @@ class StoreReader:
         self._stack.callback(pg.close)
         return pg
 
-    def _table(self) -> sql.Composable:
+    def _table(self, name: str | None = None) -> sql.Composable:
+        """The events table (or the table ``name``) in the store's schema."""
         store = self.store
         assert isinstance(store, PostgresStore)
+        table = sql.Identifier(name or self.table)
         if store.schema:
-            return sql.SQL("{}.{}").format(sql.Identifier(store.schema), sql.Identifier(self.table))
-        return sql.Identifier(self.table)
+            return sql.SQL("{}.{}").format(sql.Identifier(store.schema), table)
+        return table
 
     def _sqlite_table(self) -> str:
         # eventsourcing chose the name; quote it as an identifier all the same.
         return '"' + self.table.replace('"', '""') + '"'
-
-    def scan(self, streams: StreamRange = (None, None)) -> Generator[StoredEvent]:
-        """Every stored event of the streams in ``streams``, ordered by stream then version."""
-        conn = self._connection()
-        lower, upper = streams
-        if isinstance(conn, sqlite3.Connection):
-            where, params = _sqlite_range(lower, upper)
-            cursor = conn.execute(
-                "SELECT originator_id, originator_version, topic, state"  # noqa: S608
-                f" FROM {self._sqlite_table()}{where} ORDER BY originator_id, originator_version",
-                params,
-            )
-            ids = _StreamIds(UUID)
-            while rows := cursor.fetchmany(SCAN_PAGE):
-                for originator_id, version, topic, state in rows:
-                    yield _row(ids(originator_id), version, topic, state)
-            return
-        bounds = [
-            sql.SQL(condition)
-            for condition, bound in (("originator_id >= %s", lower), ("originator_id < %s", upper))
-            if bound is not None
-        ]
-        within = sql.SQL(" WHERE ") + sql.SQL(" AND ").join(bounds) if bounds else sql.SQL("")
-        query = sql.SQL(
-            "SELECT originator_id, originator_version, topic, state FROM {}{} "
-            "ORDER BY originator_id, originator_version"
-        ).format(self._table(), within)
-        with conn.transaction(), _binary(conn.cursor(name="mace_scan", binary=True)) as cur:
-            cur.execute(query, [bound for bound in streams if bound is not None])
-            ids = _StreamIds(_from_bytes)
-            while rows := cur.fetchmany(SCAN_PAGE):
-                for originator_id, version, topic, state in rows:
-                    assert isinstance(version, int)
-                    yield _row(ids(originator_id), version, topic, state)
 
     def in_log_order(
         self, streams: StreamRange, after: int, through: int
@@ -252,7 +223,7 @@ class StoreReader:
             ids = _StreamIds(UUID)
             while rows := cursor.fetchmany(SCAN_PAGE):
                 for notification_id, originator_id, version, topic, state in rows:
-                    yield notification_id, _row(ids(originator_id), version, topic, state)
+                    yield notification_id, stored_event(ids(originator_id), version, topic, state)
             return
         bounds = [
             sql.SQL(condition)
@@ -275,7 +246,7 @@ class StoreReader:
                 for notification_id, originator_id, version, topic, state in rows:
                     assert isinstance(notification_id, int)
                     assert isinstance(version, int)
-                    yield notification_id, _row(ids(originator_id), version, topic, state)
+                    yield notification_id, stored_event(ids(originator_id), version, topic, state)
 
     def records_at(self, positions: Sequence[Position]) -> dict[Position, StoredEvent]:
         """The events stored at these stream positions (not verified), by position; a position
@@ -306,7 +277,7 @@ class StoreReader:
                 rows = conn.execute(query, (streams, versions)).fetchall()
             for stream, version, topic, state in rows:
                 position = wanted[stream, version]
-                found[position] = _row(*position, topic, state)
+                found[position] = stored_event(*position, topic, state)
         return found
 
     def last_versions(self, streams: Sequence[UUID]) -> dict[UUID, int]:
@@ -333,48 +304,101 @@ class StoreReader:
                     found[stream] = int(str(version))
         return found
 
-    def leaves(self, after: int, skip: UUID) -> Generator[Leaf]:
-        """The leaves of the events after notification id ``after``, in notification order,
-        leaving out the stream ``skip`` (the checkpoints, which are no leaves)."""
-        with closing(self.leaf_pages(after, skip)) as pages:
-            for page in pages:
-                yield from map(Leaf, *page)
-
-    def leaf_pages(self, after: int, skip: UUID) -> Generator[LeafPage]:
-        """`leaves` a page at a time, as notification ids and leaf hashes: a verifier feeds
-        whole pages to its tree without a call per event."""
+    def log(self, after: int = 0) -> Generator[list[LogRow]]:
+        """Every stored event with a notification id after ``after``, in notification order,
+        a page at a time, each row as stored (`LogRow`): one statement, one pass."""
         conn = self._connection()
         if isinstance(conn, sqlite3.Connection):
             cursor = conn.execute(
                 "SELECT rowid, originator_id, originator_version, topic, state"  # noqa: S608
-                f" FROM {self._sqlite_table()} WHERE rowid > ? AND originator_id <> ?"
-                " ORDER BY rowid",
-                (after, skip.hex),
+                f" FROM {self._sqlite_table()} WHERE rowid > ? ORDER BY rowid",
+                (after,),
             )
             while rows := cursor.fetchmany(SCAN_PAGE):
-                yield LeafPage(
-                    [row[0] for row in rows],
-                    [_sqlite_leaf(stream, v, topic, state) for _, stream, v, topic, state in rows],
-                )
+                yield rows
             return
         query = sql.SQL(
-            "SELECT notification_id, {} FROM {} WHERE notification_id > %s"
-            " AND originator_id <> %s ORDER BY notification_id"
-        ).format(sql.SQL(LEAF_SQL), self._table())
-        with conn.transaction(), conn.cursor(name="mace_leaves") as cur:
-            cur.execute(query, (after, skip))
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {}"
+            " WHERE notification_id > %s ORDER BY notification_id"
+        ).format(self._table())
+        with conn.transaction(), _binary(conn.cursor(name="mace_pass", binary=True)) as cur:
+            cur.execute(query, (after,))
             while rows := cur.fetchmany(SCAN_PAGE):
-                ids: list[int] = []
-                hashes: list[bytes | None] = []
-                for notification_id, hashed in rows:
-                    assert isinstance(notification_id, int)
-                    ids.append(notification_id)
-                    hashes.append(_bytes_or_none(hashed))
-                yield LeafPage(ids, hashes)
+                yield rows
 
-    def count_after(self, after: int, skip: UUID) -> int:
-        """How many events of streams other than ``skip`` have a notification id after ``after``."""
-        return self._count(">", after, skip)
+    @property
+    def leaf_of(self) -> LeafOf:
+        """The leaf of a `LogRow`'s stream, version, topic and state, as this store keeps them."""
+        return _sqlite_leaf if isinstance(self.store, SQLiteStore) else _postgres_leaf
+
+    def stored_id(self, stream: UUID) -> str | bytes:
+        """A stream id as a `LogRow` holds it."""
+        return stream.hex if isinstance(self.store, SQLiteStore) else stream.bytes
+
+    def stream_ids(self) -> Callable[[object], UUID]:
+        """`LogRow` stream ids made UUIDs (`IntegrityFailure` for one that is none)."""
+        return _StreamIds(UUID if isinstance(self.store, SQLiteStore) else _from_bytes)
+
+    def leaves(self, after: int, skip: UUID) -> Generator[Leaf]:
+        """The leaves of the events after notification id ``after``, in notification order,
+        leaving out the stream ``skip`` (the checkpoints, which are no leaves) and any row
+        without a stream id (as SQL's ``<>`` leaves it out)."""
+        leaf_of, skipped = self.leaf_of, self.stored_id(skip)
+        with closing(self.log(after)) as pages:
+            for rows in pages:
+                for notification_id, stream, version, topic, state in rows:
+                    if stream is not None and stream != skipped:
+                        yield Leaf(notification_id, leaf_of(stream, version, topic, state))
+
+    def stream_events(self, stream: object) -> list[StoredEvent]:
+        """Every stored event of one stream, by its id as a `LogRow` holds it, in version
+        order."""
+        conn = self._connection()
+        if isinstance(conn, sqlite3.Connection):
+            rows = conn.execute(
+                "SELECT originator_id, originator_version, topic, state"  # noqa: S608
+                f" FROM {self._sqlite_table()} WHERE originator_id = ?"
+                " ORDER BY originator_version",
+                (stream,),
+            ).fetchall()
+            ids = _StreamIds(UUID)
+        else:
+            assert isinstance(stream, bytes)
+            query = sql.SQL(
+                "SELECT originator_id, originator_version, topic, state FROM {}"
+                " WHERE originator_id = %s ORDER BY originator_version"
+            ).format(self._table())
+            with _binary(conn.cursor(binary=True)) as cur:
+                rows = cur.execute(query, (UUID(bytes=stream),)).fetchall()
+            ids = _StreamIds(_from_bytes)
+        return [
+            stored_event(ids(stored), version, topic, state)
+            for stored, version, topic, state in rows
+        ]
+
+    def log_nodes(self, spans: Mapping[int, tuple[int, int]]) -> dict[int, dict[int, bytes]]:
+        """The stored Merkle nodes (``mace_log_nodes``) of each level in ``spans`` from its first
+        index to its last, by level, then by index in index order (not verified): one
+        statement of range reads of the table's key, where a look-up by pairs made one index
+        probe a node."""
+        conn = self._connection()
+        ranges = [part for level, (first, last) in spans.items() for part in (level, first, last)]
+        within = " OR ".join(["(level = ? AND idx >= ? AND idx <= ?)"] * len(spans))
+        if isinstance(conn, sqlite3.Connection):
+            rows = conn.execute(
+                f'SELECT level, idx, hash FROM "{LOG_NODES}" WHERE {within}'  # noqa: S608
+                " ORDER BY level, idx",
+                ranges,
+            ).fetchall()
+        else:
+            query = sql.SQL("SELECT level, idx, hash FROM {} WHERE {} ORDER BY level, idx").format(
+                self._table(LOG_NODES), sql.SQL(within.replace("?", "%s"))
+            )
+            rows = conn.execute(query, ranges).fetchall()
+        found: dict[int, dict[int, bytes]] = {level: {} for level in spans}
+        for level, index, hashed in rows:
+            found[int(level)][int(index)] = bytes(hashed)
+        return found
 
     def count_through(self, through: int, skip: UUID) -> int:
         """How many events of streams other than ``skip`` have a notification id up to

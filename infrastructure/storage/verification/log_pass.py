@@ -1,0 +1,295 @@
+"""The one pass of `mace verify --all` over the log, in notification order.
+
+Each row is read once: its Merkle leaf hashed from its stored bytes (`StoreReader.leaf_of`) for
+the checkpoint checks, its MAC checked (`verify_record`), and its stream's state carried on from
+the rows of that stream met before it: the next version expected; for a job, its running digest
+of MACs, so that its seal is checked when met (the count and digest `check_seal` holds a stream
+to) and its witness paired with it (`Pairs`). Memory is a few dozen bytes a stream, not the log.
+
+What a read of one stream would report is only known for a stream read in version order. So a
+stream whose rows break the order its writer leaves them in (a version out of turn, an event after
+its seal, a MAC that fails, a seal that does not hold) is not judged here: it is set aside
+(`LogPass.suspects`) and read back whole, in version order, to be judged by exactly the checks
+of a read of that stream (`verify_stream`), with the same message. A row whose stream id is not a
+UUID belongs to no stream: it fails here, reported before any stream's failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Generator
+from contextlib import closing
+from typing import Any, Final
+
+import orjson
+
+from domain.checkpoint import CHECKPOINT_STREAM
+from domain.errors import IntegrityFailure
+from infrastructure.storage.keys.keyring import Keyring
+from infrastructure.storage.records.integrity import (
+    RECORDED_TOPIC,
+    SEAL_TOPIC,
+    SealFacts,
+    check_completion_sealed,
+)
+from infrastructure.storage.records.signed_record import VerifiedRecord, verify_record
+from infrastructure.storage.verification.scan import (
+    LeafPage,
+    Position,
+    StoreReader,
+    stored_event,
+)
+from infrastructure.storage.verification.stream_facts import (
+    COUNTERPART,
+    JOB_STARTED_TOPIC,
+    OWN,
+    SNAPSHOT_TOPIC,
+    WITNESS_TOPIC,
+    Counterpart,
+    FirstFailure,
+    StreamFacts,
+    seal_facts,
+    verified_facts,
+    witness_counterpart,
+)
+
+_JOBS_ONLY: Final = frozenset((SEAL_TOPIC, RECORDED_TOPIC))
+"""Topics only a job's stream holds: met elsewhere, the stream is read back whole."""
+
+_SUSPECT: Final = "suspect"
+"""A stream to read back whole and judge as a read of it would."""
+_FAILED: Final = "failed"
+"""A stream whose failure is known (its id is not a UUID)."""
+_SEALED: Final = "sealed"
+"""A sealed job: verified, counted and paired; any row after its seal sets it aside."""
+
+
+class _Job:
+    """An open job stream: what its seal must say when it comes."""
+
+    __slots__ = ("digest", "last", "next", "started")
+
+    def __init__(self, started: VerifiedRecord) -> None:
+        self.started: dict[str, Any] = orjson.loads(started.body)
+        self.digest = hashlib.sha256(started.mac)  # `mac_digest`, as the events come
+        self.last = started
+        self.next = 2
+
+    def add(self, record: VerifiedRecord) -> None:
+        self.digest.update(record.mac)
+        self.last = record
+        self.next += 1
+
+
+_State = int | _Job | str
+"""A stream's state: the next version of a stream that is not a job's, an open job, or one of
+`_SUSPECT`, `_FAILED`, `_SEALED`."""
+
+
+class Pairs:
+    """Each seal held to its witness and each witness to its seal, as soon as the pass has met
+    both (a seal and its witness are written together), else looked up once the pass is over."""
+
+    _UNSEEN: Final = object()
+
+    def __init__(self, keyring: Keyring, failures: FirstFailure) -> None:
+        self._keyring = keyring
+        self._failures = failures
+        self._seen: dict[Position, SealFacts | IntegrityFailure] = {}
+        self._waiting: dict[Position, list[tuple[object, Counterpart]]] = {}
+
+    def seen(self, position: Position, outcome: SealFacts | IntegrityFailure) -> None:
+        """What the seal or witness record stored at ``position`` says, or why its MAC fails."""
+        waiting = self._waiting.pop(position, None)
+        if waiting is None:
+            self._seen[position] = outcome
+            return
+        for stored, counterpart in waiting:
+            self._judge(stored, counterpart, outcome)
+
+    def met(self, stored: object, counterpart: Counterpart) -> None:
+        """``counterpart``, held by the verified stream whose id is stored as ``stored``."""
+        outcome = self._seen.pop(counterpart.position, self._UNSEEN)
+        if outcome is self._UNSEEN:
+            self._waiting.setdefault(counterpart.position, []).append((stored, counterpart))
+        else:
+            self._judge(stored, counterpart, outcome)  # type: ignore[arg-type]  # not _UNSEEN
+
+    def look_up(self, reader: StoreReader) -> None:
+        """The counterparts the pass did not meet, looked up where they should be stored."""
+        waiting, self._waiting = self._waiting, {}
+        self._seen.clear()
+        found = reader.records_at(list(waiting))
+        for position, held in waiting.items():
+            for stored, counterpart in held:
+                try:
+                    outcome = verified_facts(self._keyring, found.get(position), counterpart.topic)
+                except IntegrityFailure as failure:
+                    self._judge(stored, counterpart, failure)
+                else:
+                    self._judge(stored, counterpart, outcome)
+
+    def _judge(
+        self, stored: object, counterpart: Counterpart, outcome: SealFacts | IntegrityFailure | None
+    ) -> None:
+        if isinstance(outcome, IntegrityFailure):
+            self._failures.add(stored, COUNTERPART, outcome)
+            return
+        try:
+            counterpart.check(outcome)
+        except IntegrityFailure as failure:
+            self._failures.add(stored, COUNTERPART, failure)
+
+
+class LogPass:
+    """The streams' checks, made as the log's rows pass by (the module's docstring says how).
+
+    `leaf_pages` runs the pass; then `finish` judges what only the end of the log decides.
+    Counts are added to ``facts`` for each stream judged here; failures to ``failures``.
+    """
+
+    def __init__(
+        self,
+        reader: StoreReader,
+        keyring: Keyring,
+        facts: StreamFacts,
+        failures: FirstFailure,
+        pairs: Pairs,
+    ) -> None:
+        self._reader = reader
+        self._keyring = keyring
+        self._facts = facts
+        self._failures = failures
+        self._pairs = pairs
+        self._ids = reader.stream_ids()
+        self._states: dict[object, _State] = {}
+        self.suspects: list[object] = []
+        """Streams (ids as stored) to read back whole, in the order they were set aside."""
+
+    def leaf_pages(self, *, leaves: bool) -> Generator[LeafPage]:
+        """The pass, a page at a time, with the page's leaves (none unless ``leaves``): every
+        row of every stream but the checkpoints' (which are no leaves), and no row without a
+        stream id (as SQL's ``<>`` leaves it out)."""
+        reader = self._reader
+        leaf_of, checkpoints = reader.leaf_of, reader.stored_id(CHECKPOINT_STREAM)
+        pages = reader.log()
+        with closing(pages):
+            for rows in pages:
+                ids: list[int] = []
+                hashes: list[bytes | None] = []
+                for notification_id, stored, version, topic, state in rows:
+                    if leaves and stored is not None and stored != checkpoints:
+                        ids.append(notification_id)
+                        hashes.append(leaf_of(stored, version, topic, state))
+                    self._row(stored, version, topic, state)
+                yield LeafPage(ids, hashes)
+
+    def _row(self, stored: object, version: Any, topic: Any, state: Any) -> None:
+        held = self._states.get(stored)
+        if held is None:
+            self._first(stored, version, topic, state)
+        elif held.__class__ is int:
+            # Events of streams that are not jobs' carry no seal and no completion.
+            if version != held or topic in _JOBS_ONLY:
+                self._suspect(stored)
+            elif self._verified(stored, version, topic, state) is not None:
+                self._states[stored] = version + 1
+        elif isinstance(held, _Job):
+            if version != held.next:
+                self._suspect(stored)
+                return
+            record = self._verified(stored, version, topic, state)
+            if record is None:
+                return
+            if topic == SEAL_TOPIC:
+                self._sealed(stored, held, record)
+            else:
+                held.add(record)
+        elif held == _SEALED:
+            self._suspect(stored)  # an event after the seal, or a version stored twice
+
+    def _first(self, stored: object, version: Any, topic: Any, state: Any) -> None:
+        """A stream's first row in the log: its version 1, or it is set aside."""
+        if version != 1 or topic in _JOBS_ONLY:
+            self._suspect(stored)
+            return
+        record = self._verified(stored, version, topic, state)
+        if record is None:
+            return
+        stream = self._ids(stored)  # a UUID: its MAC held
+        if topic == JOB_STARTED_TOPIC:
+            self._states[stored] = _Job(record)
+            return
+        self._states[stored] = 2
+        if topic == SNAPSHOT_TOPIC:
+            self._facts.snapshots.add(stream)
+        elif topic == WITNESS_TOPIC:
+            self._pairs.seen((stream, 1), seal_facts(record.body))
+            self._pairs.met(stored, witness_counterpart(record.body))
+
+    def _sealed(self, stored: object, job: _Job, seal: VerifiedRecord) -> None:
+        """A job's seal: it counts and digests every event before it; the job is verified."""
+        said = orjson.loads(seal.body)
+        if said.get("event_count") != job.next - 1 or said.get("mac_digest") != (
+            job.digest.hexdigest()
+        ):
+            self._suspect(stored)
+            return
+        sealed = seal_facts(seal.body)
+        stream, version = self._ids(stored), seal.stored.originator_version
+        self._pairs.seen((stream, version), sealed)
+        facts = self._facts
+        facts.stream(version)
+        counterpart = facts.sealed_job(
+            stored, stream, job.started, job.last.body, seal.stored, sealed
+        )
+        self._pairs.met(stored, counterpart)
+        self._states[stored] = _SEALED
+
+    def _verified(
+        self, stored: object, version: Any, topic: Any, state: Any
+    ) -> VerifiedRecord | None:
+        """The row, once its MAC holds; else None, its stream set aside (or failed: an id that
+        is not a UUID). A seal's or witness's failing MAC is kept for its counterpart."""
+        try:
+            stream = self._ids(stored)
+        except IntegrityFailure as failure:
+            self._failures.add_streamless(failure)
+            self._states[stored] = _FAILED
+            return None
+        try:
+            return verify_record(self._keyring, stored_event(stream, version, topic, state))
+        except IntegrityFailure as failure:
+            if topic == SEAL_TOPIC or (topic == WITNESS_TOPIC and version == 1):
+                self._pairs.seen((stream, version), failure)
+            self._suspect(stored)
+            return None
+
+    def _suspect(self, stored: object) -> None:
+        if self._states.get(stored) in (_SUSPECT, _FAILED):
+            return
+        try:
+            self._ids(stored)
+        except IntegrityFailure as failure:  # no stream to read back: it fails as it is
+            self._failures.add_streamless(failure)
+            self._states[stored] = _FAILED
+            return
+        self._states[stored] = _SUSPECT
+        self.suspects.append(stored)
+
+    def finish(self) -> None:
+        """The checks only the log's end decides: a job not sealed must not end at its
+        completion; the streams still open are counted."""
+        facts = self._facts
+        for stored, held in self._states.items():
+            if isinstance(held, _Job):
+                try:
+                    check_completion_sealed(held.last.stored.originator_id, [held.last])
+                except IntegrityFailure as failure:
+                    self._failures.add(stored, OWN, failure)
+                    continue
+                facts.stream(held.next - 1)
+                facts.jobs += 1
+            elif isinstance(held, int):
+                facts.stream(held - 1)
+        self._states.clear()
