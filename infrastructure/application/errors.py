@@ -147,7 +147,7 @@ ERRORS: Final[Mapping[type[Exception], Callable[[Any], tuple[str, str]]]] = {
     MissingSigningKey: _fixed(Code.KEY_MISMATCH),
     ValidationError: _invalid_model,
     PersistenceError: _store_unavailable,
-    # A helper process the system took away (a verify's side pass): the operation did not finish.
+    # A helper process the system took away (an audit worker): the operation did not finish.
     ChildProcessError: _fixed(Code.STORE_UNAVAILABLE),
     # What the store's files or sockets refuse (SQLite's file, a connection) is the store's.
     OSError: _store_unavailable,

@@ -16,13 +16,12 @@ minutes.
 - ``checkpoint``: a checkpoint written over the round's events (`mace checkpoint`).
 - ``read``: every stored event read back in pages, its MAC verified (`mace verify --all` as it
   was before checkpoints: the baseline of the next figure). Over a few thousand events a verify
-  is mostly fixed costs (opening, the checkpoints' signatures, the head index, a fork), so before
+  is mostly fixed costs (opening, the checkpoints' signatures, the head index), so before
   the rounds the store is filled to ``verify_events`` with recorded runs of `BULK_RUN` events.
 - ``verify``: `mace verify --all` whole: that read, after every checkpoint is checked and the
   Merkle tree recomputed over the log. `tree_cost` is its time over the read's (at most 1.25),
   fastest run against fastest run within a round, median over rounds; `tree_cpu_cost` the same
-  for the processor time of all its processes (the stream pass runs in a child or a thread
-  beside the tree: `infrastructure.storage.verification.side_pass`).
+  for its processor time (one pass over the log feeds both: `verification.log_pass`).
 - ``scan``: `mace audit`'s reading of the whole log with one worker (every event verified, every
   completed job replayed in audit mode, every stream held to the newest checkpoint), its record
   left out: events read per second, beside the raw read of as many rows.
@@ -57,8 +56,8 @@ ratios), and per unit, over all its rounds: processor seconds (this process's an
 children's), statements sent to the store and round trips to the server (`WireTally`, counted in
 this process while the bench runs: ``mace bench`` counts from before it opens its ledger), the
 raw baseline's beside them. What a figure's own child processes sent is counted where the bench
-wrote them (the writers report theirs); the side pass of a verify (a forked child on SQLite) and
-the HTTP service's process are not: the http runs figure's ledger side has no counts (None).
+wrote them (the writers report theirs); the HTTP service's process is not: the http runs
+figure's ledger side has no counts (None).
 """
 
 from __future__ import annotations

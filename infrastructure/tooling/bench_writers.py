@@ -97,7 +97,7 @@ def writers_at_once(
             if process.stdout.readline() != "ready\n":
                 _, err = process.communicate(timeout=HANG_GUARD_SECONDS)
                 lines = err.strip().splitlines() or ["exited before it was ready"]
-                # Answered in one line, like a verify's side pass that the system took away.
+                # Answered in one line, like an audit worker that the system took away.
                 raise ChildProcessError(f"a bench writer could not start: {lines[-1]}")
         go = time.perf_counter()
         guard = threading.Timer(HANG_GUARD_SECONDS, _kill, [started])
