@@ -88,7 +88,7 @@ def test_another_tenants_receipt_id_reads_what_a_free_one_reads(
     receipt_id = emitted["receipt"]["receipt_id"]
     if checkpointed:
         ledger.checkpoints.write()
-    free = refused_reads(ledger, lambda: ledger.receipts.get("rct-" + "0" * 32, "acme"))
+    free = refused_reads(ledger, lambda: ledger.receipts.get("rct-" + "0" * 32, "acme", None))
     assert free
-    assert refused_reads(ledger, lambda: ledger.receipts.get(receipt_id, "acme")) == free
+    assert refused_reads(ledger, lambda: ledger.receipts.get(receipt_id, "acme", None)) == free
     assert refused_reads(ledger, lambda: ledger.receipts.verify(receipt_id, "acme")) == free
