@@ -92,6 +92,8 @@ class PrivacyNeedles:
 
     denied: frozenset[str]
     texts: set[str] = field(default_factory=set)
+    _named: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+    """Each name's verdict once taken: a record repeats the same few names many times."""
 
     def is_denied(self, key: Any) -> bool:
         """Whether a SEM key's attribute names a secret (`sensitive_name`: ``bank_pin`` too)."""
@@ -99,7 +101,11 @@ class PrivacyNeedles:
 
     def is_secret_name(self, name: str) -> bool:
         """Whether a field or attribute name names a secret under the job's rules."""
-        return not names_nothing(name) and sensitive_name(name, self.denied) is not None
+        verdict = self._named.get(name)
+        if verdict is None:
+            verdict = not names_nothing(name) and sensitive_name(name, self.denied) is not None
+            self._named[name] = verdict
+        return verdict
 
     def collect(self, value: Any) -> None:
         """Take every value recorded under a secret's name anywhere inside ``value``."""
@@ -262,8 +268,7 @@ def shown_receipt(
     if reads_in_full(reader):
         return {**answer, "redacted": False}
     needles = PrivacyNeedles(frozenset(denied))
-    for body in bodies:
-        needles.collect(body)
+    for body in bodies:  # a receipt fixes every name but those inside its entries' content
         for entry in body.get("entries") or []:
             needles.collect(_kept_entry(entry))
     found: list[Redaction] = []

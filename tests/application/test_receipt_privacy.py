@@ -3,7 +3,8 @@
 The attack: a store written as a ledger wrote it before memory writes were held to the privacy
 rules (`support.older_stores`: a ``password`` field, an SSN, a card number, an API key, a value
 under an ``api_key`` key), then, as a non-admin, through the Python API, the CLI (on the store
-as CLI writes leave it, checkpointed) and HTTP: assemble a context and a handoff, show both
+as CLI writes leave it, checkpointed) and HTTP: assemble a context and a handoff (through the
+Python API with a query and a note holding canaries of their own), show both
 receipts, list them, verify them, and replay them after the memories are forgotten (so the diff
 lists every entry as removed). No canary may be in anything a non-admin is shown; an admin is
 shown every one. The receipts' stored bytes keep them (a receipt is signed over its content), and
@@ -43,11 +44,13 @@ def leaks(shown: Any) -> set[str]:
 
 
 def assemble(ledger: Ledger, caller: Actor, kind: ReceiptKind) -> dict[str, Any]:
+    """A context or handoff for ``caller`` whose query and note hold canaries of their own (an
+    assembly's request is kept on its receipt as asked)."""
     handoff = None
     if kind is ReceiptKind.HANDOFF:
-        handoff = handoff_of("billing-bot", "support-bot", "alice's account")
+        handoff = handoff_of("billing-bot", "support-bot", f"alice's card {CARD}")
     asker = ContextCaller(caller.actor_id, caller.roles)
-    request = ContextRequest("alice", 10)
+    request = ContextRequest(f"alice {SSN}", 10)
     return ledger.receipts.emit(Assembly(kind, "acme", asker, request, handoff))
 
 
