@@ -12,9 +12,8 @@ with the personal data replaced by ``[REDACTED:pii]``, as a safe export shows it
 
 Values kept outside any job (a SEM entry, a tenant's memories, the receipts of contexts assembled
 from them) are read the same way (`projections.redaction.shown_kept`, `shown_receipt`): in full to
-an admin, redacted to anyone else. Their writes
-refuse personal data (`domain.sensitive_data.refuse_sensitive`); a store written before may
-still hold some.
+an admin, redacted to anyone else. Their writes refuse personal data
+(`domain.sensitive_data.refuse_sensitive`); a store written before may still hold some.
 """
 
 from __future__ import annotations
