@@ -1,7 +1,8 @@
 """The lines ``mace context``, ``mace handoff`` and ``mace receipts`` print for receipts and diffs.
 
 Every line is one line: memory content is printed as canonical JSON (an episode's newlines stay
-escaped), except redacted content, which is printed bare as ``[REDACTED]``.
+escaped), except redacted content, which is printed bare as ``[REDACTED]``. An answer whose
+personal data was replaced for its reader (``redacted``) ends with a line that says so.
 """
 
 from __future__ import annotations
@@ -10,6 +11,12 @@ from typing import Any
 
 from domain.canonical import canonical_json
 from domain.context_assembly import REDACTED
+from projections.redaction import PII_MARK
+
+REDACTED_LINE = (
+    f"personal data: shown as {PII_MARK} (only an admin reads it in full);"
+    " the signature is over the stored receipt"
+)
 
 
 def _json(value: Any) -> str:
@@ -69,7 +76,7 @@ def receipt_lines(emitted: dict[str, Any]) -> list[str]:
         algorithm, key_id = signature["algorithm"], signature["key_id"]
         lines.append(f"signature: {algorithm} key {key_id} {emitted['signature']}")
     lines.append(f"emitted_at: {body['emitted_at']}")
-    return lines
+    return _noting_redaction(emitted, lines)
 
 
 def diff_lines(answer: dict[str, Any]) -> list[str]:
@@ -94,4 +101,8 @@ def diff_lines(answer: dict[str, Any]) -> list[str]:
     for sign, key in (("+", "added"), ("-", "removed")):
         for applied in filters[key]:
             lines.append(f"  {sign} {filter_text(applied)}")
-    return lines
+    return _noting_redaction(answer, lines)
+
+
+def _noting_redaction(answer: dict[str, Any], lines: list[str]) -> list[str]:
+    return [*lines, REDACTED_LINE] if answer.get("redacted") else lines

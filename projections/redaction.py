@@ -92,6 +92,8 @@ class PrivacyNeedles:
 
     denied: frozenset[str]
     texts: set[str] = field(default_factory=set)
+    _named: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+    """Each name's verdict once taken: a record repeats the same few names many times."""
 
     def is_denied(self, key: Any) -> bool:
         """Whether a SEM key's attribute names a secret (`sensitive_name`: ``bank_pin`` too)."""
@@ -99,7 +101,11 @@ class PrivacyNeedles:
 
     def is_secret_name(self, name: str) -> bool:
         """Whether a field or attribute name names a secret under the job's rules."""
-        return not names_nothing(name) and sensitive_name(name, self.denied) is not None
+        verdict = self._named.get(name)
+        if verdict is None:
+            verdict = not names_nothing(name) and sensitive_name(name, self.denied) is not None
+            self._named[name] = verdict
+        return verdict
 
     def collect(self, value: Any) -> None:
         """Take every value recorded under a secret's name anywhere inside ``value``."""
@@ -229,13 +235,77 @@ def scrub_pii(value: Any, needles: PrivacyNeedles) -> Any:
     return _scrub(value, "", needles, [])
 
 
+def reads_in_full(reader: Actor | None) -> bool:
+    """Whether ``reader`` (None: anonymous) is shown personal data in full: an admin only."""
+    return reader is not None and reader.holds(Role.ADMIN)
+
+
 def shown_kept(reader: Actor | None, key: str | None, value: Any, denied: Iterable[str]) -> Any:
     """A value kept under a SEM key outside any job (a SEM entry's, a fact memory's; key None:
     any other) as ``reader`` (None: anonymous) may see it: in full to an admin; to anyone else
     as a safe export rewrites it (under a secret's name all of it, else its PII: ``PII_MARK``)."""
-    if reader is not None and reader.holds(Role.ADMIN):
+    if reads_in_full(reader):
         return value
     return scrub_pii({"key": key, "value": value}, PrivacyNeedles(frozenset(denied)))["value"]
+
+
+def shown_receipt(
+    reader: Actor | None,
+    answer: dict[str, Any],
+    bodies: Iterable[dict[str, Any]],
+    denied: Iterable[str],
+) -> dict[str, Any]:
+    """A receipt answer (a receipt with its signature, or a receipt replay's diff envelope),
+    made from the stored receipt ``bodies``, as ``reader`` (None: anonymous) may see it, with
+    ``redacted`` saying whether anything was replaced.
+
+    In full to an admin. To anyone else each context entry's content as a memory's is shown
+    (`shown_kept`: under a secret's key all of it) and every other text holding PII (a query, a
+    handoff note, a label, any text holding a value kept under a secret's key in these bodies)
+    as ``PII_MARK``; the fields that name things (`RECEIPT_NAMES`) never. The stored bodies, and
+    so their signatures and their verification, are untouched.
+    """
+    if reads_in_full(reader):
+        return {**answer, "redacted": False}
+    needles = PrivacyNeedles(frozenset(denied))
+    for body in bodies:  # a receipt fixes every name but those inside its entries' content
+        for entry in body.get("entries") or []:
+            needles.collect(_kept_entry(entry))
+    found: list[Redaction] = []
+    shown = _scrub_receipt(answer, needles, found)
+    return {**shown, "redacted": bool(found)}
+
+
+RECEIPT_NAMES: Final = frozenset(
+    {"receipt_id", "parent_receipt_id", "original_receipt_id", "replay_receipt_id", "signature"}
+    | {"kind", "mode", "tenant", "view", "memory_id", "key", "rule_id", "action"}
+    | {"context_hash", "bundle_hash", "emitted_at", "captured_at"}
+)
+"""The fields of a receipt answer that name rather than say (ids, enums, a fact's key, hashes,
+stamps, the signature): never rewritten, so a redacted receipt is still found, matched and
+checked by them. (``context_hash`` of a diff envelope holds the two hashes.)"""
+CONTEXT_ENTRY: Final = frozenset({"memory_id", "key", "content"})
+"""The fields that make a dict a context entry (`domain.context_assembly`)."""
+
+
+def _kept_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """A context entry's content as the value it is kept as under its key."""
+    return {"key": entry.get("key"), "value": entry.get("content")}
+
+
+def _scrub_receipt(value: Any, needles: PrivacyNeedles, found: list[Redaction]) -> Any:
+    if isinstance(value, dict):
+        if value.keys() >= CONTEXT_ENTRY:
+            rest = {name: item for name, item in value.items() if name != "content"}
+            content = _scrub(_kept_entry(value), "content", needles, found)["value"]
+            return {**_scrub_receipt(rest, needles, found), "content": content}
+        return {
+            name: item if name in RECEIPT_NAMES else _scrub_receipt(item, needles, found)
+            for name, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_scrub_receipt(item, needles, found) for item in value]
+    return _scrub(value, "", needles, found)
 
 
 def holds_pii(value: Any, needles: PrivacyNeedles) -> bool:

@@ -35,13 +35,17 @@ upper bound whatever the rules are, recorded ones (stored before these checks) i
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 from functools import cache
-from re import _compiler as sre_compile  # type: ignore[attr-defined]  # not in typeshed
-from re import _constants as sre
-from re import _parser as sre_parse
 from typing import Any, Final
+
+# The regular expression engine's own parser and compiler: typeshed describes them only in part,
+# and whether mypy finds ``re._constants`` depended on its cache, so they are typed as Any here.
+sre_compile: Any = importlib.import_module("re._compiler")
+sre: Any = importlib.import_module("re._constants")
+sre_parse: Any = importlib.import_module("re._parser")
 
 _REPEATS = frozenset({sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT})
 _CHARACTERS = frozenset({sre.LITERAL, sre.NOT_LITERAL, sre.IN, sre.ANY, sre.CATEGORY})

@@ -4,7 +4,9 @@ its signed receipt; list, read, verify and replay the tenant's receipts.
 A receipt of another tenant is answered exactly as one that does not exist. A replay that cannot
 be done answers 422 with the seed's own ``unreplayable.*`` code (mapped in ``app``). A context or
 handoff whose receipt the store refuses is still answered 200 (fail-open, seed 001), unsigned and
-with a ``warning``; see `ReceiptService._record`.
+with a ``warning``; see `ReceiptService._record`. Personal data in a receipt (memories kept from
+before memory writes refused it) is shown in full to an admin token only; every other caller gets
+``[REDACTED:pii]`` in its place and ``redacted: true`` (`ReceiptService`).
 """
 
 from __future__ import annotations
@@ -127,14 +129,14 @@ def list_receipts(
 
 @router.get(
     "/v1/receipts/{receipt_id}",
-    summary="a receipt and its signature",
+    summary="a receipt and its signature; personal data in full to admins only",
     response_model=None,
     responses=answers(
         SignedReceipt, NO_RECEIPT, (500, "the stored receipt was altered (INTEGRITY_FAILURE)")
     ),
 )
 def get_receipt(receipt_id: ReceiptIdPath, ctx: Ctx, who: Caller) -> dict[str, Any]:
-    return ctx.reader.receipts.get(receipt_id, who.tenant)
+    return ctx.reader.receipts.get(receipt_id, who.tenant, who.actor)
 
 
 @router.get(

@@ -10,10 +10,10 @@ An admin gets those events in full, and the read is first appended, signed, to t
 tenant's `PersonalDataAccessLog` (if that write fails, nothing is served). Anyone else gets them
 with the personal data replaced by ``[REDACTED:pii]``, as a safe export shows it.
 
-Values kept outside any job (a SEM entry, a tenant's memories) are read the same way
-(`projections.redaction.shown_kept`): in full to an admin, redacted to anyone else. Their writes
-refuse personal data (`domain.sensitive_data.refuse_sensitive`); a store written before may
-still hold some.
+Values kept outside any job (a SEM entry, a tenant's memories, the receipts of contexts assembled
+from them) are read the same way (`projections.redaction.shown_kept`, `shown_receipt`): in full to
+an admin, redacted to anyone else. Their writes refuse personal data
+(`domain.sensitive_data.refuse_sensitive`); a store written before may still hold some.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from domain.governance import Actor, Role
+from domain.governance import Actor
 from domain.personal_data_access import PersonalDataAccessLog
 from infrastructure.application.jobs import JobService
 from infrastructure.application.privacy_rules import PrivacyRules
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.store import LedgerStore
-from projections.redaction import PrivacyNeedles, holds_pii, scrub_pii
+from projections.redaction import PrivacyNeedles, holds_pii, reads_in_full, scrub_pii
 
 HTTP_CHANNEL = "http"
 CLI_CHANNEL = "cli"
@@ -81,7 +81,7 @@ class PersonalDataReads:
             needles.collect(entry["payload"])
         events = [entry for entry in stream if chosen(entry)]
         personal = [e["version"] for e in events if holds_pii(e["payload"], needles)]
-        admin = reader is not None and reader.holds(Role.ADMIN)
+        admin = reads_in_full(reader)
         if personal and admin:
             assert reader is not None
             self._record_read(tenant, reader, job_id, personal, channel)

@@ -8,6 +8,12 @@ Reads for ``verify`` and ``replay`` take a receipt's stored record as it is: if 
 over the record fails (the row was edited in the database), its body is still decoded, untrusted,
 so the caller learns *why* it cannot be trusted (``record_mac_mismatch``, ``invalid_snapshot``)
 instead of a bare integrity failure. Nothing from such a body is ever replayed.
+
+What a reader is shown of a receipt (an emission's answer, a read, a replay's diff) goes through
+one rule, `projections.redaction.shown_receipt`: personal data the memories held when the receipt
+was emitted (a store written before memory writes refused it) in full to an admin only, to anyone
+else ``[REDACTED:pii]``, as a tenant's memories are shown. A receipt is stored, signed, verified
+and replayed as it was emitted; only the answer is redacted.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from domain.context_assembly import (
 from domain.errors import IntegrityFailure, InvalidInput, RefusedWrite, StoreBusyError
 from domain.governance import Actor, require_any
 from domain.job import DEFAULT_TENANT, validate_tenant
-from domain.memories import MemoryLog
+from domain.memories import TENANT_PRIVACY, MemoryLog
 from domain.policy import PolicyBundle, parse_bundle
 from domain.receipt import (
     RECEIPT_ID_PATTERN,
@@ -61,6 +67,7 @@ from infrastructure.storage.records.integrity import verify_stream
 from infrastructure.storage.records.signed_record import UnknownSigningKey, unverified_body
 from infrastructure.storage.store import LedgerStore
 from projections.receipts import receipt_diff
+from projections.redaction import shown_receipt
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +137,9 @@ class ReceiptService:
     def emit(self, assembly: Assembly) -> dict[str, Any]:
         """Assemble a context under the bundle in force now and record its signed receipt.
 
-        The answer is the receipt as `get` answers it: ``{"receipt": body, "signature": hex}``, or,
-        when the receipt cannot be written, the unsigned body with a ``warning`` (see `_record`).
+        The answer is the receipt as `get` answers it to the assembly's caller (to whom the
+        context is handed): ``{"receipt": body, "signature": hex, "redacted": bool}``, or, when
+        the receipt cannot be written, the unsigned body with a ``warning`` (see `_record`).
         """
         validate_tenant(assembly.tenant)
         book = self.policy.bundle_in_force(assembly.tenant)
@@ -144,9 +152,11 @@ class ReceiptService:
             bundle = _loaded(book.bundle_yaml)
         memory_log = self.memories.log(assembly.tenant)
         context = _assembled(memory_log, assembly, bundle)
-        return self._record(
+        emitted = self._record(
             assembly, context, _position(memory_log), MemoryView.CURRENT, snapshot, None, None
         )
+        caller = Actor(assembly.caller.caller_id, assembly.caller.roles)
+        return _shown(caller, emitted, emitted["receipt"])
 
     def _record(
         self,
@@ -241,13 +251,16 @@ class ReceiptService:
         assert isinstance(event, Receipt.Emitted)
         return StoredReceipt(event.body, event.signature)
 
-    def get(self, receipt_id: str, tenant: str) -> dict[str, Any]:
-        """The receipt and its signature; IntegrityFailure if its record does not verify."""
+    def get(self, receipt_id: str, tenant: str, reader: Actor | None) -> dict[str, Any]:
+        """The receipt and its signature as ``reader`` (None: anonymous) may see it (`_shown`);
+        IntegrityFailure if its record does not verify."""
         receipt = self.stored(receipt_id, tenant)
         failure = receipt.failure
         if failure is not None:
             raise IntegrityFailure(failure.stream, 1, f"receipt {receipt_id}: {failure.reason}")
-        return {"receipt": receipt.body, "signature": receipt.signature}
+        return _shown(
+            reader, {"receipt": receipt.body, "signature": receipt.signature}, receipt.body
+        )
 
     def verify(self, receipt_id: str, tenant: str) -> Verdict:
         return self._verdict(self.stored(receipt_id, tenant))
@@ -302,7 +315,8 @@ class ReceiptService:
     def replay(
         self, receipt_id: str, tenant: str, replayed_by: Actor, memory_view: MemoryView
     ) -> dict[str, Any]:
-        """Re-run the receipt's assembly under its frozen bundle; the diff envelope.
+        """Re-run the receipt's assembly under its frozen bundle; the diff envelope, as
+        ``replayed_by`` may see it (`_shown`: the diff is made from the stored receipts).
 
         Unreplayable (with its seed 001 code) when the receipt cannot be replayed. If the replay
         receipt cannot be written, the envelope is still answered (fail-open, seed 001) with a
@@ -338,12 +352,20 @@ class ReceiptService:
             replayed_by,
         )["receipt"]
         written = replay["receipt_id"] is not None
-        return {
+        envelope = {
             "original_receipt_id": receipt_id,
             "replay_receipt_id": replay["receipt_id"],
             # Not written: every original entry is listed as removed (seed 001).
             "diff": receipt_diff(original, replay if written else None),
         }
+        return _shown(replayed_by, envelope, original, replay)
+
+
+def _shown(reader: Actor | None, answer: dict[str, Any], *bodies: dict[str, Any]) -> dict[str, Any]:
+    """``answer``, made from the stored receipt ``bodies``, as ``reader`` may see it: memories
+    are held to the tenant privacy rule (`domain.memories.TENANT_PRIVACY`), and so are the
+    receipts of what they held."""
+    return shown_receipt(reader, answer, bodies, TENANT_PRIVACY.deny_sem_attributes)
 
 
 def _assembled(

@@ -6,7 +6,9 @@ nothing recorded) unless they hold a role the receipt use case lets replay, as o
 A receipt whose stored row was edited fails like any integrity failure (exit 1, ``show``), never
 verifies (exit 1, ``verify``) and cannot be replayed (exit 1, ``unreplayable.invalid_snapshot``).
 If a replay's own receipt cannot be written, the diff is printed anyway and the command succeeds
-(fail-open, seed 001); the ledger logs a warning line on standard error.
+(fail-open, seed 001); the ledger logs a warning line on standard error. ``show`` (as
+``MACE_ACTOR``/``MACE_ROLES``, anonymous when unset) and ``replay`` show personal data in full
+only to an admin, as ``mace memories list`` does.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
 from infrastructure.cli.arguments.receipts import MEMORY_VIEWS
-from infrastructure.cli.common import acting_actor, emit_json
+from infrastructure.cli.common import acting_actor, emit_json, reading_actor
 from projections.receipt_text import diff_lines, receipt_lines
 
 
@@ -43,8 +45,9 @@ def list_receipts(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def show_receipt(args: argparse.Namespace, settings: Settings) -> int:
+    reader = reading_actor(settings)
     with Ledger.open(settings, create=False) as ledger:
-        emitted = ledger.receipts.get(args.receipt_id, args.tenant)
+        emitted = ledger.receipts.get(args.receipt_id, args.tenant, reader)
     if args.json:
         emit_json(emitted)
     else:

@@ -492,7 +492,7 @@ def test_context_is_assembled_for_the_token_caller_under_the_bundle_and_signed(
 ) -> None:
     before = api.position()
     emitted = emit(api, "alice plan email")
-    assert set(emitted) == {"receipt", "signature"}
+    assert set(emitted) == {"receipt", "signature", "redacted"}
     body = emitted["receipt"]
     assert api.position() > before
     assert body["kind"] == "context" and body["mode"] == "live" and body["tenant"] == "acme"
@@ -744,7 +744,7 @@ def test_a_replay_with_nothing_changed_is_an_empty_diff_and_a_linked_receipt(
     response = replay(api, original["receipt_id"], who="council")
     assert response.status_code == 200
     answer = response.json()
-    assert set(answer) == {"original_receipt_id", "replay_receipt_id", "diff"}
+    assert set(answer) == {"original_receipt_id", "replay_receipt_id", "diff", "redacted"}
     assert answer["original_receipt_id"] == original["receipt_id"]
     assert answer["diff"] == {
         "context_hash": {
@@ -947,7 +947,7 @@ def test_a_context_whose_receipt_cannot_be_written_is_still_served_200(
     response = api.post(path, ask)
     assert response.status_code == 200, response.content
     answer = response.json()
-    assert set(answer) == {"receipt", "signature", "warning"}
+    assert set(answer) == {"receipt", "signature", "warning", "redacted"}
     assert (answer["signature"], answer["warning"]) == (None, NOT_WRITTEN)
     served = answer["receipt"]
     assert (served["receipt_id"], served["signature"]) == (None, None)

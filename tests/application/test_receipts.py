@@ -192,7 +192,7 @@ def test_replay_with_nothing_changed_is_an_empty_diff(acme: Ledger) -> None:
         "common": len(original["entries"]),
     }
     assert diff["filters_applied"] == {"added": [], "removed": []}
-    replay = acme.receipts.get(answer["replay_receipt_id"], "acme")["receipt"]
+    replay = acme.receipts.get(answer["replay_receipt_id"], "acme", AUDITOR)["receipt"]
     assert replay["mode"] == "as_of_replay"
     assert replay["parent_receipt_id"] == original["receipt_id"]
     assert replay["policy_snapshot"] == original["policy_snapshot"]
@@ -216,7 +216,7 @@ def test_data_drift_shows_added_and_removed_and_as_emitted_reproduces(acme: Ledg
 
     answer = acme.receipts.replay(rid, "acme", AUDITOR, MemoryView.AS_EMITTED)
     assert answer["diff"]["context_hash"]["changed"] is False
-    replay = acme.receipts.get(answer["replay_receipt_id"], "acme")["receipt"]
+    replay = acme.receipts.get(answer["replay_receipt_id"], "acme", AUDITOR)["receipt"]
     assert replay["entries"] == original["entries"]
     assert replay["filters_applied"] == original["filters_applied"]
     assert replay["memory"] == {"log_position": 5, "view": "as_emitted"}
@@ -296,7 +296,7 @@ def test_an_edited_row_fails_verification_and_is_refused_by_replay(
     assert caught.value.code == "unreplayable.invalid_snapshot"
     assert "record_mac_mismatch" in str(caught.value)
     with pytest.raises(IntegrityFailure, match=f"version 1: receipt {emitted}: MAC mismatch"):
-        acme.receipts.get(emitted, "acme")
+        acme.receipts.get(emitted, "acme", AUDITOR)
     # The receipt index is a read model of verified events: listing fails closed on the record.
     with pytest.raises(IntegrityFailure, match=f"stream {Receipt.id_for(emitted)} version 1"):
         acme.receipts.listing("acme")
@@ -363,7 +363,7 @@ def test_the_refusal_order_is_missing_then_nested_then_invalid(
 def test_a_replay_whose_receipt_cannot_be_written_still_answers(
     acme: Ledger, settings: Settings, emitted: str
 ) -> None:
-    original = acme.receipts.get(emitted, "acme")["receipt"]
+    original = acme.receipts.get(emitted, "acme", AUDITOR)["receipt"]
     refuse_new_receipts(settings)
     answer = acme.receipts.replay(emitted, "acme", AUDITOR, MemoryView.CURRENT)
     assert answer["replay_receipt_id"] is None
@@ -399,7 +399,7 @@ def test_an_assembly_whose_receipt_cannot_be_written_is_served_unsigned(
     before = store_of(acme).recorder.max_notification_id()
 
     answer = acme.receipts.emit(assembly)
-    assert set(answer) == {"receipt", "signature", "warning"}
+    assert set(answer) == {"receipt", "signature", "warning", "redacted"}
     assert (answer["signature"], answer["warning"]) == (None, NOT_WRITTEN)
     served = answer["receipt"]
     assert set(served) == BODY_KEYS
@@ -440,7 +440,7 @@ def test_a_handoff_receipt_replays_as_a_handoff(acme: Ledger) -> None:
     body = emitted["receipt"]
     assert (body["kind"], body["handoff"]) == ("handoff", handoff)
     answer = acme.receipts.replay(body["receipt_id"], "acme", AUDITOR, MemoryView.AS_EMITTED)
-    replay = acme.receipts.get(answer["replay_receipt_id"], "acme")["receipt"]
+    replay = acme.receipts.get(answer["replay_receipt_id"], "acme", AUDITOR)["receipt"]
     assert (replay["kind"], replay["handoff"]) == ("handoff", handoff)
     with pytest.raises(ValueError, match="to_agent: 'billing bot' is not an agent id"):
         handoff_of("billing bot", None, None)
@@ -450,7 +450,7 @@ def test_the_signature_verifies_offline_over_the_canonical_body(acme: Ledger) ->
     emitted = acme.receipts.emit(ask("alice"))
     expected = hmac.new(b"\x11" * 32, canonical_json(emitted["receipt"]), "sha256").hexdigest()
     assert emitted["signature"] == expected
-    assert acme.receipts.get(emitted["receipt"]["receipt_id"], "acme") == emitted
+    assert acme.receipts.get(emitted["receipt"]["receipt_id"], "acme", AUDITOR) == emitted
 
 
 def test_as_emitted_before_any_memory_existed_sees_none(ledger: Ledger) -> None:

@@ -20,12 +20,10 @@ import pytest
 from support.api_support import Api, assert_error
 from support.canaries import API_KEY, CARD, PASSWORD, SSN, TEXT, found
 from support.ledger_fixtures import RawTable, run, store_of
+from support.older_stores import BEFORE_THE_RULES, OLD_SECRET, store_before_the_rules
 
 from domain.errors import InvalidInput
 from domain.governance import Actor, Role
-from domain.memories import MemoryLog
-from domain.policy import MemoryKind
-from domain.sem import SemEntry
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
 from projections.redaction import PII_MARK
@@ -36,7 +34,7 @@ ATTACKS: list[tuple[str, Any, str]] = [
     (KEY, SSN, "value holds what looks like a US social security number"),
     (KEY, {"cards": [CARD]}, "value.cards[0] holds what looks like a payment card number"),
     (KEY, f"my key is {API_KEY}", "value holds what looks like an API key"),
-    ("user/person/alice/api_key", "opensesame", "value holds a value kept under 'api_key'"),
+    ("user/person/alice/api_key", OLD_SECRET, "value holds a value kept under 'api_key'"),
 ]
 """A SEM key, a value with personal data, and the start of the refusal's path and reason."""
 ORDINARY: list[tuple[str, Any]] = [
@@ -53,7 +51,7 @@ def assert_clean_refusal(message: str, expected: str) -> None:
     assert expected in message, message
     assert "\n" not in message.rstrip("\n")
     assert found(message) == {}, f"the refusal quotes a canary: {message}"
-    assert "opensesame" not in message
+    assert OLD_SECRET not in message
 
 
 WRITES: dict[str, Callable[[Ledger, str, Any], object]] = {
@@ -107,30 +105,6 @@ def test_ordinary_facts_still_go_in(ledger: Ledger) -> None:
     assert episode.content == "alice moved to Paris"
 
 
-BEFORE_THE_RULES = [(f"{key}{n}", value) for n, (key, value, _) in enumerate(ATTACKS)]
-"""Each attack under a key of its own (``.../note0`` ... ``.../api_key4``)."""
-
-
-def store_before_the_rules(ledger: Ledger, tenant: str) -> None:
-    """Write SEM entries and memories holding canaries as a store written before the rules holds
-    them (the aggregates themselves, below the use cases' checks)."""
-    log = MemoryLog(tenant=tenant)
-    provenance = {"actor": "olga", "recorded_at": "2026-01-01T00:00:00Z", "origin": None}
-    for n, (key, value) in enumerate(BEFORE_THE_RULES):
-        entry = SemEntry.first_write(tenant, key, value, "cli")
-        log._remembered(  # the event a ledger before the rules wrote, unchecked
-            memory_id=f"mem-{n:032x}",
-            kind=MemoryKind.FACT,
-            key=key,
-            content=value,
-            labels=[],
-            provenance=provenance,
-            supersedes=None,
-        )
-        store_of(ledger).save(entry)
-    store_of(ledger).save(log)
-
-
 def test_values_stored_before_the_rules_are_redacted_for_a_non_admin_cli_reader(
     cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -153,7 +127,7 @@ def test_values_stored_before_the_rules_are_redacted_for_a_non_admin_cli_reader(
             assert code == 0, err
             seen += out + err
         assert found(seen) == {}
-        assert "opensesame" not in seen
+        assert OLD_SECRET not in seen
     assert RawTable(cli_env).every_byte() == before
     monkeypatch.setenv("MACE_ACTOR", "ana")
     monkeypatch.setenv("MACE_ROLES", "admin")
@@ -194,7 +168,7 @@ def test_http_refuses_personal_data_in_memories_and_redacts_older_ones(api: Api)
     for who in ("operator", "auditor"):
         response = api.get("/v1/memories", who)
         assert response.status_code == 200, response.content
-        assert found(response.content) == {} and b"opensesame" not in response.content
+        assert found(response.content) == {} and OLD_SECRET.encode() not in response.content
         assert PII_MARK in response.text
     admin = api.get("/v1/memories", "admin")
     assert set(found(admin.content)) == {PASSWORD, SSN, CARD, API_KEY}

@@ -187,7 +187,7 @@ def test_own_jobs_are_still_verified_whole(
 
 def receipt_lookups(ledger: Ledger, tenant: str) -> dict[str, Callable[[str], object]]:
     return {
-        "get": lambda receipt_id: ledger.receipts.get(receipt_id, tenant),
+        "get": lambda receipt_id: ledger.receipts.get(receipt_id, tenant, None),
         "verify": lambda receipt_id: ledger.receipts.verify(receipt_id, tenant),
         "replay": lambda receipt_id: ledger.receipts.replay(
             receipt_id, tenant, ADMIN, MemoryView.CURRENT
@@ -209,7 +209,7 @@ def test_another_tenants_receipt_id_costs_what_a_free_one_costs(
         free = refused_work(ledger, monkeypatch, partial(look_up, "rct-" + "0" * 32))
         assert free.statements and free.macs == free.decodes == 1, what
         assert refused_work(ledger, monkeypatch, partial(look_up, receipt_id)) == free, what
-    assert ledger.receipts.get(receipt_id, "beta")["signature"] == emitted["signature"]
+    assert ledger.receipts.get(receipt_id, "beta", ADMIN)["signature"] == emitted["signature"]
 
 
 def run_lookups(ledger: Ledger, tenant: str) -> dict[str, Callable[[str], object]]:

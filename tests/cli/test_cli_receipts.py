@@ -136,7 +136,7 @@ def acme(cli_env: Settings, monkeypatch: pytest.MonkeyPatch) -> Acme:
 
 
 def emit(capsys: pytest.CaptureFixture[str], query: str, *argv: str) -> dict[str, Any]:
-    """``mace context QUERY --json`` for acme: ``{"receipt", "signature"}``."""
+    """``mace context QUERY --json`` for acme: ``{"receipt", "signature", "redacted"}``."""
     emitted = ok_json(capsys, "context", query, *ACME, *argv)
     assert isinstance(emitted, dict)
     return emitted
@@ -323,7 +323,7 @@ def test_context_json_is_the_signed_receipt_for_the_acting_caller(
     acme: Acme, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     emitted = emit(capsys, "alice plan email", "--max-entries", "2")
-    assert set(emitted) == {"receipt", "signature"}
+    assert set(emitted) == {"receipt", "signature", "redacted"}
     body = emitted["receipt"]
     assert set(body) == BODY_KEYS
     assert (body["kind"], body["mode"], body["tenant"], body["parent_receipt_id"]) == (
@@ -618,6 +618,7 @@ def test_replay_shows_data_drift_and_as_emitted_reproduces_the_context_hash(
             "selected_entries": {"added": [], "removed": [], "common": len(original["entries"])},
             "filters_applied": {"added": [], "removed": []},
         },
+        "redacted": False,
     }
     replay = ok_json(capsys, "receipts", "show", answer["replay_receipt_id"], *ACME)["receipt"]
     assert replay["context_hash"] == original_hash

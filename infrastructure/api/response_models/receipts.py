@@ -52,7 +52,10 @@ class ContextEntry(ResponseModel):
     memory_id: str
     kind: MemoryKind
     key: str | None
-    content: JsonValue = Field(description="[REDACTED] when a rule redacted it")
+    content: JsonValue = Field(
+        description="[REDACTED] when a rule redacted it; [REDACTED:pii] where it holds personal"
+        " data and the caller is no admin"
+    )
     labels: list[str]
     redacted: bool
     score: int
@@ -102,9 +105,16 @@ class ReceiptBody(ResponseModel):
     signature: SignatureNamed | None = Field(description="null: unsigned, not written")
 
 
+REDACTED_FOR_READER = (
+    "true: personal data was replaced by [REDACTED:pii] for this caller (not an admin); the"
+    " signature is over the stored receipt, which /verify checks"
+)
+
+
 class SignedReceipt(ResponseModel):
     receipt: ReceiptBody
     signature: str | None = Field(description="hex HMAC-SHA256 of the body; null: not written")
+    redacted: bool = Field(description=REDACTED_FOR_READER)
 
 
 class AssembledReceipt(SignedReceipt):
@@ -172,3 +182,4 @@ class ReceiptReplayed(ResponseModel):
     original_receipt_id: str
     replay_receipt_id: str | None = Field(description="null: the replay receipt was not written")
     diff: ReceiptDiff
+    redacted: bool = Field(description=REDACTED_FOR_READER)
