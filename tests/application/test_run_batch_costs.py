@@ -60,8 +60,11 @@ def statements(ledger: Ledger) -> Iterator[list[Statement]]:
 
 
 def open_run(ledger: Ledger, run_id: str, held: int) -> None:
-    """A run holding ``held`` events, sent as one batch."""
-    ledger.run_uploads.open(RunStarted(seed=7, input="hi", job_id=run_id), DEFAULT_TENANT)
+    """A run holding ``held`` events, sent as one batch; it declares the default snapshots, its
+    privacy rules among them, as an emitter's run does."""
+    ids = ledger.snapshots.default_ids()
+    started = RunStarted(seed=7, input="hi", job_id=run_id, snapshot_ids=ids)
+    ledger.run_uploads.open(started, DEFAULT_TENANT)
     ledger.run_uploads.append(run_id, DEFAULT_TENANT, batch(0, held))
 
 
@@ -92,5 +95,6 @@ def test_a_batch_sends_the_store_the_same_statements_whatever_its_size(ledger: L
         with statements(ledger) as seen:
             ledger.run_uploads.append(run_id, DEFAULT_TENANT, batch(size, size))
         sent[size] = seen
-    # One read of the run, one insert of one row (the batch is one event of the run), one commit.
+    # One read of the run, one insert of one row (the batch is one event of the run), one commit;
+    # the run's privacy rules, an immutable snapshot, were read and verified once by this process.
     assert sent[10] == sent[100] == [("select_events", 1), ("insert_events_with", 1)]
