@@ -25,7 +25,14 @@ from pydantic import ValidationError
 from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id
 from domain.errors import ConflictError, NotFoundError, StoreBusyError
-from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
+from domain.events import (
+    EMITTED_TYPES,
+    INGEST_LINE,
+    READ_BACK,
+    RunCompleted,
+    RunEvent,
+    RunStarted,
+)
 from domain.governance import Actor, Role, require_any
 from domain.run_draft import BatchOutcome, RunDraft, RunDraftError, held_out_of_place
 from domain.tool_boundary import ToolBoundaryError
@@ -180,7 +187,9 @@ class RunUploads:
                 return [again]
 
             try:
-                log = self.runs.record(started, events, completed, tenant, completed_draft)
+                log = self.runs.record(
+                    started, events, completed, tenant, completed_draft, sizes=draft.sizes
+                )
                 return log, sent
             except ToolBoundaryError as bad:  # held since before the pairing was checked
                 raise RunDraftError(held_out_of_place(run_id, bad.position, str(bad))) from None
@@ -231,6 +240,6 @@ def _held_events(run_id: str, contents: Sequence[dict[str, Any]]) -> list[RunEve
 
 
 def _emitted(content: dict[str, Any]) -> RunEvent:
-    event: RunEvent = INGEST_LINE.validate_python(content)
+    event: RunEvent = INGEST_LINE.validate_python(content, context={READ_BACK: True})
     assert isinstance(event, EMITTED_TYPES)
     return event

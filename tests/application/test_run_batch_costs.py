@@ -98,3 +98,19 @@ def test_a_batch_sends_the_store_the_same_statements_whatever_its_size(ledger: L
     # One read of the run, one insert of one row (the batch is one event of the run), one commit;
     # the run's privacy rules, an immutable snapshot, were read and verified once by this process.
     assert sent[10] == sent[100] == [("select_events", 1), ("insert_events_with", 1)]
+
+
+def test_completing_a_run_encodes_its_held_events_no_more_than_the_job_records_them(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held events are read back from the ledger's own verified canonical bytes: neither
+    their validation nor the run's limits encode them again (each did, before: four encodings
+    an event). What is left is the job's own: its record and the signed bytes stored."""
+    made: dict[int, int] = {}
+    for held in (10, 110):
+        run_id = f"r-{held}"
+        open_run(ledger, run_id, held)
+        with encodings(monkeypatch) as count:
+            ledger.run_uploads.complete(run_id, DEFAULT_TENANT, "done")
+        made[held] = count[0]
+    assert made[110] - made[10] <= 2 * 100
