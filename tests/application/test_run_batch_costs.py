@@ -8,15 +8,12 @@ to its byte limit (batch k of a run paid for the k - 1 before it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from contextlib import AbstractContextManager
 
 import pytest
 from support.encoding_counts import encodings
-from support.ledger_fixtures import store_of
+from support.recorder_calls import recorder_calls
 
-from domain.checkpoint import CHECKPOINT_STREAM
 from domain.events import RunEvent, RunStarted, StageTransition
 from domain.job import DEFAULT_TENANT
 from infrastructure.application.ledger import Ledger
@@ -31,32 +28,13 @@ def batch(first: int, count: int) -> Batch:
 Statement = tuple[str, int]
 
 
-@contextmanager
-def statements(ledger: Ledger) -> Iterator[list[Statement]]:
+def statements(ledger: Ledger) -> AbstractContextManager[list[Statement]]:
     """Every read or write of the events table while the block runs: the recorder method and how
-    many streams or rows it was sent. The newest checkpoint is read now and then, whatever is
-    done (`HeadCheck` keeps it a while): those reads are left out."""
-    recorder = store_of(ledger).recorder
+    many streams or rows it was sent (a read names one stream; a write, its rows)."""
     names = ("select_events", "select_streams", "insert_events_with")
-    originals = {name: getattr(recorder, name) for name in names}
-    sent: list[Statement] = []
-
-    def probe(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            if args[0] != CHECKPOINT_STREAM:
-                # A read names one stream; a write, its rows (chunked by the recorder, if ever).
-                sent.append((name, 1 if name == "select_events" else len(args[0])))
-            return original(*args, **kwargs)
-
-        return counted
-
-    for name, original in originals.items():
-        setattr(recorder, name, probe(name, original))
-    try:
-        yield sent
-    finally:
-        for name, original in originals.items():
-            setattr(recorder, name, original)
+    return recorder_calls(
+        ledger, names, lambda name, args, _: (name, 1 if name == "select_events" else len(args[0]))
+    )
 
 
 def open_run(ledger: Ledger, run_id: str, held: int) -> None:

@@ -9,15 +9,14 @@ held against proven heads as users' reads are.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
 
 import pytest
-from support.ledger_fixtures import store_of
+from support.recorder_calls import recorder_calls
 
-from domain.checkpoint import CHECKPOINT_STREAM
 from domain.context_assembly import ContextCaller, ContextRequest
 from domain.errors import NotFoundError
 from domain.receipt import ReceiptKind
@@ -27,31 +26,13 @@ from infrastructure.application.receipts import Assembly
 Statement = tuple[str, tuple[tuple[str, Any], ...]]
 
 
-@contextmanager
-def statements(ledger: Ledger) -> Iterator[list[Statement]]:
-    """Every read of a stream the events table is sent while the block runs: method and options.
-
-    The newest checkpoint is read now and then, whatever is looked up (`HeadCheck` keeps it a
-    while): those reads are not the lookup's, and left out."""
-    recorder = store_of(ledger).recorder
-    sent: list[Statement] = []
-    originals = {name: getattr(recorder, name) for name in ("select_events", "select_streams")}
-
-    def probe(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            if args[0] != CHECKPOINT_STREAM:
-                sent.append((name, tuple(sorted(kwargs.items()))))
-            return original(*args, **kwargs)
-
-        return counted
-
-    for name, original in originals.items():
-        setattr(recorder, name, probe(name, original))
-    try:
-        yield sent
-    finally:
-        for name, original in originals.items():
-            setattr(recorder, name, original)
+def statements(ledger: Ledger) -> AbstractContextManager[list[Statement]]:
+    """Every read of a stream the events table is sent while the block runs: method and options
+    (the newest checkpoint's reads, which are not the lookup's, left out)."""
+    names = ("select_events", "select_streams")
+    return recorder_calls(
+        ledger, names, lambda name, _, kwargs: (name, tuple(sorted(kwargs.items())))
+    )
 
 
 def refused_reads(ledger: Ledger, look_up: Callable[[], object]) -> list[Statement]:
