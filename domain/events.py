@@ -33,6 +33,10 @@ from domain.tool_boundary import contradicted_status
 
 RECORDED = "recorded"
 """Validation context of a fact decoded from a job's stored, verified record (`decode_recorded`)."""
+READ_BACK = "read_back"
+"""Validation context of content read back from the ledger's own canonical, verified bytes (a
+run's held events): held to every rule of an event sent now but the canonical encoding check,
+which those bytes already passed."""
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
@@ -51,7 +55,8 @@ class RunEvent(BaseModel):
     @model_validator(mode="after")
     def _canonical(self, info: ValidationInfo) -> RunEvent:
         # A recorded fact was canonical JSON when it was signed and stored: checked then.
-        if not (info.context or {}).get(RECORDED):
+        context = info.context or {}
+        if not (context.get(RECORDED) or context.get(READ_BACK)):
             canonical_json(self.model_dump(mode="python"))
         return self
 

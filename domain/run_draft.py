@@ -15,14 +15,14 @@ becomes a job, so it is never replayed and never vouches for anything.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
-from domain.canonical import digest
+from domain.canonical import canonical_json, digest, sha256_hex
 from domain.errors import InvalidInput
 from domain.job import validate_tenant
 from domain.memories import check_reason
@@ -30,6 +30,7 @@ from domain.naming import tenant_scoped
 from domain.tool_boundary import ToolBoundaryError, tool_boundary_problem, tool_steps
 
 CLIENT_EVENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+SizeCheck = Callable[[Sequence[int], int], None]
 
 
 class RunDraftError(InvalidInput):
@@ -55,14 +56,21 @@ class RunDraft(MaceAggregate):
         started: dict[str, Any]
 
     class BatchAppended(MaceAggregate.Event):
-        # Version 1 held each event without its content digest: every load recomputed them all.
-        class_version: ClassVar[int] = 2
+        # Version 1 held each event without its content digest, version 2 without its size
+        # (canonical bytes): every load recomputed them all, and every batch encoded every event
+        # the run held again to hold the run to its byte limit.
+        class_version: ClassVar[int] = 3
         events: list[dict[str, Any]]
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             for item in state["events"]:
                 item["digest"] = digest(item["event"])
+
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            for item in state["events"]:
+                item["size"] = len(canonical_json(item["event"]))
 
     class Completed(MaceAggregate.Event):
         final_output_digest: str
@@ -85,6 +93,8 @@ class RunDraft(MaceAggregate):
         self.tenant = validate_tenant(tenant)
         self.started = started
         self.events: list[dict[str, Any]] = []
+        self.sizes: list[int] = []
+        """Each held event's size: the length of its canonical JSON, as the run limits count."""
         self.digests: dict[str, str] = {}
         self.final_output_digest: str | None = None
         self.abandoned_by: dict[str, Any] | None = None
@@ -104,10 +114,14 @@ class RunDraft(MaceAggregate):
     def start_digest(self) -> str:
         return digest(self.started)
 
-    def append(self, batch: list[tuple[str, dict[str, Any]]]) -> BatchOutcome:
+    def append(
+        self, batch: list[tuple[str, dict[str, Any]]], check_sizes: SizeCheck = lambda *_: None
+    ) -> BatchOutcome:
         """Take the ``(event_id, event)`` pairs not held yet; re-sent ones are skipped.
 
         A completed run takes none, but answers a batch it holds whole as all duplicates.
+        ``check_sizes`` is given the sizes the run would hold and how many of them are new, and
+        raises to refuse them, before anything is taken.
         """
         fresh: list[dict[str, Any]] = []
         sent_at: list[int] = []  # each fresh event's position in the batch
@@ -116,11 +130,13 @@ class RunDraft(MaceAggregate):
             if not CLIENT_EVENT_ID_PATTERN.fullmatch(event_id):
                 msg = f"events[{position}].event_id {event_id!r}: expected 1-128 characters of"
                 raise RunDraftError(f"{msg} letters, digits and . _ : -")
-            content_digest = digest(content)
+            encoded = canonical_json(content)  # once: its digest and its size
+            content_digest = sha256_hex(encoded)
             held = self.digests.get(event_id, seen.get(event_id))
             if held is None:
                 seen[event_id] = content_digest
-                fresh.append({"event_id": event_id, "event": content, "digest": content_digest})
+                item = {"event_id": event_id, "event": content, "digest": content_digest}
+                fresh.append({**item, "size": len(encoded)})
                 sent_at.append(position)
             elif held != content_digest:
                 msg = f"events[{position}].event_id {event_id!r} was sent before with other content"
@@ -142,6 +158,7 @@ class RunDraft(MaceAggregate):
                 raise RunDraftError(held_out_of_place(self.run_id, position, message))
             raise ToolBoundaryError(sent_at[position - len(self.events)], message)
         if fresh:
+            check_sizes([*self.sizes, *(item["size"] for item in fresh)], len(fresh))
             self._appended(events=fresh)
         return BatchOutcome(len(fresh), len(batch) - len(fresh), len(self.events))
 
@@ -149,6 +166,7 @@ class RunDraft(MaceAggregate):
     def _appended(self, events: list[dict[str, Any]]) -> None:
         for item in events:
             self.events.append(item["event"])
+            self.sizes.append(item["size"])
             self.digests[item["event_id"]] = item["digest"]
 
     def complete(self, final_output: Any) -> bool:

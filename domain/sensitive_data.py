@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final
 
 from domain.errors import InvalidInput
@@ -119,6 +120,13 @@ def refuse_sensitive(value: Any, denied: Iterable[str]) -> None:
 
 def sensitive_name(name: str, denied: Iterable[str] = ()) -> str | None:
     """What makes ``name`` (a field or SEM attribute) a secret's name, or None."""
+    return _sensitive_name(name, tuple(denied))
+
+
+@lru_cache(maxsize=4096)
+def _sensitive_name(name: str, denied: tuple[str, ...]) -> str | None:
+    # Memoised: a run's events repeat the same few field names thousands of times, and this
+    # word-by-word test was most of the time a batch of events took to be taken in.
     words: list[str] = [w.lower() for w in _WORD.findall(name)]
     if not words:
         return None

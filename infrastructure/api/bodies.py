@@ -58,12 +58,19 @@ class Body(BaseModel):
         return self
 
 
-class BatchItem(Body):
+class _Batch(BaseModel):
+    # Not a `Body`: each event's own validation already refuses what has no canonical encoding
+    # (`RunEvent`), and an id is a plain pattern-checked string, so encoding every item and then
+    # the whole batch once more would check the same bytes twice.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class BatchItem(_Batch):
     event_id: ClientEventId = Field(description="the emitter's id: a re-sent event is skipped")
     event: EmittedEvent
 
 
-class EventBatch(Body):
+class EventBatch(_Batch):
     events: list[BatchItem] = Field(min_length=1)
 
 

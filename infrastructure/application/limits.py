@@ -19,7 +19,6 @@ from typing import IO, Any, Final
 
 from domain.canonical import canonical_json
 from domain.errors import InvalidInput
-from domain.events import RunEvent
 from domain.run_draft import RunTooLarge
 from infrastructure.storage.settings import Settings
 
@@ -70,10 +69,17 @@ class InputLimits:
                 msg = f"{run} holds more than {self.run_bytes} bytes of events (MACE_MAX_RUN_BYTES)"
                 raise RunTooLarge(msg)
 
-    def check_emitted(self, run: str, held: int, event: RunEvent) -> None:
-        """One more event for a run that holds ``held``: the number, and the event's size."""
-        self._check_count(run, held + 1)
-        self._size(f"{run} event {held}", event.model_dump(mode="json"))
+    def check_added(self, run: str, sizes: Sequence[int], added: int) -> None:
+        """A run's events once a batch is added, by their sizes as the run holds them (the last
+        ``added`` are the batch's): how many, each added one's size, their sum. Nothing is
+        encoded again: a run being sent is held to its limits batch by batch for the price of
+        the batch alone."""
+        self._check_count(run, len(sizes))
+        for position in range(len(sizes) - added, len(sizes)):
+            self._check_size(f"{run} event {position}", sizes[position])
+        if sum(sizes) > self.run_bytes:
+            msg = f"{run} holds more than {self.run_bytes} bytes of events (MACE_MAX_RUN_BYTES)"
+            raise RunTooLarge(msg)
 
     def check_final_output(self, run: str, final_output: Any) -> None:
         self._size(f"{run} final_output", final_output)
@@ -85,7 +91,9 @@ class InputLimits:
 
     def _size(self, where: str, value: Any) -> int:
         """The canonical JSON size of ``value``: one event or one output, at most a body's."""
-        size = len(canonical_json(value))
+        return self._check_size(where, len(canonical_json(value)))
+
+    def _check_size(self, where: str, size: int) -> int:
         if size > self.body_bytes:
             msg = f"{where}: {size} bytes, at most {self.body_bytes} (MACE_MAX_BODY_BYTES)"
             raise RunTooLarge(msg)

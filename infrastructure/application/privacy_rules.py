@@ -16,6 +16,7 @@ records such a value as ``null`` or masked. ``mace ingest``, the HTTP run upload
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from domain.errors import NotFoundError
 from domain.events import RunCompleted, RunEvent, RunStarted
@@ -36,20 +37,36 @@ class ClearPrivateValue(ValueError):
         self.path = path
 
 
+KEPT_POLICIES: Final = 256
+"""The most privacy snapshots' rules a process keeps parsed (a store holds a handful)."""
+
+
 class PrivacyRules:
     def __init__(self, snapshots: SnapshotService) -> None:
         self.snapshots = snapshots
+        self._kept: dict[str, PrivacyPolicy] = {}
 
     def of(self, snapshot_ids: dict[str, str]) -> PrivacyPolicy:
-        """The rules of a job or run declaring ``snapshot_ids`` (by kind name)."""
+        """The rules of a job or run declaring ``snapshot_ids`` (by kind name).
+
+        A stored snapshot's rules are read, verified and parsed once by this process: a snapshot
+        is named by its content's digest, so what an id names never changes (every batch of a
+        run read and verified its rules again). A snapshot not (yet) stored, or not usable, is
+        not kept: the default applies until it is stored."""
         snapshot_id = snapshot_ids.get(SnapshotKind.PRIVACY.value)
         if snapshot_id is None:
             return DEFAULT_PRIVACY
+        kept = self._kept.get(snapshot_id)
+        if kept is not None:
+            return kept
         try:
             policy = parse_config(SnapshotKind.PRIVACY, self.snapshots.get(snapshot_id).payload)
         except (NotFoundError, ValueError):
             return DEFAULT_PRIVACY
         assert isinstance(policy, PrivacyPolicy)
+        if len(self._kept) >= KEPT_POLICIES:
+            self._kept.clear()
+        self._kept[snapshot_id] = policy
         return policy
 
     def refuse_clear_private_values(

@@ -16,6 +16,7 @@ an operator lists open runs (`read_model_sync`) and abandons them (`abandon`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from eventsourcing.persistence import IntegrityError, RecordConflictError
@@ -24,7 +25,14 @@ from pydantic import ValidationError
 from domain.aggregate import MaceAggregate
 from domain.determinism import derive_id
 from domain.errors import ConflictError, IntegrityFailure, StoreBusyError
-from domain.events import EMITTED_TYPES, INGEST_LINE, RunCompleted, RunEvent, RunStarted
+from domain.events import (
+    EMITTED_TYPES,
+    INGEST_LINE,
+    READ_BACK,
+    RunCompleted,
+    RunEvent,
+    RunStarted,
+)
 from domain.governance import Actor, Role, require_any
 from domain.job import DEFAULT_TENANT
 from domain.run_draft import BatchOutcome, RunDraft, RunDraftError, held_out_of_place
@@ -125,18 +133,17 @@ class RunUploads:
         return self._append(run_id, tenant, batch, limits, None)[0]
 
     def extend(self, draft: RunDraft, batch: Sequence[tuple[str, RunEvent]]) -> RunDraft:
-        """`append` to a run whose draft the caller holds as last saved (a recorder's own run):
-        nothing is read unless another writer (an operator abandoning it) moved it since.
-        Returns the draft as it now stands. The caller holds each event to the limits as it
-        emits it (`InputLimits.check_emitted`); the run's total is held to them at completion."""
-        return self._append(draft.run_id, draft.tenant, batch, None, draft)[1]
+        """`append` to a run whose draft the caller holds as last saved (a recorder's own run),
+        held to the ledger's limits: nothing is read unless another writer (an operator
+        abandoning it) moved it since. Returns the draft as it now stands."""
+        return self._append(draft.run_id, draft.tenant, batch, self.runs.limits, draft)[1]
 
     def _append(
         self,
         run_id: str,
         tenant: str,
         batch: Sequence[tuple[str, RunEvent]],
-        limits: InputLimits | None,
+        limits: InputLimits,
         held: RunDraft | None,
     ) -> tuple[BatchOutcome, RunDraft]:
         pairs = [(event_id, event.model_dump(mode="json")) for event_id, event in batch]
@@ -146,9 +153,7 @@ class RunUploads:
             draft = unread.pop() if unread else self.get(run_id, tenant)
             declared = RunStarted.model_validate(draft.started).declared_ids
             self.runs.privacy.refuse_clear_private_values(declared, [event for _, event in batch])
-            outcome = draft.append(pairs)
-            if limits is not None:
-                limits.check_events(f"run {run_id}", draft.events)
+            outcome = draft.append(pairs, partial(limits.check_added, f"run {run_id}"))
             self.store.save(draft)
             return outcome, draft
 
@@ -184,7 +189,9 @@ class RunUploads:
                 return [again]
 
             try:
-                log = self.runs.record(started, events, completed, tenant, completed_draft)
+                log = self.runs.record(
+                    started, events, completed, tenant, completed_draft, sizes=draft.sizes
+                )
                 return log, sent
             except ToolBoundaryError as bad:  # held since before the pairing was checked
                 raise RunDraftError(held_out_of_place(run_id, bad.position, str(bad))) from None
@@ -252,6 +259,6 @@ def _held_events(run_id: str, contents: Sequence[dict[str, Any]]) -> list[RunEve
 
 
 def _emitted(content: dict[str, Any]) -> RunEvent:
-    event: RunEvent = INGEST_LINE.validate_python(content)
+    event: RunEvent = INGEST_LINE.validate_python(content, context={READ_BACK: True})
     assert isinstance(event, EMITTED_TYPES)
     return event

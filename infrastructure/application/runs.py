@@ -55,6 +55,8 @@ class RunService:
         completed: RunCompleted,
         tenant: str = DEFAULT_TENANT,
         alongside: Callable[[str], Sequence[MaceAggregate]] = lambda job_id: (),
+        *,
+        sizes: Sequence[int] | None = None,
     ) -> ReflectiveLog:
         """Record a run produced elsewhere (start, events, completion) as one sealed job.
 
@@ -68,10 +70,15 @@ class RunService:
 
         ``alongside`` makes, afresh for each attempt and given the job's id, aggregates to save
         in the job's own transaction (a run draft marked complete, the run's content index).
+        ``sizes``: each event's canonical size, when the caller holds them (a run sent in
+        batches keeps them): the limits then count them instead of encoding every event again.
         """
         validate_tenant(tenant)
         run = "run" if started.job_id is None else f"run {started.job_id}"
-        self.limits.check_events(run, [event.model_dump(mode="json") for event in events])
+        if sizes is None:
+            self.limits.check_events(run, [event.model_dump(mode="json") for event in events])
+        else:
+            self.limits.check_added(run, sizes, len(sizes))
         self.limits.check_final_output(run, completed.final_output)
         check_tool_boundary(tool_steps(events))
         capture = CaptureMode(started.capture_mode)

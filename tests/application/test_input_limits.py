@@ -156,3 +156,19 @@ def test_mace_sem_put_refuses_a_key_of_100000_characters_in_one_line(
     with Ledger.open(cli_env, create=False) as ledger:
         assert head(ledger) == before
     assert run(capsys, "sem", "put", "user/person/ana/favorite_color", '"blue"')[0] == 0
+
+
+def test_a_run_recorder_refuses_the_event_that_takes_the_run_past_its_byte_limit(
+    limited: Ledger,
+) -> None:
+    """As an HTTP batch is: at the event that crosses the limit, not only once the run is
+    complete (each event is held to the limits by the size it was encoded at, once)."""
+    recorder = RunRecorder(limited.run_uploads, RunStarted(seed=7, input="hi", job_id="r2"))
+    for _ in range(4):
+        recorder.emit(ErrorEvent(code="E", message="m" * 900))
+    emitted = head(limited)
+    with pytest.raises(RunTooLarge) as crossing:
+        recorder.emit(ErrorEvent(code="E", message="m" * 900))
+    assert_too_large(crossing, "run r2 holds more than 4096 bytes of events (MACE_MAX_RUN_BYTES)")
+    assert head(limited) == emitted
+    assert len(limited.run_uploads.get(recorder.run_id, DEFAULT_TENANT).events) == 4
