@@ -16,7 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import DomainEventProtocol
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import IntegrityError, RecordConflictError, StoredEvent
 
 from domain.aggregate import MaceAggregate
 from domain.capture import apply_capture, chosen_capture
@@ -227,8 +227,9 @@ class JobService:
         one moved on since (`LedgerStore.save_unmoved`).
         """
         # A derived id was found free in this same attempt (`id_for`): a writer that took it
-        # since makes the insert conflict, and `racing` decides again.
-        if not derived and self.exists(job.job_id, tenant=job.tenant):
+        # since makes the insert conflict, and `racing` decides again. A named one is taken
+        # when the insert conflicts on the stream's unique key (`_claimed_before`).
+        if not derived and self._claimed_before(job):
             raise ConflictError(f"job {job.job_id} already exists")
         if stored is None:
             stored = self.snapshots.stored_ids(job.snapshot_ids.values())
@@ -238,8 +239,28 @@ class JobService:
         events = list(job.collect_events())
         signed = self.store.verifying_store.signed_mapper.sign_ahead(events)
         witness = _sealed(job, [record_mac(record.state) for record in signed])
-        self.store.save_unmoved(*events, job, witness, *with_job, read=unmoved or {})
+        try:
+            self.store.save_unmoved(*events, job, witness, *with_job, read=unmoved or {})
+        except (IntegrityError, RecordConflictError):
+            if not derived and self.exists(job.job_id, tenant=job.tenant):
+                raise ConflictError(f"job {job.job_id} already exists") from None
+            raise  # another stream of the write moved on: `racing` decides again
         return ReflectiveLog.of(job)
+
+    def _claimed_before(self, job: Job) -> bool:
+        """Whether a job the tenant holds already has ``job``'s named id, where the insert's
+        unique key cannot say so itself, read before the write.
+
+        The default tenant's job stream is named by the id alone, so its unique key decides,
+        but for a stream the newest checkpoint counts: one deleted below it would take the
+        insert, so it is read (the head check fails it closed; `HeadCheck`). Another tenant's id
+        may also name a stream recorded before ids were scoped by tenant, which no key of the
+        new stream covers: read as before."""
+        if tenant_scoped(job.tenant, job.job_id) == job.job_id and not self.store.checkpointed(
+            [job.id]
+        ):
+            return False
+        return self.exists(job.job_id, tenant=job.tenant)
 
     # Reading jobs back
 
