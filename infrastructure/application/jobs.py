@@ -47,7 +47,7 @@ from infrastructure.storage.store import LedgerStore
 from projections.reflective_log import ReflectiveLog, complete_job
 from projections.refused_input import recorded_input
 from projections.replay_sem import versions_met
-from projections.stage0_runtime import run_stage0
+from projections.stage0_runtime import Stage0Run, run_stage0
 
 
 @dataclass(frozen=True)
@@ -137,14 +137,22 @@ class JobService:
         memory = self.sem.of(tenant)
         # Run in full_io unless asked: every mode can be had from that by dropping content.
         running = capture_mode or CaptureMode.FULL_IO
-        # A value the privacy policy refuses is recorded only as its mark: the job runs over that.
-        text = recorded_input(text, seed, user, snapshots, memory, running, self.refusal_mark)
 
         def attempt() -> ReflectiveLog:
-            this_id = self.id_for(job_id, seed, text, tenant)
-            run = run_stage0(this_id, seed, text, user, snapshots, memory, running)
+            this_id = ""
+
+            def run_over(job_input: str) -> Stage0Run:
+                nonlocal this_id
+                this_id = self.id_for(job_id, seed, job_input, tenant)
+                return run_stage0(this_id, seed, job_input, user, snapshots, memory, running)
+
+            # A value the privacy policy refuses is recorded only as its mark: the job runs
+            # over that (again, only when the policy refused something).
+            job_input, run = recorded_input(text, run_over, self.refusal_mark)
             mode, why = chosen_capture(capture_mode, run.events)
-            job = Job.start(this_id, seed, text, ids, mode, tenant, job_id_derived=job_id is None)
+            job = Job.start(
+                this_id, seed, job_input, ids, mode, tenant, job_id_derived=job_id is None
+            )
             for event in run.events:
                 kept = event if mode is running else apply_capture(event, mode)
                 job.record(kept.EVENT_TYPE, kept.payload())
