@@ -44,7 +44,7 @@ from infrastructure.application.tenancy import holds, require_holder
 from infrastructure.storage.records.integrity import SealFacts, check_witness, verify_stream
 from infrastructure.storage.records.signed_record import VerifiedRecord, mac_digest, record_mac
 from infrastructure.storage.store import LedgerStore
-from projections.reflective_log import ReflectiveLog, complete_job
+from projections.reflective_log import RanAsRecorded, ReflectiveLog, complete_job
 from projections.refused_input import recorded_input
 from projections.replay_sem import versions_met
 from projections.stage0_runtime import Stage0Run, run_stage0
@@ -153,9 +153,9 @@ class JobService:
             job = Job.start(
                 this_id, seed, job_input, ids, mode, tenant, job_id_derived=job_id is None
             )
-            for event in run.events:
-                kept = event if mode is running else apply_capture(event, mode)
-                job.record(kept.EVENT_TYPE, kept.payload())
+            kept = [e if mode is running else apply_capture(e, mode) for e in run.events]
+            for event in kept:
+                job.record(event.EVENT_TYPE, event.payload())
             configs = (snapshots.selfrep, snapshots.brainstate, snapshots.governance)
             # Another writer may have stored a default since: recheck, or the retry conflicts too.
             if unstored:
@@ -170,6 +170,8 @@ class JobService:
             # The keys the job only read must still be as it read them when it commits, so
             # that the log holds just before the job what the job met (`replay_sem`).
             read = {SemEntry.id_in(tenant, key): v for key, v in run.sem_reads.items()}
+            assert run.brainstate_after is not None  # every run of an iteration folds it
+            ran = RanAsRecorded(kept, run.brainstate_after)
             log = self.commit(
                 job,
                 run.final_output,
@@ -178,6 +180,7 @@ class JobService:
                 present,
                 derived=job_id is None,
                 unmoved=read,
+                ran=ran,
             )
             return replace(log, capture_why=why)
 
@@ -223,6 +226,7 @@ class JobService:
         derived: bool = False,
         held_bundles: Set[str] = frozenset(),
         unmoved: Mapping[UUID, int] | None = None,
+        ran: RanAsRecorded | None = None,
     ) -> ReflectiveLog:
         """Close, seal and store a job built in memory, all in one transaction.
 
@@ -232,7 +236,8 @@ class JobService:
         ``derived``: the id was derived (`id_for`), not named by the caller, and found free.
         ``held_bundles``: the policy bundles the ledger holds that the job's events name.
         ``unmoved``: streams the job read, each at the version read: the transaction conflicts if
-        one moved on since (`LedgerStore.save_unmoved`).
+        one moved on since (`LedgerStore.save_unmoved`). ``ran``: the job's facts as a live run
+        here made them (`complete_job`).
         """
         # A derived id was found free in this same attempt (`id_for`): a writer that took it
         # since makes the insert conflict, and `racing` decides again. A named one is taken
@@ -242,7 +247,7 @@ class JobService:
         if stored is None:
             stored = self.snapshots.stored_ids(job.snapshot_ids.values())
         stored |= {s.snapshot_id for s in with_job if isinstance(s, Snapshot)}
-        completion = complete_job(job, final_output, stored, *configs, held_bundles)
+        completion = complete_job(job, final_output, stored, *configs, held_bundles, ran)
         job.record(JobCompleted.EVENT_TYPE, completion.payload())
         events = list(job.collect_events())
         signed = self.store.verifying_store.signed_mapper.sign_ahead(events)
@@ -253,7 +258,7 @@ class JobService:
             if not derived and self.exists(job.job_id, tenant=job.tenant):
                 raise ConflictError(f"job {job.job_id} already exists") from None
             raise  # another stream of the write moved on: `racing` decides again
-        return ReflectiveLog.of(job)
+        return ReflectiveLog.of(job, None if ran is None else [*ran.events, completion])
 
     def _claimed_before(self, job: Job) -> bool:
         """Whether a job the tenant holds already has ``job``'s named id, where the insert's

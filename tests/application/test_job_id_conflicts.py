@@ -11,12 +11,12 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 from support.cli_output import assert_failure_line, assert_usage_error, event_count
 from support.ledger_fixtures import RawTable, run, store_of
 
 from domain.errors import ConflictError
 from domain.job import Job
-from eventsourcing.persistence import StoredEvent
 from infrastructure.application.errors import failure_of
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
