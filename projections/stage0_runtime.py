@@ -326,8 +326,8 @@ def _dispatch(
             status=status,
             prompt=prompt,
             response=response,
-            request_hash=hash_of(prompt),
-            response_hash=hash_of(response),
+            # The event computes the hash of what it holds; no response is hashed as null.
+            response_hash=hash_of(None) if response is None else None,
             error=error,
         )
     )

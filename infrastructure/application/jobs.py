@@ -155,7 +155,7 @@ class JobService:
             )
             kept = [e if mode is running else apply_capture(e, mode) for e in run.events]
             for event in kept:
-                job.record(event.EVENT_TYPE, event.payload())
+                job.record(event.EVENT_TYPE, event.written_payload())
             configs = (snapshots.selfrep, snapshots.brainstate, snapshots.governance)
             # Another writer may have stored a default since: recheck, or the retry conflicts too.
             if unstored:
@@ -248,7 +248,7 @@ class JobService:
             stored = self.snapshots.stored_ids(job.snapshot_ids.values())
         stored |= {s.snapshot_id for s in with_job if isinstance(s, Snapshot)}
         completion = complete_job(job, final_output, stored, *configs, held_bundles, ran)
-        job.record(JobCompleted.EVENT_TYPE, completion.payload())
+        job.record(JobCompleted.EVENT_TYPE, completion.written_payload())
         events = list(job.collect_events())
         signed = self.store.verifying_store.signed_mapper.sign_ahead(events)
         witness = _sealed(job, [record_mac(record.state) for record in signed])
