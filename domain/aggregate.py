@@ -17,6 +17,7 @@ from uuid import UUID
 from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggregate
 from pydantic import BaseModel, ConfigDict
 
+from domain.canonical import Written
 from domain.determinism import DeterministicClock
 from domain.errors import InvalidInput
 from domain.naming import aggregate_id, tenant_scoped
@@ -32,6 +33,11 @@ class DomainEvent(BaseModel):
     originator_id: UUID
     originator_version: int
     timestamp: datetime
+
+    def kept_fields(self) -> dict[str, Written]:
+        """Fields whose canonical bytes were kept when the event was made (`Job.record`), for
+        the record that stores it to take as they are; none by default."""
+        return {}
 
     @staticmethod
     def create_timestamp() -> datetime:

@@ -83,16 +83,48 @@ class _Refusal(Exception):
         self.segments: list[str | int] = []
 
 
+class Written:
+    """Canonical bytes this module wrote, kept to stand for their value inside a larger one:
+    the value is written as these bytes, not walked and encoded again (an event's payload inside
+    its stored record). Made only by `write` (and `written`)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+def write(obj: object) -> Written:
+    """``obj``'s canonical bytes (`canonical_json`), kept."""
+    return Written(canonical_json(obj))
+
+
+def written(obj: object) -> tuple[Written, Any]:
+    """``obj`` written canonically once: its bytes, kept, and the value they read back as (its
+    `canonical_copy`)."""
+    kept = write(obj)
+    return kept, orjson.loads(kept.data)
+
+
+def _fragment(obj: object) -> orjson.Fragment:
+    """orjson's ``default``: a `Written` value's bytes, as they are (the walk let nothing else
+    through)."""
+    if type(obj) is Written:
+        return orjson.Fragment(obj.data)
+    raise TypeError  # pragma: no cover - `_orjson_writes_it_so` passes no other type
+
+
 def canonical_json(obj: object) -> bytes:
     """Return the canonical UTF-8 bytes of ``obj`` or raise `CanonicalJSONError`.
 
     A value orjson writes exactly as these rules do (`_orjson_writes_it_so`) is written by
     orjson, four times as fast; anything else (a float it would write otherwise, a subclass, a
-    lone surrogate, a refusal) by this module's own encoder, which defines the bytes.
+    lone surrogate, a refusal) by this module's own encoder, which defines the bytes. A
+    `Written` value is its bytes either way.
     """
     if _orjson_writes_it_so(obj):
         try:
-            return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+            return orjson.dumps(obj, default=_fragment, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError:
             pass  # a lone surrogate, or nesting beyond orjson's depth: refused or written below
     return encoded(obj)
@@ -112,14 +144,15 @@ def encoded(obj: object) -> bytes:
 def _orjson_writes_it_so(obj: Any, depth: int = 0) -> bool:
     """Whether orjson (keys sorted) writes ``obj`` byte for byte as `encoded` does: plain
     dicts with plain string keys, lists, tuples, plain strings, booleans, None, integers in
-    signed 64 bits, and floats `_orjson_writes_float_so`, nested at most `ORJSON_DEPTH` deep
-    (orjson refuses deeper; this walk's frames stay well within Python's recursion limit).
+    signed 64 bits, floats `_orjson_writes_float_so` and `Written` bytes, nested at most
+    `ORJSON_DEPTH` deep (orjson refuses deeper; this walk's frames stay well within Python's
+    recursion limit).
     Subclasses (an enum) are left to `encoded`, which writes them its own way.
 
     This walk runs over every value the ledger signs, so it checks exact types, strings first,
     and makes no call for a string, boolean or None member (twice as fast)."""
     kind = type(obj)
-    if kind is str or kind is bool or obj is None:
+    if kind is str or kind is bool or obj is None or kind is Written:
         return True
     if kind is dict:
         members = obj.items()
@@ -223,6 +256,8 @@ def _scalar_text(obj: object) -> str:
     """Text of a non-string scalar; subclasses (e.g. an IntEnum) are written as their base value."""
     if obj is None:
         return "null"
+    if type(obj) is Written:
+        return obj.data.decode("utf-8")
     if obj is True:
         return "true"
     if obj is False:

@@ -63,7 +63,10 @@ def apply_capture(event: E, mode: CaptureMode) -> E:
             for entry in event.agent_outputs
         ]
         return cast(E, event.model_copy(update={"agent_outputs": entries}))
-    if not isinstance(event, AgentOutput | ModelCallEnvelope):
+    # Nothing to drop: the event itself, as made (with the canonical bytes it keeps).
+    if not isinstance(event, AgentOutput | ModelCallEnvelope) or all(
+        getattr(event, field) is None for field in dropped
+    ):
         return event
     return cast(E, event.model_copy(update=dict.fromkeys(dropped)))
 

@@ -9,7 +9,7 @@ integers and the like are refused when an event is built, with the path of the o
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal, cast
 
 from pydantic import (
     AfterValidator,
@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from domain.canonical import canonical_json, digest
+from domain.canonical import Written, digest, write
 from domain.context_assembly import ContextRequest
 from domain.errors import InvalidInput
 from domain.job import MAX_INPUT_CHARS, CaptureMode, validate_job_id
@@ -44,6 +44,10 @@ Iteration = Annotated[int, Field(ge=0, le=1_000_000)]
 JobId = Annotated[str, AfterValidator(validate_job_id)]
 
 
+_WRITTEN_PAYLOAD: Final = "_written_payload"
+"""Where a `RunEvent` keeps its payload's canonical bytes, with the id of the event they are of."""
+
+
 class RunEvent(BaseModel):
     """Base of every Run Event Schema v1 model; ``type`` names the model."""
 
@@ -54,11 +58,34 @@ class RunEvent(BaseModel):
 
     @model_validator(mode="after")
     def _canonical(self, info: ValidationInfo) -> RunEvent:
-        # A recorded fact was canonical JSON when it was signed and stored: checked then.
+        # A recorded fact was canonical JSON when it was signed and stored: checked then. A new
+        # one is checked by writing its payload, and the bytes are kept for its record.
         context = info.context or {}
         if not (context.get(RECORDED) or context.get(READ_BACK)):
-            canonical_json(self.model_dump(mode="python"))
+            self._keep(self._written())
         return self
+
+    def _written(self) -> Written:
+        """The payload written canonically, from the Python values themselves (a value with no
+        canonical form is refused, naming its path, never dumped to JSON's likeness first);
+        what `payload` says, as the same bytes."""
+        data = self.model_dump(mode="python")
+        data.pop("type")
+        return write(data)
+
+    def _keep(self, written: Written) -> None:
+        # Beside the fields, never one of them; a copy (`model_copy`) is another object.
+        object.__setattr__(self, _WRITTEN_PAYLOAD, (id(self), written))
+
+    def written_payload(self) -> Written:
+        """`payload`'s canonical bytes, as written when the event was made (`Job.record` stores
+        them): written now for one decoded from its record or copied with changes."""
+        kept = self.__dict__.get(_WRITTEN_PAYLOAD)
+        if kept is not None and kept[0] == id(self):
+            return cast(Written, kept[1])
+        written = self._written()
+        self._keep(written)
+        return written
 
     def payload(self) -> dict[str, Any]:
         """What the ledger stores for this event (its type is stored beside it)."""

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import orjson
 from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate
-from domain.canonical import canonical_copy, canonical_json
+from domain.canonical import Written, canonical_json, written
 from domain.determinism import event_id
 from domain.errors import InvalidInput
 from domain.naming import DEFAULT_TENANT as DEFAULT_TENANT  # noqa: PLC0414 (re-exported)
@@ -26,6 +27,9 @@ from domain.naming import tenant_scoped
 from domain.provenance import job_provenance
 from domain.snapshot import SnapshotKind
 
+_KEPT_PAYLOAD = "_kept_payload"
+"""Where a `Job.Recorded` event made by `Job.record` keeps its payload's canonical bytes: beside
+its fields, never one of them (not dumped, compared or stored)."""
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 EVENT_TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 TENANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -101,6 +105,15 @@ class Job(MaceAggregate):
         event_type: str
         event_id: str
         payload: dict[str, Any]
+
+        def keep_payload(self, data: Written) -> None:
+            """Keep ``payload``'s canonical bytes, as `Job.record` wrote them once."""
+            object.__setattr__(self, _KEPT_PAYLOAD, (self.payload, data))
+
+        def kept_fields(self) -> dict[str, Written]:
+            kept = self.__dict__.get(_KEPT_PAYLOAD)
+            # Only while ``payload`` is the very value written (a copy made with another is not).
+            return {"payload": kept[1]} if kept is not None and kept[0] is self.payload else {}
 
     class Sealed(MaceAggregate.Event):
         event_count: int
@@ -200,20 +213,26 @@ class Job(MaceAggregate):
         scoped = tenant_scoped(self.tenant, self.job_id)
         return scoped if self.id_for(scoped) == self.id else self.job_id
 
-    def record(self, event_type: str, payload: dict[str, Any]) -> str:
-        """Record one fact; returns its deterministic event id."""
+    def record(self, event_type: str, payload: dict[str, Any] | Written) -> str:
+        """Record one fact; returns its deterministic event id. ``payload``: its value, or its
+        canonical bytes already written (`RunEvent.written_payload`)."""
         if self.sealed:
             msg = f"job {self.job_id} is sealed: nothing more may be recorded"
             raise JobSealedError(msg)
         if not EVENT_TYPE_PATTERN.fullmatch(event_type):
             msg = f"invalid event type {event_type!r}: expected a letter then letters, digits or _"
             raise InvalidInput(msg)
-        payload = canonical_copy(payload)
+        # Written once: the aggregate keeps the value as it reads back, its record the bytes.
+        if isinstance(payload, Written):
+            data, value = payload, orjson.loads(payload.data)
+        else:
+            data, value = written(payload)
         index = self.next_sequence_index
         new_id = event_id(self.job_seed, index, event_type)
-        self._recorded(
-            sequence_index=index, event_type=event_type, event_id=new_id, payload=payload
-        )
+        self._recorded(sequence_index=index, event_type=event_type, event_id=new_id, payload=value)
+        recorded = self.pending_events[-1]
+        assert isinstance(recorded, Job.Recorded)
+        recorded.keep_payload(data)
         return new_id
 
     @event(Recorded)

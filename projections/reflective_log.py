@@ -8,7 +8,7 @@ whole log back from a job.
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,18 @@ def recorded_events(job: Job) -> list[tuple[int, RunEvent]]:
     return [(f.sequence_index, decode_recorded(f.event_type, f.payload)) for f in job.facts]
 
 
+@dataclass(frozen=True, slots=True)
+class RanAsRecorded:
+    """The facts of a job just run here, exactly as the job records them (in order, from
+    sequence index 0), and the BrainState the run folded: its completion takes these instead
+    of decoding the job's facts and folding BrainState over them again. The run folded the facts
+    before the capture mode dropped model I/O from them, which BrainState never reads
+    (`brainstate._brought_to_mind`), so its state is theirs."""
+
+    events: Sequence[RunEvent]
+    brainstate: MaterialisedState
+
+
 def complete_job(
     job: Job,
     final_output: Any,
@@ -40,12 +52,17 @@ def complete_job(
     brainstate: BrainStateConfig | None,
     governance: GovernanceConfig | None = None,
     held_bundles: Set[str] = frozenset(),
+    ran: RanAsRecorded | None = None,
 ) -> JobCompleted:
     """The job's closing verdict over everything it recorded: answer, states, replayability
     (``governance``: the job's governance snapshot, when usable, whose iteration cap its
     replays obey)."""
-    indexed = recorded_events(job)
-    events = [event for _, event in indexed]
+    if ran is None:
+        indexed = recorded_events(job)
+        events = [event for _, event in indexed]
+    else:
+        events = list(ran.events)
+        indexed = list(enumerate(events))
     missing = missing_artifacts(
         job.snapshot_ids,
         stored_snapshots,
@@ -62,9 +79,17 @@ def complete_job(
         brainstate=(
             None
             if brainstate is None
+            else ran.brainstate
+            if ran is not None
             else MaterialisedState.of(fold_brainstate(brainstate, events, job.job_seed))
         ),
     )
+
+
+def _traces_and_completion(job: Job) -> list[RunEvent]:
+    """The job's iteration traces and completion, decoded: its other facts are not."""
+    wanted = {IterationTrace.EVENT_TYPE, JobCompleted.EVENT_TYPE}
+    return [decode_recorded(f.event_type, f.payload) for f in job.facts if f.event_type in wanted]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,19 +107,17 @@ class ReflectiveLog:
     back: the job records its mode, not who chose it."""
 
     @classmethod
-    def of(cls, job: Job) -> ReflectiveLog:
+    def of(cls, job: Job, built: Sequence[RunEvent] | None = None) -> ReflectiveLog:
+        """``built``: the job's facts as the caller built them to record (`RanAsRecorded` and
+        its completion), in order, read instead of decoding the job's facts again."""
+        facts = built if built is not None else _traces_and_completion(job)
         traces: list[dict[str, Any]] = []
         completion: JobCompleted | None = None
-        # Only the traces and the completion are read: the other facts are not decoded.
-        for fact in job.facts:
-            if fact.event_type == IterationTrace.EVENT_TYPE:
-                trace = decode_recorded(fact.event_type, fact.payload)
-                assert isinstance(trace, IterationTrace)
-                traces.append(trace.trace_entry())
-            elif fact.event_type == JobCompleted.EVENT_TYPE:
-                completed = decode_recorded(fact.event_type, fact.payload)
-                assert isinstance(completed, JobCompleted)
-                completion = completed
+        for fact in facts:
+            if isinstance(fact, IterationTrace):
+                traces.append(fact.trace_entry())
+            elif isinstance(fact, JobCompleted):
+                completion = fact
         return cls(
             job_id=job.job_id,
             job_seed=job.job_seed,

@@ -1,11 +1,12 @@
 """The input a Stage-0 job records: the caller's, with every value the privacy policy refused
 replaced by its refusal mark (`domain.stage0.refusals`).
 
-The live run calls this before it runs the job for the record. A first pass finds the refused
-values; the job is then run over the masked input, which must decide exactly what the caller's
-input decided (same route, agents, memory writes and answer) and refuse nothing but marks.
-Otherwise the value cannot be kept out of the record faithfully, and the job is refused whole.
-A replay never comes here: it re-runs over the recorded, already masked, input.
+The live run runs the job over the caller's input through this. When the privacy policy refuses
+nothing (nearly every job), that run is the one recorded: the job runs once. Otherwise the job
+is run again over the masked input, which must decide exactly what the caller's input decided
+(same route, agents, memory writes and answer) and refuse nothing but marks; if it does not,
+the value cannot be kept out of the record faithfully, and the job is refused whole. A replay
+never comes here: it re-runs over the recorded, already masked, input.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from domain.events import IterationTrace
-from domain.job import CaptureMode
 from domain.stage0.refusals import RefusedValue, is_mark, mask, still_holds
-from projections.stage0_runtime import SemSource, Stage0Run, Stage0Snapshots, run_stage0
+from projections.stage0_runtime import Stage0Run
 
 
 class UnmaskableInput(ValueError):
@@ -25,20 +25,17 @@ class UnmaskableInput(ValueError):
 
 def recorded_input(
     text: str,
-    job_seed: str,
-    user: str,
-    snapshots: Stage0Snapshots,
-    source: SemSource,
-    capture_mode: CaptureMode,
+    run_over: Callable[[str], Stage0Run],
     mark: Callable[[RefusedValue], str],
-) -> str:
-    """``text`` as the job records it; ``mark`` gives a refused value's refusal mark."""
-    first = run_stage0("pending", job_seed, text, user, snapshots, source, capture_mode)
+) -> tuple[str, Stage0Run]:
+    """``text`` as the job records it, and the run to record: ``run_over`` runs the job over an
+    input; ``mark`` gives a refused value's refusal mark."""
+    first = run_over(text)
     if not first.refused:
-        return text
+        return text, first
     marks = {refused.text: mark(refused) for refused in first.refused}
     masked = mask(text, marks)
-    again = run_stage0("pending", job_seed, masked, user, snapshots, source, capture_mode)
+    again = run_over(masked)
     if (
         any(still_holds(masked, raw) for raw in marks)
         or any(not is_mark(refused.text) for refused in again.refused)
@@ -50,7 +47,7 @@ def recorded_input(
             " out of the record without changing what the job decides; nothing was recorded"
         )
         raise UnmaskableInput(msg)
-    return masked
+    return masked, again
 
 
 def _decisions(run: Stage0Run) -> dict[str, Any]:

@@ -182,6 +182,8 @@ class Stage0Run:
     sem_writes: list[SemEntry] = field(default_factory=list)
     sem_reads: dict[str, int] = field(default_factory=dict)
     refused: list[RefusedValue] = field(default_factory=list)
+    brainstate_after: MaterialisedState | None = None
+    """The BrainState folded over ``events``, as the iteration trace holds it."""
 
 
 def run_stage0(
@@ -262,7 +264,9 @@ def run_iteration(
             agents["generic_agent"], "generic_agent", fallback, memory, iteration, emit
         )
     assert reply is not None  # generic_agent always answers
-    brainstate_after = fold_brainstate(snapshots.brainstate, so_far(), job_seed)
+    brainstate_after = MaterialisedState.of(
+        fold_brainstate(snapshots.brainstate, so_far(), job_seed)
+    )
     emit(
         IterationTrace(
             iteration=iteration,
@@ -276,13 +280,14 @@ def run_iteration(
             claims=reply.claims,
             evidence_items=reply.evidence,
             brainstate_before=MaterialisedState.of(brainstate_before).model_dump(),
-            brainstate_after=MaterialisedState.of(brainstate_after).model_dump(),
+            brainstate_after=brainstate_after.model_dump(),
         )
     )
     run.final_output = reply.text
     run.sem_writes = list(memory.written.values())
     run.sem_reads = {k: v for k, v in memory.read_versions.items() if k not in memory.written}
     run.refused = memory.refused
+    run.brainstate_after = brainstate_after
     return run
 
 
@@ -321,8 +326,8 @@ def _dispatch(
             status=status,
             prompt=prompt,
             response=response,
-            request_hash=hash_of(prompt),
-            response_hash=hash_of(response),
+            # The event computes the hash of what it holds; no response is hashed as null.
+            response_hash=hash_of(None) if response is None else None,
             error=error,
         )
     )

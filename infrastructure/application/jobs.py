@@ -16,7 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import DomainEventProtocol
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import IntegrityError, RecordConflictError, StoredEvent
 
 from domain.aggregate import MaceAggregate
 from domain.capture import apply_capture, chosen_capture
@@ -48,10 +48,10 @@ from infrastructure.application.tenancy import StandIn, holds, require_holder
 from infrastructure.storage.records.integrity import SealFacts, check_witness, verify_stream
 from infrastructure.storage.records.signed_record import VerifiedRecord, mac_digest, record_mac
 from infrastructure.storage.store import LedgerStore
-from projections.reflective_log import ReflectiveLog, complete_job
+from projections.reflective_log import RanAsRecorded, ReflectiveLog, complete_job
 from projections.refused_input import recorded_input
 from projections.replay_sem import versions_met
-from projections.stage0_runtime import run_stage0
+from projections.stage0_runtime import Stage0Run, run_stage0
 
 
 @dataclass(frozen=True)
@@ -142,17 +142,25 @@ class JobService:
         memory = self.sem.of(tenant)
         # Run in full_io unless asked: every mode can be had from that by dropping content.
         running = capture_mode or CaptureMode.FULL_IO
-        # A value the privacy policy refuses is recorded only as its mark: the job runs over that.
-        text = recorded_input(text, seed, user, snapshots, memory, running, self.refusal_mark)
 
         def attempt() -> ReflectiveLog:
-            this_id = self.id_for(job_id, seed, text, tenant)
-            run = run_stage0(this_id, seed, text, user, snapshots, memory, running)
+            this_id = ""
+
+            def run_over(job_input: str) -> Stage0Run:
+                nonlocal this_id
+                this_id = self.id_for(job_id, seed, job_input, tenant)
+                return run_stage0(this_id, seed, job_input, user, snapshots, memory, running)
+
+            # A value the privacy policy refuses is recorded only as its mark: the job runs
+            # over that (again, only when the policy refused something).
+            job_input, run = recorded_input(text, run_over, self.refusal_mark)
             mode, why = chosen_capture(capture_mode, run.events)
-            job = Job.start(this_id, seed, text, ids, mode, tenant, job_id_derived=job_id is None)
-            for event in run.events:
-                kept = event if mode is running else apply_capture(event, mode)
-                job.record(kept.EVENT_TYPE, kept.payload())
+            job = Job.start(
+                this_id, seed, job_input, ids, mode, tenant, job_id_derived=job_id is None
+            )
+            kept = [e if mode is running else apply_capture(e, mode) for e in run.events]
+            for event in kept:
+                job.record(event.EVENT_TYPE, event.written_payload())
             configs = (snapshots.selfrep, snapshots.brainstate, snapshots.governance)
             # Another writer may have stored a default since: recheck, or the retry conflicts too.
             if unstored:
@@ -167,6 +175,8 @@ class JobService:
             # The keys the job only read must still be as it read them when it commits, so
             # that the log holds just before the job what the job met (`replay_sem`).
             read = {SemEntry.id_in(tenant, key): v for key, v in run.sem_reads.items()}
+            assert run.brainstate_after is not None  # every run of an iteration folds it
+            ran = RanAsRecorded(kept, run.brainstate_after)
             log = self.commit(
                 job,
                 run.final_output,
@@ -175,6 +185,7 @@ class JobService:
                 present,
                 derived=job_id is None,
                 unmoved=read,
+                ran=ran,
             )
             return replace(log, capture_why=why)
 
@@ -220,6 +231,7 @@ class JobService:
         derived: bool = False,
         held_bundles: Set[str] = frozenset(),
         unmoved: Mapping[UUID, int] | None = None,
+        ran: RanAsRecorded | None = None,
     ) -> ReflectiveLog:
         """Close, seal and store a job built in memory, all in one transaction.
 
@@ -229,22 +241,44 @@ class JobService:
         ``derived``: the id was derived (`id_for`), not named by the caller, and found free.
         ``held_bundles``: the policy bundles the ledger holds that the job's events name.
         ``unmoved``: streams the job read, each at the version read: the transaction conflicts if
-        one moved on since (`LedgerStore.save_unmoved`).
+        one moved on since (`LedgerStore.save_unmoved`). ``ran``: the job's facts as a live run
+        here made them (`complete_job`).
         """
         # A derived id was found free in this same attempt (`id_for`): a writer that took it
-        # since makes the insert conflict, and `racing` decides again.
-        if not derived and self.exists(job.job_id, tenant=job.tenant):
+        # since makes the insert conflict, and `racing` decides again. A named one is taken
+        # when the insert conflicts on the stream's unique key (`_claimed_before`).
+        if not derived and self._claimed_before(job):
             raise ConflictError(f"job {job.job_id} already exists")
         if stored is None:
             stored = self.snapshots.stored_ids(job.snapshot_ids.values())
         stored |= {s.snapshot_id for s in with_job if isinstance(s, Snapshot)}
-        completion = complete_job(job, final_output, stored, *configs, held_bundles)
-        job.record(JobCompleted.EVENT_TYPE, completion.payload())
+        completion = complete_job(job, final_output, stored, *configs, held_bundles, ran)
+        job.record(JobCompleted.EVENT_TYPE, completion.written_payload())
         events = list(job.collect_events())
         signed = self.store.verifying_store.signed_mapper.sign_ahead(events)
         witness = _sealed(job, [record_mac(record.state) for record in signed])
-        self.store.save_unmoved(*events, job, witness, *with_job, read=unmoved or {})
-        return ReflectiveLog.of(job)
+        try:
+            self.store.save_unmoved(*events, job, witness, *with_job, read=unmoved or {})
+        except (IntegrityError, RecordConflictError):
+            if not derived and self.exists(job.job_id, tenant=job.tenant):
+                raise ConflictError(f"job {job.job_id} already exists") from None
+            raise  # another stream of the write moved on: `racing` decides again
+        return ReflectiveLog.of(job, None if ran is None else [*ran.events, completion])
+
+    def _claimed_before(self, job: Job) -> bool:
+        """Whether a job the tenant holds already has ``job``'s named id, where the insert's
+        unique key cannot say so itself, read before the write.
+
+        The default tenant's job stream is named by the id alone, so its unique key decides,
+        but for a stream the newest checkpoint counts: one deleted below it would take the
+        insert, so it is read (the head check fails it closed; `HeadCheck`). Another tenant's id
+        may also name a stream recorded before ids were scoped by tenant, which no key of the
+        new stream covers: read as before."""
+        if tenant_scoped(job.tenant, job.job_id) == job.job_id and not self.store.checkpointed(
+            [job.id]
+        ):
+            return False
+        return self.exists(job.job_id, tenant=job.tenant)
 
     # Reading jobs back
 

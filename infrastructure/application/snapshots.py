@@ -18,6 +18,9 @@ from domain.validation_messages import first_problem
 from infrastructure.storage.store import LedgerStore
 from projections.stage0_runtime import Stage0Snapshots
 
+PARSED_KEPT = 64
+"""Sets of parsed Stage-0 snapshots a process keeps (`SnapshotService.stage0`)."""
+
 
 def default_snapshots() -> dict[SnapshotKind, Snapshot]:
     """The Stage-0 default snapshots, declared (not stored): fresh aggregates on every call."""
@@ -55,6 +58,7 @@ class SnapshotService:
     def __init__(self, store: LedgerStore) -> None:
         self.store = store
         self._verified: dict[str, Snapshot] = {}  # `held`: read, verified and content-checked
+        self._parsed: dict[tuple[str, ...], Stage0Snapshots] = {}  # `stage0`, by snapshot ids
 
     def put(self, snapshot: Snapshot) -> tuple[Snapshot, bool]:
         """Store a declared snapshot; an identical one already stored is returned, not re-stored.
@@ -143,10 +147,33 @@ class SnapshotService:
             ids[kind.value] = snapshot.snapshot_id
             payloads[kind] = snapshot.payload
         unstored = defaults - self.stored_ids(defaults) if defaults else set()
-        return ids, Stage0Snapshots.parse(payloads), unstored
+        return ids, self._parsed_once(ids, payloads, overrides), unstored
+
+    def _parsed_once(
+        self,
+        ids: dict[str, str],
+        payloads: dict[SnapshotKind, dict[str, Any]],
+        named: Collection[str],
+    ) -> Stage0Snapshots:
+        """The snapshots parsed, once a process for the same ids: an id is the digest of its
+        payload (content-addressed, checked when read), so the same ids parse the same, and a
+        router's rules are held to the backtracking checks on every parse. Those ``named`` by
+        the caller are each checked usable first, to say which one is not. Callers read the
+        parsed snapshots, never change them."""
+        key = tuple(ids[kind.value] for kind in SnapshotKind)
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            for kind in SnapshotKind:
+                if kind.value in named:
+                    usable(kind, ids[kind.value], payloads[kind])
+            if len(self._parsed) >= PARSED_KEPT:
+                self._parsed.clear()  # a process that meets ever new snapshots keeps a few
+            parsed = self._parsed[key] = Stage0Snapshots.parse(payloads)
+        return parsed
 
     def named(self, kind: SnapshotKind, snapshot_id: str) -> Snapshot:
-        """A stored snapshot a caller named for ``kind``: present, of that kind, usable."""
+        """A stored snapshot a caller named for ``kind``: present and of that kind (whether a
+        job can run under it: `usable`)."""
         try:
             snapshot = self.get(snapshot_id)
         except NotFoundError:
@@ -156,10 +183,14 @@ class SnapshotService:
         if snapshot.kind != kind.value:
             msg = f"snapshot {snapshot_id} is a {snapshot.kind} snapshot, not {kind.value}"
             raise SnapshotError(msg)
-        try:
-            parse_config(kind, snapshot.payload)
-        except ValidationError as exc:
-            problem = first_problem(exc)
-            msg = f"{kind.value} snapshot {snapshot_id} cannot be used: {problem}"
-            raise SnapshotError(msg) from None
         return snapshot
+
+
+def usable(kind: SnapshotKind, snapshot_id: str, payload: dict[str, Any]) -> None:
+    """Refuse a snapshot named for ``kind`` that a job could not run under, naming the field."""
+    try:
+        parse_config(kind, payload)
+    except ValidationError as exc:
+        problem = first_problem(exc)
+        msg = f"{kind.value} snapshot {snapshot_id} cannot be used: {problem}"
+        raise SnapshotError(msg) from None

@@ -376,6 +376,16 @@ class LedgerStore(Application[UUID]):
         read = self.repository.read(streams)
         return {stream for stream in streams if read[stream]}
 
+    def checkpointed(self, streams: Sequence[UUID]) -> set[UUID]:
+        """Those of ``streams`` whose events the newest checkpoint counts, by their heads proven
+        against it (`HeadCheck`: one read of the head index); none without a checkpoint key. A
+        stream it counts was written, whatever the store holds of it now."""
+        check = self._head_check
+        if check is None:
+            return set()
+        heads = check.heads([stream for stream in streams if stream not in check.exempt])
+        return {stream for stream, head in heads.items() if head.version > 0}
+
     def stream_version(self, stream: UUID) -> int:
         """The stream's last version, its event verified: 0 when it has none."""
         last = next(self.verifying_store.get(stream, desc=True, limit=1), None)

@@ -208,8 +208,7 @@ def test_an_impossible_read_stamp_already_stored_is_no_integrity_failure(
 
 class RacedSem:
     """The tenant's SEM as a job reads it, with another writer's write landing just after the
-    job's second read of ``key`` (once): the first is `recorded_input`'s run ahead of the job,
-    which looks for values to refuse; the second is the job's own."""
+    job's read of ``key`` (once)."""
 
     def __init__(self, inner: TenantSem, key: str, race: Callable[[], None]) -> None:
         self.inner = inner
@@ -224,7 +223,7 @@ class RacedSem:
     def entry(self, key: str) -> SemEntry | None:
         found = self.inner.entry(key)
         self.reads += key == self.key
-        if self.reads == 2 and self.race is not None:
+        if self.reads == 1 and self.race is not None:
             race, self.race = self.race, None
             race()
         return found

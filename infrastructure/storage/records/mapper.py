@@ -1,7 +1,8 @@
 """The one mapper: pydantic events <-> signed canonical JSON records.
 
 Writing: ``model_dump(mode="json")`` without the id and version (they are columns, and bound by
-the MAC), plus ``class_version``, through the canonical serializer, then signed by the active key
+the MAC), plus ``class_version``, through the canonical serializer (a field whose canonical
+bytes the event kept, `DomainEvent.kept_fields`, as those bytes), then signed by the active key
 (a key check by the key it names). Reading: verify
 first, then decode, upcast (eventsourcing's ``upcast_vN_vN+1`` convention) and validate.
 """
@@ -60,7 +61,10 @@ class SignedMapper(Mapper[UUID]):
             msg = f"MACE stores pydantic DomainEvents only, not {type(domain_event).__name__}"
             raise TypeError(msg)
         topic = get_topic(type(domain_event))
-        state = domain_event.model_dump(mode="json", exclude=set(ENVELOPE_FIELDS))
+        # A field written once already (a job fact's payload) is stored as those bytes.
+        kept = domain_event.kept_fields()
+        state = domain_event.model_dump(mode="json", exclude={*ENVELOPE_FIELDS, *kept})
+        state.update(kept)
         state["class_version"] = type(domain_event).class_version
         body = self.transcoder.encode(state)
         originator_id = domain_event.originator_id
