@@ -383,6 +383,16 @@ def test_a_bundle_replay_takes_retrievals_and_gates_as_recorded_and_says_so(
     assert checked["event 6 GateDecision"] == "taken_as_recorded"
 
 
+def held_item(held: dict[str, Any]) -> dict[str, Any]:
+    """``held`` as a run's draft keeps a batch's event (its digest and canonical size)."""
+    return {
+        "event_id": "old",
+        "event": held,
+        "digest": digest(held),
+        "size": len(canonical_json(held)),
+    }
+
+
 def test_a_run_holding_an_answer_taken_in_before_pairing_was_checked_says_why_it_is_stuck(
     api: Api,
 ) -> None:
@@ -391,7 +401,7 @@ def test_a_run_holding_an_answer_taken_in_before_pairing_was_checked_says_why_it
     run_id = api.open_run({"seed": "r-3", "input": "look it up"})
     draft = api.ledger.run_uploads.get(run_id, "acme")  # the operator's tenant
     held = response([])
-    draft._appended(events=[{"event_id": "old", "event": held, "digest": digest(held)}])
+    draft._appended(events=[held_item(held)])
     store_of(api.ledger).save(draft)
     stuck = (
         f"run {run_id} holds event 0, taken in before it was checked: RetrievalResponse answers"
@@ -412,7 +422,7 @@ def test_a_completed_run_holding_such_an_answer_still_takes_its_batch_again_as_d
     run_id = api.open_run({"seed": "r-4", "input": "look it up"})
     draft = api.ledger.run_uploads.get(run_id, "acme")  # the operator's tenant
     held = RetrievalResponse.model_validate(response([])).model_dump(mode="json")  # as kept
-    draft._appended(events=[{"event_id": "old", "event": held, "digest": digest(held)}])
+    draft._appended(events=[held_item(held)])
     draft.complete("done")
     store_of(api.ledger).save(draft)
     again = api.send(run_id, [{"event_id": "old", "event": held}])
