@@ -6,6 +6,7 @@ Nothing here asserts a speed: counts are exact, timings are printed by the bench
 
 from __future__ import annotations
 
+import select
 import tempfile
 from collections.abc import Callable, Iterator
 from itertools import pairwise
@@ -110,6 +111,33 @@ def test_statements_and_round_trips_are_what_libpq_sent_and_waited_for(
     counted = wire.snapshot()
     assert counted.statements > 20 and counted.round_trips > 10
     assert counted == protocol_trace.wire()
+
+
+def test_answers_read_while_a_pipeline_still_sends_are_round_trips_counted(
+    settings: Settings, protocol_trace: ProtocolTrace
+) -> None:
+    """A server that answers before psycopg waits for it (a loaded client): an answer already on
+    the socket when the Sync goes, read as psycopg sends, is a round trip, and so is the Sync's,
+    wherever psycopg reads it; then the pipeline's closing Sync: three, as libpq traced them."""
+    if settings.store.startswith("sqlite"):
+        pytest.skip("PostgreSQL's pipeline mode")
+    with (
+        counting_wire() as wire,
+        psycopg.connect(settings.store, autocommit=True) as connection,
+        connection.pipeline() as pipeline,
+    ):
+        connection.execute("SELECT 1")
+        # A Flush asks the server for what it holds: its answer to the query is on the socket
+        # before the Sync is sent.
+        connection.pgconn.send_flush_request()
+        while connection.pgconn.flush():
+            pass
+        select.select([connection.pgconn.socket], [], [])
+        before = wire.snapshot()
+        pipeline.sync()
+        synced = wire.since(before)
+    assert (synced.statements, synced.round_trips) == (0, 2)
+    assert wire.snapshot() == protocol_trace.wire() == WireTally(1, 3)
 
 
 def test_a_raw_insert_is_its_rows_and_a_begin_and_commit_per_commit(settings: Settings) -> None:

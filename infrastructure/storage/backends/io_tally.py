@@ -9,11 +9,12 @@ Counting is a few integer additions per statement, so it is always on. Threads o
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from uuid import UUID
+from weakref import WeakSet
 
 from eventsourcing.persistence import Notification, StoredEvent
 from psycopg import capabilities
@@ -21,6 +22,7 @@ from psycopg._connection_base import BaseConnection
 from psycopg._cursor_base import BaseCursor
 from psycopg._pipeline_base import BasePipeline
 from psycopg._server_cursor_base import ServerCursorMixin
+from psycopg.waiting import Ready
 
 
 @dataclass(slots=True)
@@ -88,8 +90,9 @@ class WireTally:
 
     A round trip is one wait for the server's answer to what was sent: without pipeline mode,
     one per statement (two for a statement prepared first, a Parse and then an Execute); in
-    pipeline mode, one per sync or flush the client waits on, however many statements it
-    carried. SQLite runs in this process: it has statements and no round trips.
+    pipeline mode, one each time the client reads answers after sending, however many statements
+    it carried: one per sync or flush, and one more for answers that arrived while psycopg was
+    still sending. SQLite runs in this process: it has statements and no round trips.
     """
 
     statements: int = 0
@@ -123,7 +126,8 @@ def counting_wire() -> Iterator[WireTally]:
     psycopg is counted where it sends: its cursors' sends (`_execute_send`, `_send_prepare`,
     `_send_query_prepared`), its connections' own commands (``BEGIN``, ``COMMIT``,
     ``DEALLOCATE``, a server cursor's ``FETCH``: `_exec_command`), a protocol-level ``Close``, a
-    server cursor's ``Describe``, and a pipeline's waits for results (`_fetch_gen`). These are
+    server cursor's ``Describe``, and a pipeline's reads of results (`_communicate_gen`,
+    `_fetch_gen`), a round trip each first read after a send. These are
     psycopg's private methods: ``tests/tooling/test_bench_counts.py`` holds the counts to
     libpq's own protocol trace, so a psycopg that sends elsewhere fails there instead of
     undercounting here. One count at a time; the methods are put back as the block ends.
@@ -168,7 +172,15 @@ def _psycopg_counters(tally: WireTally) -> list[tuple[type, str, Callable[..., A
     command = BaseConnection.__dict__["_exec_command"]
     deallocate = BaseConnection.__dict__["_deallocate"]
     describe = ServerCursorMixin.__dict__["_describe_gen"]
+    communicate = BasePipeline.__dict__["_communicate_gen"]
     fetch = BasePipeline.__dict__["_fetch_gen"]
+    # The pipelines that sent since they last read: their next read ends a round trip.
+    sending: WeakSet[BasePipeline] = WeakSet()
+
+    def read(pipeline: BasePipeline) -> None:
+        if pipeline in sending:
+            sending.discard(pipeline)
+            tally.round_trips += 1
 
     def sent(connection: BaseConnection[Any], statements: int) -> None:
         # Outside a pipeline, the sender waits for each answer before it sends again.
@@ -209,9 +221,26 @@ def _psycopg_counters(tally: WireTally) -> list[tuple[type, str, Callable[..., A
         return (yield from describe(cursor))
 
     @_counted
+    def communicate_queued(pipeline: BasePipeline) -> Any:
+        # psycopg sends a pipeline's queued commands one at a time as the socket takes them,
+        # and reads whatever answers have arrived each time the socket is readable: a server
+        # quicker than the client (a loaded machine) has answered a whole pipeline, Sync
+        # included, before `_fetch_gen` would wait for it. Each time the wait reports, as
+        # `pipeline_communicate` does: a read if readable, then a send if writable and queued.
+        def ready(events: int) -> None:
+            if events & Ready.R:
+                read(pipeline)
+            if events & Ready.W and pipeline.command_queue:
+                sending.add(pipeline)
+
+        return (yield from _watched(communicate(pipeline), ready))
+
+    @_counted
     def fetch_results(pipeline: BasePipeline, *, flush: bool) -> Any:
         if pipeline.result_queue:  # results are awaited: the client waits on the server
-            tally.round_trips += 1
+            if flush:
+                sending.add(pipeline)  # a Flush message, answered by what the server holds
+            read(pipeline)
         return (yield from fetch(pipeline, flush=flush))
 
     return [
@@ -221,5 +250,25 @@ def _psycopg_counters(tally: WireTally) -> list[tuple[type, str, Callable[..., A
         (BaseConnection, "_exec_command", exec_command),
         (BaseConnection, "_deallocate", deallocate_one),
         (ServerCursorMixin, "_describe_gen", describe_portal),
+        (BasePipeline, "_communicate_gen", communicate_queued),
         (BasePipeline, "_fetch_gen", fetch_results),
     ]
+
+
+_Done = TypeVar("_Done")
+
+
+def _watched(
+    steps: Generator[Any, Any, _Done], ready: Callable[[int], None]
+) -> Generator[Any, Any, _Done]:
+    """``steps``, a psycopg generator, run unchanged; each readiness its wait function reports
+    (`Ready` flags) is shown to ``ready`` before ``steps`` acts on it."""
+    try:
+        wait = next(steps)
+        while True:
+            events = yield wait
+            ready(events)
+            wait = steps.send(events)
+    except StopIteration as done:
+        value: _Done = done.value
+        return value
