@@ -53,6 +53,9 @@ class Load:
     refused: list[tuple[int, str, float]] = field(default_factory=list)
     hung: list[str] = field(default_factory=list)
     stopping: threading.Event = field(default_factory=threading.Event)
+    outage_at: float = 0.0
+    """When the database last went away (`time.monotonic`): a refusal's seconds count from
+    then, for a request sent before it (in flight as the database went) as for one sent after."""
     numbers: Iterator[int] = field(default_factory=itertools.count)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -74,7 +77,8 @@ class Load:
                         self.acknowledged.append(answer.json()["job_id"])
                     else:
                         code = answer.json()["error"]["code"]
-                        self.refused.append((answer.status_code, code, time.monotonic() - started))
+                        since = max(started, self.outage_at)
+                        self.refused.append((answer.status_code, code, time.monotonic() - since))
 
     def count(self) -> int:
         with self.lock:
@@ -134,6 +138,7 @@ def test_the_service_outlives_its_database(tmp_path: Path) -> None:
                     # 1. PostgreSQL goes away.
                     # Each request is sent once the server is down: its seconds are the
                     # seconds from the outage to its answer.
+                    load.outage_at = time.monotonic()
                     cluster.shut_down("fast")
                     ready, ready_seconds = timed(lambda: probe.get("/readyz"))
                     listing, listing_seconds = timed(lambda: probe.get("/v1/jobs"))
@@ -155,6 +160,7 @@ def test_the_service_outlives_its_database(tmp_path: Path) -> None:
                     recovery_seconds = time.monotonic() - back
 
                     # 3. It goes away again, and the service is stopped.
+                    load.outage_at = time.monotonic()
                     cluster.shut_down("immediate")
                     until("a write refused", lambda: unavailable(probe.get("/readyz")), 10)
                     process.send_signal(signal.SIGTERM)
