@@ -10,9 +10,9 @@ sets, arbitrary objects) is refused with an error naming its JSONPath, never coe
 """
 
 import hashlib
-import itertools
 import math
 import re
+from collections.abc import Iterable
 from decimal import ROUND_HALF_EVEN, Context, Decimal, DivisionByZero, InvalidOperation, Overflow
 from typing import Any, Final
 
@@ -117,16 +117,18 @@ def _fragment(obj: object) -> orjson.Fragment:
 def canonical_json(obj: object) -> bytes:
     """Return the canonical UTF-8 bytes of ``obj`` or raise `CanonicalJSONError`.
 
-    A value orjson writes exactly as these rules do (`_orjson_writes_it_so`) is written by
-    orjson, four times as fast; anything else (a float it would write otherwise, a subclass, a
-    lone surrogate, a refusal) by this module's own encoder, which defines the bytes. A
-    `Written` value is its bytes either way.
+    A value orjson writes exactly as these rules do, or refuses (`_orjson_writes_it_so`), is
+    handed to orjson, several times as fast; anything else (a float it would write otherwise, a
+    subclass, a refusal) goes to this module's own encoder, which defines the bytes. A `Written`
+    value is its bytes either way.
     """
     if _orjson_writes_it_so(obj):
         try:
             return orjson.dumps(obj, default=_fragment, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError:
-            pass  # a lone surrogate, or nesting beyond orjson's depth: refused or written below
+            # A key that is not a plain string, a lone surrogate, an integer below signed 64
+            # bits, nesting beyond orjson's depth: refused (naming the path) or written below.
+            pass
     return encoded(obj)
 
 
@@ -142,42 +144,43 @@ def encoded(obj: object) -> bytes:
 
 
 def _orjson_writes_it_so(obj: Any, depth: int = 0) -> bool:
-    """Whether orjson (keys sorted) writes ``obj`` byte for byte as `encoded` does: plain
-    dicts with plain string keys, lists, tuples, plain strings, booleans, None, integers in
-    signed 64 bits, floats `_orjson_writes_float_so` and `Written` bytes, nested at most
-    `ORJSON_DEPTH` deep (orjson refuses deeper; this walk's frames stay well within Python's
-    recursion limit).
-    Subclasses (an enum) are left to `encoded`, which writes them its own way.
+    """Whether orjson (keys sorted) writes ``obj`` byte for byte as `encoded` does, or refuses
+    it: plain dicts, lists and tuples nested at most `ORJSON_DEPTH` deep (orjson refuses deeper;
+    this walk's frames stay well within Python's recursion limit) holding plain strings,
+    booleans, None, integers up to `INT64_MAX`, floats `_orjson_writes_float_so` and `Written`
+    bytes. Subclasses (an enum) and every other type are left to `encoded`: orjson would write
+    some of them (a UUID, an enum, an ``orjson.Fragment``) where `encoded` refuses them or
+    writes them its own way.
 
-    This walk runs over every value the ledger signs, so it checks exact types, strings first,
-    and makes no call for a string, boolean or None member (twice as fast)."""
+    This walk runs over every value the ledger signs, so it checks only what orjson would get
+    wrong. Keys are not looked at: orjson refuses a key that is not a plain string, as it
+    refuses a lone surrogate and an integer below `INT64_MIN`, and `canonical_json` then asks
+    `encoded`. A member that is a string, boolean, None, integer, `Written` value or empty
+    container costs no call, so that the walk costs less than orjson's own writing."""
     kind = type(obj)
-    if kind is str or kind is bool or obj is None or kind is Written:
-        return True
     if kind is dict:
-        members = obj.items()
+        members: Iterable[Any] = obj.values()
     elif kind is list or kind is tuple:
-        # An array's items, each with a key that passes the check.
-        members = zip(_NO_KEYS, obj, strict=False)
-    elif kind is int:
-        return bool(INT64_MIN <= obj <= INT64_MAX)
+        members = obj
     else:
-        return kind is float and _orjson_writes_float_so(obj)
+        members = (obj,)  # a value alone is checked as a member is
     if depth >= ORJSON_DEPTH:
         return False
-    for key, member in members:
+    for member in members:
         member_kind = type(member)
-        if type(key) is not str or not (
-            member_kind is str
-            or member_kind is bool
-            or member is None
-            or _orjson_writes_it_so(member, depth + 1)
-        ):
+        if member_kind is str or member_kind is bool or member is None:
+            continue
+        if member_kind is dict or member_kind is list or member_kind is tuple:
+            plain = not member or _orjson_writes_it_so(member, depth + 1)
+        elif member_kind is int:
+            plain = member <= INT64_MAX
+        elif member_kind is float:
+            plain = _orjson_writes_float_so(member)
+        else:
+            plain = member_kind is Written
+        if not plain:
             return False
     return True
-
-
-_NO_KEYS: Final = itertools.repeat("")
 
 
 def _orjson_writes_float_so(value: float) -> bool:

@@ -7,9 +7,10 @@ any change here is a format change that breaks every stored signature.
 import json
 import math
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
-from enum import IntEnum, StrEnum
+from enum import Enum, IntEnum, StrEnum
 from typing import Any
 from uuid import UUID
 
@@ -18,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from domain import canonical
 from domain.canonical import (
     NUMERIC_EPSILON,
     NUMERIC_PRECISION,
@@ -28,6 +30,7 @@ from domain.canonical import (
     digest,
     encoded,
     sha256_hex,
+    write,
 )
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -139,6 +142,11 @@ def test_golden_document_and_digest() -> None:
     assert sha256_hex(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
+def _test_id(value: object) -> str:
+    # No memory addresses in ids: parallel workers must collect the same tests.
+    return re.sub(r" at 0x[0-9a-f]+", "", ascii(value))[:40]
+
+
 @pytest.mark.parametrize(
     ("value", "message", "path"),
     [
@@ -170,8 +178,7 @@ def test_golden_document_and_digest() -> None:
         ),
         ("\ud83d\ude00", "string with lone surrogate (not encodable as UTF-8) at $", "$"),
     ],
-    # No memory addresses in ids: parallel workers must collect the same tests.
-    ids=lambda v: re.sub(r" at 0x[0-9a-f]+", "", ascii(v))[:40],
+    ids=_test_id,
 )
 def test_refusals_name_the_path(value: object, message: str, path: str) -> None:
     with pytest.raises(CanonicalJSONError) as caught:
@@ -351,3 +358,219 @@ def test_deep_nesting_is_written_as_the_encoder_writes_it(depth: int) -> None:
     for level in range(depth):
         nested = [nested] if level % 2 else {"k": nested}
     assert canonical_json(nested) == encoded(nested)
+
+
+# The fast path hands orjson whatever it writes as the rules say or refuses; everything else
+# goes to the encoder. Whatever a value holds, the two give the same bytes or the same refusal.
+
+
+class Shade(Enum):
+    DARK = "dark"  # orjson writes a plain enum as its value; the rules refuse it
+
+
+class Label(str):
+    pass
+
+
+def _refused_or_written(encode: Callable[[object], bytes], value: object) -> object:
+    """What ``encode`` makes of ``value``: its bytes, or its refusal's message and path."""
+    try:
+        return encode(value)
+    except CanonicalJSONError as refused:
+        return ("refused", str(refused), refused.path)
+
+
+ROUNDING_EDGES = st.sampled_from(
+    [
+        2.0000000005,
+        2.0000000015,
+        -2.0000000005,
+        5e-10,
+        1.5e-9,
+        1e-9,
+        0.1 + 0.2,
+        123456789.123456789,
+        1e-4,
+        math.nextafter(1e-4, 0.0),
+        -1e-4,
+        1e16,
+        math.nextafter(1e16, 0.0),
+        -1e16,
+        5e-324,
+        1.7976931348623157e308,
+        0.0,
+        -0.0,
+    ]
+)
+INT64_EDGES = st.sampled_from(
+    [2**53, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, -(2**64), -(2**64) - 1]
+)
+# Values orjson writes (a UUID, enums, a fragment, a str subclass) or refuses, none of them
+# plain JSON: the encoder decides each.
+EXOTIC = st.sampled_from(
+    [
+        UUID(int=7),
+        Shade.DARK,
+        Colour.RED,
+        Level.HIGH,
+        orjson.Fragment(b"1"),
+        Label("label"),
+        Decimal("1.5"),
+        b"x",
+        frozenset(),
+        datetime(2026, 1, 1, tzinfo=UTC),
+    ]
+)
+ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=6)
+KEYS: st.SearchStrategy[Any] = (
+    st.text(max_size=8)
+    | ANY_TEXT
+    | st.sampled_from([1, True, None, Colour.RED, Label("key"), "\ud800"])
+)
+ANY_VALUES: st.SearchStrategy[Any] = st.recursive(
+    st.none()
+    | st.booleans()
+    | INT64
+    | INT64_EDGES
+    | st.integers()
+    | st.floats()
+    | ROUNDING_EDGES
+    | SHORT_DECIMALS
+    | st.text()
+    | ANY_TEXT
+    | EXOTIC
+    | st.builds(write, JSON_VALUES),
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.tuples(children, children)
+        | st.dictionaries(KEYS, children, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+@given(ANY_VALUES)
+def test_the_fast_path_writes_and_refuses_what_the_encoder_does(value: Any) -> None:
+    assert _refused_or_written(canonical_json, value) == _refused_or_written(encoded, value)
+
+
+@given(
+    st.dictionaries(
+        st.text(st.characters(min_codepoint=0xE000), min_size=1),
+        st.integers(0, 9),
+    )
+)
+def test_keys_are_sorted_by_code_point_not_utf16(value: dict[str, int]) -> None:
+    """UTF-16 sorts a character above U+FFFF (a surrogate pair, D800-DFFF) before U+E000 to
+    U+FFFF; code points sort it after."""
+    expected = "{" + ",".join(f'"{key}":{value[key]}' for key in sorted(value)) + "}"
+    assert canonical_json(value) == expected.encode()
+
+
+@given(
+    st.recursive(
+        st.sampled_from([math.nan, math.inf, -math.inf]),
+        lambda children: (
+            st.lists(children, min_size=1, max_size=3)
+            | st.dictionaries(st.text(max_size=4), children, min_size=1, max_size=3)
+        ),
+        max_leaves=8,
+    )
+)
+def test_a_non_finite_float_at_any_depth_is_refused_naming_its_path(value: Any) -> None:
+    with pytest.raises(CanonicalJSONError) as refused:
+        canonical_json(value)
+    assert refused.value.reason == "non-finite float"
+    assert _refused_or_written(encoded, value) == (
+        "refused",
+        str(refused.value),
+        refused.value.path,
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({Colour.RED: 1, "a": 2}, b'{"a":2,"red":1}'),
+        ({Label("k"): [1]}, b'{"k":[1]}'),
+        ([Label("s"), Level.HIGH], b'["s",3]'),
+        ({"w": write({"b": [1.5], "a": None})}, b'{"w":{"a":null,"b":[1.5]}}'),
+        (write([1, "x"]), b'[1,"x"]'),
+    ],
+    ids=_test_id,
+)
+def test_keys_and_values_orjson_will_not_take_are_written_by_the_encoder(
+    value: Any, expected: bytes
+) -> None:
+    assert canonical_json(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"a": {True: 1}}, "non-string object key of type bool at $.a"),
+        ([{None: 1}], "non-string object key of type NoneType at $[0]"),
+        ({"n": [-(2**63) - 1]}, "integer outside signed 64-bit range at $.n[0]"),
+        ({"n": (2**63,)}, "integer outside signed 64-bit range at $.n[0]"),
+        (-(2**63) - 1, "integer outside signed 64-bit range at $"),
+        (2**64 - 1, "integer outside signed 64-bit range at $"),
+        ({"u": UUID(int=7)}, "unsupported type UUID at $.u"),
+        ([Shade.DARK], "unsupported type Shade at $[0]"),
+        ({"f": orjson.Fragment(b"1")}, "unsupported type Fragment at $.f"),
+        ({"k": {"\udfff": "v"}}, "object key with lone surrogate (not encodable as UTF-8) at $.k"),
+    ],
+    ids=_test_id,
+)
+def test_what_the_fast_path_lets_orjson_refuse_is_refused_as_the_encoder_refuses_it(
+    value: Any, message: str
+) -> None:
+    with pytest.raises(CanonicalJSONError) as refused:
+        canonical_json(value)
+    assert str(refused.value) == message
+
+
+def test_the_check_before_orjson_calls_itself_only_for_non_empty_containers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check runs over every value the ledger signs (issue 29): a string, boolean, None,
+    integer, `Written` value or empty container inside a value costs it no call, a float one
+    look, and a value it passes is written by orjson alone."""
+    inner = {"apt": 0.5, "node": "n1"}
+    nested = [inner, "x", 7]
+    value = {
+        "text": "é",
+        "count": 2**63 - 1,
+        "low": -(2**63),
+        "flag": False,
+        "none": None,
+        "empty": [],
+        "nothing": {},
+        "kept": write({"z": 1}),  # written before the counting starts
+        "nested": nested,
+    }
+    entered: list[object] = []
+    floats: list[float] = []
+    walk = canonical._orjson_writes_it_so
+    looks_at = canonical._orjson_writes_float_so
+
+    def counted_walk(obj: Any, depth: int = 0) -> bool:
+        entered.append(obj)
+        return walk(obj, depth)
+
+    def counted_float(value: float) -> bool:
+        floats.append(value)
+        return looks_at(value)
+
+    def not_expected(obj: object) -> bytes:
+        raise AssertionError(f"written by the encoder: {obj!r}")
+
+    monkeypatch.setattr(canonical, "_orjson_writes_it_so", counted_walk)
+    monkeypatch.setattr(canonical, "_orjson_writes_float_so", counted_float)
+    monkeypatch.setattr(canonical, "encoded", not_expected)
+    assert canonical_json(value) == (
+        b'{"count":9223372036854775807,"empty":[],"flag":false,"kept":{"z":1},'
+        b'"low":-9223372036854775808,"nested":[{"apt":0.5,"node":"n1"},"x",7],"none":null,'
+        b'"nothing":{},"text":"\xc3\xa9"}'
+    )
+    assert entered == [value, nested, inner]
+    assert floats == [0.5]
