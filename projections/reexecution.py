@@ -38,9 +38,11 @@ from domain.events import (
     RunEvent,
     ToolCall,
     ToolResult,
+    WorkloadIdentity,
     hash_of,
 )
 from domain.replay_access import ReplayMode
+from domain.workload_identity import key_fingerprint
 from projections.replay import Divergence, ReplayOutcome, StepLog
 from projections.replay_checks import Check, FactCheck
 
@@ -299,6 +301,34 @@ class Reexecution:
         self.outcome.checks.append(FactCheck(subject, Check.HASH_COMPARED, detail))
         self._step(where, "ok", detail)
         return held
+
+    def identity(self) -> WorkloadIdentity:
+        """The workload identity the run recorded, its statement's hash and its issuer's signature
+        verified under the key the run recorded (never a live key or token service). A run that
+        recorded none (one recorded before `WorkloadIdentity` existed, or whose emitter sent
+        none) has nothing to answer with: refused, as an output it did not persist."""
+        self._still_open()
+        where = "identity"
+        recorded = [(i, e) for i, e in self.recording.events if isinstance(e, WorkloadIdentity)]
+        if not recorded:
+            message = (
+                "the run recorded no WorkloadIdentity (recorded before runs carried one, or its"
+                " emitter sent none): there is no identity to answer with"
+            )
+            self._stop(ErrorCode.MISSING_PERSISTED_AGENT_OUTPUT, where, message)
+        index, identity = recorded[0]
+        problem = identity.problem()
+        if problem is not None:
+            self._diverge(self.made, where, "identity", identity.statement_hash, problem)
+        detail = (
+            f"statement hash and issuer signature verified under the recorded key"
+            f" {key_fingerprint(identity.public_key)} ({identity.key_id}); that the key was the"
+            " issuer's is the run's word"
+        )
+        subject = f"identity {identity.subject} (event {index})"
+        self.outcome.checks.append(FactCheck(subject, Check.HASH_COMPARED, detail, index))
+        self._step(where, "ok", detail)
+        return identity
 
     def finish(
         self, final_output: Any = NO_ANSWER_KEPT, raised: BaseException | None = None

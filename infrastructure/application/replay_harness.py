@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from domain.determinism import AGENT_RNG_STREAM, DeterministicRNG, TickingClock
 from domain.errors import ErrorCode, InvalidInput, MaceError
+from domain.events import WorkloadIdentity
 from domain.governance import Actor
 from domain.naming import DEFAULT_TENANT
 from domain.policy import PolicyBundle, parse_bundle
@@ -96,10 +97,7 @@ class _LedgerRecording:
         if refused is None:
             try:
                 job = self._attempt.source.load_job(job_id)
-            except MaceError as failed:
-                if failed.code is not ErrorCode.INTEGRITY_FAILURE:
-                    self._stack.close()
-                    raise
+            except MaceError as failed:  # the job's stream fails verification
                 refused = ReplayOutcome.stopped(
                     job_id, mode, "1 load recording", failed.code, f"job stream: {failed.message}"
                 )
@@ -170,6 +168,12 @@ class ReplayHarness:
         reproduce under it whatever bundle is in force today."""
         held = self._opened.policy_bundle(bundle_hash)
         return parse_bundle(self._matching.policy(bundle_hash, held))
+
+    def identity(self) -> WorkloadIdentity:
+        """The workload identity and attestation claims the run recorded, verified from the
+        recorded evidence alone (`domain.workload_identity`): it holds after the issuer rotated
+        its key away and after the agent's credential expired."""
+        return self._matching.identity()
 
     def rng(self) -> DeterministicRNG:
         """The job's seeded RNG, the stream `RunRecorder.rng` gave the recorded run."""

@@ -8,7 +8,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import pytest
-from support.ledger_fixtures import settings_for
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from support.ledger_fixtures import RawTable, settings_for
+from support.workload_identities import public_key_text, signed_identity
 
 from domain.errors import ErrorCode, InvalidInput, MaceError
 from domain.events import (
@@ -19,9 +21,11 @@ from domain.events import (
     RunStarted,
     ToolCall,
     ToolResult,
+    WorkloadIdentity,
     hash_of,
 )
 from domain.governance import Actor
+from domain.job import Job
 from domain.replay_access import ReplayMode
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.replay_harness import ReplayHarness, replay_harness
@@ -373,3 +377,88 @@ def test_a_checkpointed_store_as_the_cli_leaves_it(store_url: str) -> None:
         h = reexecuted(ledger, job_id, lambda h: agent(h, "42"))
         assert h.result is not None
         assert (h.result.outcome.ok, h.result.outcome.authoritative) == (True, True)
+
+
+def test_identity_verifies_from_the_recording_after_every_key_rotated_away(
+    store_url: str,
+) -> None:
+    """The identity provider's key and the ledger's signing key both rotated after the run: the
+    identity still verifies, from the recorded signature, key and hash alone."""
+    issuer_key = Ed25519PrivateKey.generate()
+    with Ledger.open(settings_for(store_url, "k1")) as writer:
+        started = RunStarted(seed=7, input="ticket 42", capture_mode="full_io")
+        recorder = RunRecorder(writer.run_uploads, started)
+        recorder.emit(signed_identity(issuer_key))
+        job_id = recorder.complete(agent(RecordingBoundary(recorder), "42")).job_id
+    del issuer_key  # the provider rotated: only the recording knows the old key now
+    # The ledger signs with k2 now; k1 only verifies what it signed.
+    rotated = settings_for(store_url, "k1", "k2", active="k2")
+    with Ledger.open(rotated) as ledger, replay_harness(ledger.recordings, job_id, AUDITOR) as h:
+        identity = h.identity()
+        h.final_output(agent(h, "42"))
+
+    assert identity.subject == "spiffe://example.org/agents/support"
+    assert identity.attestation == {"status": "verified", "platform": "k8s-node-attestor"}
+    assert h.result is not None
+    assert (h.result.outcome.ok, h.result.outcome.authoritative) == (True, True)
+    row = h.result.outcome.checks[0]
+    assert (row.subject, row.check.value) == (
+        "identity spiffe://example.org/agents/support (event 0)",
+        "hash_compared",
+    )
+    assert "that the key was the issuer's is the run's word" in row.detail
+
+
+def test_a_forged_identity_is_refused_where_it_is_taken_in(ledger: Ledger) -> None:
+    genuine = signed_identity(Ed25519PrivateKey.generate())
+    forged = genuine.model_dump() | {"claims": {"aud": "everything"}}
+    # Refused as any bad event is (pydantic's ValidationError is a ValueError, as InvalidInput).
+    with pytest.raises(ValueError, match="statement_hash is not the sha256"):
+        WorkloadIdentity.model_validate(forged)
+    other_key = public_key_text(Ed25519PrivateKey.generate())
+    with pytest.raises(ValueError, match="the signature does not verify under the recorded key"):
+        WorkloadIdentity.model_validate(genuine.model_dump() | {"public_key": other_key})
+    recorder = RunRecorder(ledger.run_uploads, RunStarted(seed=7, input="ticket 42"))
+    with pytest.raises(ValueError, match="WorkloadIdentity: statement_hash"):
+        recorder.emit(genuine.model_construct(**forged))
+    assert ledger.read_models.open_runs("default")[0]["events"] == 0
+
+
+def test_a_run_recorded_without_an_identity_has_none_to_answer_with(ledger: Ledger) -> None:
+    job_id = recorded(ledger)
+
+    with (
+        pytest.raises(MaceError) as raised,
+        replay_harness(ledger.recordings, job_id, AUDITOR) as h,
+    ):
+        h.identity()
+
+    assert raised.value.code is ErrorCode.MISSING_PERSISTED_AGENT_OUTPUT
+    assert "the run recorded no WorkloadIdentity" in raised.value.message
+    assert last_result(ledger, job_id)["error_code"] == "MISSING_PERSISTED_AGENT_OUTPUT"
+
+
+def test_a_recording_edited_in_the_store_fails_closed_and_is_recorded(
+    ledger: Ledger, raw_table: RawTable
+) -> None:
+    """The search's recorded result edited in the database: the harness answers nothing from
+    it (`INTEGRITY_FAILURE` before the code runs), and the attempt is on record."""
+    job_id = recorded(ledger)
+    stream = Job.id_for(ledger.jobs.owned_name(job_id, "default"))
+    result = raw_table.state(stream, 4)  # JobStarted, ModelCallEnvelope, ToolCall, ToolResult
+    assert b"doc-42" in result
+    raw_table.set_column(stream, 4, "state", result.replace(b"doc-42", b"doc-43"))
+    ran: list[str] = []
+
+    def counted(h: ReplayHarness) -> str:
+        ran.append("ran")
+        return agent(h, "42")
+
+    with pytest.raises(MaceError) as raised:
+        reexecuted(ledger, job_id, counted)
+
+    assert raised.value.code is ErrorCode.INTEGRITY_FAILURE
+    assert ran == []
+    report = ledger.replays.record(job_id, 1).report  # the job's own reads now fail closed
+    assert report is not None
+    assert (report["error_code"], report["mode"]) == ("INTEGRITY_FAILURE", "reexecute")
