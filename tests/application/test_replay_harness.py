@@ -10,11 +10,13 @@ from typing import Any, Protocol
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from support.ledger_fixtures import RawTable, settings_for
+from support.receipt_examples import BUNDLE
 from support.workload_identities import public_key_text, signed_identity
 
 from domain.errors import ErrorCode, InvalidInput, MaceError
 from domain.events import (
     ModelCallEnvelope,
+    PolicySnapshotRef,
     RetrievalHit,
     RetrievalRequest,
     RetrievalResponse,
@@ -462,3 +464,50 @@ def test_a_recording_edited_in_the_store_fails_closed_and_is_recorded(
     report = ledger.replays.record(job_id, 1).report  # the job's own reads now fail closed
     assert report is not None
     assert (report["error_code"], report["mode"]) == ("INTEGRITY_FAILURE", "reexecute")
+
+
+def test_policy_is_the_bundle_the_run_named_as_the_ledger_archived_it(ledger: Ledger) -> None:
+    admin = Actor.of("ana", ["admin"])
+    archived = ledger.policy.set_bundle(None, BUNDLE, admin)
+    started = RunStarted(seed=7, input="ticket 42", capture_mode="full_io")
+    recorder = RunRecorder(ledger.run_uploads, started)
+    recorder.emit(PolicySnapshotRef(policy_bundle_hash=archived.bundle_hash))
+    job_id = recorder.complete(agent(RecordingBoundary(recorder), "42")).job_id
+    ledger.policy.set_bundle(None, BUNDLE.replace("action: deny", "action: redact"), admin)
+
+    with replay_harness(ledger.recordings, job_id, AUDITOR) as h:
+        bundle = h.policy(archived.bundle_hash)  # not today's: the one the run named
+        h.final_output(agent(h, "42"))
+    assert [rule.action.value for rule in bundle.rules] == ["deny", "redact"]
+    assert h.result is not None
+    assert (h.result.outcome.ok, h.result.outcome.authoritative) == (True, True)
+
+    unnamed = hash_of("a bundle the run never named")
+    with (
+        pytest.raises(ReplayDiverged) as raised,
+        replay_harness(ledger.recordings, job_id, AUDITOR) as h,
+    ):
+        h.policy(unnamed)
+    assert raised.value.divergence.as_json() == {
+        "code": "REPLAY_DIVERGENCE",
+        "iteration": 0,
+        "field": "policy_bundle_hash",
+        "recorded": [archived.bundle_hash],
+        "replayed": unnamed,
+    }
+
+
+def test_policy_the_ledger_does_not_hold_is_a_missing_snapshot(ledger: Ledger) -> None:
+    unheld = hash_of("a bundle only the emitter had")
+    recorder = RunRecorder(ledger.run_uploads, RunStarted(seed=7, input="ticket 42"))
+    recorder.emit(PolicySnapshotRef(policy_bundle_hash=unheld))
+    job_id = recorder.complete("done").job_id
+
+    with (
+        pytest.raises(MaceError) as raised,
+        replay_harness(ledger.recordings, job_id, AUDITOR) as h,
+    ):
+        h.policy(unheld)
+
+    assert raised.value.code is ErrorCode.MISSING_SNAPSHOT
+    assert last_result(ledger, job_id)["error_code"] == "MISSING_SNAPSHOT"
