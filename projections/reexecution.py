@@ -31,7 +31,6 @@ from domain.capture import policy_bundles_named
 from domain.errors import ErrorCode, MaceError
 from domain.events import (
     JobCompleted,
-    MissingArtifact,
     ModelCallEnvelope,
     RetrievalRequest,
     RetrievalResponse,
@@ -195,9 +194,7 @@ class Reexecution:
         self.outcome.capture_mode = self.recording.capture_mode
         self.outcome.snapshot_ids = dict(self.recording.snapshot_ids)
         self.outcome.unreconstructable = [
-            MissingArtifact.model_validate(m.model_dump())
-            for m in completion.missing_artifacts
-            if m.sequence_index is not None
+            m for m in completion.missing_artifacts if m.sequence_index is not None
         ]
         others = sorted(
             {

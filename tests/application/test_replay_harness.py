@@ -4,6 +4,7 @@ recording unchanged and changed, each attempt recorded like any replay."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -511,3 +512,43 @@ def test_policy_the_ledger_does_not_hold_is_a_missing_snapshot(ledger: Ledger) -
 
     assert raised.value.code is ErrorCode.MISSING_SNAPSHOT
     assert last_result(ledger, job_id)["error_code"] == "MISSING_SNAPSHOT"
+
+
+def test_code_that_swallows_a_divergence_cannot_carry_on(ledger: Ledger) -> None:
+    job_id = recorded(ledger)
+
+    def stubborn(h: ReplayHarness) -> str:
+        h.model_call("m-small", {"role": "user", "content": "plan for 42"})
+        with contextlib.suppress(ReplayDiverged):  # carries on as if nothing happened
+            h.tool_call("search", {"q": "43"})
+        return str(h.tool_call("search", {"q": "42"}))
+
+    failure = diverged(ledger, job_id, stubborn)
+
+    assert "the re-execution stopped already" in failure.message
+    report = ledger.replays.record(job_id, 1).report
+    assert report is not None
+    assert [d["field"] for d in report["divergences"]] == ["tool_call.arguments"]
+
+
+def test_code_that_raises_where_the_run_went_on_diverges_there(ledger: Ledger) -> None:
+    job_id = recorded(ledger)
+
+    def crashes(h: ReplayHarness) -> str:
+        h.model_call("m-small", {"role": "user", "content": "plan for 42"})
+        raise KeyError("first")
+
+    with pytest.raises(KeyError):
+        reexecuted(ledger, job_id, crashes)
+
+    report = ledger.replays.record(job_id, 1).report
+    assert report is not None
+    assert report["divergences"] == [
+        {
+            "code": "REPLAY_DIVERGENCE",
+            "iteration": 1,
+            "field": "agent",
+            "recorded": {"kind": "tool_call", "name": "search", "arguments": {"q": "42"}},
+            "replayed": "raised KeyError: 'first'",
+        }
+    ]
