@@ -14,7 +14,7 @@ from support.ledger_fixtures import RawTable, settings_for
 from support.receipt_examples import BUNDLE
 from support.workload_identities import public_key_text, signed_identity
 
-from domain.errors import ErrorCode, InvalidInput, MaceError
+from domain.errors import ErrorCode, InvalidInput, MaceError, NotFoundError
 from domain.events import (
     ModelCallEnvelope,
     PolicySnapshotRef,
@@ -552,3 +552,19 @@ def test_code_that_raises_where_the_run_went_on_diverges_there(ledger: Ledger) -
             "replayed": "raised KeyError: 'first'",
         }
     ]
+
+
+def test_another_tenants_job_is_answered_as_a_free_id(ledger: Ledger) -> None:
+    job_id = recorded(ledger)
+    free = "no-such-job"
+
+    def refusal(job: str) -> str:
+        with (
+            pytest.raises(NotFoundError) as raised,
+            replay_harness(ledger.recordings, job, AUDITOR, tenant="acme"),
+        ):
+            raise AssertionError("not reached")
+        return str(raised.value).replace(job, "<id>")
+
+    assert refusal(job_id) == refusal(free)
+    assert ledger.governance.log(job_id) == []
