@@ -190,6 +190,31 @@ class DeterministicClock:
         return int.from_bytes(hmac.digest(self._key, message, "sha256"), "big")
 
 
+AGENT_RNG_STREAM: Final = "agent"
+"""The RNG stream an outside agent draws from (`RunRecorder.rng`, the re-execution harness's
+`rng`): the job's seeded RNG, a stream apart from those the ledger's reducers draw from."""
+
+
+class TickingClock:
+    """The job's deterministic clock as an agent reads it: each `now` is the next tick
+    (`DeterministicClock.at(0)`, ``at(1)``, ...), so code that reads it in the same order while
+    recording and while re-executed reads the same instants."""
+
+    def __init__(self, seed: Seed) -> None:
+        self._clock = DeterministicClock(seed)
+        self._ticks = 0
+
+    @property
+    def ticks(self) -> int:
+        """How many instants have been read so far."""
+        return self._ticks
+
+    def now(self) -> datetime:
+        instant = self._clock.at(self._ticks)
+        self._ticks += 1
+        return instant
+
+
 def iso_text(instant: datetime) -> str:
     """A UTC instant as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``: how every MACE timestamp is written."""
     return instant.strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -30,6 +30,7 @@ from domain.errors import InvalidInput
 from domain.job import MAX_INPUT_CHARS, CaptureMode, validate_job_id
 from domain.snapshot import SNAPSHOT_ID_PATTERN, SnapshotKind
 from domain.tool_boundary import contradicted_status
+from domain.workload_identity import STATEMENT_FIELDS, identity_problem
 
 RECORDED = "recorded"
 """Validation context of a fact decoded from a job's stored, verified record (`decode_recorded`)."""
@@ -514,6 +515,54 @@ class ModelCallEnvelope(_HashedContent):
     response: JsonValue = None
 
 
+class WorkloadIdentity(RunEvent):
+    """The workload identity and attestation the run acted under (seed 002: "return the recorded
+    workload identity claims and attestation status for the run being replayed"), with the
+    evidence that verifies them later without the identity provider: the issuer's Ed25519
+    signature over the statement (`domain.workload_identity.statement_bytes`), the issuer's
+    public key as it stood when the run ran, and the statement's hash. The credential the agent
+    presented is a secret and is never stored; ``credential_hash`` pins it.
+
+    New in Run Event Schema v1 (``schema_version`` 1); a run recorded before it has none, which
+    the re-execution harness says (`identity` refuses: nothing was recorded to answer with)."""
+
+    type: Literal["WorkloadIdentity"] = "WorkloadIdentity"
+    EVENT_TYPE = "WorkloadIdentity"
+    subject: Name
+    """The workload's identity, e.g. a SPIFFE ID."""
+    issuer: Name
+    claims: dict[str, JsonValue] = Field(default_factory=dict)
+    attestation: dict[str, JsonValue] = Field(default_factory=dict)
+    """The attestation status and evidence the issuer vouched for (platform, measurements)."""
+    key_id: Name
+    public_key: str = Field(pattern=r"^[A-Za-z0-9+/]{43}=$")
+    """The issuer's Ed25519 public key (32 bytes, base64), as recorded with the run."""
+    signature: str = Field(pattern=r"^[A-Za-z0-9+/]{86}==$")
+    """The issuer's Ed25519 signature over the statement (64 bytes, base64)."""
+    statement_hash: Sha256
+    credential_hash: Sha256 | None = None
+
+    @model_validator(mode="after")
+    def _verified(self, info: ValidationInfo) -> WorkloadIdentity:
+        # A false identity is refused where it is taken in; a recorded one is verified again by
+        # the harness, which says where it fails.
+        if not (info.context or {}).get(RECORDED):
+            problem = self.problem()
+            if problem is not None:
+                raise InvalidInput(f"WorkloadIdentity: {problem}")
+        return self
+
+    def statement(self) -> dict[str, Any]:
+        """What the issuer signed."""
+        return {name: getattr(self, name) for name in STATEMENT_FIELDS}
+
+    def problem(self) -> str | None:
+        """What does not verify in this identity (`identity_problem`), or None."""
+        return identity_problem(
+            self.statement(), self.public_key, self.signature, self.statement_hash
+        )
+
+
 # The ledger's own verdict, recorded after the emitter's last event and before the seal.
 
 
@@ -575,6 +624,7 @@ EMITTED_TYPES: tuple[type[RunEvent], ...] = (
     CapsuleExported,
     CapsuleImported,
     ModelCallEnvelope,
+    WorkloadIdentity,
 )
 """What an emitter may send between ``RunStarted`` and ``RunCompleted``."""
 
@@ -600,7 +650,8 @@ EmittedEvent = Annotated[
     | BranchMerged
     | CapsuleExported
     | CapsuleImported
-    | ModelCallEnvelope,
+    | ModelCallEnvelope
+    | WorkloadIdentity,
     Field(discriminator="type"),
 ]
 IngestLine = Annotated[

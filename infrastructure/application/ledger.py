@@ -31,6 +31,7 @@ from infrastructure.application.privacy_rules import PrivacyRules
 from infrastructure.application.read_model_sync import ReadModels
 from infrastructure.application.receipts import ReceiptService
 from infrastructure.application.records import RecordService
+from infrastructure.application.replay_harness import LedgerRecordings
 from infrastructure.application.replays import ReplayService
 from infrastructure.application.run_imports import RunImports
 from infrastructure.application.run_uploads import RunUploads
@@ -78,6 +79,7 @@ class Ledger:
         self.replays = ReplayService(
             store, self.jobs, self.snapshots, self.governance, self.policy, self.memories
         )
+        self.recordings = LedgerRecordings(self.replays)
         self.audits = AuditService(store, self.jobs, self.replays)
         self.receipts = ReceiptService(store, self.memories, self.policy, self.read_models)
 

@@ -22,7 +22,8 @@ until its result is, so readers tell such an abandoned request from a running on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -238,6 +239,34 @@ class LedgerReplaySource:
         return [*own, *unread, *halts]
 
 
+@dataclass
+class ReplayAttempt:
+    """A replay attempt whose request is recorded (`ReplayService.attempt`): its number, what
+    its replay reads and what governance allows it; its block sets ``outcome``, and ``result``
+    holds what was recorded once the block ends."""
+
+    number: int
+    source: LedgerReplaySource
+    force_approved: bool
+    production_approved: bool
+    elapsed: Callable[[], float]
+    outcome: ReplayOutcome | None = None
+    result: ReplayResult | None = None
+
+
+def access_refused(
+    job_id: str, mode: ReplayMode, actor: Actor, production_approved: bool
+) -> ReplayOutcome | None:
+    """None when the access rules let ``actor`` replay the job in ``mode``; else why not, as an
+    outcome stopped before the replay ran."""
+    refusal = replay_refusal(mode, actor, production_approved)
+    if refusal is None:
+        return None
+    outcome = ReplayOutcome.stopped(job_id, mode, "access", ErrorCode.ACCESS_DENIED, refusal)
+    outcome.non_authoritative.append("the replay was refused before it ran")
+    return outcome
+
+
 class ReplayService:
     def __init__(
         self,
@@ -268,9 +297,37 @@ class ReplayService:
     ) -> ReplayResult:
         """Seed 000 section 6 for the tenant's job, recorded: REPLAY_REQUEST, steps, report,
         result."""
+        check_mocks_allowed(mode, bool(mocks))
+        with self.attempt(
+            job_id, mode, actor, tenant=tenant, force_continue=force_continue, elapsed=elapsed
+        ) as attempt:
+            request = ReplayRequest(
+                job_id, mode, force_continue, attempt.force_approved, mocks or {}, attempt.elapsed
+            )
+            attempt.outcome = self._decided(
+                attempt.source, request, actor, attempt.production_approved
+            )
+        assert attempt.result is not None
+        return attempt.result
+
+    @contextmanager
+    def attempt(
+        self,
+        job_id: str,
+        mode: ReplayMode,
+        actor: Actor,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        force_continue: bool = False,
+        elapsed: Callable[[], float] | None = None,
+    ) -> Iterator[ReplayAttempt]:
+        """One recorded attempt at replaying the tenant's job, however it is replayed (`run`, the
+        re-execution harness): the signed REPLAY_REQUEST is stored before the block runs, and the
+        block's ``attempt.outcome`` after it, as the REPLAY_RESULT, the attempt's replay record
+        and report (``attempt.result``), and any halts. A block that raises leaves the request
+        without a result, as a process that dies does (its lease tells it from a running one)."""
         name = self.jobs.owned_name(job_id, tenant)
         scope = governance_scope_of_job(name)
-        check_mocks_allowed(mode, bool(mocks))
         job = self._job_if_intact(name)
         watch = elapsed or stopwatch()
 
@@ -294,13 +351,19 @@ class ReplayService:
 
             # Access and force-continue are decided on the very record the request was appended to.
             record = self.governance.store_racing(requested, f"replay request for {job_id}")
-            attempt = record.replay_attempts
-            request = ReplayRequest(
-                job_id, mode, force_continue, record.force_continue_allowed(), mocks or {}, watch
+            attempt = ReplayAttempt(
+                record.replay_attempts,
+                source,
+                record.force_continue_allowed(),
+                record.approved(Motion.PRODUCTION_REPLAY),
+                watch,
             )
-            production_approved = record.approved(Motion.PRODUCTION_REPLAY)
-            outcome = self._decided(source, request, actor, production_approved)
-            report = replay_report(outcome, actor, attempt, force_continue, tenant)
+            yield attempt
+            outcome = attempt.outcome
+            if outcome is None:
+                msg = f"replay attempt {attempt.number} of {job_id} ended with no outcome"
+                raise RuntimeError(msg)
+            report = replay_report(outcome, actor, attempt.number, force_continue, tenant)
             markdown = render_markdown(report)
             seconds = watch()
             # The result goes onto the record as this replay saved it; if the save loses a race
@@ -312,7 +375,7 @@ class ReplayService:
                     self._replay_writes(
                         scope,
                         tenant,
-                        attempt,
+                        attempt.number,
                         outcome,
                         actor,
                         report,
@@ -323,7 +386,7 @@ class ReplayService:
                 ),
                 f"replay result for {job_id}",
             )
-        return ReplayResult(attempt, outcome, report, markdown)
+        attempt.result = ReplayResult(attempt.number, outcome, report, markdown)
 
     def _job_if_intact(self, name: str) -> Job | None:
         """The job stored under ``name``, refusing an open one up front; None when it fails
@@ -395,14 +458,8 @@ class ReplayService:
     ) -> ReplayOutcome:
         """The replay, unless the access rules refuse ``actor`` this mode: then why, as an
         outcome stopped before it ran."""
-        refusal = replay_refusal(request.mode, actor, production_approved)
-        if refusal is None:
-            return self._run_replay(source, request)
-        outcome = ReplayOutcome.stopped(
-            request.job_id, request.mode, "access", ErrorCode.ACCESS_DENIED, refusal
-        )
-        outcome.non_authoritative.append("the replay was refused before it ran")
-        return outcome
+        refused = access_refused(request.job_id, request.mode, actor, production_approved)
+        return self._run_replay(source, request) if refused is None else refused
 
     def _run_replay(self, source: LedgerReplaySource, request: ReplayRequest) -> ReplayOutcome:
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.determinism import AGENT_RNG_STREAM, DeterministicRNG, TickingClock
 from domain.errors import InvalidInput
 from domain.events import EMITTED_TYPES, RunEvent, RunStarted
 from domain.job import DEFAULT_TENANT
@@ -32,7 +33,18 @@ class RunRecorder:
         started = RunStarted.model_validate(started.model_dump())  # as `emit` does
         self._draft = uploads.open_new(started, tenant)
         self._emitted = 0
+        self._rng = DeterministicRNG(started.seed_text, AGENT_RNG_STREAM)
+        self._clock = TickingClock(started.seed_text)
         self._log: ReflectiveLog | None = None
+
+    def rng(self) -> DeterministicRNG:
+        """The run's seeded RNG (its agent stream): the same draws, in the same order, as the
+        re-execution harness gives the code run again (`replay_harness`)."""
+        return self._rng
+
+    def clock(self) -> TickingClock:
+        """The run's deterministic clock, as the re-execution harness gives it again."""
+        return self._clock
 
     @property
     def run_id(self) -> str:

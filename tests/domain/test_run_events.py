@@ -16,6 +16,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 from support.stage0_support import SEED_003_TYPES
+from support.workload_identities import signed_identity
 
 from domain.capture import apply_capture, missing_artifacts
 from domain.events import (
@@ -143,6 +144,7 @@ SAMPLES: list[RunEvent] = [
     CapsuleExported(capsule_uri="mv2://capsule/1", digest=H),
     CapsuleImported(capsule_uri="mv2://capsule/1", digest=H),
     model_call(),
+    signed_identity(),
     JobCompleted(
         final_output="2 + 3 = 5",
         replayable=True,
