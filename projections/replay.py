@@ -401,7 +401,7 @@ class _Replay:
 
     def verified_snapshots(self, ids: dict[SnapshotKind, str]) -> Stage0Snapshots:
         step = "3 snapshot signatures"
-        payloads: dict[SnapshotKind, dict[str, Any]] = {}
+        configs: dict[str, Any] = {}
         for kind, snapshot_id in ids.items():
             try:
                 snapshot = self.source.load_snapshot(snapshot_id)
@@ -411,12 +411,13 @@ class _Replay:
                 self.outcome.halt_snapshots.append(snapshot_id)
                 message = f"{kind.value} snapshot {snapshot_id}: {exc.message}"
                 self.stop(ErrorCode.INTEGRITY_FAILURE, step, message)
-            problem = _unusable(kind, snapshot)
-            if problem is not None:
-                message = f"no usable {kind.value} snapshot: {snapshot_id} {problem}"
+            # Parsed once: the parse that says it is usable is the one the re-run runs under.
+            config = _parsed(kind, snapshot)
+            if isinstance(config, _Unusable):
+                message = f"no usable {kind.value} snapshot: {snapshot_id} {config.problem}"
                 self.stop(ErrorCode.MISSING_SNAPSHOT, step, message)
-            payloads[kind] = snapshot.payload
-        parsed = Stage0Snapshots.parse(payloads, recorded=True)
+            configs[kind.value] = config
+        parsed = Stage0Snapshots(**configs)
         self.seconds = parsed.governance.replay_max_seconds
         self.step(step, "ok", "every snapshot's signature and content address verified")
         return parsed
@@ -961,11 +962,16 @@ def _by_iteration(body: list[RunEvent]) -> dict[int, list[tuple[int, RunEvent]]]
     return grouped
 
 
-def _unusable(kind: SnapshotKind, snapshot: Snapshot) -> str | None:
+@dataclass(frozen=True, slots=True)
+class _Unusable:
+    problem: str
+
+
+def _parsed(kind: SnapshotKind, snapshot: Snapshot) -> Any:
+    """The snapshot as its kind's config (`parse_config`, as recorded), or why it is unusable."""
     if snapshot.kind != kind.value:
-        return f"is a {snapshot.kind} snapshot"
+        return _Unusable(f"is a {snapshot.kind} snapshot")
     try:
-        parse_config(kind, snapshot.payload, recorded=True)
+        return parse_config(kind, snapshot.payload, recorded=True)
     except ValueError as exc:
-        return f"cannot be read as a {kind.value} snapshot: {str(exc).splitlines()[0]}"
-    return None
+        return _Unusable(f"cannot be read as a {kind.value} snapshot: {str(exc).splitlines()[0]}")

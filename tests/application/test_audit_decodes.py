@@ -25,6 +25,8 @@ from domain.governance import Actor
 from domain.job import Job
 from domain.replay_access import ReplayMode
 from domain.run_file import parse_run
+from domain.snapshot import SnapshotKind
+from domain.stage0.config import parse_config
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
@@ -103,12 +105,21 @@ def test_a_replay_decodes_each_record_once_and_each_fact_once(
 ) -> None:
     job_id = ledger.jobs.run("What is 2 + 3?", "s1").job_id
     ledger.checkpoints.write()
+    parsed: list[SnapshotKind] = []
+
+    def parsing(kind: SnapshotKind, *args: Any, **kwargs: Any) -> Any:
+        parsed.append(kind)
+        return parse_config(kind, *args, **kwargs)
+
+    monkeypatch.setattr("projections.replay.parse_config", parsing)
     with decodes(monkeypatch) as counted:
         result = ledger.replays.run(job_id, ReplayMode.AUDIT, AUDITOR)
     assert result.outcome.ok
     assert counted["Recorded"] == 5
     assert counted["mutate Recorded"] == 0
     assert facts_decoded(counted) == STAGE0_FACTS
+    # Each declared snapshot parsed once: its usability checked by the parse the re-run uses.
+    assert sorted(parsed) == sorted(SnapshotKind)
 
 
 def test_facts_a_replay_never_looks_at_are_not_decoded(
@@ -127,7 +138,7 @@ def test_facts_a_replay_never_looks_at_are_not_decoded(
         report = audited(ledger, settings)
     (job,) = report.findings.jobs
     assert (job.verdict, job.code) == (Verdict.NOT_REPLAYABLE, "MISSING_SNAPSHOT")
-    assert job.check_counts["not_checked"] == 3
+    assert job.check_counts is not None and job.check_counts["not_checked"] == 3
     assert counted["Recorded"] == 4
     assert counted["mutate Recorded"] == 0
     # Its completion is read (step 2 asks which snapshots it found); nothing else is.
