@@ -250,23 +250,23 @@ class Job(MaceAggregate):
         """What a stream's events make, read back in order from its first (whoever read them
         checked that its versions run on from 1).
 
-        Each recorded fact is taken as it is (`_take`), not through eventsourcing's ``mutate``,
-        which checks the id and version the reader already checked and, for every event,
-        filters its fields by the method's signature: most of the cost of folding a job. The
-        start, the seal, and the events of a stream that is not a job's fold as they would."""
-        aggregate: Any = None
-        for decoded in events:
-            if isinstance(decoded, Job.Recorded) and isinstance(aggregate, Job):
-                fact = RecordedFact(
-                    decoded.sequence_index, decoded.event_type, decoded.event_id, decoded.payload
-                )
-                aggregate._take(fact)
-                # What ``mutate`` sets after applying an event.
-                aggregate.version = decoded.originator_version
-                aggregate.modified_on = decoded.timestamp
-            else:
-                aggregate = fold_events(aggregate, [decoded])
-        return aggregate
+        The recorded facts after the start are taken as they are (`_take`), not each through
+        eventsourcing's ``mutate``, which checks the id and version the reader already checked
+        and filters the event's fields by the method's signature: most of the cost of folding
+        a job. The start, the seal, and any stream that is not a job's fold as they would."""
+        events = list(events)
+        job = fold_events(None, events[:1])
+        rest = events[1:]
+        taken = next((n for n, e in enumerate(rest) if not isinstance(e, Job.Recorded)), len(rest))
+        if isinstance(job, Job) and taken:
+            recorded: list[Job.Recorded] = rest[:taken]
+            for e in recorded:
+                job._take(RecordedFact(e.sequence_index, e.event_type, e.event_id, e.payload))
+            # What ``mutate`` leaves set after the last of them.
+            job.version = recorded[-1].originator_version
+            job.modified_on = recorded[-1].timestamp
+            rest = rest[taken:]
+        return fold_events(job, rest)
 
     def seal(self, event_count: int, mac_digest: str) -> None:
         if self.sealed:
