@@ -19,16 +19,19 @@ import orjson
 import pytest
 from eventsourcing.domain import CanMutateAggregate
 from pydantic import BaseModel
+from support.ledger_fixtures import RawTable
 
+from domain.errors import ErrorCode
 from domain.events import RunEvent
 from domain.governance import Actor
 from domain.job import Job
 from domain.replay_access import ReplayMode
 from domain.run_file import parse_run
-from domain.snapshot import SnapshotKind
+from domain.snapshot import Snapshot, SnapshotKind
 from domain.stage0.config import parse_config
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.snapshots import content_checked
 from infrastructure.storage.settings import Settings
 from projections.audit import AuditReport, AuditScope, Verdict
 
@@ -143,3 +146,30 @@ def test_facts_a_replay_never_looks_at_are_not_decoded(
     assert counted["mutate Recorded"] == 0
     # Its completion is read (step 2 asks which snapshots it found); nothing else is.
     assert facts_decoded(counted) == Counter(["JobCompleted"])
+
+
+def test_replays_decode_a_snapshot_once_a_process_and_check_its_mac_every_time(
+    ledger: Ledger, raw_table: RawTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot's stream is written once: decoded and content-checked by the first replay
+    that reads it, then known by its records' MACs, still read and MAC-checked by every
+    replay, so bytes edited since fail the next replay as they fail the first."""
+    job_id = ledger.jobs.run("What is 2 + 3?", "s1").job_id
+    ledger.checkpoints.write()
+    assert ledger.replays.run(job_id, ReplayMode.AUDIT, AUDITOR).outcome.ok
+    checked: list[Snapshot] = []
+
+    def checking(snapshot: Snapshot) -> Snapshot:
+        checked.append(snapshot)
+        return content_checked(snapshot)
+
+    monkeypatch.setattr("infrastructure.application.replays.content_checked", checking)
+    with decodes(monkeypatch) as counted:
+        assert ledger.replays.run(job_id, ReplayMode.AUDIT, AUDITOR).outcome.ok
+    assert (counted["Declared"], len(checked)) == (0, 0)  # no snapshot decoded or checked again
+    router = Snapshot.id_for(ledger.snapshots.default_ids()["router"])
+    state = raw_table.state(router, 1)
+    raw_table.set_column(router, 1, "state", state.replace(b"route", b"ROUTE", 1))
+    outcome = ledger.replays.run(job_id, ReplayMode.AUDIT, AUDITOR).outcome
+    assert outcome.error_code is ErrorCode.INTEGRITY_FAILURE
+    assert outcome.error_message is not None and "MAC mismatch" in outcome.error_message
