@@ -48,8 +48,9 @@ from domain.events import (
     SemWrite,
     ToolCall,
     ToolResult,
+    decode_recorded,
 )
-from domain.job import CaptureMode, Job
+from domain.job import CaptureMode, Job, RecordedFact
 from domain.memories import Memory as StoredMemory
 from domain.provenance import SERIALIZER, unimplemented
 from domain.replay_access import ReplayMode
@@ -61,7 +62,6 @@ from domain.stage0.config import parse_config
 from domain.stage0.router import UnroutableText
 from domain.tool_boundary import ToolBoundaryError, check_tool_boundary, tool_steps
 from projections.brainstate import fold_brainstate
-from projections.reflective_log import recorded_events
 from projections.replay_checks import (
     Check,
     FactCheck,
@@ -243,7 +243,10 @@ class _Replay:
         self.source = source
         self.request = request
         self.outcome = ReplayOutcome(request.job_id, request.mode)
+        self.facts: list[RecordedFact] = []
+        """The job's recorded facts but its completion, as stored (step 1)."""
         self.indexed: list[tuple[int, RunEvent]] = []
+        """The same facts decoded, each once, when the replay first reads them (step 4)."""
         self.rows: dict[int, FactCheck] = {}
         self.derived: list[FactCheck] = []
         self.bundles: Mapping[str, str] = {}
@@ -316,7 +319,8 @@ class _Replay:
     # Seed 000 section 6, steps 1 to 9
 
     def load_reflective_log(self) -> tuple[Job, JobCompleted]:
-        """The job, its recorded facts decoded (once), and its completion."""
+        """The job and its completion, decoded; its other facts are decoded at step 4, which a
+        replay stopped before never reaches (each is then reported unchecked by its type)."""
         step = "1 load reflective log"
         try:
             job = self.source.load_job(self.request.job_id)
@@ -325,10 +329,12 @@ class _Replay:
                 raise
             self.stop(ErrorCode.INTEGRITY_FAILURE, step, f"job stream: {exc.message}")
         self.tenant = job.tenant
-        recorded = recorded_events(job)
-        self.indexed = [(i, e) for i, e in recorded if not isinstance(e, JobCompleted)]
-        completion = next((e for _, e in recorded if isinstance(e, JobCompleted)), None)
-        if completion is None:
+        completions = [f for f in job.facts if f.event_type == JobCompleted.EVENT_TYPE]
+        self.facts = [f for f in job.facts if f.event_type != JobCompleted.EVENT_TYPE]
+        completion = None
+        if completions:
+            completion = decode_recorded(completions[0].event_type, completions[0].payload)
+        if not isinstance(completion, JobCompleted):
             msg = f"job {job.job_id} is not complete: only completed jobs can be replayed"
             raise InvalidInput(msg)
         self.outcome.capture_mode = job.capture_mode
@@ -395,7 +401,7 @@ class _Replay:
 
     def verified_snapshots(self, ids: dict[SnapshotKind, str]) -> Stage0Snapshots:
         step = "3 snapshot signatures"
-        payloads: dict[SnapshotKind, dict[str, Any]] = {}
+        configs: dict[str, Any] = {}
         for kind, snapshot_id in ids.items():
             try:
                 snapshot = self.source.load_snapshot(snapshot_id)
@@ -405,18 +411,22 @@ class _Replay:
                 self.outcome.halt_snapshots.append(snapshot_id)
                 message = f"{kind.value} snapshot {snapshot_id}: {exc.message}"
                 self.stop(ErrorCode.INTEGRITY_FAILURE, step, message)
-            problem = _unusable(kind, snapshot)
-            if problem is not None:
-                message = f"no usable {kind.value} snapshot: {snapshot_id} {problem}"
+            # Parsed once: the parse that says it is usable is the one the re-run runs under.
+            config = _parsed(kind, snapshot)
+            if isinstance(config, _Unusable):
+                message = f"no usable {kind.value} snapshot: {snapshot_id} {config.problem}"
                 self.stop(ErrorCode.MISSING_SNAPSHOT, step, message)
-            payloads[kind] = snapshot.payload
-        parsed = Stage0Snapshots.parse(payloads, recorded=True)
+            configs[kind.value] = config
+        parsed = Stage0Snapshots(**configs)
         self.seconds = parsed.governance.replay_max_seconds
         self.step(step, "ok", "every snapshot's signature and content address verified")
         return parsed
 
     def ordered_events(self) -> list[tuple[int, RunEvent]]:
-        """The job's events without its completion, in order (decoded once, at step 1)."""
+        """The job's events without its completion, in order, each decoded (once) here."""
+        self.indexed = [
+            (f.sequence_index, decode_recorded(f.event_type, f.payload)) for f in self.facts
+        ]
         indexed = self.indexed
         self.step(
             "4 load ordered events",
@@ -597,7 +607,10 @@ class _Replay:
                 stopped_in.setdefault(event.iteration, []).append((index, event))
         for iteration, events in stopped_in.items():
             self.iteration_rows(iteration, events)
-        rows = [self.rows.get(index) or unreached(index, event) for index, event in self.indexed]
+        rows = [
+            self.rows.get(f.sequence_index) or unreached(f.sequence_index, f.event_type)
+            for f in self.facts
+        ]
         self.outcome.checks = rows + self.derived
 
     def iteration_rows(self, iteration: int, events: Sequence[tuple[int, RunEvent]]) -> None:
@@ -949,11 +962,16 @@ def _by_iteration(body: list[RunEvent]) -> dict[int, list[tuple[int, RunEvent]]]
     return grouped
 
 
-def _unusable(kind: SnapshotKind, snapshot: Snapshot) -> str | None:
+@dataclass(frozen=True, slots=True)
+class _Unusable:
+    problem: str
+
+
+def _parsed(kind: SnapshotKind, snapshot: Snapshot) -> Any:
+    """The snapshot as its kind's config (`parse_config`, as recorded), or why it is unusable."""
     if snapshot.kind != kind.value:
-        return f"is a {snapshot.kind} snapshot"
+        return _Unusable(f"is a {snapshot.kind} snapshot")
     try:
-        parse_config(kind, snapshot.payload, recorded=True)
+        return parse_config(kind, snapshot.payload, recorded=True)
     except ValueError as exc:
-        return f"cannot be read as a {kind.value} snapshot: {str(exc).splitlines()[0]}"
-    return None
+        return _Unusable(f"cannot be read as a {kind.value} snapshot: {str(exc).splitlines()[0]}")

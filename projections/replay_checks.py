@@ -359,9 +359,11 @@ def _names(field: str, event: RunEvent, *, same: bool, in_order: bool) -> bool:
     return isinstance(event, kinds.get(sem, ())) and getattr(event, "key", None) == key
 
 
-def unreached(index: int, event: RunEvent) -> FactCheck:
-    """The row of a fact the replay stopped before it reached."""
-    return FactCheck(_subject(index, event), Check.NOT_CHECKED, "the replay stopped first", index)
+def unreached(index: int, event_type: str) -> FactCheck:
+    """The row of a fact the replay stopped before it reached (maybe before it decoded it)."""
+    return FactCheck(
+        _subject_named(index, event_type), Check.NOT_CHECKED, "the replay stopped first", index
+    )
 
 
 def unpersisted(artifact: MissingArtifact, event: RunEvent) -> FactCheck:
@@ -377,7 +379,11 @@ def unpersisted(artifact: MissingArtifact, event: RunEvent) -> FactCheck:
 
 
 def _subject(index: int, event: RunEvent) -> str:
-    return f"event {index} {event.EVENT_TYPE}"
+    return _subject_named(index, event.EVENT_TYPE)
+
+
+def _subject_named(index: int, event_type: str) -> str:
+    return f"event {index} {event_type}"
 
 
 def tally(rows: list[FactCheck]) -> dict[str, int]:

@@ -69,6 +69,7 @@ class AuditWindow:
 
 @dataclass
 class _OpenJob:
+    stream: UUID
     records: list[StoredEvent] = field(default_factory=list)
 
 
@@ -86,11 +87,13 @@ class RangeAudit:
         self.found = AuditFindings()
         # The declared snapshots and the halt records over them, read once for every job.
         self._shared = SharedReads()
-        self._open: dict[UUID, _OpenJob] = {}
+        # Streams by their text: made once for a run of a stream's events, a string keeps its
+        # hash, where a UUID computes it again at each look-up (three an event, before).
+        self._open: dict[str, _OpenJob] = {}
         # Sealed job streams, by the name their JobStarted gives (None: it did not verify).
-        self._sealed: dict[UUID, str | None] = {}
-        self._failed: set[UUID] = set()
-        # The stream of the last event read, and its text (made once for a run of its events).
+        self._sealed: dict[str, str | None] = {}
+        self._failed: set[str] = set()
+        # The stream of the last event read, and its text.
         self._last_stream: UUID | None = None
         self._last_text = ""
 
@@ -106,8 +109,8 @@ class RangeAudit:
                 self._take(notification_id, stored)
                 if self.found.events % PROGRESS_EVERY == 0:
                     progress(self.found.events)
-        for stream, job in sorted(self._open.items()):
-            self._left_open(stream, job)
+        for _, job in sorted(self._open.items()):  # the text of UUIDs sorts as they do
+            self._left_open(job.stream, job)
         progress(self.found.events)
         return self.found
 
@@ -116,29 +119,30 @@ class RangeAudit:
         assert isinstance(stream, UUID)
         if stream is not self._last_stream:  # the log holds a stream's events together, mostly
             self._last_stream, self._last_text = stream, str(stream)
-        before = self.found.heads.get(self._last_text)
+        text = self._last_text
+        before = self.found.heads.get(text)
         # The checkpoints' own stream is chained, not in the tree: never "not yet checkpointed".
         covered = notification_id <= self.window.checkpointed or stream == CHECKPOINT_STREAM
-        self.found.saw(notification_id, self._last_text, version, covered=covered)
-        if stream in self._failed:
+        self.found.saw(notification_id, text, version, covered=covered)
+        if text in self._failed:
             return  # reported once, at its first failure
-        if stream in self._sealed:
+        if text in self._sealed:
             # The job was judged at its seal: a later event fails it, as any read of it would.
             after_seal = IntegrityFailure(stream, version, "event recorded after the seal")
-            name = self._sealed[stream]
+            name = self._sealed[text]
             if name is not None and self.found.failed_job(name, after_seal.message):
-                self._failed.add(stream)
+                self._failed.add(text)
             else:
                 self._stream_failed(stream, after_seal)
             return
-        job = self._open.get(stream)
+        job = self._open.get(text)
         if job is None and version == 1 and stored.topic == JOB_STARTED_TOPIC:
-            job = self._open[stream] = _OpenJob()
+            job = self._open[text] = _OpenJob(stream)
         if job is not None:
             job.records.append(stored)
             if stored.topic == SEAL_TOPIC:
-                del self._open[stream]
-                self._sealed[stream] = self._job_sealed(stream, job.records)
+                del self._open[text]
+                self._sealed[text] = self._job_sealed(stream, job.records)
             return
         # Any other stream, or a job begun before the window: verified event by event, its
         # versions contiguous from 1 (from where the window meets it, with ``since``).
@@ -215,7 +219,7 @@ class RangeAudit:
         self.found.jobs.append(result)
 
     def _stream_failed(self, stream: UUID, failure: IntegrityFailure) -> None:
-        self._failed.add(stream)
+        self._failed.add(str(stream))
         self.found.stream_failures.append(
             StreamFailure(failure.stream, failure.version, failure.reason)
         )

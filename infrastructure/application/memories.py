@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from domain.aggregate import fold_events
 from domain.errors import IntegrityFailure
 from domain.events import RetrievalRequest, RetrievalResponse, RunEvent
 from domain.governance import Actor
@@ -26,7 +27,6 @@ from domain.memories import (
 )
 from domain.retrieval import memory_of
 from infrastructure.storage.ops_clock import recorded_at
-from infrastructure.storage.records.repository import fold_events
 from infrastructure.storage.store import LedgerStore
 from projections.redaction import shown_kept
 

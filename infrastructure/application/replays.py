@@ -59,6 +59,7 @@ from infrastructure.application.policy import PolicyService
 from infrastructure.application.snapshots import SnapshotService, content_checked
 from infrastructure.storage.checkpoints.head_check import ShortOfCheckpoint
 from infrastructure.storage.ops_clock import recorded_at, stopwatch
+from infrastructure.storage.records.integrity import verify_stream
 from infrastructure.storage.store import LedgerStore
 from projections.replay import Absent, ReplayOutcome, ReplayRequest, replay_job
 from projections.replay_report import render_markdown, replay_report
@@ -165,10 +166,10 @@ class LedgerReplaySource:
 
     def _snapshot(self, snapshot_id: str) -> Snapshot:
         stream = Snapshot.id_for(snapshot_id)
-        snapshot = self._replays.store.repository.aggregate(Snapshot, stream, self._records(stream))
+        snapshot = self._replays.checked_snapshot(stream, self._records(stream))
         if snapshot is None:
             raise NotFoundError(f"no snapshot {snapshot_id}")
-        return content_checked(snapshot)
+        return snapshot
 
     def halt_reason(self, tenant: str, snapshot_id: str) -> str | None:
         own, store_wide = (
@@ -283,6 +284,28 @@ class ReplayService:
         self.governance = governance
         self.policy = policy
         self.memories = memories
+        # Snapshots decoded and content-checked, by their stream and their records' MACs.
+        self._checked: dict[tuple[UUID, tuple[bytes, ...]], Snapshot] = {}
+
+    def checked_snapshot(self, stream: UUID, records: Sequence[StoredEvent]) -> Snapshot | None:
+        """The snapshot ``records`` (its whole stream, as read) hold, verified (versions, MACs)
+        and content-checked (its id follows from its payload); None when there are none.
+
+        Every read is verified; what follows from verified bytes alone is worked out once a
+        process: equal MACs under the ledger's keys are equal records, so a snapshot decoded
+        and content-checked once is that snapshot again (it was most of a replay's reading of
+        its snapshots). Bytes edited since fail their MAC check first, and are never looked up.
+        """
+        verified = verify_stream(self.store.keyring, stream, records)
+        if not verified:
+            return None
+        key = (stream, tuple(record.mac for record in verified))
+        snapshot = self._checked.get(key)
+        if snapshot is None:
+            decoded = self.store.repository.folded(Snapshot, stream, verified)
+            assert decoded is not None  # records there were
+            snapshot = self._checked[key] = content_checked(decoded)
+        return snapshot
 
     def run(
         self,
