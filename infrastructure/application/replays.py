@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
@@ -65,6 +65,9 @@ from projections.replay import Absent, ReplayOutcome, ReplayRequest, replay_job
 from projections.replay_report import render_markdown, replay_report
 
 T = TypeVar("T")
+
+#: Snapshots decoded and content-checked that a process keeps (`ReplayService.checked_snapshot`).
+SNAPSHOTS_KEPT: Final = 1024
 
 
 @dataclass(frozen=True)
@@ -304,6 +307,9 @@ class ReplayService:
         if snapshot is None:
             decoded = self.store.repository.folded(Snapshot, stream, verified)
             assert decoded is not None  # records there were
+            if len(self._checked) >= SNAPSHOTS_KEPT:
+                # A long-lived service meets ever more snapshots: the oldest kept one goes.
+                del self._checked[next(iter(self._checked))]
             snapshot = self._checked[key] = content_checked(decoded)
         return snapshot
 

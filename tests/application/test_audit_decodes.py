@@ -173,3 +173,19 @@ def test_replays_decode_a_snapshot_once_a_process_and_check_its_mac_every_time(
     outcome = ledger.replays.run(job_id, ReplayMode.AUDIT, AUDITOR).outcome
     assert outcome.error_code is ErrorCode.INTEGRITY_FAILURE
     assert outcome.error_message is not None and "MAC mismatch" in outcome.error_message
+
+
+def test_a_process_keeps_a_bounded_number_of_checked_snapshots(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived service meets ever more snapshots: it keeps the newest it checked, never
+    all, and one it let go is decoded and checked again when a replay needs it."""
+    monkeypatch.setattr("infrastructure.application.replays.SNAPSHOTS_KEPT", 2)
+    job_id = ledger.jobs.run("What is 2 + 3?", "s1").job_id
+    assert len(ledger.snapshots.default_ids()) > 2
+    assert ledger.replays.run(job_id, ReplayMode.AUDIT, AUDITOR).outcome.ok
+    assert len(ledger.replays._checked) == 2
+    with decodes(monkeypatch) as counted:
+        assert ledger.replays.run(job_id, ReplayMode.AUDIT, AUDITOR).outcome.ok
+    assert counted["Declared"] > 0  # the snapshots let go were decoded again
+    assert len(ledger.replays._checked) == 2
