@@ -102,7 +102,7 @@ def run_of_trace(spans: list[Span]) -> ParsedRun:
     root = root_of(spans)
     made: list[tuple[Span, RunEvent]] = []
     for span in spans:
-        made += [(span, event) for event in _events_of(span)]
+        made += [(span, event) for event in span_events(span)]
     events = [event for _, event in made]
     try:
         check_tool_boundary(tool_steps(events))
@@ -132,7 +132,9 @@ def _capture_mode(events: list[RunEvent]) -> CaptureMode:
     return CaptureMode.NONE
 
 
-def _events_of(span: Span) -> list[RunEvent]:
+def span_events(span: Span) -> list[RunEvent]:
+    """The events one span gives, in order; `SpanError` when it cannot be taken in. Checks a
+    span alone, as it arrives; pairing across spans is checked when the trace is whole."""
     kind = span_kind(span)
     made: list[RunEvent] = []
     if kind == MODEL:
@@ -171,15 +173,13 @@ def _first(span: Span, names: tuple[str, ...]) -> tuple[str, AttributeValue | No
 
 def _json_value(value: AttributeValue | None) -> JsonValue:
     """An attribute as JSON: a string holding JSON (how the conventions carry messages,
-    arguments and results) is decoded; other strings stay strings; bytes are hex."""
+    arguments and results) is decoded; other strings stay strings."""
     if isinstance(value, str):
         try:
             decoded: JsonValue = orjson.loads(value)
         except orjson.JSONDecodeError:
             return value
         return decoded
-    if isinstance(value, bytes):
-        return value.hex()
     if isinstance(value, list):
         return [_json_value(v) for v in value]
     if isinstance(value, dict):

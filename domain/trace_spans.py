@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, Final
 
 from domain.errors import InvalidInput
 
-AttributeValue = (
-    str | bool | int | float | bytes | list["AttributeValue"] | dict[str, "AttributeValue"]
-)
-"""An OTLP ``AnyValue`` as Python: arrays are lists, key-value lists dicts, bytes stay bytes."""
+AttributeValue = str | bool | int | float | list["AttributeValue"] | dict[str, "AttributeValue"]
+"""An OTLP ``AnyValue`` as JSON: arrays are lists, key-value lists objects, bytes hex strings."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +44,27 @@ class Span:
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
     events: tuple[SpanEvent, ...] = ()
 
+    def as_json(self) -> dict[str, Any]:
+        """The span as a JSON object (how the ledger holds a span until its trace is whole)."""
+        return {
+            **{f: getattr(self, f) for f in _SCALARS},
+            "attributes": dict(self.attributes),
+            "events": [
+                {"name": e.name, "time_unix_nano": e.time_unix_nano, "attributes": e.attributes}
+                for e in self.events
+            ],
+        }
+
+    @classmethod
+    def of_json(cls, held: Mapping[str, Any]) -> Span:
+        return cls(
+            **{f: held[f] for f in _SCALARS},
+            attributes=held["attributes"],
+            events=tuple(
+                SpanEvent(e["name"], e["time_unix_nano"], e["attributes"]) for e in held["events"]
+            ),
+        )
+
     @property
     def ref(self) -> str:
         """How a message names the span: trace id, span id and name."""
@@ -53,6 +73,18 @@ class Span:
     @property
     def ended(self) -> bool:
         return self.end_unix_nano > 0 and self.end_unix_nano >= self.start_unix_nano
+
+
+_SCALARS: Final = (
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "start_unix_nano",
+    "end_unix_nano",
+    "error",
+    "status_message",
+)
 
 
 class SpanError(InvalidInput):

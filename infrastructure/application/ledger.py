@@ -39,6 +39,7 @@ from infrastructure.application.sem import SemService
 from infrastructure.application.snapshots import SnapshotService
 from infrastructure.application.store_status import StoreStatus
 from infrastructure.application.trace_imports import TraceImports
+from infrastructure.application.trace_intake import TraceIntake
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.settings import Settings, Store
 from infrastructure.storage.store import LedgerStore
@@ -73,6 +74,7 @@ class Ledger:
         self.runs = RunService(self.jobs, self.snapshots, self.privacy, self.policy, self.limits)
         self.run_imports = RunImports(store, self.runs, self.jobs)
         self.trace_imports = TraceImports(self.run_imports, self.limits)
+        self.trace_intake = TraceIntake(store, self.trace_imports)
         self.run_uploads = RunUploads(store, self.runs, self.jobs)
         self.personal_data = PersonalDataReads(store, self.jobs, self.privacy)
         self.governance = GovernanceService(store, self.jobs, leases)

@@ -13,7 +13,6 @@ import base64
 from collections.abc import Iterable
 from typing import Any, Final
 
-import orjson
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -22,6 +21,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from domain.errors import InvalidInput
+from domain.json_input import JSONInputError, parse_json_input
 from domain.trace_spans import AttributeValue, Span, SpanEvent
 
 _ID_FIELDS: Final = ("traceId", "spanId", "parentSpanId")
@@ -43,9 +43,9 @@ def spans_of_json(raw: bytes) -> list[Span]:
     """The spans of an ``ExportTraceServiceRequest`` in OTLP/JSON (what exporters write to files
     and send as ``application/json``)."""
     try:
-        document = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        msg = f"not JSON: {exc}; expected an OTLP ExportTraceServiceRequest"
+        document = parse_json_input(raw)
+    except JSONInputError as exc:
+        msg = f"{exc}; expected an OTLP ExportTraceServiceRequest"
         raise InvalidInput(msg) from None
     if not isinstance(document, dict):
         msg = "expected an OTLP ExportTraceServiceRequest (a JSON object with resourceSpans)"
@@ -142,5 +142,7 @@ def _value(value: AnyValue) -> AttributeValue | None:
         return [v for v in map(_value, value.array_value.values) if v is not None]
     if which == "kvlist_value":
         return _attributes(value.kvlist_value.values)
+    if which == "bytes_value":
+        return value.bytes_value.hex()
     held: AttributeValue = getattr(value, which)
     return held

@@ -47,23 +47,28 @@ class TraceImports:
         trace past the run limits.
         """
         traces = traces_of(spans)
-        runs: dict[str, ParsedRun] = {}
-        for trace_id, trace in traces.items():
-            if why_incomplete(trace) is None:
-                run = run_of_trace(trace)
-                self._check_limits(trace_id, run)
-                runs[trace_id] = run
+        runs = {
+            trace_id: self.whole_run(trace_id, trace)
+            for trace_id, trace in traces.items()
+            if why_incomplete(trace) is None
+        }
         outcomes: list[TraceOutcome] = []
         for trace_id, trace in traces.items():
             whole = runs.get(trace_id)
             if whole is None:
                 outcomes.append(TraceOutcome(trace_id, incomplete=why_incomplete(trace)))
-                continue
-            log, duplicate = self.run_imports.record_once(whole, tenant)
-            outcomes.append(TraceOutcome(trace_id, log, len(whole.events), duplicate))
+            else:
+                outcomes.append(self.record(trace_id, whole, tenant))
         return outcomes
 
-    def _check_limits(self, trace_id: str, run: ParsedRun) -> None:
+    def whole_run(self, trace_id: str, trace: list[Span]) -> ParsedRun:
+        """The run a whole trace records, held to the run limits (`RunTooLarge`)."""
+        run = run_of_trace(trace)
         name = f"trace {trace_id}"
         self.limits.check_events(name, [event.payload() for event in run.events])
         self.limits.check_final_output(name, run.completed.final_output)
+        return run
+
+    def record(self, trace_id: str, run: ParsedRun, tenant: str) -> TraceOutcome:
+        log, duplicate = self.run_imports.record_once(run, tenant)
+        return TraceOutcome(trace_id, log, len(run.events), duplicate)
