@@ -74,6 +74,7 @@ TOOL_ARGUMENTS: Final = ("gen_ai.tool.call.arguments", "input.value")
 TOOL_RESULT: Final = ("gen_ai.tool.call.result", "output.value")
 DOCUMENTS: Final = "retrieval.documents."
 ERROR_TYPE: Final = "error.type"
+SNAPSHOT: Final = "mace.snapshot."
 INPUT_MESSAGES: Final = "llm.input_messages."
 OUTPUT_MESSAGES: Final = "llm.output_messages."
 
@@ -110,15 +111,28 @@ def run_of_trace(spans: list[Span]) -> ParsedRun:
         raise SpanError(made[bad.position][0], TOOL_CALL_ID[0], str(bad)) from None
     started = _build(
         root,
-        {"input": INPUT[0]},
+        {"input": INPUT[0], "snapshot_ids": f"{SNAPSHOT}<kind>"},
         lambda: RunStarted(
             seed=root.trace_id,
             input=_input_text(root),
+            snapshot_ids=_declared_snapshots(root),
             capture_mode=_capture_mode(events),
         ),
     )
     completed = _build(root, {}, lambda: RunCompleted(final_output=_content(root, OUTPUT)[1]))
     return ParsedRun(started, events, completed)
+
+
+def _declared_snapshots(root: Span) -> dict[str, str]:
+    """The snapshots the run declares (`mace.snapshot.<kind>` on its root span: the ledger's
+    own attributes, for an agent whose routing, privacy and governance snapshots it holds)."""
+    declared: dict[str, str] = {}
+    for name, value in root.attributes.items():
+        if name.startswith(SNAPSHOT):
+            if not isinstance(value, str):
+                raise SpanError(root, name, "expected a snapshot id (64 lowercase hex characters)")
+            declared[name.removeprefix(SNAPSHOT)] = value
+    return declared
 
 
 def _capture_mode(events: list[RunEvent]) -> CaptureMode:

@@ -46,6 +46,9 @@ SHOWN_REJECTIONS: Final = 5
     "/v1/traces",
     summary="OTLP/HTTP trace export: spans held per tenant and trace, each whole trace a run",
     response_model=None,
+    # Its contract is the OTLP/HTTP specification's (protobuf bodies, google.rpc.Status errors),
+    # not the JSON API's document: docs/http-api.md describes it.
+    include_in_schema=False,
 )
 async def export_traces(request: Request, ctx: Ctx, who: Caller) -> Response:
     require(who, *RECORDERS)

@@ -4,7 +4,7 @@ all in the GenAI semantic conventions, set by hand."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -13,9 +13,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Status, StatusCode, Tracer
 
 
-def traced_agent(tracer: Tracer, city: str = "Paris") -> None:
-    """One agent run: the spans end children first, the root last, as an SDK exports them."""
+def traced_agent(
+    tracer: Tracer, city: str = "Paris", snapshots: Mapping[str, str] | None = None
+) -> None:
+    """One agent run: the spans end children first, the root last, as an SDK exports them.
+    ``snapshots``: the ids (by kind) its root declares (``mace.snapshot.<kind>``)."""
     with tracer.start_as_current_span("invoke_agent weather") as root:
+        for kind, snapshot_id in (snapshots or {}).items():
+            root.set_attribute(f"mace.snapshot.{kind}", snapshot_id)
         root.set_attribute("gen_ai.operation.name", "invoke_agent")
         root.set_attribute("gen_ai.agent.name", "weather")
         root.set_attribute("gen_ai.input.messages", f"Weather in {city}?")
