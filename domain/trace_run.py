@@ -39,6 +39,7 @@ from domain.events import (
 )
 from domain.job import MAX_INPUT_CHARS, CaptureMode
 from domain.run_file import ParsedRun
+from domain.snapshot import SnapshotKind
 from domain.tool_boundary import ToolBoundaryError, check_tool_boundary, tool_steps
 from domain.trace_spans import AttributeValue, Span, SpanError, root_of
 
@@ -75,6 +76,7 @@ TOOL_RESULT: Final = ("gen_ai.tool.call.result", "output.value")
 DOCUMENTS: Final = "retrieval.documents."
 ERROR_TYPE: Final = "error.type"
 SNAPSHOT: Final = "mace.snapshot."
+KINDS: Final = tuple(kind.value for kind in SnapshotKind)
 INPUT_MESSAGES: Final = "llm.input_messages."
 OUTPUT_MESSAGES: Final = "llm.output_messages."
 
@@ -128,10 +130,14 @@ def _declared_snapshots(root: Span) -> dict[str, str]:
     own attributes, for an agent whose routing, privacy and governance snapshots it holds)."""
     declared: dict[str, str] = {}
     for name, value in root.attributes.items():
-        if name.startswith(SNAPSHOT):
-            if not isinstance(value, str):
-                raise SpanError(root, name, "expected a snapshot id (64 lowercase hex characters)")
-            declared[name.removeprefix(SNAPSHOT)] = value
+        if not name.startswith(SNAPSHOT):
+            continue
+        kind = name.removeprefix(SNAPSHOT)
+        if kind not in KINDS:
+            raise SpanError(root, name, f"no snapshot kind {kind!r}: one of {', '.join(KINDS)}")
+        if not isinstance(value, str):
+            raise SpanError(root, name, "expected a snapshot id (64 lowercase hex characters)")
+        declared[kind] = value
     return declared
 
 

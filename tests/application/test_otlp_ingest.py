@@ -233,3 +233,24 @@ def _attributes(made: dict[str, Any]) -> dict[str, Any]:
         [(kind, value)] = pair["value"].items()
         values[pair["key"]] = int(value) if kind == "intValue" else value
     return values
+
+
+def test_the_root_span_declares_the_runs_snapshots(ledger: Ledger) -> None:
+    declared = ledger.snapshots.default_ids()
+    root, chat, tool = agent_trace()
+    named = {f"mace.snapshot.{kind}": snapshot_id for kind, snapshot_id in declared.items()}
+    with_snapshots = span(
+        ROOT, "invoke_agent w", {**_attributes(root), **named}, parent="", end=100
+    )
+    [outcome] = record(ledger, export(with_snapshots, chat, tool))
+    assert outcome.log is not None and outcome.log.completion is not None
+    assert outcome.log.snapshot_ids == {f"{k}_snapshot_id": v for k, v in declared.items()}
+    assert outcome.log.completion.missing_artifacts == []
+    assert outcome.log.completion.replayable is True
+
+    unknown = span(ROOT, "invoke_agent w", {"mace.snapshot.weather": "0" * 64}, parent="", end=9)
+    with pytest.raises(
+        SpanError,
+        match=r"attribute mace.snapshot.weather: no snapshot kind 'weather': one of selfrep,",
+    ):
+        record(ledger, export(unknown))
