@@ -11,8 +11,9 @@ how long the service waits for it. There is no explicit end in OTLP; a trace who
 coming stays open. Closing is tried for the traces a request touched, at the end of that
 request, and by the service's closer thread (`TraceCloser`) for every trace held open.
 
-A whole trace that cannot be recorded (two tool calls under one id, a run over the limits) is
-closed as refused, its reason logged and kept on its stream, so no round tries it again.
+A whole trace that cannot be recorded (two tool calls under one id, a run over the limits, a
+value its privacy rules never let the ledger keep in clear) is closed as refused, its reason
+logged and kept on its stream, so no round tries it again.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from domain.errors import InvalidInput
 from domain.held_trace import HeldTrace
 from domain.trace_run import span_events
 from domain.trace_spans import Span, SpanError, why_incomplete
+from infrastructure.application.privacy_rules import ClearPrivateValue
 from infrastructure.application.trace_imports import TraceImports, TraceOutcome
 from infrastructure.storage.store import LedgerStore
 
@@ -130,7 +132,7 @@ class TraceIntake:
         try:
             run = self.imports.whole_run(held.trace_id, spans)
             outcome = self.imports.record(held.trace_id, run, held.tenant)
-        except InvalidInput as refused:
+        except (InvalidInput, ClearPrivateValue) as refused:
             logger.warning("trace %s not recorded: %s", held.trace_id, refused)
             outcome = TraceOutcome(held.trace_id, incomplete=str(refused))
         closed = self.store.racing(

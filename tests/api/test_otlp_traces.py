@@ -4,6 +4,7 @@ in the ledger, each trace recorded once whole and quiet, never when partial. Bot
 from __future__ import annotations
 
 import gzip
+import logging
 from collections.abc import Iterator
 
 import httpx
@@ -18,6 +19,7 @@ from support.otlp_traces import CHAT, TRACE, agent_trace, export, span
 
 from infrastructure.api.app import create_app
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.trace_intake import TraceCloser
 from infrastructure.storage.settings import Settings
 from projections.job_search import JobQuery
 
@@ -182,3 +184,32 @@ def test_no_token_no_spans(quiet_at_once: TestClient, ledger: Ledger) -> None:
     auditor = post(quiet_at_once, export(*agent_trace()), JSON, "auditor")
     assert auditor.status_code == 403
     assert job_ids(ledger) == []
+
+
+def test_the_closer_records_a_quiet_trace_and_closes_an_unrecordable_one_for_good(
+    settings: Settings, ledger: Ledger, caplog: pytest.LogCaptureFixture
+) -> None:
+    other = "0af7651916cd43dd8448eb211c80319c"
+    root, chat, tool = agent_trace(trace=other)
+    again = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "get_weather",
+        "gen_ai.tool.call.id": "call_1",  # the id of the tool call before it
+    }
+    twice = span("00000000000000cc", "execute_tool again", again, start=50, end=60, trace=other)
+    with TestClient(create_app(settings, token_book(), ledger)) as client:
+        answered(post(client, protobuf_export(recorded_spans()), PROTOBUF))
+        assert post(client, export(root, chat, tool, twice), JSON).json() == {}
+    clock = iter([1.0, 4e9])
+    closer = TraceCloser(ledger.trace_intake, 5.0, 1.0, lambda: next(clock))
+    closer.tick()  # 1 s after the epoch: the spans arrived later, so it is not quiet yet
+    assert job_ids(ledger) == []
+    with caplog.at_level(logging.WARNING, logger="mace.traces"):
+        closer.tick()
+    assert len(job_ids(ledger)) == 1
+    said = f"trace {other} not recorded: span {other}/00000000000000cc"
+    assert said in caplog.text
+    # Closed as refused: no later round tries it again.
+    before = position(ledger)
+    assert ledger.trace_intake.close_quiet(now=4e9, quiet=0.0) == []
+    assert position(ledger) == before
