@@ -74,7 +74,7 @@ class Ledger:
         self.runs = RunService(self.jobs, self.snapshots, self.privacy, self.policy, self.limits)
         self.run_imports = RunImports(store, self.runs, self.jobs)
         self.trace_imports = TraceImports(self.run_imports, self.limits)
-        self.trace_intake = TraceIntake(store, self.trace_imports)
+        self.trace_intake = TraceIntake(store, self.trace_imports, self.privacy)
         self.run_uploads = RunUploads(store, self.runs, self.jobs)
         self.personal_data = PersonalDataReads(store, self.jobs, self.privacy)
         self.governance = GovernanceService(store, self.jobs, leases)

@@ -1,8 +1,9 @@
 """Spans arriving over OTLP/HTTP (``POST /v1/traces``): held in the ledger per tenant and trace
 (`domain.held_trace`), and each trace recorded as a run once it is whole and quiet.
 
-A request's spans are checked one by one as they arrive (`domain.trace_run.span_events`): a
-span that cannot be taken in is rejected (the OTLP answer's ``partial_success``) and not held;
+A request's spans are checked one by one as they arrive (`domain.trace_run.span_events`, and
+the privacy rules' personal data and secrets): a span that cannot be taken in is rejected (the
+OTLP answer's ``partial_success``) and not held;
 the others are held, signed, before the request is answered. A trace is recorded when it is
 whole (`domain.trace_spans.why_incomplete`) and no span of it has arrived for the quiet period
 (``MACE_TRACE_QUIET_SECONDS``): exporters send a trace's spans as they end, children before
@@ -31,9 +32,10 @@ from eventsourcing.utils import get_topic
 
 from domain.errors import InvalidInput
 from domain.held_trace import HeldTrace
+from domain.sensitive_data import first_sensitive
 from domain.trace_run import span_events
 from domain.trace_spans import Span, SpanError, why_incomplete
-from infrastructure.application.privacy_rules import ClearPrivateValue
+from infrastructure.application.privacy_rules import ClearPrivateValue, PrivacyRules
 from infrastructure.application.trace_imports import TraceImports, TraceOutcome
 from infrastructure.storage.store import LedgerStore
 
@@ -54,9 +56,10 @@ class Intake:
 
 
 class TraceIntake:
-    def __init__(self, store: LedgerStore, imports: TraceImports) -> None:
+    def __init__(self, store: LedgerStore, imports: TraceImports, privacy: PrivacyRules) -> None:
         self.store = store
         self.imports = imports
+        self.privacy = privacy
         self._open: set[UUID] = set()
         """The held traces known to be open; the closer's scan of the log adds the others."""
         self._scanned = 0
@@ -69,13 +72,24 @@ class TraceIntake:
         the traces they touched that are whole and have been quiet for ``quiet`` seconds."""
         taken: dict[str, list[Span]] = {}
         rejected: list[str] = []
+        denied = self.privacy.of({}).deny_sem_attributes
         for span in spans:
             try:
                 span_events(span)
             except SpanError as bad:
                 rejected.append(str(bad))
-            else:
-                taken.setdefault(span.trace_id, []).append(span)
+                continue
+            # Held spans are kept: one holding what privacy rules never let the ledger keep in
+            # clear is not held at all (a run's own privacy snapshot is checked again when the
+            # run is recorded; it is named by the root span, which may come last).
+            found = first_sensitive(span.as_json(), denied)
+            if found is not None:
+                rejected.append(
+                    f"{span.ref}: {found.path} holds {found.why}, which privacy rules never let"
+                    " the ledger keep in clear: send it as null (or masked)"
+                )
+                continue
+            taken.setdefault(span.trace_id, []).append(span)
         accepted = 0
         streams: list[UUID] = []
         for trace_id, its in taken.items():

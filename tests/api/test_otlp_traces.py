@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from support.api_support import auth, token_book
-from support.ledger_fixtures import store_of
+from support.ledger_fixtures import RawTable, store_of
 from support.otel_sdk import protobuf_export, recorded_spans
-from support.otlp_traces import CHAT, TRACE, agent_trace, export, span
+from support.otlp_traces import CHAT, TOOL, TRACE, agent_trace, export, span
 
 from infrastructure.api.app import create_app
 from infrastructure.application.ledger import Ledger
@@ -213,3 +213,30 @@ def test_the_closer_records_a_quiet_trace_and_closes_an_unrecordable_one_for_goo
     before = position(ledger)
     assert ledger.trace_intake.close_quiet(now=4e9, quiet=0.0) == []
     assert position(ledger) == before
+
+
+def test_a_span_holding_a_secret_in_clear_is_rejected_and_never_stored(
+    quiet_at_once: TestClient, settings: Settings, ledger: Ledger
+) -> None:
+    root, chat, _ = agent_trace()
+    secret = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "login",
+        "gen_ai.tool.call.arguments": '{"user": "olga", "password": "hunter2"}',
+    }
+    leaking = span(TOOL, "execute_tool login", secret, start=30, end=40)
+    before = position(ledger)
+    response = post(quiet_at_once, export(chat, leaking), JSON)
+    rejected = response.json()["partialSuccess"]
+    assert rejected["rejectedSpans"] == "1"
+    assert rejected["errorMessage"].startswith(f"span {TRACE}/{TOOL} ('execute_tool login'): ")
+    assert "privacy rules never let the ledger keep in clear" in rejected["errorMessage"]
+    assert "hunter2" not in rejected["errorMessage"]
+    rows = RawTable(settings).execute("SELECT state FROM {table}")
+    assert position(ledger) > before  # the chat span is held
+    assert not any(b"hunter2" in bytes(state) for (state,) in rows)
+    # The run is recorded without it (a leaf span the trace cannot miss).
+    post(quiet_at_once, export(root), JSON)
+    [job_id] = job_ids(ledger)
+    events = [e["event_type"] for e in ledger.jobs.stream(job_id, tenant="acme")]
+    assert events[1:-2] == ["ModelCallEnvelope"]
