@@ -30,6 +30,7 @@ from infrastructure.api import (
     replays,
     runs,
     snapshots,
+    traces,
 )
 from infrastructure.api.context import Service
 from infrastructure.api.errors import ERROR_ANSWERS, ApiError, invalid
@@ -43,6 +44,7 @@ from infrastructure.application.notary import Notary
 from infrastructure.application.sessions import Sessions
 from infrastructure.application.settings import Settings
 from infrastructure.application.tokens import Tokens
+from infrastructure.application.trace_intake import TraceCloser
 
 METHODS: Final = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
@@ -68,6 +70,7 @@ def create_app(
     ledger: Ledger | None = None,
     *,
     notary: bool = False,
+    close_traces: bool = False,
     reader: Ledger | None = None,
     clock: Callable[[], float] = time.time,
 ) -> FastAPI:
@@ -77,8 +80,10 @@ def create_app(
 
     With ``notary``, a `Notary` checkpoints the store while the service is up and once more as
     it shuts down: in the lifespan, so the last checkpoint is written before the server says it
-    has shut down, whatever signal stopped it. ``clock``: the wall clock that dashboard sessions
-    and token expiry are told by (operations time, never a decision input).
+    has shut down, whatever signal stopped it. With ``close_traces``, a `TraceCloser` records
+    the traces held from OTLP exports once whole and quiet (as often as the notary looks).
+    ``clock``: the wall clock that dashboard sessions, token expiry and the traces' quiet period
+    are told by (operations time, never a decision input).
     """
     sessions = Sessions(tokens, settings.session_idle_seconds, settings.session_max_seconds, clock)
 
@@ -94,7 +99,17 @@ def create_app(
                 if notary
                 else nullcontext()
             )
-            with notarised:
+            closing = (
+                TraceCloser(
+                    opened.trace_intake,
+                    settings.trace_quiet_seconds,
+                    settings.checkpoint_interval,
+                    clock,
+                ).running()
+                if close_traces
+                else nullcontext()
+            )
+            with notarised, closing:
                 yield
 
     app = FastAPI(
@@ -125,6 +140,7 @@ def create_app(
         receipts,
         checkpoints,
         metrics,
+        traces,
         dashboard,
     ):
         app.include_router(module.router)

@@ -72,7 +72,9 @@ def serve_http(args: argparse.Namespace, settings: Settings) -> int:
             if refusal is not None:
                 # Reads are served; writes are refused 503, and /readyz says not ready.
                 logger.warning("the store cannot take writes: %s", refusal)
-            app = create_app(settings, tokens, ledger, notary=True, reader=reader)
+            app = create_app(
+                settings, tokens, ledger, notary=True, close_traces=True, reader=reader
+            )
             config = uvicorn.Config(
                 app, host=args.host, port=args.port, log_level="info", access_log=False
             )

@@ -39,6 +39,8 @@ from infrastructure.application.runs import RunService
 from infrastructure.application.sem import SemService
 from infrastructure.application.snapshots import SnapshotService
 from infrastructure.application.store_status import StoreStatus
+from infrastructure.application.trace_imports import TraceImports
+from infrastructure.application.trace_intake import TraceIntake
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.settings import Settings, Store
 from infrastructure.storage.store import LedgerStore
@@ -72,6 +74,8 @@ class Ledger:
         self.policy = PolicyService(store)
         self.runs = RunService(self.jobs, self.snapshots, self.privacy, self.policy, self.limits)
         self.run_imports = RunImports(store, self.runs, self.jobs)
+        self.trace_imports = TraceImports(self.run_imports, self.limits)
+        self.trace_intake = TraceIntake(store, self.trace_imports, self.privacy)
         self.run_uploads = RunUploads(store, self.runs, self.jobs)
         self.personal_data = PersonalDataReads(store, self.jobs, self.privacy)
         self.governance = GovernanceService(store, self.jobs, leases)

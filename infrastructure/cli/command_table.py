@@ -288,6 +288,8 @@ environment:
                               default: <store>.checkpoint-key.pem beside SQLite)
   MACE_CHECKPOINT_INTERVAL    at most how many seconds mace serve leaves a commit without a
                               checkpoint (1)
+  MACE_TRACE_QUIET_SECONDS    how long mace serve waits after a whole trace's last span arrived
+                              over OTLP before recording it as a run (5; 0: at once)
   MACE_ACTOR, MACE_ROLES      who acts on the command line, in which comma-separated roles
   MACE_TOKENS_FILE            the HTTP service's bearer tokens (hashed; mace token new writes it)
   MACE_TOKENS_RELOAD_SECONDS  how often mace serve looks whether the tokens file changed (3)
@@ -296,7 +298,7 @@ environment:
   MACE_SESSION_COOKIE_SECURE  mark the dashboard's cookie Secure (true; false only for plain
                               HTTP from a host other than localhost)
   MACE_MAX_BODY_BYTES         largest HTTP request body, run event or final_output (1048576)
-  MACE_MAX_BATCH_EVENTS       most events in one HTTP event batch (500)
+  MACE_MAX_BATCH_EVENTS       most events in one HTTP event batch, spans in one OTLP export (500)
   MACE_MAX_RUN_EVENTS         most events in one run, HTTP, mace ingest or Python (20000)
   MACE_MAX_RUN_BYTES          most bytes of events in one run, and of a run file (16777216)
   MACE_CONNECT_TIMEOUT        seconds that connecting to PostgreSQL, or waiting for a pooled

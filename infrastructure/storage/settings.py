@@ -202,6 +202,9 @@ class Settings(BaseSettings):
     checkpoint_key: Path | None = None
     # How long, at most, `mace serve`'s notary leaves a commit without a checkpoint (seconds).
     checkpoint_interval: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    # How long `mace serve` waits, after the last span of a whole trace arrived over OTLP, before
+    # recording it as a run (a child span ending after its root arrives late); 0: at once.
+    trace_quiet_seconds: float = Field(default=5.0, ge=0, allow_inf_nan=False)
     # Who is acting on the command line (a local operator holding the store and keys is trusted
     # to say so, as a git author is); the HTTP service takes identity from its tokens instead.
     actor: str | None = None

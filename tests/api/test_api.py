@@ -12,11 +12,9 @@ import math
 import os
 import re
 import signal
-import socket
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -47,6 +45,7 @@ from support.ledger_fixtures import (
     signing_keys,
     subprocess_env,
 )
+from support.live_service import free_port, wait_until_healthy
 
 from domain.canonical import canonical_json
 from domain.events import hash_of
@@ -1757,34 +1756,10 @@ def test_mace_serve_with_an_unusable_tokens_file_exits_2_with_one_line(
     assert err.count("\n") == 1
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _wait_until_healthy(server: subprocess.Popen[bytes], client: httpx.Client) -> httpx.Response:
-    """Poll /healthz until the server answers; fail at once if it exits, or after 60 s."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            return client.get("/healthz")
-        except httpx.TransportError:
-            pass
-        try:
-            # Wait on the server process itself: returns early only if it exits.
-            server.wait(timeout=0.1)
-        except subprocess.TimeoutExpired:
-            continue
-        pytest.fail(f"mace serve exited with {server.returncode} before answering")
-    pytest.fail("mace serve did not answer /healthz within 60 s")
-
-
 def test_mace_serve_answers_over_the_network(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
     token = add_token(tokens, "olga", ["operator"], "acme")
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MACE_")}
     env |= {
         "MACE_STORE": f"sqlite:///{tmp_path}/served.db",
@@ -1804,7 +1779,7 @@ def test_mace_serve_answers_over_the_network(tmp_path: Path) -> None:
     )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            health = _wait_until_healthy(server, client)
+            health = wait_until_healthy(server, client)
             assert (health.status_code, health.content) == (200, b'{"status":"ok"}')
             assert client.get("/v1/jobs").status_code == 401
             headers = {"Authorization": f"Bearer {token}"}
@@ -1845,7 +1820,7 @@ def test_mace_serve_stopped_by_ctrl_c_exits_130(store_url: str, tmp_path: Path) 
     # Ctrl-C stops `mace serve` as it stops every command: exit 130, "mace: interrupted".
     tokens = tmp_path / "tokens.json"
     add_token(tokens, "olga", ["operator"], "acme")
-    port = _free_port()
+    port = free_port()
     env = subprocess_env(store_url, MACE_TOKENS_FILE=str(tokens))
     server = subprocess.Popen(
         [
@@ -1865,7 +1840,7 @@ def test_mace_serve_stopped_by_ctrl_c_exits_130(store_url: str, tmp_path: Path) 
     )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            assert _wait_until_healthy(server, client).status_code == 200
+            assert wait_until_healthy(server, client).status_code == 200
         server.send_signal(signal.SIGINT)
         output, _ = server.communicate(timeout=60)
     finally:
