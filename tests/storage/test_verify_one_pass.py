@@ -154,7 +154,11 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
     verify = counting("macs", signed_record.verify_record)
     for module in (integrity, log_pass, stream_facts):
         monkeypatch.setattr(module, "verify_record", verify)
+    check = counting("macs", signed_record.RecordCheck.__call__)
+    monkeypatch.setattr(signed_record.RecordCheck, "__call__", check)
     monkeypatch.setattr(scan, "stream_leaf_hash", counting("leaves", checkpoint.stream_leaf_hash))
+    leaf = counting("leaves", checkpoint.leaf_hash_after)
+    monkeypatch.setattr(log_pass, "leaf_hash_after", leaf)
     return made
 
 

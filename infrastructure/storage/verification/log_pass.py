@@ -20,10 +20,11 @@ import hashlib
 from collections.abc import Generator
 from contextlib import closing
 from typing import Any, Final
+from uuid import UUID
 
 import orjson
 
-from domain.checkpoint import CHECKPOINT_STREAM
+from domain.checkpoint import CHECKPOINT_STREAM, leaf_hash_after
 from domain.errors import IntegrityFailure
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.records.integrity import (
@@ -32,7 +33,13 @@ from infrastructure.storage.records.integrity import (
     SealFacts,
     check_completion_sealed,
 )
-from infrastructure.storage.records.signed_record import VerifiedRecord, verify_record
+from infrastructure.storage.records.signed_record import (
+    RecordCheck,
+    VerifiedRecord,
+    parse_envelope,
+    stream_header,
+    verify_record,
+)
 from infrastructure.storage.verification.scan import (
     LeafPage,
     Position,
@@ -64,22 +71,44 @@ _SEALED: Final = "sealed"
 """A sealed job: verified, counted and paired; any row after its seal sets it aside."""
 
 
+Checked = tuple[bytes, bytes]
+"""A row whose MAC held: its MAC and its body."""
+
+
 class _Job:
     """An open job stream: what its seal must say when it comes."""
 
     __slots__ = ("digest", "last", "next", "started")
 
-    def __init__(self, started: VerifiedRecord) -> None:
-        self.started: dict[str, Any] = orjson.loads(started.body)
-        self.digest = hashlib.sha256(started.mac)  # `mac_digest`, as the events come
-        self.last = started
+    def __init__(self, topic: str, state: bytes, started: Checked) -> None:
+        mac, body = started
+        self.started: dict[str, Any] = orjson.loads(body)
+        self.digest = hashlib.sha256(mac)  # `mac_digest`, as the events come
+        self.last: tuple[str, bytes, bytes] = (topic, state, body)
         self.next = 2
 
-    def add(self, record: VerifiedRecord) -> None:
-        self.digest.update(record.mac)
-        self.last = record
+    def add(self, topic: str, state: bytes, checked: Checked) -> None:
+        self.digest.update(checked[0])
+        self.last = (topic, state, checked[1])
         self.next += 1
 
+    def last_record(self, stream: UUID) -> VerifiedRecord:
+        """The last row met, whose MAC held, as `verify_record` gives it."""
+        topic, state, _ = self.last
+        version = self.next - 1
+        return VerifiedRecord(
+            stored_event(stream, version, topic, state), *parse_envelope(state, stream, version)
+        )
+
+
+def _typed(version: object, topic: object, state: object) -> bool:
+    """Whether a row's parts are of the types a row written by the ledger has (a version from
+    a 64-bit integer column); a row edited into anything else is judged the long way."""
+    return type(version) is int and type(topic) is str and type(state) is bytes
+
+
+_NOT_YET: Final = object()
+"""No row met yet."""
 
 _State = int | _Job | str
 """A stream's state: the next version of a stream that is not a job's, an open job, or one of
@@ -162,7 +191,12 @@ class LogPass:
         self._failures = failures
         self._pairs = pairs
         self._ids = reader.stream_ids()
+        self._check = RecordCheck(keyring)
         self._states: dict[object, _State] = {}
+        # The stream of the rows the pass is at, and what every row of it shares (`_meet`).
+        self._at: object = _NOT_YET
+        self._header: bytes | None = None
+        self._prefix: bytes | None = None
         self.suspects: list[object] = []
         """Streams (ids as stored) to read back whole, in the order they were set aside."""
 
@@ -172,17 +206,34 @@ class LogPass:
         stream id (as SQL's ``<>`` leaves it out)."""
         reader = self._reader
         leaf_of, checkpoints = reader.leaf_of, reader.stored_id(CHECKPOINT_STREAM)
+        row, meet = self._row, self._meet
         pages = reader.log()
         with closing(pages):
             for rows in pages:
                 ids: list[int] = []
                 hashes: list[bytes | None] = []
                 for notification_id, stored, version, topic, state in rows:
+                    if stored != self._at:
+                        meet(stored)
                     if leaves and stored is not None and stored != checkpoints:
                         ids.append(notification_id)
-                        hashes.append(leaf_of(stored, version, topic, state))
-                    self._row(stored, version, topic, state)
+                        prefix = self._prefix
+                        if prefix is not None and _typed(version, topic, state):
+                            hashes.append(leaf_hash_after(prefix, version, topic, state))
+                        else:
+                            hashes.append(leaf_of(stored, version, topic, state))
+                    row(stored, version, topic, state)
                 yield LeafPage(ids, hashes)
+
+    def _meet(self, stored: object) -> None:
+        """The pass is at the rows of the stream stored as ``stored``: what they share is made
+        once (a job's rows are written together, so a stream's rows mostly follow each other)."""
+        self._at = stored
+        self._prefix = None if stored is None else self._reader.leaf_prefix(stored)
+        try:
+            self._header = stream_header(self._ids(stored))
+        except IntegrityFailure:
+            self._header = None  # no stream: `_verified` says so, as it always has
 
     def _row(self, stored: object, version: Any, topic: Any, state: Any) -> None:
         held = self._states.get(stored)
@@ -198,13 +249,13 @@ class LogPass:
             if version != held.next:
                 self._suspect(stored)
                 return
-            record = self._verified(stored, version, topic, state)
-            if record is None:
+            checked = self._verified(stored, version, topic, state)
+            if checked is None:
                 return
             if topic == SEAL_TOPIC:
-                self._sealed(stored, held, record)
+                self._sealed(stored, held, version, checked[1])
             else:
-                held.add(record)
+                held.add(topic, state, checked)
         elif held == _SEALED:
             self._suspect(stored)  # an event after the seal, or a version stored twice
 
@@ -213,44 +264,47 @@ class LogPass:
         if version != 1 or topic in _JOBS_ONLY:
             self._suspect(stored)
             return
-        record = self._verified(stored, version, topic, state)
-        if record is None:
+        checked = self._verified(stored, version, topic, state)
+        if checked is None:
             return
         stream = self._ids(stored)  # a UUID: its MAC held
         if topic == JOB_STARTED_TOPIC:
-            self._states[stored] = _Job(record)
+            self._states[stored] = _Job(topic, state, checked)
             return
         self._states[stored] = 2
         if topic == SNAPSHOT_TOPIC:
             self._facts.snapshots.add(stream)
         elif topic == WITNESS_TOPIC:
-            self._pairs.seen((stream, 1), seal_facts(record.body))
-            self._pairs.met(stored, witness_counterpart(record.body))
+            self._pairs.seen((stream, 1), seal_facts(checked[1]))
+            self._pairs.met(stored, witness_counterpart(checked[1]))
 
-    def _sealed(self, stored: object, job: _Job, seal: VerifiedRecord) -> None:
+    def _sealed(self, stored: object, job: _Job, version: int, body: bytes) -> None:
         """A job's seal: it counts and digests every event before it; the job is verified."""
-        said = orjson.loads(seal.body)
+        said = orjson.loads(body)
         if said.get("event_count") != job.next - 1 or said.get("mac_digest") != (
             job.digest.hexdigest()
         ):
             self._suspect(stored)
             return
-        sealed = seal_facts(seal.body)
-        stream, version = self._ids(stored), seal.stored.originator_version
+        sealed = seal_facts(body)
+        stream = self._ids(stored)
         self._pairs.seen((stream, version), sealed)
         facts = self._facts
         facts.stream(version)
-        counterpart = facts.sealed_job(
-            stored, stream, job.started, job.last.body, seal.stored, sealed
-        )
+        counterpart = facts.sealed_job(stored, stream, job.started, job.last[2], version, sealed)
         self._pairs.met(stored, counterpart)
         self._states[stored] = _SEALED
 
-    def _verified(
-        self, stored: object, version: Any, topic: Any, state: Any
-    ) -> VerifiedRecord | None:
-        """The row, once its MAC holds; else None, its stream set aside (or failed: an id that
-        is not a UUID). A seal's or witness's failing MAC is kept for its counterpart."""
+    def _verified(self, stored: object, version: Any, topic: Any, state: Any) -> Checked | None:
+        """The row's MAC and body, once its MAC holds; else None, its stream set aside (or
+        failed: an id that is not a UUID). A seal's or witness's failing MAC is kept for its
+        counterpart. Called for rows of the stream `_meet` met last."""
+        header = self._header
+        if header is not None and _typed(version, topic, state):
+            checked = self._check(header, version, topic, state)
+            if checked is not None:
+                return checked
+        # Not accepted as it is: `verify_record` judges it (and names what is wrong).
         try:
             stream = self._ids(stored)
         except IntegrityFailure as failure:
@@ -258,12 +312,13 @@ class LogPass:
             self._states[stored] = _FAILED
             return None
         try:
-            return verify_record(self._keyring, stored_event(stream, version, topic, state))
+            record = verify_record(self._keyring, stored_event(stream, version, topic, state))
         except IntegrityFailure as failure:
             if topic == SEAL_TOPIC or (topic == WITNESS_TOPIC and version == 1):
                 self._pairs.seen((stream, version), failure)
             self._suspect(stored)
             return None
+        return record.mac, record.body
 
     def _suspect(self, stored: object) -> None:
         if self._states.get(stored) in (_SUSPECT, _FAILED):
@@ -283,8 +338,9 @@ class LogPass:
         facts = self._facts
         for stored, held in self._states.items():
             if isinstance(held, _Job):
+                stream = self._ids(stored)  # its first row's MAC held: a UUID
                 try:
-                    check_completion_sealed(held.last.stored.originator_id, [held.last])
+                    check_completion_sealed(stream, [held.last_record(stream)])
                 except IntegrityFailure as failure:
                     self._failures.add(stored, OWN, failure)
                     continue
