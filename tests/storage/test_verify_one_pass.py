@@ -28,7 +28,7 @@ from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.records import integrity, signed_record
 from infrastructure.storage.settings import SQLiteStore
-from infrastructure.storage.verification import log_pass, scan, stream_facts
+from infrastructure.storage.verification import log_pass, row_checks, scan, stream_facts
 from infrastructure.storage.verification.ledger import LedgerVerification
 from infrastructure.storage.verification.scan import StoreReader
 
@@ -141,8 +141,10 @@ class Calls:
 
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
-    """Every MAC check and leaf hash a verify makes, counted wherever it is made."""
+    """Every MAC check and leaf hash a verify makes, counted wherever it is made (in this
+    process: none is sent to a child to check)."""
     made = Calls()
+    monkeypatch.setattr(row_checks, "may_fork", lambda: False)
 
     def counting(name: str, work: Callable[..., Any]) -> Callable[..., Any]:
         def counted(*args: Any) -> Any:
@@ -158,7 +160,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
     monkeypatch.setattr(signed_record.RecordCheck, "__call__", check)
     monkeypatch.setattr(scan, "stream_leaf_hash", counting("leaves", checkpoint.stream_leaf_hash))
     leaf = counting("leaves", checkpoint.leaf_hash_after)
-    monkeypatch.setattr(log_pass, "leaf_hash_after", leaf)
+    monkeypatch.setattr(row_checks, "leaf_hash_after", leaf)
     return made
 
 

@@ -137,7 +137,7 @@ class RecordCheck:
     """`verify_record`'s checks in their cheapest exact form, for a pass over many rows.
 
     Called with a row of a stream whose `stream_header` is ``header``, its version an int (a
-    64-bit column's), its topic a str and its state bytes: (MAC, body) when the row is a
+    64-bit column's), its topic a str and its state bytes: its MAC when the row is a
     well-formed envelope whose MAC under a known key holds, which `verify_record` accepts
     too; else None, and `verify_record` says why it fails (or accepts it after all: a MAC
     written in capitals, a key id the store judges). Nothing is made for a row beyond its
@@ -149,9 +149,7 @@ class RecordCheck:
     def __init__(self, keyring: Keyring) -> None:
         self._keyed = keyring.keyed_by_stored_id()
 
-    def __call__(
-        self, header: bytes, version: int, topic: str, state: bytes
-    ) -> tuple[bytes, bytes] | None:
+    def __call__(self, header: bytes, version: int, topic: str, state: bytes) -> bytes | None:
         parts = state.split(SEPARATOR, 3)
         if len(parts) != 4 or parts[0] != MAGIC or len(parts[2]) != MAC_HEX_LENGTH:
             return None
@@ -169,7 +167,7 @@ class RecordCheck:
         hashed.update(
             b"".join((header, str(version).encode(), b",", _json_string(topic), b"]", body))
         )
-        return (mac, body) if compare_digest(hashed.finalize(), mac) else None
+        return mac if compare_digest(hashed.finalize(), mac) else None
 
 
 def signer_prefix(key_id: str) -> bytes:

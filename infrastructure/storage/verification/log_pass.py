@@ -24,7 +24,7 @@ from uuid import UUID
 
 import orjson
 
-from domain.checkpoint import CHECKPOINT_STREAM, leaf_hash_after
+from domain.checkpoint import CHECKPOINT_STREAM
 from domain.errors import IntegrityFailure
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.records.integrity import (
@@ -37,11 +37,13 @@ from infrastructure.storage.records.signed_record import (
     RecordCheck,
     VerifiedRecord,
     parse_envelope,
-    stream_header,
+    unverified_body,
     verify_record,
 )
+from infrastructure.storage.verification.row_checks import PageAnswer, PageCheck, page_checks
 from infrastructure.storage.verification.scan import (
     LeafPage,
+    LogRow,
     Position,
     StoreReader,
     stored_event,
@@ -71,44 +73,30 @@ _SEALED: Final = "sealed"
 """A sealed job: verified, counted and paired; any row after its seal sets it aside."""
 
 
-Checked = tuple[bytes, bytes]
-"""A row whose MAC held: its MAC and its body."""
-
-
 class _Job:
     """An open job stream: what its seal must say when it comes."""
 
     __slots__ = ("digest", "last", "next", "started")
 
-    def __init__(self, topic: str, state: bytes, started: Checked) -> None:
-        mac, body = started
-        self.started: dict[str, Any] = orjson.loads(body)
+    def __init__(self, topic: str, state: bytes, mac: bytes) -> None:
+        self.started: dict[str, Any] = orjson.loads(unverified_body(state))  # its MAC held
         self.digest = hashlib.sha256(mac)  # `mac_digest`, as the events come
-        self.last: tuple[str, bytes, bytes] = (topic, state, body)
+        self.last: tuple[str, bytes] = (topic, state)
         self.next = 2
 
-    def add(self, topic: str, state: bytes, checked: Checked) -> None:
-        self.digest.update(checked[0])
-        self.last = (topic, state, checked[1])
+    def add(self, topic: str, state: bytes, mac: bytes) -> None:
+        self.digest.update(mac)
+        self.last = (topic, state)
         self.next += 1
 
     def last_record(self, stream: UUID) -> VerifiedRecord:
         """The last row met, whose MAC held, as `verify_record` gives it."""
-        topic, state, _ = self.last
+        topic, state = self.last
         version = self.next - 1
         return VerifiedRecord(
             stored_event(stream, version, topic, state), *parse_envelope(state, stream, version)
         )
 
-
-def _typed(version: object, topic: object, state: object) -> bool:
-    """Whether a row's parts are of the types a row written by the ledger has (a version from
-    a 64-bit integer column); a row edited into anything else is judged the long way."""
-    return type(version) is int and type(topic) is str and type(state) is bytes
-
-
-_NOT_YET: Final = object()
-"""No row met yet."""
 
 _State = int | _Job | str
 """A stream's state: the next version of a stream that is not a job's, an open job, or one of
@@ -191,92 +179,91 @@ class LogPass:
         self._failures = failures
         self._pairs = pairs
         self._ids = reader.stream_ids()
-        self._check = RecordCheck(keyring)
         self._states: dict[object, _State] = {}
-        # The stream of the rows the pass is at, and what every row of it shares (`_meet`).
-        self._at: object = _NOT_YET
-        self._header: bytes | None = None
-        self._prefix: bytes | None = None
         self.suspects: list[object] = []
         """Streams (ids as stored) to read back whole, in the order they were set aside."""
 
     def leaf_pages(self, *, leaves: bool) -> Generator[LeafPage]:
         """The pass, a page at a time, with the page's leaves (none unless ``leaves``): every
         row of every stream but the checkpoints' (which are no leaves), and no row without a
-        stream id (as SQL's ``<>`` leaves it out)."""
-        reader = self._reader
-        leaf_of, checkpoints = reader.leaf_of, reader.stored_id(CHECKPOINT_STREAM)
-        row, meet = self._row, self._meet
-        pages = reader.log()
-        with closing(pages):
+        stream id (as SQL's ``<>`` leaves it out). Each page's MACs and leaves are checked
+        while the next page is read (`row_checks`), and the page judged once they are."""
+        check = PageCheck(self._reader, RecordCheck(self._keyring), leaves=leaves)
+        pages = self._reader.log()
+        with closing(pages), page_checks(check) as checks:
+            sent: list[LogRow] | None = None
             for rows in pages:
-                ids: list[int] = []
-                hashes: list[bytes | None] = []
-                for notification_id, stored, version, topic, state in rows:
-                    if stored != self._at:
-                        meet(stored)
-                    if leaves and stored is not None and stored != checkpoints:
-                        ids.append(notification_id)
-                        prefix = self._prefix
-                        if prefix is not None and _typed(version, topic, state):
-                            hashes.append(leaf_hash_after(prefix, version, topic, state))
-                        else:
-                            hashes.append(leaf_of(stored, version, topic, state))
-                    row(stored, version, topic, state)
-                yield LeafPage(ids, hashes)
+                answer = None if sent is None else checks.answer()
+                checks.send(rows)
+                if sent is not None and answer is not None:
+                    yield self._page(sent, answer, leaves=leaves)
+                sent = rows
+            if sent is not None:
+                yield self._page(sent, checks.answer(), leaves=leaves)
 
-    def _meet(self, stored: object) -> None:
-        """The pass is at the rows of the stream stored as ``stored``: what they share is made
-        once (a job's rows are written together, so a stream's rows mostly follow each other)."""
-        self._at = stored
-        self._prefix = None if stored is None else self._reader.leaf_prefix(stored)
-        try:
-            self._header = stream_header(self._ids(stored))
-        except IntegrityFailure:
-            self._header = None  # no stream: `_verified` says so, as it always has
+    def _page(self, rows: list[LogRow], answer: PageAnswer, *, leaves: bool) -> LeafPage:
+        """A page of rows judged, with its leaves, once its MACs and leaves are checked."""
+        reader, row = self._reader, self._row
+        leaf_of, checkpoints = reader.leaf_of, reader.stored_id(CHECKPOINT_STREAM)
+        macs, made = answer
+        ids: list[int] = []
+        hashes: list[bytes | None] = []
+        for (notification_id, stored, version, topic, state), mac, leaf in zip(
+            rows, macs, made, strict=True
+        ):
+            if leaves and stored is not None and stored != checkpoints:
+                ids.append(notification_id)
+                # A leaf not made for the row is made by the one definition of a row's leaf.
+                hashes.append(leaf_of(stored, version, topic, state) if leaf is None else leaf)
+            row(stored, version, topic, state, mac)
+        return LeafPage(ids, hashes)
 
-    def _row(self, stored: object, version: Any, topic: Any, state: Any) -> None:
+    def _row(self, stored: object, version: Any, topic: Any, state: Any, mac: bytes | None) -> None:
+        """One row, its MAC as checked (None: not accepted yet, `_verified` judges it)."""
         held = self._states.get(stored)
         if held is None:
-            self._first(stored, version, topic, state)
+            self._first(stored, version, topic, state, mac)
         elif held.__class__ is int:
             # Events of streams that are not jobs' carry no seal and no completion.
             if version != held or topic in _JOBS_ONLY:
                 self._suspect(stored)
-            elif self._verified(stored, version, topic, state) is not None:
+            elif self._verified(stored, version, topic, state, mac) is not None:
                 self._states[stored] = version + 1
         elif isinstance(held, _Job):
             if version != held.next:
                 self._suspect(stored)
                 return
-            checked = self._verified(stored, version, topic, state)
-            if checked is None:
+            verified = self._verified(stored, version, topic, state, mac)
+            if verified is None:
                 return
             if topic == SEAL_TOPIC:
-                self._sealed(stored, held, version, checked[1])
+                self._sealed(stored, held, version, unverified_body(state))
             else:
-                held.add(topic, state, checked)
+                held.add(topic, state, verified)
         elif held == _SEALED:
             self._suspect(stored)  # an event after the seal, or a version stored twice
 
-    def _first(self, stored: object, version: Any, topic: Any, state: Any) -> None:
+    def _first(
+        self, stored: object, version: Any, topic: Any, state: Any, mac: bytes | None
+    ) -> None:
         """A stream's first row in the log: its version 1, or it is set aside."""
         if version != 1 or topic in _JOBS_ONLY:
             self._suspect(stored)
             return
-        checked = self._verified(stored, version, topic, state)
-        if checked is None:
+        verified = self._verified(stored, version, topic, state, mac)
+        if verified is None:
             return
         stream = self._ids(stored)  # a UUID: its MAC held
         if topic == JOB_STARTED_TOPIC:
-            self._states[stored] = _Job(topic, state, checked)
+            self._states[stored] = _Job(topic, state, verified)
             return
         self._states[stored] = 2
         if topic == SNAPSHOT_TOPIC:
             self._facts.snapshots.add(stream)
         elif topic == WITNESS_TOPIC:
-            self._pairs.seen((stream, 1), seal_facts(checked[1]))
-            self._pairs.met(stored, witness_counterpart(checked[1]))
+            body = unverified_body(state)  # its MAC held: the body it covers
+            self._pairs.seen((stream, 1), seal_facts(body))
+            self._pairs.met(stored, witness_counterpart(body))
 
     def _sealed(self, stored: object, job: _Job, version: int, body: bytes) -> None:
         """A job's seal: it counts and digests every event before it; the job is verified."""
@@ -291,19 +278,19 @@ class LogPass:
         self._pairs.seen((stream, version), sealed)
         facts = self._facts
         facts.stream(version)
-        counterpart = facts.sealed_job(stored, stream, job.started, job.last[2], version, sealed)
+        completion = unverified_body(job.last[1])  # its MAC held: the body it covers
+        counterpart = facts.sealed_job(stored, stream, job.started, completion, version, sealed)
         self._pairs.met(stored, counterpart)
         self._states[stored] = _SEALED
 
-    def _verified(self, stored: object, version: Any, topic: Any, state: Any) -> Checked | None:
-        """The row's MAC and body, once its MAC holds; else None, its stream set aside (or
-        failed: an id that is not a UUID). A seal's or witness's failing MAC is kept for its
-        counterpart. Called for rows of the stream `_meet` met last."""
-        header = self._header
-        if header is not None and _typed(version, topic, state):
-            checked = self._check(header, version, topic, state)
-            if checked is not None:
-                return checked
+    def _verified(
+        self, stored: object, version: Any, topic: Any, state: Any, mac: bytes | None
+    ) -> bytes | None:
+        """The row's MAC, once it holds (``mac``: as `row_checks` found it); else None, its
+        stream set aside (or failed: an id that is not a UUID). A seal's or witness's failing
+        MAC is kept for its counterpart."""
+        if mac is not None:
+            return mac
         # Not accepted as it is: `verify_record` judges it (and names what is wrong).
         try:
             stream = self._ids(stored)
@@ -318,7 +305,7 @@ class LogPass:
                 self._pairs.seen((stream, version), failure)
             self._suspect(stored)
             return None
-        return record.mac, record.body
+        return record.mac
 
     def _suspect(self, stored: object) -> None:
         if self._states.get(stored) in (_SUSPECT, _FAILED):
