@@ -1,8 +1,10 @@
 """The one pass of `mace verify --all` over the log, in notification order.
 
-Each row is read once: its Merkle leaf hashed from its stored bytes (`StoreReader.leaf_of`) for
-the checkpoint checks, its MAC checked (`verify_record`), and its stream's state carried on from
-the rows of that stream met before it: the next version expected; for a job, its running digest
+Each row is read once: its Merkle leaf hashed from its stored bytes for the checkpoint checks
+and its MAC checked, a page at a time, in a forked child while the next page is read where this
+process may fork (`row_checks`; a row it does not accept is judged here by `verify_record`, a
+leaf it does not make made by `StoreReader.leaf_of`); then, once its MAC is known to hold, its
+stream's state carried on from the rows of that stream met before it: the next version expected; for a job, its running digest
 of MACs, so that its seal is checked when met (the count and digest `check_seal` holds a stream
 to) and its witness paired with it (`Pairs`). Memory is a few dozen bytes a stream, not the log.
 
