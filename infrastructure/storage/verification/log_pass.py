@@ -4,9 +4,10 @@ Each row is read once: its Merkle leaf hashed from its stored bytes for the chec
 and its MAC checked, a page at a time, in a forked child while the next page is read where this
 process may fork (`row_checks`; a row it does not accept is judged here by `verify_record`, a
 leaf it does not make made by `StoreReader.leaf_of`); then, once its MAC is known to hold, its
-stream's state carried on from the rows of that stream met before it: the next version expected; for a job, its running digest
-of MACs, so that its seal is checked when met (the count and digest `check_seal` holds a stream
-to) and its witness paired with it (`Pairs`). Memory is a few dozen bytes a stream, not the log.
+stream's state carried on from the rows of that stream met before it: the next version
+expected; for a job, its running digest of MACs, so that its seal is checked when met (the count
+and digest `check_seal` holds a stream to) and its witness paired with it (`Pairs`). Memory is a
+few dozen bytes a stream, not the log.
 
 What a read of one stream would report is only known for a stream read in version order. So a
 stream whose rows break the order its writer leaves them in (a version out of turn, an event after
