@@ -49,14 +49,21 @@ def stream_leaf_data(stream: bytes, version: int, topic: str, state: bytes) -> b
 
 
 def stream_leaf_hash(stream: bytes, version: int, topic: str, state: bytes) -> bytes:
-    """``leaf_hash(stream_leaf_data(...))`` without copying the state into one buffer first: a
-    whole-log scan hashes every stored byte, and the copy was a good part of its cost."""
-    hashed = hashlib.sha256(_LEAF_HEAD)
-    hashed.update(stream)
-    hashed.update(version.to_bytes(8, "big", signed=True))
-    hashed.update(_topic_part(topic))
-    hashed.update(state)
-    return hashed.digest()
+    """``leaf_hash(stream_leaf_data(...))``."""
+    return leaf_hash_after(stream_leaf_prefix(stream), version, topic, state)
+
+
+def stream_leaf_prefix(stream: bytes) -> bytes:
+    """How the hashed bytes of every leaf of one stream begin (`leaf_hash_after`)."""
+    return _LEAF_HEAD + stream
+
+
+def leaf_hash_after(prefix: bytes, version: int, topic: str, state: bytes) -> bytes:
+    """`stream_leaf_hash` of a stream whose `stream_leaf_prefix` is ``prefix``: a whole-log
+    pass meets a stream's rows one after another and makes its prefix once for all of them."""
+    return hashlib.sha256(
+        b"".join((prefix, version.to_bytes(8, "big", signed=True), _topic_part(topic), state))
+    ).digest()
 
 
 @lru_cache(maxsize=1024)

@@ -35,6 +35,9 @@ roots and proofs of the first n leaves ask for."""
 MerkleNode = tuple[int, int, bytes]
 """(level, index, hash) of a complete subtree: what a `NodeLookup` is asked and answers."""
 
+CompletedLevels = dict[int, list[bytes]]
+"""Nodes completed by a run of leaves, by level, in index order (`MerkleBuilder.append_all`)."""
+
 
 def leaf_hash(data: bytes) -> bytes:
     return hashlib.sha256(_LEAF_PREFIX + data).digest()
@@ -235,18 +238,27 @@ class MerkleBuilder:
         self._size += 1
         return completed
 
-    def extend(self, leaf_hashes: Iterable[bytes]) -> None:
-        """`append` each leaf without reporting the nodes: a verifier recomputing a root pays
-        only for the hashes, which a whole-log pass makes once per event."""
+    def append_all(self, leaf_hashes: Iterable[bytes], completed: CompletedLevels) -> None:
+        """`append` each leaf, the nodes they complete added to ``completed`` by level instead
+        of listed one by one: a verifier holding a whole log's nodes to the stored ones pays
+        only for the hashes, which it makes once per event. At each level the nodes come in
+        index order, consecutive from ``size >> level`` (``size`` as it was before them)."""
         peaks, size, sha256 = self._peaks, self._size, hashlib.sha256
+        level_lists: list[list[bytes]] = []  # ``completed``'s, by level, fetched once each
         try:
             for leaf in leaf_hashes:
                 if len(leaf) != HASH_SIZE:
                     raise ValueError(f"leaf hash must be {HASH_SIZE} bytes, got {len(leaf)}")
-                node, index = leaf, size
-                while index & 1:
+                node, index, level = leaf, size, 0
+                while True:
+                    if level == len(level_lists):
+                        level_lists.append(completed.setdefault(level, []))
+                    level_lists[level].append(node)
+                    if not index & 1:
+                        break
                     node = sha256(_NODE_PREFIX + peaks.pop() + node).digest()
                     index >>= 1
+                    level += 1
                 peaks.append(node)
                 size += 1
         finally:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from domain.merkle import (
     EMPTY_ROOT,
+    CompletedLevels,
     MerkleBuilder,
     NodeLookup,
     consistency_proof,
@@ -261,23 +262,32 @@ def test_builder_gives_the_reference_root_at_every_size() -> None:
 
 
 @pytest.mark.parametrize("split", range(9))
-def test_extend_gives_the_roots_append_gives_from_any_size(split: int) -> None:
+def test_append_all_gives_the_roots_and_nodes_append_gives_from_any_size(split: int) -> None:
     extended = MerkleBuilder()
-    extended.extend(LEAF_HASHES[:split])
+    first: CompletedLevels = {}
+    extended.append_all(LEAF_HASHES[:split], first)
     assert (extended.size, extended.root()) == (split, ROOTS[split])
-    extended.extend(iter(LEAF_HASHES[split:]))
+    then: CompletedLevels = {}
+    extended.append_all(iter(LEAF_HASHES[split:]), then)
     appended = MerkleBuilder()
-    for leaf in LEAF_HASHES:
-        appended.append(leaf)
+    nodes = [node for leaf in LEAF_HASHES for node in appended.append(leaf)]
     assert (extended.size, extended.root(), extended.peaks) == (8, ROOTS[8], appended.peaks)
+    # By level, in index order, from the size before them on: the nodes `append` lists.
+    by_level = sorted(
+        (level, (start >> level) + offset, hashed)
+        for start, completed in ((0, first), (split, then))
+        for level, hashes in completed.items()
+        for offset, hashed in enumerate(hashes)
+    )
+    assert by_level == sorted(nodes)
 
 
-def test_extend_keeps_the_leaves_before_a_refused_one() -> None:
+def test_append_all_keeps_the_leaves_before_a_refused_one() -> None:
     builder = MerkleBuilder()
     with pytest.raises(ValueError, match="leaf hash must be 32 bytes, got 31"):
-        builder.extend([*LEAF_HASHES[:5], b"\x00" * 31, LEAF_HASHES[5]])
+        builder.append_all([*LEAF_HASHES[:5], b"\x00" * 31, LEAF_HASHES[5]], {})
     assert (builder.size, builder.root()) == (5, ROOTS[5])
-    builder.extend(LEAF_HASHES[5:])
+    builder.append_all(LEAF_HASHES[5:], {})
     assert builder.root() == ROOTS[8]
 
 

@@ -10,6 +10,7 @@ reported is still the first in stream order, wherever it lies in the log.
 
 from __future__ import annotations
 
+import marshal
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,13 +23,14 @@ from support.sample_job import ROUTER
 
 from domain import checkpoint
 from domain.checkpoint import CHECKPOINT_STREAM
-from domain.errors import IntegrityFailure
+from domain.errors import ErrorCode, IntegrityFailure
 from domain.job import Job, JobSealWitness
 from domain.snapshot import Snapshot
+from infrastructure.application.errors import failure_of
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.records import integrity, signed_record
 from infrastructure.storage.settings import SQLiteStore
-from infrastructure.storage.verification import log_pass, scan, stream_facts
+from infrastructure.storage.verification import log_pass, row_checks, scan, stream_facts
 from infrastructure.storage.verification.ledger import LedgerVerification
 from infrastructure.storage.verification.scan import StoreReader
 
@@ -141,8 +143,10 @@ class Calls:
 
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
-    """Every MAC check and leaf hash a verify makes, counted wherever it is made."""
+    """Every MAC check and leaf hash a verify makes, counted wherever it is made (in this
+    process: none is sent to a child to check)."""
     made = Calls()
+    monkeypatch.setattr(row_checks, "may_fork", lambda: False)
 
     def counting(name: str, work: Callable[..., Any]) -> Callable[..., Any]:
         def counted(*args: Any) -> Any:
@@ -154,7 +158,11 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
     verify = counting("macs", signed_record.verify_record)
     for module in (integrity, log_pass, stream_facts):
         monkeypatch.setattr(module, "verify_record", verify)
+    check = counting("macs", signed_record.RecordCheck.__call__)
+    monkeypatch.setattr(signed_record.RecordCheck, "__call__", check)
     monkeypatch.setattr(scan, "stream_leaf_hash", counting("leaves", checkpoint.stream_leaf_hash))
+    leaf = counting("leaves", checkpoint.leaf_hash_after)
+    monkeypatch.setattr(row_checks, "leaf_hash_after", leaf)
     return made
 
 
@@ -337,3 +345,85 @@ def test_stored_merkle_nodes_are_each_held_to_the_log(
         _verify(checkpointed)
     state = "missing" if "DELETE" in edits[0] else "altered"
     assert failure.value.reason.startswith(f"log node {named} below checkpoint 1 is {state}: ")
+
+
+@pytest.fixture
+def in_a_child(monkeypatch: pytest.MonkeyPatch) -> Calls:
+    """Every page of the pass checked by a forked child, a few rows a page (so that a page is
+    in the child while the next is read), none here: the pages checked in this process are
+    counted (in ``leaves``)."""
+    here = Calls()
+    check = row_checks.PageCheck.__call__
+
+    def counted(self: row_checks.PageCheck, rows: list[Any]) -> Any:
+        here.leaves += 1
+        return check(self, rows)
+
+    monkeypatch.setattr(row_checks.PageCheck, "__call__", counted)
+    # The child only hashes, from states made before the fork: no lock another thread of
+    # the test process holds is taken there.
+    monkeypatch.setattr(row_checks, "may_fork", lambda: True)
+    monkeypatch.setattr(scan, "SCAN_PAGE", 5)
+    return here
+
+
+def _failure(ledger: Ledger) -> tuple[str, str, int, str]:
+    with pytest.raises(IntegrityFailure) as raised:
+        _verify(ledger)
+    found = failure_of(raised.value)
+    assert found is not None
+    return found.code, raised.value.stream, raised.value.version, raised.value.reason
+
+
+def test_rows_checked_in_a_child_verify_as_rows_checked_here(
+    checkpointed: Ledger, raw_table: RawTable, in_a_child: Calls, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows, _ = _stored(raw_table)
+    verified = _verify(checkpointed)
+    assert in_a_child.leaves == 0  # every page checked by the child
+    assert verified.events == rows
+    monkeypatch.setattr(row_checks, "may_fork", lambda: False)
+    assert _verify(checkpointed) == verified
+    assert in_a_child.leaves > 1
+
+
+@pytest.mark.parametrize("tampered", ["MAC", "body"])
+def test_a_row_tampered_with_is_caught_in_the_child_as_here(
+    checkpointed: Ledger,
+    raw_table: RawTable,
+    in_a_child: Calls,
+    monkeypatch: pytest.MonkeyPatch,
+    tampered: str,
+) -> None:
+    """A row whose MAC the child does not accept is judged here, by the code that judges every
+    row: the same code and message as when its page is checked in this process."""
+    # A job after the newest checkpoint: its own MAC, not the checkpoint, catches it first.
+    first, _ = _first_and_last_in_stream_order([f"after-{n}" for n in range(3)])
+    state = bytearray(raw_table.state(Job.id_for(first), 2))
+    if tampered == "body":
+        state[-3] ^= 0x01
+    else:  # another hex digit in the MAC's first place
+        at = state.index(b".", len(b"mace1.")) + 1
+        state[at] = ord("1") if state[at] == ord("0") else ord("0")
+    raw_table.set_column(Job.id_for(first), 2, "state", bytes(state))
+    in_child = _failure(checkpointed)
+    assert in_a_child.leaves == 0
+    monkeypatch.setattr(row_checks, "may_fork", lambda: False)
+    assert _failure(checkpointed) == in_child
+    assert in_child == (ErrorCode.INTEGRITY_FAILURE, str(Job.id_for(first)), 2, "MAC mismatch")
+
+
+def test_a_child_gone_leaves_its_pages_to_be_checked_here(
+    checkpointed: Ledger, raw_table: RawTable, in_a_child: Calls, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing is checked less when the child goes away: what it did not answer is checked
+    here."""
+
+    def one_page(check: row_checks.PageCheck, pages: Any) -> None:
+        pages.send_bytes(marshal.dumps(check(marshal.loads(pages.recv_bytes()))))
+        # and gone
+
+    monkeypatch.setattr(row_checks, "_serve", one_page)
+    rows, _ = _stored(raw_table)
+    assert _verify(checkpointed).events == rows
+    assert in_a_child.leaves > 0

@@ -129,6 +129,12 @@ class Keyring:
     def has_key(self, key_id: str) -> bool:
         return key_id in self._keyed
 
+    def keyed_by_stored_id(self) -> dict[bytes, HMAC]:
+        """Each key's HMAC, keyed and never updated, by its id as a stored record holds it
+        (ASCII): a pass over many records copies one for each (`RecordCheck`). Copies: what
+        the caller does to them leaves this keyring's as they are."""
+        return {key_id.encode("ascii"): keyed.copy() for key_id, keyed in self._keyed.items()}
+
     def __repr__(self) -> str:
         return f"Keyring(active={self._active_key_id!r}, key_ids={self.key_ids!r})"
 

@@ -33,7 +33,7 @@ from uuid import UUID
 
 from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint, LedgerCheckpoints, SignedCheckpoint
 from domain.errors import IntegrityFailure
-from domain.merkle import HASH_SIZE, MerkleBuilder, MerkleNode, leaf_hash
+from domain.merkle import HASH_SIZE, CompletedLevels, MerkleBuilder, MerkleNode, leaf_hash
 from domain.stream_heads import HeadsTree
 from infrastructure.storage.checkpoints.chain import CheckpointedLog, Checkpoints
 from infrastructure.storage.checkpoints.head_check import bucket_entries, disagrees
@@ -101,9 +101,9 @@ def verify_checkpoints(
                 pages.close()  # its cursor ends before the search for the position reads again
                 raise _broken(checkpoints, reader, held, signed)
             committed_before = _check_commit_order(signed, next(committed, 0), committed_before)
-            completed = log.completed()
+            since, completed = log.completed(builder)
             if nodes_problem is None:
-                nodes_problem = _log_nodes_problem(reader, completed, body.number)
+                nodes_problem = _log_nodes_problem(reader, since, completed, body.number)
             held = _Held(signed, builder.peaks)
         assert held is not None and held.signed.checkpoint == last
         if nodes_problem is None:
@@ -120,17 +120,19 @@ class _LeafFeed:
         self._pages = pages
         self._page = LeafPage([], [])
         self._at = 0  # the next leaf of the page to feed
-        self._completed: list[MerkleNode] = []
+        self._since = 0  # the tree's size when the nodes in `_completed` began
+        self._completed: CompletedLevels = {}
 
-    def completed(self) -> list[MerkleNode]:
-        """The tree's nodes the leaves fed since the last call completed (`MerkleBuilder.append`):
-        what ``mace_log_nodes`` must hold."""
-        completed, self._completed = self._completed, []
-        return completed
+    def completed(self, builder: MerkleBuilder) -> tuple[int, CompletedLevels]:
+        """The tree's nodes the leaves fed since the last call completed, by level
+        (`MerkleBuilder.append_all`), and the tree's size before them: what ``mace_log_nodes``
+        must hold."""
+        done = (self._since, self._completed)
+        self._since, self._completed = builder.size, {}
+        return done
 
     def _append(self, builder: MerkleBuilder, leaves: Sequence[bytes]) -> None:
-        for leaf in leaves:
-            self._completed.extend(builder.append(leaf))
+        builder.append_all(leaves, self._completed)
 
     def feed(self, builder: MerkleBuilder, through: int) -> bool:
         """Add every leaf up to notification id ``through``; False if one of them has none
@@ -163,37 +165,55 @@ class _LeafFeed:
 
 
 def _log_nodes_problem(
-    reader: StoreReader, nodes: Sequence[MerkleNode], number: int
+    reader: StoreReader, since: int, completed: CompletedLevels, number: int
 ) -> IntegrityFailure | None:
     """The stored Merkle nodes hold each node the log makes below checkpoint ``number``, which
     holds: proofs are made from them (``checkpoint prove``, bundles' inclusion proofs), so a
     node missing or altered would make them fail for good, though the log is intact. Nodes are
-    derived, so the remedy is to make them again (``mace rebuild``). The first such node, in
-    the order the tree completes them, is named."""
-    for start in range(0, len(nodes), NODES_PER_READ):
-        chunk = nodes[start : start + NODES_PER_READ]
-        # The nodes a run of leaves completes are, level by level, a run of indices: read as
-        # one range a level, in one statement, and compared whole.
-        levels: dict[int, list[MerkleNode]] = {}
-        for node in chunk:
-            levels.setdefault(node[0], []).append(node)
-        stored = reader.log_nodes({level: (run[0][1], run[-1][1]) for level, run in levels.items()})
-        if all(
-            list(stored[level].values()) == [hashed for _, _, hashed in run]
-            for level, run in levels.items()
-        ):
+    derived, so the remedy is to make them again (``mace rebuild``). ``completed`` are the nodes
+    the leaves from ``since`` on completed, by level; the first node that differs, in the order
+    the tree completes them, is named."""
+    # A level's nodes are a run of indices from ``since >> level``: read as one range a level,
+    # a few levels a statement, and compared whole.
+    reads: list[dict[int, tuple[int, list[bytes]]]] = [{}]
+    held = 0
+    for level, hashes in sorted(completed.items()):
+        for at in range(0, len(hashes), NODES_PER_READ):
+            run = hashes[at : at + NODES_PER_READ]
+            if level in reads[-1] or held + len(run) > NODES_PER_READ:
+                reads.append({})
+                held = 0
+            reads[-1][level] = ((since >> level) + at, run)
+            held += len(run)
+    first: tuple[tuple[int, int], MerkleNode, bytes | None] | None = None
+    for read in reads:
+        if not read:
             continue
-        for level, index, hashed in chunk:
-            found = stored[level].get(index)
-            if found != hashed:
-                state = "missing" if found is None else "altered"
-                reason = (
-                    f"log node ({level}, {index}) below checkpoint {number} is {state}: the"
-                    " stored Merkle nodes no longer make the tree the log makes; 'mace rebuild'"
-                    " makes them again"
-                )
-                return IntegrityFailure(CHECKPOINT_STREAM, number, reason)
-    return None
+        stored = reader.log_nodes(
+            {level: (start, start + len(run) - 1) for level, (start, run) in read.items()}
+        )
+        for level, (start, run) in read.items():
+            if list(stored[level].values()) == run:
+                continue
+            for index, hashed in enumerate(run, start):
+                found = stored[level].get(index)
+                if found != hashed:
+                    # The tree completes node (level, index) with leaf (index + 1) * 2**level,
+                    # after the nodes below it that this leaf completes.
+                    order = ((index + 1) << level, level)
+                    if first is None or order < first[0]:
+                        first = (order, (level, index, hashed), found)
+                    break
+    if first is None:
+        return None
+    _, (level, index, _), found = first
+    state = "missing" if found is None else "altered"
+    reason = (
+        f"log node ({level}, {index}) below checkpoint {number} is {state}: the"
+        " stored Merkle nodes no longer make the tree the log makes; 'mace rebuild'"
+        " makes them again"
+    )
+    return IntegrityFailure(CHECKPOINT_STREAM, number, reason)
 
 
 def _leaf_index_problem(tables: CheckpointTables, newest: Checkpoint) -> IntegrityFailure | None:

@@ -137,5 +137,7 @@ def _judge_stream(
         return
     started = orjson.loads(first.body)
     sealed = seal_facts(last.body)
-    counterpart = facts.sealed_job(stored, stream, started, verified[-2].body, last.stored, sealed)
+    counterpart = facts.sealed_job(
+        stored, stream, started, verified[-2].body, last.stored.originator_version, sealed
+    )
     pairs.met(stored, counterpart)

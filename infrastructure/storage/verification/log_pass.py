@@ -1,10 +1,13 @@
 """The one pass of `mace verify --all` over the log, in notification order.
 
-Each row is read once: its Merkle leaf hashed from its stored bytes (`StoreReader.leaf_of`) for
-the checkpoint checks, its MAC checked (`verify_record`), and its stream's state carried on from
-the rows of that stream met before it: the next version expected; for a job, its running digest
-of MACs, so that its seal is checked when met (the count and digest `check_seal` holds a stream
-to) and its witness paired with it (`Pairs`). Memory is a few dozen bytes a stream, not the log.
+Each row is read once: its Merkle leaf hashed from its stored bytes for the checkpoint checks
+and its MAC checked, a page at a time, in a forked child while the next page is read where this
+process may fork (`row_checks`; a row it does not accept is judged here by `verify_record`, a
+leaf it does not make made by `StoreReader.leaf_of`); then, once its MAC is known to hold, its
+stream's state carried on from the rows of that stream met before it: the next version
+expected; for a job, its running digest of MACs, so that its seal is checked when met (the count
+and digest `check_seal` holds a stream to) and its witness paired with it (`Pairs`). Memory is a
+few dozen bytes a stream, not the log.
 
 What a read of one stream would report is only known for a stream read in version order. So a
 stream whose rows break the order its writer leaves them in (a version out of turn, an event after
@@ -20,6 +23,7 @@ import hashlib
 from collections.abc import Generator
 from contextlib import closing
 from typing import Any, Final
+from uuid import UUID
 
 import orjson
 
@@ -32,9 +36,17 @@ from infrastructure.storage.records.integrity import (
     SealFacts,
     check_completion_sealed,
 )
-from infrastructure.storage.records.signed_record import VerifiedRecord, verify_record
+from infrastructure.storage.records.signed_record import (
+    RecordCheck,
+    VerifiedRecord,
+    parse_envelope,
+    unverified_body,
+    verify_record,
+)
+from infrastructure.storage.verification.row_checks import PageAnswer, PageCheck, page_checks
 from infrastructure.storage.verification.scan import (
     LeafPage,
+    LogRow,
     Position,
     StoreReader,
     stored_event,
@@ -65,20 +77,24 @@ _SEALED: Final = "sealed"
 
 
 class _Job:
-    """An open job stream: what its seal must say when it comes."""
+    """An open job stream: what its seal must say when it comes (`LogPass._row` adds each
+    event to ``digest``, ``last`` and ``next``)."""
 
     __slots__ = ("digest", "last", "next", "started")
 
-    def __init__(self, started: VerifiedRecord) -> None:
-        self.started: dict[str, Any] = orjson.loads(started.body)
-        self.digest = hashlib.sha256(started.mac)  # `mac_digest`, as the events come
-        self.last = started
+    def __init__(self, topic: str, state: bytes, mac: bytes) -> None:
+        self.started: dict[str, Any] = orjson.loads(unverified_body(state))  # its MAC held
+        self.digest = hashlib.sha256(mac)  # `mac_digest`, as the events come
+        self.last: tuple[str, bytes] = (topic, state)
         self.next = 2
 
-    def add(self, record: VerifiedRecord) -> None:
-        self.digest.update(record.mac)
-        self.last = record
-        self.next += 1
+    def last_record(self, stream: UUID) -> VerifiedRecord:
+        """The last row met, whose MAC held, as `verify_record` gives it."""
+        topic, state = self.last
+        version = self.next - 1
+        return VerifiedRecord(
+            stored_event(stream, version, topic, state), *parse_envelope(state, stream, version)
+        )
 
 
 _State = int | _Job | str
@@ -169,88 +185,115 @@ class LogPass:
     def leaf_pages(self, *, leaves: bool) -> Generator[LeafPage]:
         """The pass, a page at a time, with the page's leaves (none unless ``leaves``): every
         row of every stream but the checkpoints' (which are no leaves), and no row without a
-        stream id (as SQL's ``<>`` leaves it out)."""
-        reader = self._reader
-        leaf_of, checkpoints = reader.leaf_of, reader.stored_id(CHECKPOINT_STREAM)
-        pages = reader.log()
-        with closing(pages):
+        stream id (as SQL's ``<>`` leaves it out). Each page's MACs and leaves are checked
+        while the next page is read (`row_checks`), and the page judged once they are."""
+        check = PageCheck(self._reader, RecordCheck(self._keyring), leaves=leaves)
+        pages = self._reader.log()
+        with closing(pages), page_checks(check) as checks:
+            sent: list[LogRow] | None = None
             for rows in pages:
-                ids: list[int] = []
-                hashes: list[bytes | None] = []
-                for notification_id, stored, version, topic, state in rows:
-                    if leaves and stored is not None and stored != checkpoints:
-                        ids.append(notification_id)
-                        hashes.append(leaf_of(stored, version, topic, state))
-                    self._row(stored, version, topic, state)
-                yield LeafPage(ids, hashes)
+                answer = None if sent is None else checks.answer()
+                checks.send(rows)
+                if sent is not None and answer is not None:
+                    yield self._page(sent, answer, leaves=leaves)
+                sent = rows
+            if sent is not None:
+                yield self._page(sent, checks.answer(), leaves=leaves)
 
-    def _row(self, stored: object, version: Any, topic: Any, state: Any) -> None:
+    def _page(self, rows: list[LogRow], answer: PageAnswer, *, leaves: bool) -> LeafPage:
+        """A page of rows judged, with its leaves, once its MACs and leaves are checked."""
+        reader, row = self._reader, self._row
+        leaf_of, checkpoints = reader.leaf_of, reader.stored_id(CHECKPOINT_STREAM)
+        macs, made = answer
+        ids: list[int] = []
+        hashes: list[bytes | None] = []
+        for (notification_id, stored, version, topic, state), mac, leaf in zip(
+            rows, macs, made, strict=True
+        ):
+            if leaves and stored is not None and stored != checkpoints:
+                ids.append(notification_id)
+                # A leaf not made for the row is made by the one definition of a row's leaf.
+                hashes.append(leaf_of(stored, version, topic, state) if leaf is None else leaf)
+            row(stored, version, topic, state, mac)
+        return LeafPage(ids, hashes)
+
+    def _row(self, stored: object, version: Any, topic: Any, state: Any, mac: bytes | None) -> None:
+        """One row, its MAC as checked (None: not accepted yet, `_verified` judges it)."""
         held = self._states.get(stored)
         if held is None:
-            self._first(stored, version, topic, state)
+            self._first(stored, version, topic, state, mac)
         elif held.__class__ is int:
             # Events of streams that are not jobs' carry no seal and no completion.
             if version != held or topic in _JOBS_ONLY:
                 self._suspect(stored)
-            elif self._verified(stored, version, topic, state) is not None:
+            elif self._verified(stored, version, topic, state, mac) is not None:
                 self._states[stored] = version + 1
         elif isinstance(held, _Job):
             if version != held.next:
                 self._suspect(stored)
                 return
-            record = self._verified(stored, version, topic, state)
-            if record is None:
+            # A job's events, every row but a few: the MAC checked is taken without a call.
+            verified = mac or self._verified(stored, version, topic, state, mac)
+            if verified is None:
                 return
             if topic == SEAL_TOPIC:
-                self._sealed(stored, held, record)
+                self._sealed(stored, held, version, unverified_body(state))
             else:
-                held.add(record)
+                held.digest.update(verified)
+                held.last = (topic, state)
+                held.next += 1
         elif held == _SEALED:
             self._suspect(stored)  # an event after the seal, or a version stored twice
 
-    def _first(self, stored: object, version: Any, topic: Any, state: Any) -> None:
+    def _first(
+        self, stored: object, version: Any, topic: Any, state: Any, mac: bytes | None
+    ) -> None:
         """A stream's first row in the log: its version 1, or it is set aside."""
         if version != 1 or topic in _JOBS_ONLY:
             self._suspect(stored)
             return
-        record = self._verified(stored, version, topic, state)
-        if record is None:
+        verified = self._verified(stored, version, topic, state, mac)
+        if verified is None:
             return
         stream = self._ids(stored)  # a UUID: its MAC held
         if topic == JOB_STARTED_TOPIC:
-            self._states[stored] = _Job(record)
+            self._states[stored] = _Job(topic, state, verified)
             return
         self._states[stored] = 2
         if topic == SNAPSHOT_TOPIC:
             self._facts.snapshots.add(stream)
         elif topic == WITNESS_TOPIC:
-            self._pairs.seen((stream, 1), seal_facts(record.body))
-            self._pairs.met(stored, witness_counterpart(record.body))
+            body = unverified_body(state)  # its MAC held: the body it covers
+            self._pairs.seen((stream, 1), seal_facts(body))
+            self._pairs.met(stored, witness_counterpart(body))
 
-    def _sealed(self, stored: object, job: _Job, seal: VerifiedRecord) -> None:
+    def _sealed(self, stored: object, job: _Job, version: int, body: bytes) -> None:
         """A job's seal: it counts and digests every event before it; the job is verified."""
-        said = orjson.loads(seal.body)
+        said = orjson.loads(body)
         if said.get("event_count") != job.next - 1 or said.get("mac_digest") != (
             job.digest.hexdigest()
         ):
             self._suspect(stored)
             return
-        sealed = seal_facts(seal.body)
-        stream, version = self._ids(stored), seal.stored.originator_version
+        sealed = seal_facts(body)
+        stream = self._ids(stored)
         self._pairs.seen((stream, version), sealed)
         facts = self._facts
         facts.stream(version)
-        counterpart = facts.sealed_job(
-            stored, stream, job.started, job.last.body, seal.stored, sealed
-        )
+        completion = unverified_body(job.last[1])  # its MAC held: the body it covers
+        counterpart = facts.sealed_job(stored, stream, job.started, completion, version, sealed)
         self._pairs.met(stored, counterpart)
         self._states[stored] = _SEALED
 
     def _verified(
-        self, stored: object, version: Any, topic: Any, state: Any
-    ) -> VerifiedRecord | None:
-        """The row, once its MAC holds; else None, its stream set aside (or failed: an id that
-        is not a UUID). A seal's or witness's failing MAC is kept for its counterpart."""
+        self, stored: object, version: Any, topic: Any, state: Any, mac: bytes | None
+    ) -> bytes | None:
+        """The row's MAC, once it holds (``mac``: as `row_checks` found it); else None, its
+        stream set aside (or failed: an id that is not a UUID). A seal's or witness's failing
+        MAC is kept for its counterpart."""
+        if mac is not None:
+            return mac
+        # Not accepted as it is: `verify_record` judges it (and names what is wrong).
         try:
             stream = self._ids(stored)
         except IntegrityFailure as failure:
@@ -258,12 +301,13 @@ class LogPass:
             self._states[stored] = _FAILED
             return None
         try:
-            return verify_record(self._keyring, stored_event(stream, version, topic, state))
+            record = verify_record(self._keyring, stored_event(stream, version, topic, state))
         except IntegrityFailure as failure:
             if topic == SEAL_TOPIC or (topic == WITNESS_TOPIC and version == 1):
                 self._pairs.seen((stream, version), failure)
             self._suspect(stored)
             return None
+        return record.mac
 
     def _suspect(self, stored: object) -> None:
         if self._states.get(stored) in (_SUSPECT, _FAILED):
@@ -283,8 +327,9 @@ class LogPass:
         facts = self._facts
         for stored, held in self._states.items():
             if isinstance(held, _Job):
+                stream = self._ids(stored)  # its first row's MAC held: a UUID
                 try:
-                    check_completion_sealed(held.last.stored.originator_id, [held.last])
+                    check_completion_sealed(stream, [held.last_record(stream)])
                 except IntegrityFailure as failure:
                     self._failures.add(stored, OWN, failure)
                     continue

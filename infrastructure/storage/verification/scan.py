@@ -23,7 +23,7 @@ from eventsourcing.persistence import StoredEvent
 from psycopg import sql
 from psycopg.types.string import ByteaBinaryLoader
 
-from domain.checkpoint import stream_leaf_hash
+from domain.checkpoint import stream_leaf_hash, stream_leaf_prefix
 from domain.errors import IntegrityFailure
 from infrastructure.storage.backends.connection import connect_postgres
 from infrastructure.storage.checkpoints.tables import LOG_NODES
@@ -79,15 +79,27 @@ LeafOf = Callable[[Any, Any, Any, Any], bytes | None]
 that has none (a part missing or of another type)."""
 
 
-def _sqlite_leaf(stream: object, version: object, topic: object, state: object) -> bytes | None:
-    """The leaf of a row as SQLite stores it (the stream id as 32 hex digits)."""
+def _sqlite_stream(stream: object) -> bytes | None:
+    """The bytes a leaf binds of a stream id as SQLite stores it (32 hex digits); None for a
+    stored id that makes no leaf."""
     # The id's length is checked as text: ``bytes.fromhex`` skips whitespace, and an id written
     # with spaces in it would otherwise make the same leaf as the id without them.
     if not isinstance(stream, str) or len(stream) != 2 * UUID_BYTES:
         return None
     try:
+        return bytes.fromhex(stream)
+    except ValueError:
+        return None
+
+
+def _sqlite_leaf(stream: object, version: object, topic: object, state: object) -> bytes | None:
+    """The leaf of a row as SQLite stores it (the stream id as 32 hex digits)."""
+    stream_bytes = _sqlite_stream(stream)
+    if stream_bytes is None:
+        return None
+    try:
         # A version, topic or state of another type fails here, as it fails the MAC check.
-        return stream_leaf_hash(bytes.fromhex(stream), version, topic, state)  # type: ignore[arg-type]
+        return stream_leaf_hash(stream_bytes, version, topic, state)  # type: ignore[arg-type]
     except (TypeError, ValueError, AttributeError):
         return None
 
@@ -330,6 +342,15 @@ class StoreReader:
     def leaf_of(self) -> LeafOf:
         """The leaf of a `LogRow`'s stream, version, topic and state, as this store keeps them."""
         return _sqlite_leaf if isinstance(self.store, SQLiteStore) else _postgres_leaf
+
+    def leaf_prefix(self, stored: object) -> bytes | None:
+        """The `stream_leaf_prefix` of the leaves of a stream whose id a `LogRow` holds as
+        ``stored``; None when its rows make no leaf (an id SQLite holds that is no UUID's)."""
+        if isinstance(self.store, SQLiteStore):
+            stream = _sqlite_stream(stored)
+            return None if stream is None else stream_leaf_prefix(stream)
+        assert isinstance(stored, bytes)  # PostgreSQL's uuid column, in binary
+        return stream_leaf_prefix(stored)
 
     def stored_id(self, stream: UUID) -> str | bytes:
         """A stream id as a `LogRow` holds it."""

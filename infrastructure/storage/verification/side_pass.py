@@ -2,8 +2,10 @@
 
 A fork copies only the thread that calls it: a lock another thread held at that instant stays
 held in the child for good (a connection pool's threads hold libpq's and OpenSSL's). So a check
-forks only where this process runs one thread (the ``mace`` command); anywhere else its parts
-start afresh (`mace audit`'s workers: `infrastructure.application.audit_workers`).
+forks only where this process runs one thread (the ``mace`` command on SQLite; PostgreSQL's
+pool runs threads); anywhere else its parts start afresh (`mace audit`'s workers:
+`infrastructure.application.audit_workers`) or run in this process (`verify --all`'s row checks:
+`row_checks`).
 """
 
 from __future__ import annotations

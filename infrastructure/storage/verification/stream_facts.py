@@ -98,7 +98,7 @@ class StreamFacts:
         stream: UUID,
         started: dict[str, Any],
         completion: bytes,
-        seal: StoredEvent,
+        seal_version: int,
         sealed: SealFacts,
     ) -> Counterpart:
         """A sealed job counted, the snapshots it found at completion (``completion``, the body
@@ -120,7 +120,7 @@ class StreamFacts:
             (JobSealWitness.id_for(job_id), 1),
             WITNESS_TOPIC,
             stream,
-            seal.originator_version,
+            seal_version,
             sealed,
         )
 
