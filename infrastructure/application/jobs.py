@@ -363,7 +363,10 @@ class JobService:
         scoped = tenant_scoped(tenant, job_id)
         if scoped != job_id and self.store.stream_exists(Job.id_for(scoped)):
             return tenant, scoped
-        started = self._started(self.store.recorder.select_events(Job.id_for(job_id), limit=1))
+        # Its first version (``lte``, not ``limit``): a read that shows where the stream ends is
+        # held against the stream's proven head whether or not it found a record, so that
+        # proving it (done for a free id) is not work another tenant's job skips.
+        started = self._started(self.store.recorder.select_events(Job.id_for(job_id), lte=1))
         return (None, None) if started is None else (started.tenant, job_id)
 
     def _started(self, records: Sequence[StoredEvent]) -> Job.Started | None:

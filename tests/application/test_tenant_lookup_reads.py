@@ -12,11 +12,12 @@ every CLI write leaves it, so the reads are held against proven heads as users' 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
+from uuid import UUID
 
 import pytest
 from eventsourcing.persistence import StoredEvent
@@ -34,6 +35,7 @@ from domain.replay_access import ReplayMode
 from domain.run_draft import RunDraft
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
+from infrastructure.storage.checkpoints.head_check import HeadCheck, ProvenHead
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.records.mapper import SignedMapper
 from infrastructure.storage.records.signed_record import VerifiedRecord, stream_header
@@ -45,10 +47,11 @@ ADMIN = Actor.of("adam", ["admin", "auditor", "council", "operator"])
 @dataclass
 class Work:
     """What one lookup asked of the store and of the keys: statements (method and options),
-    records built (from the rows read, or a stand-in's), MACs checked, the bytes under them, and
-    records decoded."""
+    streams' heads proven against the newest checkpoint, records built (from the rows read, or a
+    stand-in's), MACs checked, the bytes under them, and records decoded."""
 
     statements: list[Statement] = field(default_factory=list)
+    proofs: int = 0
     records: int = 0
     macs: int = 0
     mac_bytes: int = 0
@@ -57,7 +60,8 @@ class Work:
     def cost(self) -> tuple[object, ...]:
         """What decides the time a lookup takes, the bytes MAC-checked to their size class (a
         power of two: an id, an input, a tenant's name differ by a few bytes between records)."""
-        return self.statements, self.records, self.macs, self.mac_bytes.bit_length(), self.decodes
+        size_class = self.mac_bytes.bit_length()
+        return self.statements, self.proofs, self.records, self.macs, size_class, self.decodes
 
 
 @contextmanager
@@ -79,6 +83,11 @@ def lookup_work(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wor
         return counted
 
     verify, decode, built = Keyring.verify, SignedMapper.decode, StoredEvent.__init__
+    heads = HeadCheck.heads
+
+    def counted_heads(check: HeadCheck, streams: Sequence[UUID]) -> dict[UUID, ProvenHead]:
+        work.proofs += len(streams)
+        return heads(check, streams)
 
     def counted_verify(keyring: Keyring, key_id: str, message: bytes, tag: bytes) -> bool:
         if not message.startswith(checkpoint_header):
@@ -100,6 +109,7 @@ def lookup_work(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wor
         patched.setattr(Keyring, "verify", counted_verify)
         patched.setattr(SignedMapper, "decode", counted_decode)
         patched.setattr(StoredEvent, "__init__", counted_build)
+        patched.setattr(HeadCheck, "heads", counted_heads)
         yield work
 
 
