@@ -39,27 +39,37 @@ class StandIn:
     Whose a record is is read from its stream's first record, once its MAC holds and it is
     decoded (nothing of a record is trusted before). A lookup that found no record would skip
     that work, and the time saved would tell a tenant that another tenant holds the id. So an
-    id nobody holds pays for a stand-in of the same kind instead: the same MAC check and decode,
-    as a login runs the password hasher for a user that does not exist. It is built and signed
-    by the store's active key the first time it is needed, and never used for anything else.
+    id nobody holds pays for a stand-in of the same kind instead, by the same steps: a record
+    built as one read from a row is (its id parsed from text), its MAC checked, decoded, as a
+    login runs the password hasher for a user that does not exist. It is built and signed by
+    the store's active key the first time it is needed, and never used for anything else.
     """
 
     def __init__(self, store: LedgerStore, made: Callable[[], MaceAggregate]) -> None:
         self._mapper = store.verifying_store.signed_mapper
         self._made = made
-        self._signed: StoredEvent | None = None
+        self._row: tuple[str, int, str, bytes] | None = None
+
+    def records(self, records: Sequence[StoredEvent]) -> Sequence[StoredEvent]:
+        """A stream's ``records`` as read; when there are none, the stand-in's, to be checked
+        and decoded by the same steps in their place (and then dropped by the caller)."""
+        if records:
+            return records
+        if self._row is None:
+            (created,) = self._made().collect_events()
+            signed = self._mapper.to_stored_event(created)
+            self._row = (
+                str(signed.originator_id),
+                signed.originator_version,
+                signed.topic,
+                signed.state,
+            )
+        originator_id, version, topic, state = self._row
+        # Built anew from its columns each time, as the recorder builds a record read.
+        return [StoredEvent(UUID(originator_id), version, topic, state)]
 
     def first(self, records: Sequence[StoredEvent]) -> DomainEventProtocol[UUID] | None:
         """The first of a stream's ``records``, its MAC checked, decoded; None when it has
         none, once the stand-in has been checked and decoded in its place."""
-        if not records:
-            self.instead()
-            return None
-        return self._mapper.to_domain_event(records[0])
-
-    def instead(self) -> None:
-        """Check and decode the stand-in: what finding the first record would have cost."""
-        if self._signed is None:
-            (created,) = self._made().collect_events()
-            self._signed = self._mapper.to_stored_event(created)
-        self._mapper.to_domain_event(self._signed)
+        event = self._mapper.to_domain_event(self.records(records)[0])
+        return event if records else None
