@@ -14,7 +14,7 @@ artifact (`unanswered`, `domain.capture`), a tool call's and a retrieval's alike
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from domain.errors import InvalidInput
@@ -24,6 +24,9 @@ TOOL_RESULT = "ToolResult"
 RETRIEVAL_REQUEST = "RetrievalRequest"
 RETRIEVAL_RESPONSE = "RetrievalResponse"
 MODEL_CALL = "ModelCallEnvelope"
+
+Step = tuple[str, object]
+"""A run event's type and the call or request id it makes or answers (None for other events)."""
 
 _ANSWERING: Final = {
     TOOL_RESULT: (TOOL_CALL, "call_id"),
@@ -108,15 +111,19 @@ def contradicted_status(status: str, result: object) -> str | None:
     return other[0] if other else None
 
 
-def tool_steps(events: Iterable[object]) -> list[tuple[str, object]]:
+def tool_steps(events: Iterable[object]) -> list[Step]:
     """``(event type, call_id or request_id)`` of run events (models, or their JSON as a draft
     keeps it)."""
     return [_step(event) for event in events]
 
 
-def _step(event: object) -> tuple[str, object]:
+def recorded_step(event_type: str, payload: Mapping[str, object]) -> Step:
+    """The step of an event as a job stream records it: its type beside its payload."""
+    return event_type, payload.get(_KEY.get(event_type, "call_id"))
+
+
+def _step(event: object) -> Step:
     if isinstance(event, dict):
-        event_type = str(event.get("type"))
-        return event_type, event.get(_KEY.get(event_type, "call_id"))
+        return recorded_step(str(event.get("type")), event)
     event_type = str(getattr(event, "EVENT_TYPE", ""))
     return event_type, getattr(event, _KEY.get(event_type, "call_id"), None)
