@@ -20,7 +20,7 @@ an operator lists open runs (`read_model_sync`) and abandons them (`abandon`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 

@@ -16,7 +16,6 @@ import pytest
 from support.api_support import Api, assert_error, stage_event
 from support.ledger_fixtures import run, store_of
 
-from domain.errors import ConflictError
 from domain.events import RunStarted, StageTransition
 from domain.run_content import RunContent, run_content_digest
 from domain.run_file import parse_run

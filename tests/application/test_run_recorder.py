@@ -17,8 +17,8 @@ from domain.events import (
 )
 from domain.job import DEFAULT_TENANT
 from infrastructure.application.ledger import Ledger
-from projections.job_search import JobQuery
 from infrastructure.application.run_recorder import RunRecorder
+from projections.job_search import JobQuery
 
 
 def model_call(call_id: str) -> ModelCallEnvelope:

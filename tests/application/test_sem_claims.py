@@ -284,7 +284,7 @@ def test_an_http_batch_with_a_refused_sem_claim_answers_422_and_writes_nothing(
     before anything of the batch is written, and the run stays open for a batch without it."""
     api.ledger.sem.put(CAPITAL, "Paris")
     real = api.ledger.jobs.run(QUESTION, "s1", capture_mode=CaptureMode.FULL_IO).job_id
-    started, *body, completed = forged_stamp(job_as_run(api.ledger, real, "forged-stamp"))
+    started, *body, _ = forged_stamp(job_as_run(api.ledger, real, "forged-stamp"))
     run_id = api.open_run({k: v for k, v in started.items() if k != "type"})
     items = [{"event_id": f"e{i}", "event": line} for i, line in enumerate(body)]
     before = api.position()
