@@ -51,7 +51,7 @@ def test_a_run_with_its_job_indexes_its_events_at_the_size_the_limits_count() ->
     run = RunDraft(run_id="r1", tenant="acme", started={"seed": 1, "input": "x"}, job_id="r1")
     sent = [
         ("e1", ToolCall(call_id="c1", tool="search", tool_schema_hash="ab" * 32, arguments=ARGS)),
-        ("e2", ErrorEvent(code="E", message="\u2028 and \\ and \"")),
+        ("e2", ErrorEvent(code="E", message='\u2028 and \\ and "')),
         ("e3", StageTransition(to_stage="zzz")),
     ]
     assert run.append(sent).accepted == 3
