@@ -89,7 +89,7 @@ class RunDraft(MaceAggregate):
 
     class BatchIndexed(MaceAggregate.Event):
         """A batch of a run whose job stream holds its events: here, each one's ``event_id``,
-        ``digest`` and ``size`` only."""
+        ``digest``, ``size`` and tool ``step`` (`domain.tool_boundary`) only."""
 
         entries: list[dict[str, Any]]
 
@@ -119,6 +119,8 @@ class RunDraft(MaceAggregate):
         """The job whose stream holds the run's events; None: the draft holds them (`events`)."""
         self.events: list[dict[str, Any]] = []
         self.sizes: list[int] = []
+        self.steps: list[Step] = []
+        """Each taken event's tool step, for a run whose job holds its events (`job_id`)."""
         """Each held event's size: the length of its canonical JSON, as the run limits count."""
         self.digests: dict[str, str] = {}
         self.final_output_digest: str | None = None
@@ -148,13 +150,12 @@ class RunDraft(MaceAggregate):
         self,
         batch: Sequence[tuple[str, dict[str, Any] | RunEvent]],
         check_sizes: SizeCheck = lambda *_: None,
-        held_steps: Sequence[Step] | None = None,
         check_taken: Callable[[Sequence[int]], None] = lambda _: None,
     ) -> BatchOutcome:
         """Take the ``(event_id, event)`` pairs not held yet; re-sent ones are skipped.
 
         Events are their JSON for a draft that holds them, the validated events for one whose
-        job stream does (`job_id`; ``held_steps``: the tool steps that stream holds).
+        job stream does (`job_id`).
         A completed run takes none, but answers a batch it holds whole as all duplicates.
         ``check_sizes`` is given the sizes the run would hold and how many of them are new, and
         ``check_taken`` the positions in the batch of the new ones; either raises to refuse
@@ -183,8 +184,8 @@ class RunDraft(MaceAggregate):
             raise RunDraftError(msg)
         if fresh:
             self._check_tool_boundary(
-                tool_steps(self.events) if held_steps is None else held_steps,
-                tool_steps(item["event"] for item in fresh),
+                tool_steps(self.events) if self.job_id is None else self.steps,
+                steps := tool_steps(item["event"] for item in fresh),
                 sent_at,
             )
             check_sizes([*self.sizes, *(item["size"] for item in fresh)], len(fresh))
@@ -192,7 +193,10 @@ class RunDraft(MaceAggregate):
             if self.job_id is None:
                 self._appended(events=fresh)
             else:
-                indexed = [{k: f[k] for k in ("event_id", "digest", "size")} for f in fresh]
+                indexed = [
+                    {"event_id": f["event_id"], "digest": f["digest"], "size": f["size"], "step": s}
+                    for f, s in zip(fresh, steps, strict=True)
+                ]
                 self._indexed(entries=indexed)
         return BatchOutcome(len(fresh), len(batch) - len(fresh), self.count, tuple(sent_at))
 
@@ -221,6 +225,7 @@ class RunDraft(MaceAggregate):
         for item in entries:
             self.sizes.append(item["size"])
             self.digests[item["event_id"]] = item["digest"]
+            self.steps.append(tuple(item["step"]))  # stored as a JSON array
 
     def complete(self, final_output: Any) -> bool:
         """Mark the run complete; False when it already was, with this same final output."""

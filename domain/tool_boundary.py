@@ -14,7 +14,7 @@ artifact (`unanswered`, `domain.capture`), a tool call's and a retrieval's alike
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from domain.errors import InvalidInput
@@ -117,13 +117,9 @@ def tool_steps(events: Iterable[object]) -> list[Step]:
     return [_step(event) for event in events]
 
 
-def recorded_step(event_type: str, payload: Mapping[str, object]) -> Step:
-    """The step of an event as a job stream records it: its type beside its payload."""
-    return event_type, payload.get(_KEY.get(event_type, "call_id"))
-
-
 def _step(event: object) -> Step:
     if isinstance(event, dict):
-        return recorded_step(str(event.get("type")), event)
+        event_type = str(event.get("type"))
+        return event_type, event.get(_KEY.get(event_type, "call_id"))
     event_type = str(getattr(event, "EVENT_TYPE", ""))
     return event_type, getattr(event, _KEY.get(event_type, "call_id"), None)

@@ -41,7 +41,7 @@ from domain.events import (
 from domain.governance import Actor, Role, require_any
 from domain.job import DEFAULT_TENANT, Job
 from domain.run_draft import BatchOutcome, RunDraft, RunDraftError, held_out_of_place
-from domain.tool_boundary import ToolBoundaryError, recorded_step
+from domain.tool_boundary import ToolBoundaryError
 from infrastructure.application.jobs import JobService
 from infrastructure.application.limits import InputLimits
 from infrastructure.application.runs import RunService
@@ -181,7 +181,8 @@ class RunUploads:
         def attempt() -> tuple[BatchOutcome, HeldRun]:
             run = unread.pop() if unread else HeldRun(self.get(run_id, tenant))
             draft = run.draft
-            declared = RunStarted.model_validate(draft.started).declared_ids
+            started = RunStarted.model_validate(draft.started)
+            declared = started.declared_ids
             self.runs.privacy.refuse_clear_private_values(declared, [event for _, event in batch])
             check_sizes = partial(limits.check_added, f"run {run_id}")
             if draft.job_id is None:  # a run opened before: its draft holds its events
@@ -189,12 +190,10 @@ class RunUploads:
                 outcome = draft.append(pairs, check_sizes)
                 self.store.save(draft)
                 return outcome, run
-            job = run.job or self.jobs.get(draft.job_id, tenant=tenant)
-            steps = [recorded_step(fact.event_type, fact.payload) for fact in job.facts]
+            job = run.job or self._job_at_head(draft, started)
             outcome = draft.append(
                 batch,
                 check_sizes,
-                steps,
                 lambda taken: self.runs.check_sem_claims(job, [(i, batch[i][1]) for i in taken]),
             )
             self.runs.take(job, [batch[i][1] for i in outcome.taken])
@@ -202,6 +201,16 @@ class RunUploads:
             return outcome, HeldRun(draft, job)
 
         return self.store.racing(attempt, f"events for run {run_id}")
+
+    def _job_at_head(self, draft: RunDraft, started: RunStarted) -> Job:
+        """The run's job where its stream stands, the run's index says (`Job.resume`): a batch
+        appends to it without reading it (the index, verified, holds what a batch checks: event
+        ids, sizes, tool steps). Its start is made again as the run opened it: the same job."""
+        assert draft.job_id is not None
+        derived = started.job_id is None and draft.job_id != draft.run_id  # a recorder's D3 id
+        job = self.runs.opened_job(started, draft.job_id, draft.tenant, derived=derived)
+        job.resume(draft.count)
+        return job
 
     def complete(
         self, run_id: str, tenant: str, final_output: Any, *, job_id_is_run_id: bool = True

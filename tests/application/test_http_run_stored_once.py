@@ -23,6 +23,7 @@ from support.older_records import Bodies, store_as_written_then
 from support.recorder_calls import recorder_calls
 
 from domain.determinism import DeterministicClock
+from domain.errors import ConflictError, StoreBusyError
 from domain.events import RunEvent, RunStarted, StageTransition
 from domain.job import DEFAULT_TENANT
 from domain.run_draft import RunDraft
@@ -183,3 +184,20 @@ def test_an_open_run_is_an_open_job_to_listing_verify_and_replay(
     )
     assert "replay of job run-open (attempt 1, audit, by ada [auditor])" in out
     assert orjson.loads(run(capsys, "jobs", "--status", "open", "--json")[1])["jobs"] == []
+
+
+def test_a_runs_job_written_by_another_writer_refuses_the_runs_batch_and_completion(
+    ledger: Ledger,
+) -> None:
+    """A batch appends where the run's index says its job stands: a fact another writer put on
+    the job (`JobService.record_events`) makes that write conflict, and the run, which no longer
+    says what its job holds, is refused; nothing of it is written."""
+    ledger.run_uploads.open(RunStarted(seed=7, input="hi", job_id="run-x"), DEFAULT_TENANT)
+    ledger.run_uploads.append("run-x", DEFAULT_TENANT, [stage(1)])
+    ledger.jobs.record_events("run-x", [("StageTransition", {"to_stage": "other"})])
+    before = store_of(ledger).recorder.max_notification_id()
+    with pytest.raises(StoreBusyError, match="events for run run-x"):
+        ledger.run_uploads.append("run-x", DEFAULT_TENANT, [stage(2)])
+    with pytest.raises(ConflictError, match="job run-x holds 2 events, run run-x took 1"):
+        ledger.run_uploads.complete("run-x", DEFAULT_TENANT, "done")
+    assert store_of(ledger).recorder.max_notification_id() == before
