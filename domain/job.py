@@ -213,6 +213,16 @@ class Job(MaceAggregate):
         scoped = tenant_scoped(self.tenant, self.job_id)
         return scoped if self.id_for(scoped) == self.id else self.job_id
 
+    def resume(self, recorded: int) -> None:
+        """Take this job, just started and not saved, to the head of its stored stream, which
+        holds ``recorded`` facts after its start, without reading them: to record more where the
+        caller knows its stream stands (a run's index of the events its job holds). Its start is
+        stored already and is not saved again; ``facts`` holds only what is recorded from here.
+        A stream that is not at that head makes the save conflict."""
+        self.collect_events()
+        self.version = 1 + recorded
+        self.next_sequence_index = recorded
+
     def record(self, event_type: str, payload: dict[str, Any] | Written) -> str:
         """Record one fact; returns its deterministic event id. ``payload``: its value, or its
         canonical bytes already written (`RunEvent.written_payload`)."""

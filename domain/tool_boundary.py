@@ -25,6 +25,9 @@ RETRIEVAL_REQUEST = "RetrievalRequest"
 RETRIEVAL_RESPONSE = "RetrievalResponse"
 MODEL_CALL = "ModelCallEnvelope"
 
+Step = tuple[str, object]
+"""A run event's type and the call or request id it makes or answers (None for other events)."""
+
 _ANSWERING: Final = {
     TOOL_RESULT: (TOOL_CALL, "call_id"),
     RETRIEVAL_RESPONSE: (RETRIEVAL_REQUEST, "request_id"),
@@ -108,13 +111,13 @@ def contradicted_status(status: str, result: object) -> str | None:
     return other[0] if other else None
 
 
-def tool_steps(events: Iterable[object]) -> list[tuple[str, object]]:
+def tool_steps(events: Iterable[object]) -> list[Step]:
     """``(event type, call_id or request_id)`` of run events (models, or their JSON as a draft
     keeps it)."""
     return [_step(event) for event in events]
 
 
-def _step(event: object) -> tuple[str, object]:
+def _step(event: object) -> Step:
     if isinstance(event, dict):
         event_type = str(event.get("type"))
         return event_type, event.get(_KEY.get(event_type, "call_id"))

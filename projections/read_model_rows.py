@@ -280,10 +280,13 @@ def _run_opened(event: RunDraft.Opened, merge: Merge, position: int) -> list[Vie
     return [ViewChange(OPEN_RUNS, str(event.originator_id), row)]
 
 
-def _run_batch(event: RunDraft.BatchAppended, merge: Merge, position: int) -> list[ViewChange]:
+def _run_batch(
+    event: RunDraft.BatchAppended | RunDraft.BatchIndexed, merge: Merge, position: int
+) -> list[ViewChange]:
     held = merge(OPEN_RUNS, str(event.originator_id))  # open: a closed run takes no batch
     assert held.row is not None
-    return [merge(OPEN_RUNS, held.key, events=int(held.row["events"]) + len(event.events))]
+    taken = len(event.events if isinstance(event, RunDraft.BatchAppended) else event.entries)
+    return [merge(OPEN_RUNS, held.key, events=int(held.row["events"]) + taken)]
 
 
 def _run_closed(
@@ -322,6 +325,7 @@ _HANDLERS: Final[dict[type, Callable[[Any, Merge, int], list[ViewChange]]]] = {
     Receipt.Emitted: _receipt_emitted,
     RunDraft.Opened: _run_opened,
     RunDraft.BatchAppended: _run_batch,
+    RunDraft.BatchIndexed: _run_batch,
     RunDraft.Completed: _run_closed,
     RunDraft.Abandoned: _run_closed,
     AuditRecord.Recorded: _audit_recorded,

@@ -32,7 +32,7 @@ RECORDERS = (Role.OPERATOR, Role.ADMIN)
 
 
 def _run(draft: RunDraft) -> dict[str, Any]:
-    return {"run_id": draft.run_id, "status": draft.status, "events": len(draft.events)}
+    return {"run_id": draft.run_id, "status": draft.status, "events": draft.count}
 
 
 @router.get(
@@ -89,7 +89,7 @@ def add_events(run_id: RunIdPath, batch: EventBatch, ctx: Ctx, who: Caller) -> d
         raise too_large(str(exc)) from None
     except RunDraftError as exc:
         raise refusal(Code.CONFLICT, str(exc)) from None
-    except (ClearPrivateValue, ToolBoundaryError) as exc:
+    except (ClearPrivateValue, ToolBoundaryError, RefusedSemClaim) as exc:
         raise invalid(str(exc), f"body.events.{exc.position}.event") from None
     return {
         "run_id": run_id,

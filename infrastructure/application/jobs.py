@@ -232,6 +232,7 @@ class JobService:
         held_bundles: Set[str] = frozenset(),
         unmoved: Mapping[UUID, int] | None = None,
         ran: RanAsRecorded | None = None,
+        held_macs: Sequence[bytes] = (),
     ) -> ReflectiveLog:
         """Close, seal and store a job built in memory, all in one transaction.
 
@@ -242,12 +243,14 @@ class JobService:
         ``held_bundles``: the policy bundles the ledger holds that the job's events name.
         ``unmoved``: streams the job read, each at the version read: the transaction conflicts if
         one moved on since (`LedgerStore.save_unmoved`). ``ran``: the job's facts as a live run
-        here made them (`complete_job`).
+        here made them (`complete_job`). ``held_macs``: the MACs of the events of ``job`` already
+        stored, in version order, for a job read back from its stream (a run sent in batches):
+        its stream is its own, and a writer that moved it on since makes the save conflict.
         """
         # A derived id was found free in this same attempt (`id_for`): a writer that took it
         # since makes the insert conflict, and `racing` decides again. A named one is taken
         # when the insert conflicts on the stream's unique key (`_claimed_before`).
-        if not derived and self._claimed_before(job):
+        if not held_macs and not derived and self._claimed_before(job):
             raise ConflictError(f"job {job.job_id} already exists")
         if stored is None:
             stored = self.snapshots.stored_ids(job.snapshot_ids.values())
@@ -256,11 +259,11 @@ class JobService:
         job.record(JobCompleted.EVENT_TYPE, completion.written_payload())
         events = list(job.collect_events())
         signed = self.store.verifying_store.signed_mapper.sign_ahead(events)
-        witness = _sealed(job, [record_mac(record.state) for record in signed])
+        witness = _sealed(job, [*held_macs, *(record_mac(record.state) for record in signed)])
         try:
             self.store.save_unmoved(*events, job, witness, *with_job, read=unmoved or {})
         except (IntegrityError, RecordConflictError):
-            if not derived and self.exists(job.job_id, tenant=job.tenant):
+            if not held_macs and not derived and self.exists(job.job_id, tenant=job.tenant):
                 raise ConflictError(f"job {job.job_id} already exists") from None
             raise  # another stream of the write moved on: `racing` decides again
         return ReflectiveLog.of(job, None if ran is None else [*ran.events, completion])
@@ -331,6 +334,11 @@ class JobService:
     def get(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> Job:
         """The tenant's job: another tenant's job of the same id is not found, as none would be."""
         return self._load(job_id, tenant)[0]
+
+    def with_macs(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> tuple[Job, list[bytes]]:
+        """The tenant's job (`get`) and the MACs of its stored events, in version order."""
+        job, records = self._load(job_id, tenant)
+        return job, [record.mac for record in records]
 
     def reflective_log(self, job_id: str, *, tenant: str = DEFAULT_TENANT) -> ReflectiveLog:
         return ReflectiveLog.of(self.get(job_id, tenant=tenant))

@@ -1,7 +1,11 @@
 """Runs uploaded over the network: open, send events in batches, complete (the HTTP use cases).
 
-The run lives as a `RunDraft` until completion, which records it as one sealed job in the same
-transaction that marks the draft complete. Every step is idempotent for a client that re-sends
+A run opens its job (`Job`) with its `RunDraft`, the run's index of event ids, in one
+transaction; each batch appends its new events to the job's stream, as the job's events, in the
+transaction that indexes them, so every event is stored once; completion appends only the job's
+completion and seal, in the transaction that marks the draft complete. A run opened before
+(a draft holding its events, `RunDraft.job_id` None) is recorded whole at completion, as then.
+Every step is idempotent for a client that re-sends
 after a lost response: the same start, the same batch (by event id) and the same completion
 answer as the first time did, and nothing is stored twice. A run belongs to its tenant: run ids
 are scoped by tenant in storage, so another tenant's run of the same id is simply not there, and
@@ -16,6 +20,7 @@ an operator lists open runs (`read_model_sync`) and abandons them (`abandon`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -34,7 +39,7 @@ from domain.events import (
     RunStarted,
 )
 from domain.governance import Actor, Role, require_any
-from domain.job import DEFAULT_TENANT
+from domain.job import DEFAULT_TENANT, Job
 from domain.run_draft import BatchOutcome, RunDraft, RunDraftError, held_out_of_place
 from domain.tool_boundary import ToolBoundaryError
 from infrastructure.application.jobs import JobService
@@ -53,6 +58,15 @@ def run_id_of(started: RunStarted, tenant: str, count: int = 0) -> str:
     return "run-" + derive_id(started.seed_text, "run", f"{tenant}:{started.input}", count)[:32]
 
 
+@dataclass(frozen=True, slots=True)
+class HeldRun:
+    """A run as its writer last saved it: its draft and, for a run opened with its job, that
+    job (None: not read yet, or a draft holding its events)."""
+
+    draft: RunDraft
+    job: Job | None = None
+
+
 class RunUploads:
     def __init__(self, store: LedgerStore, runs: RunService, jobs: JobService) -> None:
         self.store = store
@@ -62,53 +76,67 @@ class RunUploads:
 
     def open(self, started: RunStarted, tenant: str) -> tuple[RunDraft, bool]:
         """Open a run; the same start re-sent returns the open run. True when newly opened."""
+        return self._open(started, tenant)[0:2]
+
+    def _open(self, started: RunStarted, tenant: str) -> tuple[RunDraft, bool, Job | None]:
+        """`open`, and the job it opened (None for a run opened before)."""
         self.runs.privacy.refuse_clear_private_values(started.declared_ids, [started])
         run_id = run_id_of(started, tenant)
-        fresh = RunDraft(run_id=run_id, tenant=tenant, started=started.model_dump(mode="json"))
+        fresh, job = self._opened(started, tenant, run_id, run_id, derived=False)
         existing = self._existing(run_id, tenant)
         if existing is None:
             if self.jobs.exists(run_id, tenant=tenant):
                 raise ConflictError(f"job {run_id} already exists")
             try:
-                self.store.save(fresh)
+                self.store.save(fresh, job)
             except (IntegrityError, RecordConflictError):
                 existing = self._existing(run_id, tenant)  # opened by a request racing this one
             else:
-                return fresh, True
+                return fresh, True, job
         if existing is None:
             raise StoreBusyError(f"run {run_id} changed concurrently; try again")
         if existing.start_digest() != fresh.start_digest():
             raise ConflictError(f"run {run_id} already exists with another start")
-        return existing, False
+        return existing, False, None
 
-    def open_new(self, started: RunStarted, tenant: str) -> RunDraft:
-        """Open a run nobody holds yet (the `RunRecorder`'s). A given job id must be free (of
-        runs and jobs); without one, the first run id of the start (``run_id_of``'s ``count``)
-        that no run, open, completed or abandoned, holds."""
+    def open_new(self, started: RunStarted, tenant: str) -> HeldRun:
+        """Open a run nobody holds yet (the `RunRecorder`'s), with its job. A given job id must
+        be free (of runs and jobs); without one, the first run id of the start (``run_id_of``'s
+        ``count``) that no run, open, completed or abandoned, holds, and its job's id is seed 004
+        D3's, decided now."""
         if started.job_id is not None:
-            draft, fresh = self.open(started, tenant)
+            draft, fresh, job = self._open(started, tenant)
             if not fresh:
                 raise ConflictError(f"run {draft.run_id} is already {draft.status}")
-            return draft
+            return HeldRun(draft, job)
         self.runs.privacy.refuse_clear_private_values(started.declared_ids, [started])
         count = 0
         while True:
-            draft, fresh = self._open_at(started, tenant, count)
-            if fresh:
-                return draft
+            held = self._open_at(started, tenant, count)
+            if held is not None:
+                return held
             count += 1
 
-    def _open_at(self, started: RunStarted, tenant: str, count: int) -> tuple[RunDraft, bool]:
+    def _open_at(self, started: RunStarted, tenant: str, count: int) -> HeldRun | None:
+        """The run of this ``count`` opened; None when a run of that id is held already."""
         run_id = run_id_of(started, tenant, count)
-        held = self._existing(run_id, tenant)
-        if held is not None:
-            return held, False
-        fresh = RunDraft(run_id=run_id, tenant=tenant, started=started.model_dump(mode="json"))
+        if self._existing(run_id, tenant) is not None:
+            return None
+        job_id = self.jobs.id_for(None, started.seed_text, started.input, tenant)
+        draft, job = self._opened(started, tenant, run_id, job_id, derived=True)
         try:
-            self.store.save(fresh)
+            self.store.save(draft, job)
         except (IntegrityError, RecordConflictError):
-            return fresh, False  # opened by a recorder racing this one: count on
-        return fresh, True
+            return None  # opened by a recorder racing this one (the run, or its job): count on
+        return HeldRun(draft, job)
+
+    def _opened(
+        self, started: RunStarted, tenant: str, run_id: str, job_id: str, *, derived: bool
+    ) -> tuple[RunDraft, Job]:
+        """A new run's draft and its job, to be saved together."""
+        job = self.runs.opened_job(started, job_id, tenant, derived=derived)
+        held = started.model_dump(mode="json")
+        return RunDraft(run_id=run_id, tenant=tenant, started=held, job_id=job_id), job
 
     def get(self, run_id: str, tenant: str) -> RunDraft:
         draft = self._existing(run_id, tenant)
@@ -126,17 +154,19 @@ class RunUploads:
         """Add a batch of ``(event_id, event)``; events held already (same id and content) skip.
 
         `RunTooLarge`, nothing written, when the run would hold more than ``limits`` (by default
-        the ledger's) let a run hold.
+        the ledger's) let a run hold. `RefusedSemClaim`, nothing written, for a SEM claim the
+        tenant's SEM log contradicts (`RunService.record`), at its position in the batch.
         """
         limits = limits or self.runs.limits
         limits.check_batch(len(batch))
         return self._append(run_id, tenant, batch, limits, None)[0]
 
-    def extend(self, draft: RunDraft, batch: Sequence[tuple[str, RunEvent]]) -> RunDraft:
-        """`append` to a run whose draft the caller holds as last saved (a recorder's own run),
-        held to the ledger's limits: nothing is read unless another writer (an operator
-        abandoning it) moved it since. Returns the draft as it now stands."""
-        return self._append(draft.run_id, draft.tenant, batch, self.runs.limits, draft)[1]
+    def extend(self, held: HeldRun, batch: Sequence[tuple[str, RunEvent]]) -> HeldRun:
+        """`append` to a run the caller holds as last saved (a recorder's own run), held to the
+        ledger's limits: nothing is read unless another writer (an operator abandoning it) moved
+        it since. Returns the run as it now stands."""
+        draft = held.draft
+        return self._append(draft.run_id, draft.tenant, batch, self.runs.limits, held)[1]
 
     def _append(
         self,
@@ -144,20 +174,43 @@ class RunUploads:
         tenant: str,
         batch: Sequence[tuple[str, RunEvent]],
         limits: InputLimits,
-        held: RunDraft | None,
-    ) -> tuple[BatchOutcome, RunDraft]:
-        pairs = [(event_id, event.model_dump(mode="json")) for event_id, event in batch]
-        unread = [] if held is None else [held]  # the first attempt trusts the held draft
+        held: HeldRun | None,
+    ) -> tuple[BatchOutcome, HeldRun]:
+        unread = [] if held is None else [held]  # the first attempt trusts the held run
 
-        def attempt() -> tuple[BatchOutcome, RunDraft]:
-            draft = unread.pop() if unread else self.get(run_id, tenant)
-            declared = RunStarted.model_validate(draft.started).declared_ids
+        def attempt() -> tuple[BatchOutcome, HeldRun]:
+            run = unread.pop() if unread else HeldRun(self.get(run_id, tenant))
+            draft = run.draft
+            started = RunStarted.model_validate(draft.started)
+            declared = started.declared_ids
             self.runs.privacy.refuse_clear_private_values(declared, [event for _, event in batch])
-            outcome = draft.append(pairs, partial(limits.check_added, f"run {run_id}"))
-            self.store.save(draft)
-            return outcome, draft
+            check_sizes = partial(limits.check_added, f"run {run_id}")
+            if draft.job_id is None:  # a run opened before: its draft holds its events
+                pairs = [(event_id, event.model_dump(mode="json")) for event_id, event in batch]
+                outcome = draft.append(pairs, check_sizes)
+                self.store.save(draft)
+                return outcome, run
+            job = run.job or self._job_at_head(draft, started)
+            outcome = draft.append(
+                batch,
+                check_sizes,
+                lambda taken: self.runs.check_sem_claims(job, [(i, batch[i][1]) for i in taken]),
+            )
+            self.runs.take(job, [batch[i][1] for i in outcome.taken])
+            self.store.save(draft, job)
+            return outcome, HeldRun(draft, job)
 
         return self.store.racing(attempt, f"events for run {run_id}")
+
+    def _job_at_head(self, draft: RunDraft, started: RunStarted) -> Job:
+        """The run's job where its stream stands, the run's index says (`Job.resume`): a batch
+        appends to it without reading it (the index, verified, holds what a batch checks: event
+        ids, sizes, tool steps). Its start is made again as the run opened it: the same job."""
+        assert draft.job_id is not None
+        derived = started.job_id is None and draft.job_id != draft.run_id  # a recorder's D3 id
+        job = self.runs.opened_job(started, draft.job_id, draft.tenant, derived=derived)
+        job.resume(draft.count)
+        return job
 
     def complete(
         self, run_id: str, tenant: str, final_output: Any, *, job_id_is_run_id: bool = True
@@ -165,34 +218,23 @@ class RunUploads:
         """Record the run as a sealed job; completing it again with the same output is a no-op.
 
         Returns the job's log and how many events the run sent. `ClearPrivateValue`, nothing
-        written, for a final output holding personal data. The job's id is the run's; with
-        ``job_id_is_run_id`` False (a `RunRecorder`'s run), the start's job id, or without one
-        seed 004 D3's, as a run recorded whole gets.
+        written, for a final output holding personal data. A run opened with its job closes and
+        seals it. A run opened before is recorded whole as its job: the job's id is the run's;
+        with ``job_id_is_run_id`` False (a `RunRecorder`'s run), the start's job id, or without
+        one seed 004 D3's, as a run recorded whole gets.
         """
         draft = self.get(run_id, tenant)
-        sent = len(draft.events)
+        sent = draft.count
+        job_id = draft.job_id or (run_id if job_id_is_run_id else None)
         if not draft.completed:
-            pinned = {"job_id": run_id} if job_id_is_run_id else {}
+            pinned = {} if job_id is None else {"job_id": job_id}
             started = RunStarted.model_validate({**draft.started, **pinned})
             completed = RunCompleted(final_output=final_output)
             self.runs.privacy.refuse_clear_private_values(started.declared_ids, [completed])
-            events = _held_events(run_id, draft.events)
-            unchanged = [draft]  # the first attempt completes the draft just read
-
-            def completed_draft(job_id: str) -> Sequence[MaceAggregate]:
-                again = unchanged.pop() if unchanged else self.get(run_id, tenant)
-                if len(again.events) != sent:
-                    # A batch landed since the events to record were read: they would be lost.
-                    msg = f"run {run_id} received events while being completed; complete it again"
-                    raise ConflictError(msg)
-                again.complete(final_output)
-                return [again]
-
             try:
-                log = self.runs.record(
-                    started, events, completed, tenant, completed_draft, sizes=draft.sizes
-                )
-                return log, sent
+                if draft.job_id is None:
+                    return self._record_held(draft, started, completed), sent
+                return self._close(draft, started, completed)
             except ToolBoundaryError as bad:  # held since before the pairing was checked
                 raise RunDraftError(held_out_of_place(run_id, bad.position, str(bad))) from None
             except ConflictError:
@@ -201,7 +243,50 @@ class RunUploads:
                 if not draft.completed:
                     raise
         draft.complete(final_output)  # refuses another final output; the same one changes nothing
-        return self.jobs.reflective_log(run_id, tenant=tenant), sent
+        return self.jobs.reflective_log(job_id or run_id, tenant=tenant), sent
+
+    def _close(
+        self, draft: RunDraft, started: RunStarted, completed: RunCompleted
+    ) -> tuple[ReflectiveLog, int]:
+        """Close and seal a run's job, which holds every event the run took: read once
+        (verified), nothing of it written again. A batch that lands meanwhile moves the job on,
+        and the completion is made again over it: the log, and how many events the run took."""
+        unchanged = [draft]  # the first attempt completes the draft just read
+
+        def attempt() -> tuple[ReflectiveLog, int]:
+            again = unchanged.pop() if unchanged else self.get(draft.run_id, draft.tenant)
+            assert again.job_id is not None
+            job, macs = self.jobs.with_macs(again.job_id, tenant=again.tenant)
+            if job.sealed or len(job.facts) != again.count:
+                # Only a writer other than this run's could have recorded on its job or sealed it.
+                msg = f"job {again.job_id} holds {len(job.facts)} events, run {again.run_id} took"
+                raise ConflictError(f"{msg} {again.count}: it cannot be completed")
+            again.complete(completed.final_output)
+            return self.runs.close(started, job, completed, [again], macs), again.count
+
+        return self.store.racing(attempt, f"complete run {draft.run_id}")
+
+    def _record_held(
+        self, draft: RunDraft, started: RunStarted, completed: RunCompleted
+    ) -> ReflectiveLog:
+        """Record a run whose draft holds its events (opened before runs opened their jobs) as
+        one sealed job, in the transaction that marks the draft complete."""
+        run_id, tenant, sent = draft.run_id, draft.tenant, draft.count
+        events = _held_events(run_id, draft.events)
+        unchanged = [draft]  # the first attempt completes the draft just read
+
+        def completed_draft(job_id: str) -> Sequence[MaceAggregate]:
+            again = unchanged.pop() if unchanged else self.get(run_id, tenant)
+            if again.count != sent:
+                # A batch landed since the events to record were read: they would be lost.
+                msg = f"run {run_id} received events while being completed; complete it again"
+                raise ConflictError(msg)
+            again.complete(completed.final_output)
+            return [again]
+
+        return self.runs.record(
+            started, events, completed, tenant, completed_draft, sizes=draft.sizes
+        )
 
     def abandon(self, run_id: str, tenant: str, actor: Actor, reason: str) -> RunDraft:
         """Close an open run without a job, recorded as abandoned by ``actor`` for ``reason``

@@ -4,16 +4,26 @@ come in through here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
+from dataclasses import dataclass
 from typing import Any
 
 from domain.aggregate import MaceAggregate
 from domain.capture import apply_capture, policy_bundles_named
 from domain.errors import InvalidInput
-from domain.events import RunCompleted, RunEvent, RunStarted, SemRead, SemWrite
+from domain.events import (
+    GateDecision,
+    PolicySnapshotRef,
+    RunCompleted,
+    RunEvent,
+    RunStarted,
+    SemRead,
+    SemWrite,
+    decode_recorded,
+)
 from domain.job import DEFAULT_TENANT, CaptureMode, Job, validate_tenant
 from domain.snapshot import Snapshot, SnapshotKind
-from domain.stage0.config import parse_config
+from domain.stage0.config import BrainStateConfig, GovernanceConfig, SelfRepConfig, parse_config
 from domain.tool_boundary import check_tool_boundary, tool_steps
 from infrastructure.application.jobs import JobService
 from infrastructure.application.limits import InputLimits
@@ -22,6 +32,9 @@ from infrastructure.application.privacy_rules import PrivacyRules
 from infrastructure.application.snapshots import SnapshotService
 from projections.reflective_log import ReflectiveLog
 from projections.replay_sem import sem_claim_problem
+
+NAMING_BUNDLES = frozenset({GateDecision.EVENT_TYPE, PolicySnapshotRef.EVENT_TYPE})
+"""The kinds of event that may name a policy bundle (`domain.capture.policy_bundles_named`)."""
 
 
 class RefusedSemClaim(InvalidInput):
@@ -79,59 +92,119 @@ class RunService:
             self.limits.check_events(run, [event.model_dump(mode="json") for event in events])
         else:
             self.limits.check_added(run, sizes, len(sizes))
-        self.limits.check_final_output(run, completed.final_output)
         check_tool_boundary(tool_steps(events))
+        closing = self._closing(started, completed, tenant, policy_bundles_named(events))
+
+        def attempt() -> ReflectiveLog:
+            job_id = self.jobs.id_for(started.job_id, started.seed_text, started.input, tenant)
+            job = self.opened_job(started, job_id, tenant, derived=started.job_id is None)
+            self.check_sem_claims(job, list(enumerate(events)))
+            self.take(job, events)
+            return closing.commit(job, alongside(job_id), derived=started.job_id is None)
+
+        return self.jobs.store.racing(attempt, "record run")
+
+    def opened_job(self, started: RunStarted, job_id: str, tenant: str, *, derived: bool) -> Job:
+        """The job a run records itself as, started, nothing recorded on it yet; ``derived``:
+        ``job_id`` is seed 004 D3's, the emitter named none."""
         capture = CaptureMode(started.capture_mode)
-        ids = started.declared_ids
-        # The declared snapshots are read once: content-addressed, they cannot change between tries.
-        held = self.snapshots.held(ids.values())
-        found = {kind: held.get(sid) for kind, sid in ids.items()}
-        stored = set(held)
-        named = policy_bundles_named(events)
+        return Job.start(
+            job_id,
+            started.seed_text,
+            started.input,
+            started.declared_ids,
+            capture,
+            tenant,
+            job_id_derived=derived,
+        )
+
+    def take(self, job: Job, events: Sequence[RunEvent]) -> None:
+        """Record a run's events on its job, each as its capture mode keeps it (checked first:
+        `check_sem_claims`)."""
+        capture = CaptureMode(job.capture_mode)
+        for event in events:
+            captured = apply_capture(event, capture)
+            job.record(captured.EVENT_TYPE, captured.written_payload())
+
+    def close(
+        self,
+        started: RunStarted,
+        job: Job,
+        completed: RunCompleted,
+        alongside: Sequence[MaceAggregate],
+        held_macs: Sequence[bytes],
+    ) -> ReflectiveLog:
+        """Close and seal a run's job whose stream already holds every event of the run, read
+        (verified) with the MACs of its records, ``held_macs``: only the completion and the seal
+        are written, with ``alongside``, in one transaction."""
+        named = policy_bundles_named(
+            decode_recorded(fact.event_type, fact.payload)
+            for fact in job.facts
+            if fact.event_type in NAMING_BUNDLES
+        )
+        closing = self._closing(started, completed, job.tenant, named)
+        return closing.commit(job, alongside, held_macs=held_macs)
+
+    def _closing(
+        self, started: RunStarted, completed: RunCompleted, tenant: str, named: Set[str]
+    ) -> _Closing:
+        """What closing a run's job needs from the ledger, read once whatever the attempts:
+        its final output held to the limits, the snapshots it declares (content-addressed, they
+        cannot change between tries) and the policy bundles its events name that the tenant
+        holds."""
+        run = "run" if started.job_id is None else f"run {started.job_id}"
+        self.limits.check_final_output(run, completed.final_output)
+        held = self.snapshots.held(started.declared_ids.values())
+        found = {kind: held.get(sid) for kind, sid in started.declared_ids.items()}
         bundles = named & self.policy.held_bundles(tenant).keys() if named else set()
         configs = (
             _config_if_usable(found.get(SnapshotKind.SELFREP.value), SnapshotKind.SELFREP),
             _config_if_usable(found.get(SnapshotKind.BRAINSTATE.value), SnapshotKind.BRAINSTATE),
             _config_if_usable(found.get(SnapshotKind.GOVERNANCE.value), SnapshotKind.GOVERNANCE),
         )
+        return _Closing(self.jobs, completed.final_output, configs, frozenset(held), bundles)
 
-        def attempt() -> ReflectiveLog:
-            job_id = self.jobs.id_for(started.job_id, started.seed_text, started.input, tenant)
-            job = Job.start(
-                job_id,
-                started.seed_text,
-                started.input,
-                ids,
-                capture,
-                tenant,
-                job_id_derived=started.job_id is None,
-            )
-            self._refuse_contradicted_sem(job_id, tenant, events)
-            for event in events:
-                captured = apply_capture(event, capture)
-                job.record(captured.EVENT_TYPE, captured.payload())
-            return self.jobs.commit(
-                job,
-                completed.final_output,
-                configs,
-                alongside(job_id),
-                set(stored),
-                derived=started.job_id is None,
-                held_bundles=bundles,
-            )
-
-        return self.jobs.store.racing(attempt, "record run")
-
-    def _refuse_contradicted_sem(
-        self, job_id: str, tenant: str, events: Sequence[RunEvent]
-    ) -> None:
-        for position, event in enumerate(events):
+    def check_sem_claims(self, job: Job, events: Sequence[tuple[int, RunEvent]]) -> None:
+        """`RefusedSemClaim` at the ``position`` of the first of a run's ``(position, event)``
+        pairs to be recorded on ``job`` whose SEM claim the tenant's SEM log contradicts
+        (`record`)."""
+        for position, event in events:
             if not isinstance(event, SemRead | SemWrite):
                 continue
-            problem = sem_claim_problem(self.jobs.sem, tenant, job_id, event)
+            problem = sem_claim_problem(self.jobs.sem, job.tenant, job.job_id, event)
             if problem is not None:
                 message = f"{event.EVENT_TYPE} (iteration {event.iteration}) {problem}"
                 raise RefusedSemClaim(position, message)
+
+
+@dataclass(frozen=True, slots=True)
+class _Closing:
+    """A run's job's closing, as `RunService._closing` read it: commit it (`JobService.commit`)."""
+
+    jobs: JobService
+    final_output: Any
+    configs: tuple[SelfRepConfig | None, BrainStateConfig | None, GovernanceConfig | None]
+    stored: frozenset[str]
+    bundles: Set[str]
+
+    def commit(
+        self,
+        job: Job,
+        alongside: Sequence[MaceAggregate],
+        *,
+        derived: bool = False,
+        held_macs: Sequence[bytes] = (),
+    ) -> ReflectiveLog:
+        return self.jobs.commit(
+            job,
+            self.final_output,
+            self.configs,
+            alongside,
+            set(self.stored),
+            derived=derived,
+            held_bundles=self.bundles,
+            held_macs=held_macs,
+        )
 
 
 def _config_if_usable(snapshot: Snapshot | None, kind: SnapshotKind) -> Any:

@@ -28,9 +28,9 @@ def abandon_run(args: argparse.Namespace, settings: Settings) -> int:
     actor = acting_actor(settings)
     with Ledger.open(settings) as ledger:
         draft = ledger.run_uploads.abandon(args.run_id, args.tenant, actor, args.reason)
-    summary = {"run_id": draft.run_id, "status": draft.status, "events": len(draft.events)}
+    summary = {"run_id": draft.run_id, "status": draft.status, "events": draft.count}
     if args.json:
         emit_json(summary)
         return EXIT_OK
-    print(f"run {draft.run_id}: abandoned with {len(draft.events)} events; it never becomes a job")
+    print(f"run {draft.run_id}: abandoned with {draft.count} events; its job is never sealed")
     return EXIT_OK

@@ -387,7 +387,8 @@ def test_another_tenants_job_run_and_records_answer_exactly_as_missing_ones(api:
 
     # Listings and metrics hold only the caller's tenant's jobs.
     assert api.get("/v1/jobs", "beta_operator").json() == {"jobs": [], "total": 0}
-    assert [j["job_id"] for j in api.get("/v1/jobs", "operator").json()["jobs"]] == [job_id]
+    listed = api.get("/v1/jobs", "operator").json()["jobs"]
+    assert [(j["job_id"], j["status"]) for j in listed] == [(job_id, "sealed"), (run_id, "open")]
     beta_metrics = parse_metrics(api.get("/metrics", "beta_operator").text)
     assert beta_metrics.value("mace_jobs", tenant="beta") == 0
 
@@ -457,7 +458,7 @@ def test_batches_count_accepted_and_duplicates_and_resends_store_nothing(api: Ap
 
     mixed = api.send(run_id, [stage_event("e2", "act"), stage_event("e3", "check")])
     assert mixed.json() == {"run_id": run_id, "accepted": 1, "duplicates": 1, "events": 3}
-    assert api.position() == position + 1  # one batch, one stored event
+    assert api.position() == position + 2  # the new event, in the run's job; the batch's index
     assert api.get(f"/v1/runs/{run_id}").json() == {
         "run_id": run_id,
         "status": "open",

@@ -2,8 +2,9 @@
 
 `RunRecorder` writes each event as it is emitted. The attack: a process records a few events and
 is killed with SIGKILL before it completes. The run is then listed as open with those events
-(``mace runs``, ``GET /v1/runs``), an operator abandons it (recorded: who and why; it never
-becomes a job, so it is never replayed), and the whole ledger still verifies. On SQLite and
+(``mace runs``, ``GET /v1/runs``), its events in its job, unsealed (an open job), an operator
+abandons it (recorded: who and why; its job is never sealed, so it is never replayed), and the
+whole ledger still verifies. On SQLite and
 PostgreSQL, the store checkpointed by CLI writes before and after.
 """
 
@@ -75,8 +76,12 @@ def test_a_killed_agents_run_stays_open_and_an_operator_abandons_it(
     assert out == f"{run_id}  open  3 events  tenant default\n"
     with Ledger.open(cli_env, create=False) as ledger:
         held = ledger.run_uploads.get(run_id, "default")
-        assert [event["to_stage"] for event in held.events] == list(STAGES)
+        assert held.job_id is not None
+        stream = ledger.jobs.stream(held.job_id)  # the run's events, stored once: in its job
+        assert [entry["payload"].get("to_stage") for entry in stream[1:]] == list(STAGES)
+        assert not ledger.jobs.get(held.job_id).sealed
         jobs_before = job_ids(ledger)
+        assert held.job_id in jobs_before  # listed, as an open job
 
     code, out, err = run(capsys, "runs", "abandon", run_id, "--reason", "agent died")
     assert (code, out) == (2, "")
@@ -95,7 +100,7 @@ def test_a_killed_agents_run_stays_open_and_an_operator_abandons_it(
         closed = ledger.run_uploads.get(run_id, "default")
         assert closed.abandoned_by == {"actor_id": "olga", "roles": ["operator"]}
         assert closed.abandon_reason == "agent died"
-        assert job_ids(ledger) == jobs_before  # never a job: nothing to replay
+        assert job_ids(ledger) == jobs_before  # its job stays open: never replayed
     code, out, err = run(capsys, "verify", "--all")
     assert code == 0, out + err
 

@@ -68,7 +68,7 @@ def test_a_run_recorder_refuses_an_event_past_the_run_s_limits_as_it_is_emitted(
         recorder.complete(BIG_TEXT)
     assert_too_large(output, "run r1 final_output: 2002 bytes, at most 1024 (MACE_MAX_BODY_BYTES)")
     assert head(limited) == emitted
-    assert len(limited.run_uploads.get(recorder.run_id, DEFAULT_TENANT).events) == 5
+    assert limited.run_uploads.get(recorder.run_id, DEFAULT_TENANT).count == 5
     assert recorder.complete("done").sealed
 
 
@@ -171,4 +171,4 @@ def test_a_run_recorder_refuses_the_event_that_takes_the_run_past_its_byte_limit
         recorder.emit(ErrorEvent(code="E", message="m" * 900))
     assert_too_large(crossing, "run r2 holds more than 4096 bytes of events (MACE_MAX_RUN_BYTES)")
     assert head(limited) == emitted
-    assert len(limited.run_uploads.get(recorder.run_id, DEFAULT_TENANT).events) == 4
+    assert limited.run_uploads.get(recorder.run_id, DEFAULT_TENANT).count == 4

@@ -25,6 +25,7 @@ from support.ledger_fixtures import run, store_of
 
 from domain.canonical import canonical_json, digest
 from domain.events import RetrievalResponse, hash_of
+from domain.run_draft import RunDraft
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
 
@@ -383,6 +384,12 @@ def test_a_bundle_replay_takes_retrievals_and_gates_as_recorded_and_says_so(
     assert checked["event 6 GateDecision"] == "taken_as_recorded"
 
 
+def run_opened_before(run_id: str, seed: str) -> RunDraft:
+    """A run as a ledger opened it before runs opened their jobs: its draft holds its events."""
+    started = {"type": "RunStarted", "seed": seed, "input": "look it up"}
+    return RunDraft(run_id=run_id, tenant="acme", started=started)  # the operator's tenant
+
+
 def held_item(held: dict[str, Any]) -> dict[str, Any]:
     """``held`` as a run's draft keeps a batch's event (its digest and canonical size)."""
     return {
@@ -398,8 +405,8 @@ def test_a_run_holding_an_answer_taken_in_before_pairing_was_checked_says_why_it
 ) -> None:
     # A run opened before retrievals were paired may hold a response that answers nothing: no
     # batch can mend it, and completing it must say so (it raised IndexError, 500, once).
-    run_id = api.open_run({"seed": "r-3", "input": "look it up"})
-    draft = api.ledger.run_uploads.get(run_id, "acme")  # the operator's tenant
+    run_id = "run-r-3"
+    draft = run_opened_before(run_id, "r-3")
     held = response([])
     draft._appended(events=[held_item(held)])
     store_of(api.ledger).save(draft)
@@ -419,8 +426,8 @@ def test_a_completed_run_holding_such_an_answer_still_takes_its_batch_again_as_d
     api: Api,
 ) -> None:
     # A client retrying after a lost response re-sends a batch the run holds whole.
-    run_id = api.open_run({"seed": "r-4", "input": "look it up"})
-    draft = api.ledger.run_uploads.get(run_id, "acme")  # the operator's tenant
+    run_id = "run-r-4"
+    draft = run_opened_before(run_id, "r-4")
     held = RetrievalResponse.model_validate(response([])).model_dump(mode="json")  # as kept
     draft._appended(events=[held_item(held)])
     draft.complete("done")

@@ -15,8 +15,10 @@ from domain.events import (
     StageTransition,
     hash_of,
 )
+from domain.job import DEFAULT_TENANT
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.run_recorder import RunRecorder
+from projections.job_search import JobQuery
 
 
 def model_call(call_id: str) -> ModelCallEnvelope:
@@ -31,7 +33,9 @@ def model_call(call_id: str) -> ModelCallEnvelope:
     )
 
 
-def test_a_run_is_written_as_it_goes_and_recorded_whole_when_completed(ledger: Ledger) -> None:
+def test_a_run_is_written_as_it_goes_to_its_open_job_and_sealed_when_completed(
+    ledger: Ledger,
+) -> None:
     ids = ledger.snapshots.default_ids()
     recorder = RunRecorder(
         ledger.run_uploads,
@@ -39,9 +43,10 @@ def test_a_run_is_written_as_it_goes_and_recorded_whole_when_completed(ledger: L
     )
     recorder.emit(StageTransition(to_stage="plan"))
     recorder.emit(model_call("c1"))
-    (open_run,) = ledger.read_models.open_runs("default")  # stored as emitted, not yet a job
+    (open_run,) = ledger.read_models.open_runs("default")  # stored as emitted, to its job
     assert (open_run["run_id"], open_run["events"]) == (recorder.run_id, 2)
-    assert job_ids(ledger) == []
+    (open_job,) = ledger.read_models.jobs(JobQuery(DEFAULT_TENANT))["jobs"]
+    assert open_job["status"] == "open"
     log = recorder.complete("answer")
     assert ledger.read_models.open_runs("default") == []
     assert log.completion is not None
@@ -55,7 +60,7 @@ def test_a_run_is_written_as_it_goes_and_recorded_whole_when_completed(ledger: L
         "JobCompleted",
         "JobSealed",
     ]
-    assert job_ids(ledger) == [log.job_id]
+    assert job_ids(ledger) == [log.job_id] == [open_job["job_id"]]
 
 
 def test_a_completed_run_takes_nothing_more(ledger: Ledger) -> None:

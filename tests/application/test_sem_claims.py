@@ -277,23 +277,25 @@ def test_ingest_names_the_refused_line_and_writes_nothing(
         assert store_of(ledger).recorder.max_notification_id() == before
 
 
-def test_an_http_run_completing_with_a_refused_sem_claim_answers_422_and_writes_nothing(
+def test_an_http_batch_with_a_refused_sem_claim_answers_422_and_writes_nothing(
     api: Api,
 ) -> None:
+    """The batch's events go to the run's job as they come: its SEM claims are checked there,
+    before anything of the batch is written, and the run stays open for a batch without it."""
     api.ledger.sem.put(CAPITAL, "Paris")
     real = api.ledger.jobs.run(QUESTION, "s1", capture_mode=CaptureMode.FULL_IO).job_id
-    started, *body, completed = forged_stamp(job_as_run(api.ledger, real, "forged-stamp"))
+    started, *body, _ = forged_stamp(job_as_run(api.ledger, real, "forged-stamp"))
     run_id = api.open_run({k: v for k, v in started.items() if k != "type"})
     items = [{"event_id": f"e{i}", "event": line} for i, line in enumerate(body)]
-    assert api.send(run_id, items).status_code == 200
     before = api.position()
-    response = api.post(f"/v1/runs/{run_id}/complete", {"final_output": completed["final_output"]})
     read_at = next(i for i, line in enumerate(body) if line["type"] == "SemRead")
     assert_error(
-        response,
+        api.send(run_id, items),
         422,
         "INVALID_INPUT",
-        f"run {run_id} event {read_at}: SemRead (iteration 0) reads {CAPITAL} at {NEVER_STORED}, a"
-        " version the ledger does not hold",
+        f"SemRead (iteration 0) reads {CAPITAL} at {NEVER_STORED}, a version the ledger does not"
+        " hold",
+        field=f"body.events.{read_at}.event",
     )
     assert api.position() == before
+    assert api.get(f"/v1/runs/{run_id}").json()["events"] == 0

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from uuid import UUID
-
 import pytest
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 from support.ledger_fixtures import store_of
+from support.older_records import Bodies, store_as_written_then
 from support.upcast_model import Gadget
 
 from domain.canonical import canonical_json, digest
@@ -17,21 +16,6 @@ from domain.replay_record import ReplayRecord, replay_record_name
 from domain.run_draft import RunDraft, RunDraftError
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.records.signed_record import sign_record
-
-Bodies = list[tuple[type, dict[str, object]]]
-
-
-def store_as_written_then(
-    ledger: Ledger, stream: UUID, clock: DeterministicClock, bodies: Bodies
-) -> None:
-    """Sign and store events of ``stream`` as an older version of the ledger wrote them."""
-    stored = []
-    for version, (kind, body) in enumerate(bodies, start=1):
-        topic = get_topic(kind)
-        fields = canonical_json({**body, "timestamp": clock.iso(version)})
-        state = sign_record(store_of(ledger).keyring, stream, version, topic, fields)
-        stored.append(StoredEvent(stream, version, topic, state))
-    store_of(ledger).recorder.insert_events(stored)
 
 
 def test_v1_event_is_upcast_on_read(ledger: Ledger) -> None:
