@@ -14,7 +14,7 @@ from __future__ import annotations
 from domain.aggregate import MaceAggregate
 from domain.errors import ConflictError
 from domain.job import DEFAULT_TENANT
-from domain.run_content import RunContent, run_content_digest
+from domain.run_content import RunContent, RunContents
 from domain.run_file import ParsedRun
 from infrastructure.application.jobs import JobService
 from infrastructure.application.runs import RunService
@@ -43,9 +43,12 @@ class RunImports:
         `ClearPrivateValue` when an event records a value its privacy rules deny, in clear.
         """
         whole = [run.started, *run.events, run.completed]
-        self.runs.privacy.refuse_clear_private_values(run.started.declared_ids, whole)
-        digest = run_content_digest(run.started, run.events, run.completed)
-        name = RunContent.named(tenant, digest)
+        # Each part dumped and written once, for the privacy rules, the digest and the limits.
+        contents = RunContents.of(run.started, run.events, run.completed)
+        declared = run.started.declared_ids
+        payloads = contents.payloads()
+        self.runs.privacy.refuse_clear_private_values(declared, whole, payloads=payloads)
+        name = RunContent.named(tenant, contents.digest())
         index = RunContent.id_for(name)
 
         def recorded_by() -> str | None:
@@ -65,7 +68,14 @@ class RunImports:
             return [RunContent(name=name, job_id=job_id)]
 
         try:
-            log = self.runs.record(run.started, run.events, run.completed, tenant, indexed)
+            log = self.runs.record(
+                run.started,
+                run.events,
+                run.completed,
+                tenant,
+                indexed,
+                sizes=contents.event_sizes(),
+            )
         except _AlreadyRecorded as exc:
             earlier = exc.job_id
         except ConflictError:

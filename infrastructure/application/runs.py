@@ -109,7 +109,7 @@ class RunService:
             self._refuse_contradicted_sem(job_id, tenant, events)
             for event in events:
                 captured = apply_capture(event, capture)
-                job.record(captured.EVENT_TYPE, captured.payload())
+                job.record(captured.EVENT_TYPE, captured.written_payload())
             return self.jobs.commit(
                 job,
                 completed.final_output,
