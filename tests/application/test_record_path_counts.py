@@ -17,12 +17,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import orjson
 import pytest
+from support.encoding_counts import encodings
 from support.recorder_calls import recorder_calls
 
 from domain.job import DEFAULT_TENANT
-from domain.run_file import ParsedRun
+from domain.run_file import ParsedRun, parse_run
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.checkpoints.head_check import HeadCheck
 from infrastructure.storage.checkpoints.tables import CheckpointTables
 from infrastructure.tooling.bench import record_runs
 
@@ -85,3 +88,51 @@ def test_a_recorded_run_reads_nothing_before_its_write_but_its_head_proof(
     assert sent == [*unscoped, ("insert_events_with", ROWS)]
     assert len(proofs) == 1  # the job's stream, the index and the unscoped one: one read
     assert ledger.jobs.reflective_log(log.job_id, tenant=tenant).job_id == log.job_id
+
+
+def run_of(facts: int) -> ParsedRun:
+    """A run of ``facts`` stage transitions, as a Run Event Schema v1 file of it is parsed."""
+    lines = [
+        {"type": "RunStarted", "seed": f"s{facts}", "input": "hi", "capture_mode": "full_io"},
+        *({"type": "StageTransition", "to_stage": f"stage {n}"} for n in range(facts)),
+        {"type": "RunCompleted", "final_output": "done"},
+    ]
+    return parse_run(orjson.dumps(line) for line in lines)
+
+
+@CHECKPOINTED
+def test_each_event_of_a_recorded_run_is_encoded_once_and_stored_as_written(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, checkpointed: bool
+) -> None:
+    """A fact costs two encodings, whatever else the run holds: its content, once (the privacy
+    rules walk it, the content digest and the limits take its bytes), and its record (its
+    payload inside as the bytes kept when it was validated). Before, three: its size for the
+    limits and its payload for the job's record were each written again, and the digest walked
+    every event once more inside its one encoding."""
+    warmed(ledger, checkpointed)
+    small, large = run_of(2), run_of(12)
+    made: list[int] = []
+    for run in (small, large):
+        with encodings(monkeypatch) as count, proofs_encoded(monkeypatch, count) as proving:
+            ledger.run_imports.record_once(run, DEFAULT_TENANT)
+        made.append(count[0] - proving[0])
+    assert made[1] - made[0] == 2 * 10
+
+
+@contextmanager
+def proofs_encoded(monkeypatch: pytest.MonkeyPatch, count: list[int]) -> Iterator[list[int]]:
+    """How many of the encodings ``count`` counts the head proofs made (a bucket's leaf each:
+    how many buckets a proof reads depends on what the process proved before, not on the run)."""
+    heads = HeadCheck.heads
+    made = [0]
+
+    def counted(check: HeadCheck, streams: Any) -> Any:
+        before = count[0]
+        try:
+            return heads(check, streams)
+        finally:
+            made[0] += count[0] - before
+
+    with monkeypatch.context() as patch:
+        patch.setattr(HeadCheck, "heads", counted)
+        yield made
