@@ -205,12 +205,17 @@ def _first_sensitive(value: Any, denied: tuple[str, ...], path: str) -> Sensitiv
             searched, term = _field_verdict(str(name), denied)
             if not searched:
                 continue
-            where = _at(path, str(name))
             if term is not None and not holds_nothing(item):
-                return SensitiveValue(where, f"a value kept under {term!r}")
-            found = _first_sensitive(item, denied, where)
-            if found is not None:
-                return found
+                return SensitiveValue(_at(path, str(name)), f"a value kept under {term!r}")
+            # Most fields are plain values: their path is spelled only when one holds something.
+            if isinstance(item, str):
+                why = sensitive_text(item)
+                if why is not None:
+                    return SensitiveValue(_at(path, str(name)), f"what looks like {why}")
+            elif isinstance(item, dict | list):
+                found = _first_sensitive(item, denied, _at(path, str(name)))
+                if found is not None:
+                    return found
     elif isinstance(value, list):
         for index, item in enumerate(value):
             found = _first_sensitive(item, denied, f"{path}[{index}]")
