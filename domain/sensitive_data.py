@@ -196,35 +196,43 @@ def first_sensitive(value: Any, denied: Iterable[str], path: str = "") -> Sensit
 
 def _first_sensitive(value: Any, denied: tuple[str, ...], path: str) -> SensitiveValue | None:
     if isinstance(value, dict):
-        key = value.get("key")
-        if isinstance(key, str) and "value" in value and not holds_nothing(value["value"]):
-            term = _sensitive_name(key.rsplit("/", 1)[-1], denied)
-            if term is not None:
-                return SensitiveValue(_at(path, "value"), f"a value kept under {term!r}")
-        for name, item in value.items():
-            searched, term = _field_verdict(str(name), denied)
-            if not searched:
-                continue
-            if term is not None and not holds_nothing(item):
-                return SensitiveValue(_at(path, str(name)), f"a value kept under {term!r}")
-            # Most fields are plain values: their path is spelled only when one holds something.
-            if isinstance(item, str):
-                why = sensitive_text(item)
-                if why is not None:
-                    return SensitiveValue(_at(path, str(name)), f"what looks like {why}")
-            elif isinstance(item, dict | list):
-                found = _first_sensitive(item, denied, _at(path, str(name)))
-                if found is not None:
-                    return found
-    elif isinstance(value, list):
+        return _first_in_object(value, denied, path)
+    if isinstance(value, list):
         for index, item in enumerate(value):
             found = _first_sensitive(item, denied, f"{path}[{index}]")
             if found is not None:
                 return found
-    elif isinstance(value, str):
+        return None
+    if isinstance(value, str):
         why = sensitive_text(value)
-        if why is not None:
-            return SensitiveValue(path, f"what looks like {why}")
+        return None if why is None else SensitiveValue(path, f"what looks like {why}")
+    return None
+
+
+def _first_in_object(
+    value: dict[Any, Any], denied: tuple[str, ...], path: str
+) -> SensitiveValue | None:
+    key = value.get("key")
+    if isinstance(key, str) and "value" in value and not holds_nothing(value["value"]):
+        term = _sensitive_name(key.rsplit("/", 1)[-1], denied)
+        if term is not None:
+            return SensitiveValue(_at(path, "value"), f"a value kept under {term!r}")
+    for name, item in value.items():
+        searched, term = _field_verdict(str(name), denied)
+        if not searched:
+            continue
+        if term is not None and not holds_nothing(item):
+            return SensitiveValue(_at(path, str(name)), f"a value kept under {term!r}")
+        # Most fields are plain values: their path is spelled only when one holds something.
+        found = None
+        if isinstance(item, str):
+            why = sensitive_text(item)
+            if why is not None:
+                found = SensitiveValue(_at(path, str(name)), f"what looks like {why}")
+        elif isinstance(item, dict | list):
+            found = _first_sensitive(item, denied, _at(path, str(name)))
+        if found is not None:
+            return found
     return None
 
 
