@@ -144,6 +144,22 @@ def _sensitive_name(name: str, denied: tuple[str, ...]) -> str | None:
 
 def sensitive_text(text: str) -> str | None:
     """What personal data or secret ``text`` holds, by its shape, or None."""
+    if len(text) <= REMEMBERED_TEXT:
+        return _remembered_text(text)
+    return _text_verdict(text)
+
+
+REMEMBERED_TEXT: Final = 256
+"""The longest text whose verdict is memoised: a run repeats the same short texts (agent names,
+statuses, stages, field values) in every event, and the patterns were most of a walk's time."""
+
+
+@lru_cache(maxsize=4096)
+def _remembered_text(text: str) -> str | None:
+    return _text_verdict(text)
+
+
+def _text_verdict(text: str) -> str | None:
     if HEX_DIGEST.fullmatch(text) or TIMESTAMP.fullmatch(text):
         return None
     for why, pattern in _PATTERNS:
@@ -175,33 +191,58 @@ def names_nothing(name: str) -> bool:
 
 def first_sensitive(value: Any, denied: Iterable[str], path: str = "") -> SensitiveValue | None:
     """The first place in ``value`` (depth first, in key order) holding personal data."""
-    denied = tuple(denied)
+    return _first_sensitive(value, tuple(denied), path)
+
+
+def _first_sensitive(value: Any, denied: tuple[str, ...], path: str) -> SensitiveValue | None:
     if isinstance(value, dict):
-        key = value.get("key")
-        if isinstance(key, str) and "value" in value and not holds_nothing(value["value"]):
-            term = sensitive_name(key.rsplit("/", 1)[-1], denied)
-            if term is not None:
-                return SensitiveValue(_at(path, "value"), f"a value kept under {term!r}")
-        for name, item in value.items():
-            where = _at(path, str(name))
-            if names_nothing(str(name)):
-                continue
-            term = sensitive_name(str(name), denied)
-            if term is not None and not holds_nothing(item):
-                return SensitiveValue(where, f"a value kept under {term!r}")
-            found = first_sensitive(item, denied, where)
-            if found is not None:
-                return found
-    elif isinstance(value, list):
+        return _first_in_object(value, denied, path)
+    if isinstance(value, list):
         for index, item in enumerate(value):
-            found = first_sensitive(item, denied, f"{path}[{index}]")
+            found = _first_sensitive(item, denied, f"{path}[{index}]")
             if found is not None:
                 return found
-    elif isinstance(value, str):
+        return None
+    if isinstance(value, str):
         why = sensitive_text(value)
-        if why is not None:
-            return SensitiveValue(path, f"what looks like {why}")
+        return None if why is None else SensitiveValue(path, f"what looks like {why}")
     return None
+
+
+def _first_in_object(
+    value: dict[Any, Any], denied: tuple[str, ...], path: str
+) -> SensitiveValue | None:
+    key = value.get("key")
+    if isinstance(key, str) and "value" in value and not holds_nothing(value["value"]):
+        term = _sensitive_name(key.rsplit("/", 1)[-1], denied)
+        if term is not None:
+            return SensitiveValue(_at(path, "value"), f"a value kept under {term!r}")
+    for name, item in value.items():
+        searched, term = _field_verdict(str(name), denied)
+        if not searched:
+            continue
+        if term is not None and not holds_nothing(item):
+            return SensitiveValue(_at(path, str(name)), f"a value kept under {term!r}")
+        # Most fields are plain values: their path is spelled only when one holds something.
+        found = None
+        if isinstance(item, str):
+            why = sensitive_text(item)
+            if why is not None:
+                found = SensitiveValue(_at(path, str(name)), f"what looks like {why}")
+        elif isinstance(item, dict | list):
+            found = _first_sensitive(item, denied, _at(path, str(name)))
+        if found is not None:
+            return found
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _field_verdict(name: str, denied: tuple[str, ...]) -> tuple[bool, str | None]:
+    """Whether a field's value is searched at all (`names_nothing`), and the secret its name
+    names: once per name (an event's fields repeat in every event)."""
+    if names_nothing(name):
+        return False, None
+    return True, _sensitive_name(name, denied)
 
 
 def _at(path: str, name: str) -> str:

@@ -250,7 +250,9 @@ class JobService:
         # A derived id was found free in this same attempt (`id_for`): a writer that took it
         # since makes the insert conflict, and `racing` decides again. A named one is taken
         # when the insert conflicts on the stream's unique key (`_claimed_before`).
-        if not held_macs and not derived and self._claimed_before(job):
+        if not held_macs and self._claimed_before(
+            job, [a.id for a in with_job if _creates(a)], derived=derived
+        ):
             raise ConflictError(f"job {job.job_id} already exists")
         if stored is None:
             stored = self.snapshots.stored_ids(job.snapshot_ids.values())
@@ -268,20 +270,33 @@ class JobService:
             raise  # another stream of the write moved on: `racing` decides again
         return ReflectiveLog.of(job, None if ran is None else [*ran.events, completion])
 
-    def _claimed_before(self, job: Job) -> bool:
+    def _claimed_before(self, job: Job, created: Sequence[UUID], *, derived: bool) -> bool:
         """Whether a job the tenant holds already has ``job``'s named id, where the insert's
-        unique key cannot say so itself, read before the write.
+        unique keys cannot say so themselves, read before the write; ``created``: the other
+        streams the write creates (a run's content index), whose absence nobody read either.
 
-        The default tenant's job stream is named by the id alone, so its unique key decides,
+        The unique key of each stream the write creates decides whether it was written before,
         but for a stream the newest checkpoint counts: one deleted below it would take the
-        insert, so it is read (the head check fails it closed; `HeadCheck`). Another tenant's id
-        may also name a stream recorded before ids were scoped by tenant, which no key of the
-        new stream covers: read as before."""
-        if tenant_scoped(job.tenant, job.job_id) == job.job_id and not self.store.checkpointed(
-            [job.id]
-        ):
+        insert, so it is read (the head check fails it closed; `HeadCheck`). Their heads are
+        proven together, in one read of the head index. A tenant other than the default may also
+        hold a job under the id alone, recorded before ids were scoped by tenant, which no key
+        of the new stream covers: whose that stream is is read from its first record (as a
+        lookup does, at the same cost whoever holds it: `_unscoped_owner`)."""
+        scoped = tenant_scoped(job.tenant, job.job_id) != job.job_id
+        # A derived id was found free in this attempt (`id_for`), its streams read then. The
+        # unscoped stream's bucket is proven with the others, for its read below.
+        claimed = [] if derived else [job.id, *([Job.id_for(job.job_id)] if scoped else [])]
+        wanted = [*claimed, *created]
+        counted = self.store.checkpointed(wanted) if wanted else set()
+        written = [stream for stream in created if stream in counted]
+        if written:
+            # Still held, its insert conflicts; deleted below the checkpoint, this fails closed.
+            self.store.require_stored_heads(written)
+        if derived:
             return False
-        return self.exists(job.job_id, tenant=job.tenant)
+        if job.id in counted:
+            return self.exists(job.job_id, tenant=job.tenant)
+        return scoped and holds(job.tenant, self._unscoped_owner(job.job_id))
 
     # Reading jobs back
 
@@ -371,11 +386,17 @@ class JobService:
         scoped = tenant_scoped(tenant, job_id)
         if scoped != job_id and self.store.stream_exists(Job.id_for(scoped)):
             return tenant, scoped
+        owner = self._unscoped_owner(job_id)
+        return (None, None) if owner is None else (owner, job_id)
+
+    def _unscoped_owner(self, job_id: str) -> str | None:
+        """The tenant whose job is stored under the id alone (None: none is), from its stream's
+        first record (`_started`)."""
         # Its first version (``lte``, not ``limit``): a read that shows where the stream ends is
         # held against the stream's proven head whether or not it found a record, so that
         # proving it (done for a free id) is not work another tenant's job skips.
         started = self._started(self.store.recorder.select_events(Job.id_for(job_id), lte=1))
-        return (None, None) if started is None else (started.tenant, job_id)
+        return None if started is None else started.tenant
 
     def _started(self, records: Sequence[StoredEvent]) -> Job.Started | None:
         """The start of the job whose stream's first records are ``records``, its MAC checked:
@@ -460,6 +481,11 @@ def _stand_in_job() -> Job:
     of a free id checks in place of another tenant's job's start (`tenancy.StandIn`)."""
     declared = {kind.value: d.snapshot_id for kind, d in default_declarations().items()}
     return Job.start("stand-in", "stand-in", "stand-in", declared)
+
+
+def _creates(aggregate: MaceAggregate) -> bool:
+    """Whether saving ``aggregate`` creates its stream: every event it has is still pending."""
+    return aggregate.version == len(aggregate.pending_events)
 
 
 def _sealed(job: Job, macs: Sequence[bytes]) -> JobSealWitness:

@@ -15,8 +15,8 @@ records such a value as ``null`` or masked. ``mace ingest``, the HTTP run upload
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from domain.errors import NotFoundError
 from domain.events import RunCompleted, RunEvent, RunStarted
@@ -70,14 +70,24 @@ class PrivacyRules:
         return policy
 
     def refuse_clear_private_values(
-        self, snapshot_ids: dict[str, str], events: Sequence[RunEvent], position: int = 0
+        self,
+        snapshot_ids: dict[str, str],
+        events: Sequence[RunEvent],
+        position: int = 0,
+        *,
+        payloads: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         """Raise `ClearPrivateValue` for the first of ``events`` (a run's start, its events, its
-        completion; the first at ``position`` among the run's events) holding personal data."""
+        completion; the first at ``position`` among the run's events) holding personal data.
+
+        ``payloads``: each event's payload, when the caller holds them (`RunContents`), so that
+        they are not dumped again."""
         denied = self.of(snapshot_ids).deny_sem_attributes
-        for event in events:
+        if payloads is None:
+            payloads = [event.payload() for event in events]
+        for event, payload in zip(events, payloads, strict=True):
             framing = isinstance(event, RunStarted | RunCompleted)
-            found = first_sensitive(event.payload(), denied)
+            found = first_sensitive(payload, denied)
             if found is not None:
                 message = (
                     f"{event.EVENT_TYPE}.{found.path} holds {found.why}, which the run's privacy"

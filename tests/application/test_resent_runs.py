@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 import orjson
 import pytest
 from support.api_support import Api, assert_error, stage_event
-from support.ledger_fixtures import run, store_of
+from support.ledger_fixtures import RawTable, run, store_of
 
+from domain.errors import ConflictError, ErrorCode, IntegrityFailure
 from domain.events import RunStarted, StageTransition
+from domain.job import Job
 from domain.run_content import RunContent, run_content_digest
 from domain.run_file import parse_run
 from infrastructure.application.ledger import Ledger
@@ -96,29 +97,107 @@ def test_the_same_content_in_another_tenant_is_its_own_run(ledger: Ledger) -> No
     assert ledger.run_imports.record_once(parsed, "beta")[0].job_id == theirs.job_id
 
 
-def test_a_duplicate_found_only_inside_the_write_attempt_answers_the_first_job(
-    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+CHECKPOINTED = pytest.mark.parametrize("checkpointed", [True, False], ids=["checkpointed", "not"])
+NAMED = pytest.mark.parametrize("job_id", [None, "ext-7"], ids=["derived", "named"])
+
+
+def checkpointed_store(ledger: Ledger, checkpointed: bool) -> None:
+    """The store as a CLI write leaves it (checkpointed), or as one never checkpointed."""
+    if checkpointed:
+        ledger.run_imports.record_once(parse_run(orjson.dumps(line) for line in OTHER))
+        ledger.checkpoints.write()
+
+
+OTHER: list[dict[str, Any]] = [
+    {"type": "RunStarted", "seed": "ing-2", "input": "say goodbye"},
+    {"type": "RunCompleted", "final_output": "bye"},
+]
+
+
+def lines_with(job_id: str | None) -> list[dict[str, Any]]:
+    return LINES if job_id is None else [{**LINES[0], "job_id": job_id}, *LINES[1:]]
+
+
+@CHECKPOINTED
+@NAMED
+def test_two_identical_runs_sent_at_once_record_one_job(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, checkpointed: bool, job_id: str | None
 ) -> None:
-    """Two identical runs sent at once: the second looked before the first committed."""
-    parsed = parse_run(orjson.dumps(line) for line in LINES)
-    content = run_content_digest(parsed.started, parsed.events, parsed.completed)
-    index = RunContent.id_for(RunContent.named("default", content))
+    """The other run commits while this one is about to: this one's write conflicts on the
+    content index (and a named id on the job's stream), and it answers the other's job,
+    writing nothing."""
+    checkpointed_store(ledger, checkpointed)
+    parsed = parse_run(orjson.dumps(line) for line in lines_with(job_id))
+    commit = ledger.jobs.commit
+    others: list[tuple[Any, bool]] = []
+
+    def the_other_commits_first(*args: Any, **kwargs: Any) -> Any:
+        if not others:
+            others.append((None, False))
+            others[0] = ledger.run_imports.record_once(parsed)
+            before.append(store_of(ledger).recorder.max_notification_id())
+        return commit(*args, **kwargs)
+
+    before: list[int | None] = []
+    monkeypatch.setattr(ledger.jobs, "commit", the_other_commits_first)
+    second, duplicate = ledger.run_imports.record_once(parsed)
+    ((first, first_duplicate),) = others
+    assert (first_duplicate, duplicate) == (False, True)
+    assert second.job_id == first.job_id
+    assert store_of(ledger).recorder.max_notification_id() == before[0]
+
+
+@CHECKPOINTED
+@NAMED
+def test_a_run_sent_again_answers_its_job_and_writes_nothing(
+    ledger: Ledger, checkpointed: bool, job_id: str | None
+) -> None:
+    checkpointed_store(ledger, checkpointed)
+    parsed = parse_run(orjson.dumps(line) for line in lines_with(job_id))
     first, _ = ledger.run_imports.record_once(parsed)
     before = store_of(ledger).recorder.max_notification_id()
-    exists = store_of(ledger).stream_exists
-    looked: list[UUID] = []
-
-    def looked_before_the_first_committed(stream: UUID) -> bool:
-        if stream == index and not looked:
-            looked.append(stream)
-            return False
-        return exists(stream)
-
-    monkeypatch.setattr(store_of(ledger), "stream_exists", looked_before_the_first_committed)
-    second, duplicate = ledger.run_imports.record_once(parsed)
-    assert looked == [index]
-    assert (second.job_id, duplicate) == (first.job_id, True)
+    again, duplicate = ledger.run_imports.record_once(parsed)
+    assert (again.job_id, duplicate) == (first.job_id, True)
     assert store_of(ledger).recorder.max_notification_id() == before
+
+
+@NAMED
+def test_a_content_index_deleted_below_a_checkpoint_fails_closed_and_writes_nothing(
+    ledger: Ledger, raw_table: RawTable, job_id: str | None
+) -> None:
+    """Deleting the index would let the same run be recorded as a second job: the index's
+    head, proven against the newest checkpoint before the write, says it was there."""
+    parsed = parse_run(orjson.dumps(line) for line in lines_with(job_id))
+    ledger.run_imports.record_once(parsed)
+    ledger.checkpoints.write()
+    content = run_content_digest(parsed.started, parsed.events, parsed.completed)
+    raw_table.delete(RunContent.id_for(RunContent.named("default", content)), 1)
+    before = store_of(ledger).recorder.max_notification_id()
+    with pytest.raises(IntegrityFailure) as failed:
+        ledger.run_imports.record_once(parsed)
+    assert failed.value.code == ErrorCode.INTEGRITY_FAILURE
+    assert "truncated below checkpoint" in str(failed.value)
+    assert store_of(ledger).recorder.max_notification_id() == before
+
+
+@CHECKPOINTED
+def test_a_tenants_job_from_before_ids_were_scoped_keeps_its_id_taken(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, checkpointed: bool
+) -> None:
+    """acme's job lies under its id alone, where no key of a new acme stream reaches: a run
+    named by that id is refused for acme, and recorded for beta (another tenant's id is free)."""
+    with monkeypatch.context() as before_scoping:
+        before_scoping.setattr(Job, "name_of", classmethod(lambda cls, fields: fields["job_id"]))
+        before_scoping.setattr(Job, "scoped_id", property(lambda job: job.job_id))
+        ledger.jobs.run("2 + 3", "s1", job_id="legacy", tenant="acme")
+    checkpointed_store(ledger, checkpointed)
+    parsed = parse_run(orjson.dumps(line) for line in lines_with("legacy"))
+    before = store_of(ledger).recorder.max_notification_id()
+    with pytest.raises(ConflictError, match="job legacy already exists"):
+        ledger.run_imports.record_once(parsed, "acme")
+    assert store_of(ledger).recorder.max_notification_id() == before
+    recorded, duplicate = ledger.run_imports.record_once(parsed, "beta")
+    assert (recorded.job_id, duplicate) == ("legacy", False)
 
 
 def test_a_batch_that_lands_while_a_run_completes_is_never_lost(

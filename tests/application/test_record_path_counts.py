@@ -1,0 +1,138 @@
+"""Recording an outside run pays each guarantee once (issue 29 points 1 and 4), on SQLite and
+PostgreSQL, on a store never checkpointed and on one checkpointed as every CLI write leaves it:
+counted, never timed, so that a redundant read, proof, validation or encoding that comes back
+fails here.
+
+One run of the Stage-0 iteration recorded through ``RunImports.record_once`` (what ``mace
+ingest`` calls): nothing is read before its write but the head proof of the streams it creates
+(one read of the head index, whatever their number), and, for a tenant other than the default,
+the first record of the stream its id alone names (a job that tenant recorded before ids were
+scoped, which no key of the new stream covers). Whether the content or the job id was recorded
+before is the unique keys' answer, in the write itself (`test_resent_runs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+import pytest
+from support.encoding_counts import encodings
+from support.recorder_calls import recorder_calls
+
+from domain.job import DEFAULT_TENANT
+from domain.run_file import ParsedRun, parse_run
+from infrastructure.application.ledger import Ledger
+from infrastructure.storage.checkpoints.head_check import HeadCheck
+from infrastructure.storage.checkpoints.tables import CheckpointTables
+from infrastructure.tooling.bench import record_runs
+
+CHECKPOINTED = pytest.mark.parametrize("checkpointed", [True, False], ids=["checkpointed", "not"])
+TENANTS = pytest.mark.parametrize("tenant", [DEFAULT_TENANT, "acme"])
+ROWS = 9
+"""A recorded Stage-0 run's rows: the job's start, its four facts, its completion and seal, the
+seal's witness and the run's content index."""
+
+
+@contextmanager
+def head_proofs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Every read of the head index while the block runs: how many buckets each proves."""
+    read = CheckpointTables.head_paths
+    proofs: list[int] = []
+
+    def counted(tables: CheckpointTables, buckets: Any, positions: Any) -> Any:
+        proofs.append(len(buckets))
+        return read(tables, buckets, positions)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(CheckpointTables, "head_paths", counted)
+        yield proofs
+
+
+def statements(ledger: Ledger) -> Any:
+    """Every read or write of the events table: the method, and a read's options or a write's
+    rows."""
+    names = ("select_events", "select_streams", "insert_events_with", "last_versions")
+
+    def described(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if name == "insert_events_with":
+            return (name, len(args[0]))
+        return (name, tuple(sorted(kwargs.items())))
+
+    return recorder_calls(ledger, names, described)
+
+
+def warmed(ledger: Ledger, checkpointed: bool) -> list[ParsedRun]:
+    """Two runs ready to record, after one recorded: the snapshots they declare and the privacy
+    rules (immutable, content-addressed) are read and verified once a process, not once a run."""
+    first, *runs = record_runs(ledger, "counted", 3)
+    ledger.run_imports.record_once(first, "warm")
+    if checkpointed:
+        ledger.checkpoints.write()
+    return runs
+
+
+@CHECKPOINTED
+@TENANTS
+def test_a_recorded_run_reads_nothing_before_its_write_but_its_head_proof(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, checkpointed: bool, tenant: str
+) -> None:
+    run, _ = warmed(ledger, checkpointed)
+    with head_proofs(monkeypatch) as proofs, statements(ledger) as sent:
+        log, duplicate = ledger.run_imports.record_once(run, tenant)
+    assert not duplicate
+    # Another tenant's id alone may name its job from before ids were scoped: its first record.
+    unscoped = [] if tenant == DEFAULT_TENANT else [("select_events", (("lte", 1),))]
+    assert sent == [*unscoped, ("insert_events_with", ROWS)]
+    assert len(proofs) == 1  # the job's stream, the index and the unscoped one: one read
+    assert ledger.jobs.reflective_log(log.job_id, tenant=tenant).job_id == log.job_id
+
+
+def run_of(facts: int) -> ParsedRun:
+    """A run of ``facts`` stage transitions, as a Run Event Schema v1 file of it is parsed."""
+    lines = [
+        {"type": "RunStarted", "seed": f"s{facts}", "input": "hi", "capture_mode": "full_io"},
+        *({"type": "StageTransition", "to_stage": f"stage {n}"} for n in range(facts)),
+        {"type": "RunCompleted", "final_output": "done"},
+    ]
+    return parse_run(orjson.dumps(line) for line in lines)
+
+
+@CHECKPOINTED
+def test_each_event_of_a_recorded_run_is_encoded_once_and_stored_as_written(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, checkpointed: bool
+) -> None:
+    """A fact costs two encodings, whatever else the run holds: its content, once (the privacy
+    rules walk it, the content digest and the limits take its bytes), and its record (its
+    payload inside as the bytes kept when it was validated). Before, three: its size for the
+    limits and its payload for the job's record were each written again, and the digest walked
+    every event once more inside its one encoding."""
+    warmed(ledger, checkpointed)
+    small, large = run_of(2), run_of(12)
+    made: list[int] = []
+    for run in (small, large):
+        with encodings(monkeypatch) as count, proofs_encoded(monkeypatch, count) as proving:
+            ledger.run_imports.record_once(run, DEFAULT_TENANT)
+        made.append(count[0] - proving[0])
+    assert made[1] - made[0] == 2 * 10
+
+
+@contextmanager
+def proofs_encoded(monkeypatch: pytest.MonkeyPatch, count: list[int]) -> Iterator[list[int]]:
+    """How many of the encodings ``count`` counts the head proofs made (a bucket's leaf each:
+    how many buckets a proof reads depends on what the process proved before, not on the run)."""
+    heads = HeadCheck.heads
+    made = [0]
+
+    def counted(check: HeadCheck, streams: Any) -> Any:
+        before = count[0]
+        try:
+            return heads(check, streams)
+        finally:
+            made[0] += count[0] - before
+
+    with monkeypatch.context() as patch:
+        patch.setattr(HeadCheck, "heads", counted)
+        yield made
