@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from mace_harness import Harness, HarnessError, ReplayDiverged, replay_harness
 from support.api_support import CALLERS, Api, assert_error, checked_client
-from support.harness_agent import RecordingBoundary, agent, recorded
+from support.harness_agent import RecordingBoundary, recorded
+from support.ticket_agent import agent
 
 from domain.events import RunStarted
 from infrastructure.application.ledger import Ledger

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from support.harness_agent import RecordingBoundary, agent, recorded
+from support.harness_agent import RecordingBoundary, recorded
 from support.ledger_fixtures import RawTable, settings_for
 from support.receipt_examples import BUNDLE
+from support.ticket_agent import agent
 from support.workload_identities import public_key_text, signed_identity
 
 from domain.errors import ErrorCode, InvalidInput, MaceError, NotFoundError

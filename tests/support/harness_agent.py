@@ -1,13 +1,10 @@
-"""The agent the re-execution harness's tests re-execute (plain Python: a model call, two tool
-calls, a retrieval), its live boundary while it is recorded with `RunRecorder`, and its run on
-ticket 42 recorded. The same function runs against the in-process harness
-(`tests/application/test_replay_harness.py`) and over HTTP
-(`tests/api/test_api_reexecutions.py`, `tests/api/test_reexecution_client.py`)."""
+"""The test agent's (`ticket_agent`) live boundary while it is recorded with `RunRecorder`, and
+its run on ticket 42 recorded."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from domain.events import (
     ModelCallEnvelope,
@@ -21,29 +18,10 @@ from domain.events import (
 )
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.run_recorder import RunRecorder
+from support.ticket_agent import agent
 
 SCHEMA = hash_of({"q": "string"})
 PROMPT_BUNDLE = hash_of("support-agent prompts v3")
-
-
-class Boundary(Protocol):
-    """What the agent calls: its model, its tools and its retriever (live while it records,
-    the harness when it is re-executed)."""
-
-    def model_call(self, model_id: str, prompt: Any) -> Any: ...
-
-    def tool_call(self, name: str, arguments: Any) -> Any: ...
-
-    def retrieve(self, query: str) -> list[dict[str, Any]]: ...
-
-
-def agent(boundary: Boundary, ticket: str) -> str:
-    """The agent as it ran when it was recorded."""
-    plan = boundary.model_call("m-small", {"role": "user", "content": f"plan for {ticket}"})
-    found = boundary.tool_call("search", {"q": ticket})
-    notes = boundary.retrieve(f"notes on {ticket}")
-    page = boundary.tool_call("fetch", {"id": found["first"]})
-    return f"{plan}: {page['title']} ({len(notes)} notes)"
 
 
 LIVE: dict[str, Callable[[Any], Any]] = {
