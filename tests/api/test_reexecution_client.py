@@ -5,6 +5,8 @@ The agent runs in ``python -I`` (no PYTHONPATH, no user site, no script director
 own code (`support.ticket_agent`) and the client, re-executes the recorded job unchanged and
 changed, and says which modules it loaded: none of the ledger's packages nor of its server's
 dependencies. The job is recorded by a ledger that closed (checkpointed), as a CLI write leaves it.
+Then the service is killed with a re-execution open: its request stays without a result and
+reads as abandoned, never as a match.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 from support.harness_agent import recorded
 
 from infrastructure.application.ledger import Ledger
@@ -96,6 +99,17 @@ def test_an_agent_process_with_the_client_only_reexecutes_over_http(
             timeout=120,
             check=False,
         )
+        # A third re-execution left open when the service is killed outright (no shutdown).
+        opened = httpx.post(
+            f"{service.base_url}/v1/reexecutions",
+            json={"job_id": job_id},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+        assert opened.status_code == 201, opened.content
+        assert service.process is not None
+        service.process.kill()
+        service.process.wait(timeout=60)
     assert agent.returncode == 0, agent.stderr
     said = json.loads(agent.stdout)
     assert said["unchanged"] == [True, True, None]
@@ -115,4 +129,7 @@ def test_an_agent_process_with_the_client_only_reexecutes_over_http(
             for e in ledger.governance.log(job_id, tenant=TENANT)
             if e["event"] == "REPLAY_RESULT"
         ]
+        unanswered = [u.as_json() for u in ledger.governance.unanswered_replays()]
     assert results == [(True, None), (False, "REPLAY_DIVERGENCE")]
+    # Lost with the process: no result, its lease gone with it, so it reads as abandoned.
+    assert [(u["attempt"], u["status"]) for u in unanswered] == [(3, "abandoned")]
