@@ -327,15 +327,14 @@ class Reexecution:
         self._step(where, "ok", detail)
         return identity
 
-    def finish(
-        self, final_output: Any = NO_ANSWER_KEPT, raised: BaseException | None = None
-    ) -> None:
-        """Close the re-execution: the code ended (or ``raised``) after the calls it made."""
+    def finish(self, final_output: Any = NO_ANSWER_KEPT, broke_off: str | None = None) -> None:
+        """Close the re-execution: the code ended after the calls it made, or ``broke_off``
+        there (what it did instead of ending: ``raised KeyError: 'id'``, abandoned, ...)."""
         if self.finished:
             return
         self.finished = True
         if not self.stopped:
-            self._ended(final_output, raised)
+            self._ended(final_output, broke_off)
         for call in self.calls[self.made :]:
             self.outcome.checks.append(
                 FactCheck(
@@ -345,13 +344,12 @@ class Reexecution:
         if not self.stopped:
             self._step("result", "ok", "the re-executed code made every recorded call, in order")
 
-    def _ended(self, final_output: Any, raised: BaseException | None) -> None:
+    def _ended(self, final_output: Any, broke_off: str | None) -> None:
         step = self.made
         left = self.calls[step] if step < len(self.calls) else None
-        if raised is not None:
-            made = f"raised {type(raised).__name__}: {raised}"
+        if broke_off is not None:
             expected = NOTHING if left is None else left.shown()
-            self._diverge(step, "end", "agent", expected, made, raise_it=False)
+            self._diverge(step, "end", "agent", expected, broke_off, raise_it=False)
             return
         if left is not None:
             why = "the code ended without making it"

@@ -27,6 +27,7 @@ from infrastructure.api import (
     metrics,
     policy,
     receipts,
+    reexecutions,
     replays,
     runs,
     snapshots,
@@ -41,6 +42,7 @@ from infrastructure.application.errors import ERRORS, Code, failure_of
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.limits import InputLimits
 from infrastructure.application.notary import Notary
+from infrastructure.application.open_reexecutions import OpenReexecutions
 from infrastructure.application.sessions import Sessions
 from infrastructure.application.settings import Settings
 from infrastructure.application.tokens import Tokens
@@ -93,7 +95,10 @@ def create_app(
             nullcontext(ledger) if ledger is not None else Ledger.open(settings) as opened,
             reading_ledger(settings, opened) if reader is None else nullcontext(reader) as reading,
         ):
-            app.state.service = Service(settings, opened, tokens, reading, sessions)
+            reexecutions = OpenReexecutions(
+                opened.recordings, settings.reexecution_idle_seconds, clock
+            )
+            app.state.service = Service(settings, opened, tokens, reading, sessions, reexecutions)
             notarised = (
                 Notary(opened.checkpoints, settings.checkpoint_interval).running()
                 if notary
@@ -109,7 +114,8 @@ def create_app(
                 if close_traces
                 else nullcontext()
             )
-            with notarised, closing:
+            # Inside the notary: what stopping records of open re-executions is checkpointed.
+            with notarised, closing, reexecutions.running():
                 yield
 
     app = FastAPI(
@@ -132,6 +138,7 @@ def create_app(
         runs,
         jobs,
         replays,
+        reexecutions,
         audits,
         governance,
         snapshots,
@@ -198,7 +205,7 @@ def _answer_errors(app: FastAPI) -> None:
     async def product_error(request: Request, exc: Exception) -> Response:
         failure = failure_of(exc)
         assert failure is not None, "registered for the error table's types only"
-        response = await answer(request, ApiError.of(failure))
+        response = await answer(request, ApiError.of_exception(failure, exc))
         if failure.code == Code.STORE_BUSY:
             response.headers["Retry-After"] = "1"
         return response

@@ -188,3 +188,117 @@ class HandoffAsk(ContextAsk):
     to_agent: str
     from_agent: str | None = None
     note: str | None = None
+
+
+class ReexecutionAsk(Body):
+    job_id: JobId
+    mode: Literal[ReplayMode.REEXECUTE, ReplayMode.PRODUCTION] = ReplayMode.REEXECUTE
+
+
+_MOCK = "reexecute only: the answer to use where the recording kept none (absent: no mock)"
+
+
+class ModelCallAsk(Body):
+    kind: Literal["model"]
+    model_id: str
+    prompt: JsonValue
+    mock: JsonValue = Field(default=None, description=_MOCK)
+
+
+class ToolCallAsk(Body):
+    kind: Literal["tool"]
+    name: str
+    arguments: JsonValue
+    mock: JsonValue = Field(default=None, description=_MOCK)
+
+
+class RetrieveAsk(Body):
+    kind: Literal["retrieve"]
+    query: str
+    mock: JsonValue = Field(default=None, description=_MOCK)
+
+
+class PolicyAsk(Body):
+    kind: Literal["policy"]
+    bundle_hash: str
+
+
+class IdentityAsk(Body):
+    kind: Literal["identity"]
+
+
+class ClockAsk(Body):
+    kind: Literal["clock"] = Field(description="the job's clock: its next instant")
+
+
+class RandomDraw(Body):
+    kind: Literal["rng.random"] = Field(
+        description="a float in [0, 1) from the job's RNG, answered as its shortest round-trip"
+        " text (canonical JSON would round it to 9 decimals)"
+    )
+
+
+class RandintDraw(Body):
+    kind: Literal["rng.randint"]
+    a: StrictInt
+    b: StrictInt
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.a > self.b:
+            msg = f"a ({self.a}) must not be greater than b ({self.b})"
+            raise ValueError(msg)
+        return self
+
+
+class RandbitsDraw(Body):
+    kind: Literal["rng.randbits"]
+    k: StrictInt = Field(ge=1, le=63, description="bits: the integer stays a signed 64-bit one")
+
+
+MAX_DRAWN_LENGTH = 100_000
+"""The longest sequence a choice or shuffle is drawn for over HTTP."""
+
+
+class ChoiceDraw(Body):
+    kind: Literal["rng.choice"] = Field(
+        description="the index the job's RNG chooses in a sequence of this length (the draw"
+        " depends on the length only: the items stay with the caller)"
+    )
+    length: StrictInt = Field(ge=1, le=MAX_DRAWN_LENGTH)
+
+
+class ShuffleDraw(Body):
+    kind: Literal["rng.shuffle"] = Field(
+        description="the order the job's RNG shuffles a sequence of this length into: answer[k]"
+        " is the index of the item that goes to position k"
+    )
+    length: StrictInt = Field(ge=0, le=MAX_DRAWN_LENGTH)
+
+
+HarnessCall = Annotated[
+    ModelCallAsk
+    | ToolCallAsk
+    | RetrieveAsk
+    | PolicyAsk
+    | IdentityAsk
+    | ClockAsk
+    | RandomDraw
+    | RandintDraw
+    | RandbitsDraw
+    | ChoiceDraw
+    | ShuffleDraw,
+    Field(discriminator="kind"),
+]
+
+
+class ReexecutionEnd(Body):
+    final_output: JsonValue = Field(
+        default=None, description="the code's final answer, compared with the recorded one"
+    )
+    raised: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="what the code raised instead of ending (e.g. KeyError: 'id'): a"
+        " divergence where it stood",
+    )

@@ -16,6 +16,7 @@ from infrastructure.api.bodies import ReplayAsk
 from infrastructure.api.errors import ApiError, refusal
 from infrastructure.application.errors import Code
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.open_reexecutions import OpenReexecutions
 from infrastructure.application.sessions import Sessions
 from infrastructure.application.settings import Settings
 from infrastructure.application.tokens import Principal, TokenRefused, Tokens, accepted
@@ -37,7 +38,8 @@ class Service:
     recorded first), the listings, ``/metrics`` and the dashboard (they bring the read models up
     to date, in their tables), a run's state (a recorder reads back what it just sent), health
     and the newest checkpoint (facts of the store that takes the writes). ``sessions``: the
-    dashboard's sign-ins, whose clock also says when a token has expired.
+    dashboard's sign-ins, whose clock also says when a token has expired. ``reexecutions``: the
+    re-executions agents hold open over HTTP, on ``ledger``.
     """
 
     settings: Settings
@@ -45,6 +47,7 @@ class Service:
     tokens: Tokens
     reader: Ledger
     sessions: Sessions
+    reexecutions: OpenReexecutions
 
 
 def service(request: Request) -> Service:

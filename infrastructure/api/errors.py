@@ -13,25 +13,36 @@ from typing import Any, Final
 from pydantic import Field
 
 from domain.canonical import canonical_json
-from domain.errors import ErrorCode
+from domain.errors import ErrorCode, MaceError
 from infrastructure.api.response_models import ResponseModel
+from infrastructure.api.response_models.replays import DivergenceShown
 from infrastructure.application.errors import ANSWERS, Code, Failure, failure
 
 
 class ApiError(Exception):
     """An answer other than success: HTTP status, code and a one-line message."""
 
-    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        field: str | None = None,
+        divergence: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message.splitlines()[0] if message else code
         self.field = field
+        self.divergence = divergence
 
     def body(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.field is not None:
             error["field"] = self.field
+        if self.divergence is not None:
+            error["divergence"] = self.divergence
         return {"error": error}
 
     def content(self) -> bytes:
@@ -40,6 +51,13 @@ class ApiError(Exception):
     @classmethod
     def of(cls, failure: Failure, field: str | None = None) -> ApiError:
         return cls(failure.status, failure.code, failure.message, field)
+
+    @classmethod
+    def of_exception(cls, failure: Failure, exc: BaseException) -> ApiError:
+        """The answer to ``exc``: a re-execution's divergence (`ReplayDiverged`) carries its
+        canonical diff beside the code, so a client need not parse the message for it."""
+        divergence = exc.details.get("divergence") if isinstance(exc, MaceError) else None
+        return cls(failure.status, failure.code, failure.message, divergence=divergence)
 
 
 def refusal(code: str, message: str, field: str | None = None) -> ApiError:
@@ -63,6 +81,11 @@ class ErrorDetail(ResponseModel):
     code: str = Field(description="the exact code a machine switches on (the error table's)")
     message: str = Field(description="one line: what was wrong and what is expected")
     field: str | None = Field(default=None, description="422 only: the path of the first bad value")
+    divergence: DivergenceShown | None = Field(
+        default=None,
+        description="a re-execution's call that left its recording (REPLAY_DIVERGENCE) only:"
+        " where, and both values, canonical",
+    )
 
 
 class ErrorBody(ResponseModel):

@@ -13,6 +13,7 @@ from infrastructure.api.context import Caller, Ctx, OwnedReplayAsk
 from infrastructure.api.errors import invalid
 from infrastructure.api.response_models.replays import ReplayAnswer
 from infrastructure.api.responses import CanonicalJSONResponse
+from infrastructure.application.replays import ReplayResult
 
 router = APIRouter(tags=["replay"])
 
@@ -45,12 +46,20 @@ def request_replay(body: OwnedReplayAsk, ctx: Ctx, who: Caller) -> Response:
         force_continue=body.force_continue,
         mocks=mocks,
     )
+    refused = result.outcome.error_code is ErrorCode.ACCESS_DENIED
+    content = replay_answer(body.job_id, result)
+    return CanonicalJSONResponse(content, status_code=403 if refused else 200)
+
+
+def replay_answer(job_id: str, result: ReplayResult) -> dict[str, Any]:
+    """A recorded attempt as the service answers it (`ReplayAnswer`): a replay's, a
+    re-execution's."""
     report = result.report
     error: dict[str, Any] | None = None
     if result.outcome.error_code is not None:
         error = {"code": report["error_code"], "message": report["error_message"]}
-    content = {
-        "job_id": body.job_id,
+    return {
+        "job_id": job_id,
         "attempt": result.attempt,
         "ok": result.outcome.ok,
         "authoritative": result.outcome.authoritative,
@@ -58,5 +67,3 @@ def request_replay(body: OwnedReplayAsk, ctx: Ctx, who: Caller) -> Response:
         "report": report,
         "report_markdown": result.markdown,
     }
-    refused = result.outcome.error_code is ErrorCode.ACCESS_DENIED
-    return CanonicalJSONResponse(content, status_code=403 if refused else 200)

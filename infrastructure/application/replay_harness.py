@@ -166,8 +166,13 @@ class ReplayHarness:
     def policy(self, bundle_hash: str) -> PolicyBundle:
         """The policy bundle the run named by this hash, as the ledger archived it: decisions
         reproduce under it whatever bundle is in force today."""
+        return parse_bundle(self.policy_text(bundle_hash))
+
+    def policy_text(self, bundle_hash: str) -> str:
+        """`policy`'s bundle as the YAML the ledger archived (what a client out of process gets
+        and parses with its own policy engine)."""
         held = self._opened.policy_bundle(bundle_hash)
-        return parse_bundle(self._matching.policy(bundle_hash, held))
+        return self._matching.policy(bundle_hash, held)
 
     def identity(self) -> WorkloadIdentity:
         """The workload identity and attestation claims the run recorded, verified from the
@@ -188,10 +193,30 @@ class ReplayHarness:
         (``RESULT_MISMATCH`` when it differs); without it, the answer is not compared."""
         self._final_output = value
 
-    def close(self, raised: BaseException | None) -> ReplayResult:
-        self._matching.finish(self._final_output, raised)
+    def close(self, broke_off: str | None = None) -> ReplayResult:
+        """End the re-execution and record it: the code ended, or ``broke_off`` (what it did
+        instead: `raised`) where it stood, which diverges there unless it stopped already."""
+        self._matching.finish(self._final_output, broke_off)
         self.result = self._opened.close(self._matching.outcome)
         return self.result
+
+
+def open_harness(
+    source: RecordingSource,
+    job_id: str,
+    actor: Actor,
+    *,
+    mode: ReplayMode | str = ReplayMode.REEXECUTE,
+    tenant: str = DEFAULT_TENANT,
+) -> ReplayHarness:
+    """A harness over the tenant's job, its request recorded; the caller ends it with
+    `ReplayHarness.close` (`replay_harness` in process, the HTTP service across requests)."""
+    chosen = parse_mode(mode)
+    if chosen not in HARNESS_MODES:
+        expected = [m.value for m in HARNESS_MODES]
+        msg = f"the harness re-executes code: mode {chosen.value!r} is not one of {expected}"
+        raise InvalidInput(msg)
+    return ReplayHarness(source.open_recording(job_id, chosen, actor, tenant), chosen)
 
 
 @contextmanager
@@ -207,18 +232,18 @@ def replay_harness(
     is recorded when the block ends. ``mode``: ``reexecute`` (a sandbox: an answer the recording
     lacks may be given as a declared mock, which leaves the verdict non-authoritative) or
     ``production`` (strict: only what the run persisted; the access rules of production replay)."""
-    chosen = parse_mode(mode)
-    if chosen not in HARNESS_MODES:
-        expected = [m.value for m in HARNESS_MODES]
-        msg = f"the harness re-executes code: mode {chosen.value!r} is not one of {expected}"
-        raise InvalidInput(msg)
-    harness = ReplayHarness(source.open_recording(job_id, chosen, actor, tenant), chosen)
+    harness = open_harness(source, job_id, actor, mode=mode, tenant=tenant)
     try:
         yield harness
     except BaseException as raised:
         # The attempt is recorded whatever the code raised: a divergence or refusal of the
         # harness's is already in its outcome; anything else is a divergence where the code
         # stopped (the recorded run went on, or ended, there).
-        harness.close(raised)
+        harness.close(raised_text(raised))
         raise
-    harness.close(None)
+    harness.close()
+
+
+def raised_text(raised: BaseException) -> str:
+    """What code that raised did instead of ending, as a divergence shows it."""
+    return f"raised {type(raised).__name__}: {raised}"

@@ -219,6 +219,8 @@ class Settings(BaseSettings):
     # The session cookie is marked Secure (browsers send it over HTTPS only, and take it from
     # http://localhost too); off only to sign in over plain HTTP from another host.
     session_cookie_secure: bool = True
+    # A re-execution over HTTP that sees no call for this long is closed as abandoned (recorded).
+    reexecution_idle_seconds: float = Field(default=300.0, gt=0, allow_inf_nan=False)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     max_batch_events: int = Field(default=500, ge=1)
     max_run_events: int = Field(default=20_000, ge=1)

@@ -2,13 +2,14 @@
 PostgreSQL, and over HTTP against a live ``mace serve`` on PostgreSQL.
 
 The caller holds every role (operator, admin, auditor, council) for one tenant, so the
-authenticated paths run; a few jobs, replays, an open run and a snapshot are stored first, and
-path parameters are drawn from those real ids as well as from whatever the schema allows. The
-property, for every generated request, valid or deliberately invalid:
+authenticated paths run; a few jobs, replays, an open run, a snapshot and an open re-execution
+are stored first, and path parameters are drawn from those real ids as well as from whatever the
+schema allows. The property, for every generated request, valid or deliberately invalid:
 
 - no answer is a 5xx (the only one the service may give is 500 INTEGRITY_FAILURE, for tampered
   data, and nothing here tampers);
-- every error answer is ``{"error": {"code", "message"}}`` (422 adds ``field``), in canonical JSON;
+- every error answer is ``{"error": {"code", "message"}}`` (422 adds ``field``, a re-execution's
+  409 ``REPLAY_DIVERGENCE`` adds ``divergence``), in canonical JSON;
 - every answer is one the document describes (schemathesis' response conformance checks): its
   status is documented for the operation, its body conforms to the model documented for that
   status (every model forbids fields it does not name), its content type and headers are the
@@ -183,6 +184,7 @@ def store_some_records(client: TestClient) -> KnownIds:
     memories.append(post("/v1/memories", episode, headers=other)["memory_id"])
     receipts = [post("/v1/context", {"query": "alice plan"})["receipt"]["receipt_id"]]
     receipts.append(post("/v1/context", {"query": "alice"}, headers=other)["receipt"]["receipt_id"])
+    reexecution = post("/v1/reexecutions", {"job_id": jobs[0]})["reexecution_id"]
     return KnownIds(
         path_values={
             "job_id": [*jobs, foreign, run["run_id"]],
@@ -192,6 +194,7 @@ def store_some_records(client: TestClient) -> KnownIds:
             "memory_id": memories,
             "receipt_id": receipts,
             "number": [1, 2],  # checkpoint 1 is written below; 2 is not
+            "reexecution_id": [reexecution, "0" * 32],
         },
         jobs=[*jobs, foreign],
     )
@@ -218,7 +221,7 @@ def cases_for(operation: Any, known: KnownIds) -> st.SearchStrategy[AnyCase]:
     if names:
         real = st.fixed_dictionaries({n: st.sampled_from(known.path_values[n]) for n in names})
         choices.append(real.flatmap(lambda ids: operation.as_strategy(path_parameters=ids)))
-    if operation.path == "/replay/request":
+    if operation.path in {"/replay/request", "/v1/reexecutions"}:
         choices.append(
             st.tuples(
                 operation.as_strategy(GenerationMode.POSITIVE), st.sampled_from(known.jobs)
@@ -289,8 +292,10 @@ def error_shape_problems(case: AnyCase, status: int, body: Any) -> list[str]:
         and isinstance(error.get("code"), str)
         and isinstance(error.get("message"), str)
         and "\n" not in error["message"]
-        and set(error) <= {"code", "message", "field"}
+        and set(error) <= {"code", "message", "field", "divergence"}
         and ("field" not in error or status == 422)
+        # A re-execution's call that left its recording carries the canonical diff.
+        and ("divergence" not in error or error["code"] == "REPLAY_DIVERGENCE")
     )
     # POST /replay/request answers a refused replay 403 with its whole report beside "error".
     whole_report = case.operation.path == "/replay/request" and status == 403

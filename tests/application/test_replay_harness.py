@@ -6,24 +6,20 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from support.harness_agent import RecordingBoundary, recorded
 from support.ledger_fixtures import RawTable, settings_for
 from support.receipt_examples import BUNDLE
+from support.ticket_agent import agent
 from support.workload_identities import public_key_text, signed_identity
 
 from domain.errors import ErrorCode, InvalidInput, MaceError, NotFoundError
 from domain.events import (
-    ModelCallEnvelope,
     PolicySnapshotRef,
-    RetrievalHit,
-    RetrievalRequest,
-    RetrievalResponse,
     RunStarted,
-    ToolCall,
-    ToolResult,
     WorkloadIdentity,
     hash_of,
 )
@@ -37,86 +33,6 @@ from projections.reexecution import ReplayDiverged
 
 AUDITOR = Actor.of("aude", ["auditor"])
 FORENSICS = Actor.of("fran", ["admin", "auditor"])
-SCHEMA = hash_of({"q": "string"})
-PROMPT_BUNDLE = hash_of("support-agent prompts v3")
-
-
-class Boundary(Protocol):
-    """What the agent calls: its model, its tools and its retriever (live while it records,
-    the harness when it is re-executed)."""
-
-    def model_call(self, model_id: str, prompt: Any) -> Any: ...
-
-    def tool_call(self, name: str, arguments: Any) -> Any: ...
-
-    def retrieve(self, query: str) -> list[dict[str, Any]]: ...
-
-
-def agent(boundary: Boundary, ticket: str) -> str:
-    """The agent as it ran when it was recorded."""
-    plan = boundary.model_call("m-small", {"role": "user", "content": f"plan for {ticket}"})
-    found = boundary.tool_call("search", {"q": ticket})
-    notes = boundary.retrieve(f"notes on {ticket}")
-    page = boundary.tool_call("fetch", {"id": found["first"]})
-    return f"{plan}: {page['title']} ({len(notes)} notes)"
-
-
-LIVE: dict[str, Callable[[Any], Any]] = {
-    "search": lambda arguments: {"first": f"doc-{arguments['q']}", "total": 2},
-    "fetch": lambda arguments: {"title": f"Title of {arguments['id']}"},
-}
-
-
-class RecordingBoundary:
-    """The agent's live boundary while it is recorded: each call answered (scripted here, a
-    real model and real tools in an agent) and emitted to the recorder as it happens."""
-
-    def __init__(self, recorder: RunRecorder) -> None:
-        self.recorder = recorder
-        self.calls = 0
-
-    def _next_id(self) -> str:
-        self.calls += 1
-        return f"c{self.calls}"
-
-    def model_call(self, model_id: str, prompt: Any) -> Any:
-        response = "check the docs"
-        self.recorder.emit(
-            ModelCallEnvelope(
-                call_id=self._next_id(),
-                model_id=model_id,
-                model_version="2026-01",
-                prompt_bundle_hash=PROMPT_BUNDLE,
-                temperature=0,
-                prompt=prompt,
-                response=response,
-            )
-        )
-        return response
-
-    def tool_call(self, name: str, arguments: Any) -> Any:
-        call_id = self._next_id()
-        self.recorder.emit(
-            ToolCall(call_id=call_id, tool=name, tool_schema_hash=SCHEMA, arguments=arguments)
-        )
-        result = LIVE[name](arguments)
-        self.recorder.emit(ToolResult(call_id=call_id, status="ok", result=result))
-        return result
-
-    def retrieve(self, query: str) -> list[dict[str, Any]]:
-        request_id = self._next_id()
-        hits = [RetrievalHit(uri="kb://note/1", score=0.5)]
-        self.recorder.emit(RetrievalRequest(request_id=request_id, query=query))
-        self.recorder.emit(RetrievalResponse(request_id=request_id, hits=hits))
-        return [hit.model_dump(mode="json") for hit in hits]
-
-
-def recorded(ledger: Ledger, capture_mode: str = "full_io") -> str:
-    """The agent's run on ticket 42, recorded; its job id."""
-    started = RunStarted(seed=7, input="ticket 42", capture_mode=capture_mode)
-    recorder = RunRecorder(ledger.run_uploads, started)
-    answer = agent(RecordingBoundary(recorder), "42")
-    return recorder.complete(answer).job_id
 
 
 def reexecuted(

@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -136,10 +137,12 @@ def service_document() -> DocumentedAnswers:
     return DocumentedAnswers(app.openapi())
 
 
-def checked_client(settings: Settings, ledger: Ledger) -> TestClient:
-    """A test client over the service on ``ledger``; every JSON answer must be canonical, and
-    every answer one the service's OpenAPI document describes."""
-    client = TestClient(create_app(settings, token_book(), ledger))
+def checked_client(
+    settings: Settings, ledger: Ledger, clock: Callable[[], float] = time.time
+) -> TestClient:
+    """A test client over the service on ``ledger`` (its wall clock: ``clock``); every JSON
+    answer must be canonical, and every answer one the service's OpenAPI document describes."""
+    client = TestClient(create_app(settings, token_book(), ledger, clock=clock))
     documented = service_document()
 
     def conforms(response: httpx.Response) -> None:
