@@ -8,6 +8,9 @@ meanwhile (the service's read from ``/proc``; the statements it sent are its pro
 counted). Its raw baseline (``--compare-raw``) inserts the rows
 the service stored with plain INSERTs in as many commits as the client made requests, each one
 its own transaction on the service (`bench_raw`).
+
+`served` starts the service, times what a client sends it and reads what the service stored and
+spent: the ``otlp spans`` figure (`bench_otlp`) is measured the same way.
 """
 
 from __future__ import annotations
