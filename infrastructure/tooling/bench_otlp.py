@@ -7,7 +7,8 @@ agent's (`agent_spans`): an ``invoke_agent`` root, a ``chat`` call asking for a 
 ``execute_tool`` span, a ``chat`` call answering, in the GenAI semantic conventions with content.
 The spans are sent as an SDK's batch processor sends them: in the order they end (children
 first, the root last), `SPANS_A_REQUEST` a protobuf ``ExportTraceServiceRequest`` (built with
-`opentelemetry-proto` before the clock starts), so a trace's spans may come in two requests.
+`opentelemetry-proto` before the clock starts); with a batch that is not a multiple of
+`SPANS_A_TRACE`, some traces' spans come in two requests.
 
 The figure is the spans recorded a second, from the first request to the last answer, and the
 processor time of the client and the service meanwhile. Its raw baseline (``--compare-raw``)
