@@ -37,6 +37,10 @@ minutes.
 ``mace serve``, opened, sent in two batches of ``http_batch`` events and completed
 (`bench_http`), events/s.
 
+``otlp spans`` (after ``http runs``, unless ``otlp_spans`` is 0): an agent's traces exported
+over OTLP/HTTP in protobuf to ``mace serve``, several spans a request, each trace recorded as a
+run when its last span arrives (`bench_otlp`), spans/s.
+
 ``flatness`` (after the rounds, unless ``flat_entries`` is 0): memory writes and context
 assemblies timed on a tenant's log of `FLAT_SMALL` entries and again once the same log holds
 ``flat_entries``, the same `FLAT_LIVE` facts written again and again: how much more each costs
@@ -56,8 +60,8 @@ ratios), and per unit, over all its rounds: processor seconds (this process's an
 children's), statements sent to the store and round trips to the server (`WireTally`, counted in
 this process while the bench runs: ``mace bench`` counts from before it opens its ledger), the
 raw baseline's beside them. What a figure's own child processes sent is counted where the bench
-wrote them (the writers report theirs); the HTTP service's process is not: the http runs
-figure's ledger side has no counts (None).
+wrote them (the writers report theirs); the HTTP service's process is not: the http runs and
+otlp spans figures' ledger side has no counts (None).
 """
 
 from __future__ import annotations
@@ -82,7 +86,8 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
 from infrastructure.application.settings import Settings
 from infrastructure.application.store_status import IoTally, WireTally
-from infrastructure.tooling.bench_http import HTTP_BATCHES, http_runs
+from infrastructure.tooling.bench_http import HTTP_BATCHES, Served, http_runs
+from infrastructure.tooling.bench_otlp import SPANS_A_TRACE, otlp_spans
 from infrastructure.tooling.bench_raw import RawStore, Row, raw_store, raw_work
 from infrastructure.tooling.bench_writers import WRITER_COUNTS, WritersRun, writers_at_once
 from infrastructure.tooling.load_workload import STAGE0_EVENTS, Workload, plan_runs
@@ -116,7 +121,9 @@ UNITS: Final = {
     "context": "receipts",
     "receipt replay": "replays",
 }
-FIGURES: Final = (*UNITS, "concurrency", "http runs", "flatness")
+SERVED: Final = {"http runs": "events", "otlp spans": "spans"}
+"""The figures a service process records (`bench_http`, `bench_otlp`), and their units."""
+FIGURES: Final = (*UNITS, "concurrency", *SERVED, "flatness")
 """Every figure the bench can measure, in the order it measures them (``only`` picks some)."""
 NEEDS: Final = {"replay": "write", "receipt replay": "context"}
 """The figures whose work another figure's work needs first (done untimed when not picked)."""
@@ -231,6 +238,7 @@ class BenchSize:
     flat_entries: int = 0
     http: HttpLoad | None = None
     only: tuple[str, ...] = ()
+    otlp_spans: int = 0
 
     def check(self, settings: Settings) -> None:
         for name, value in (
@@ -245,6 +253,12 @@ class BenchSize:
             raise BenchError(f"--verify-events must be at least 0, got {self.verify_events}")
         if self.http is not None:
             _check_http_load(self.http, settings)
+        if self.otlp_spans < 0 or self.otlp_spans % SPANS_A_TRACE:
+            msg = (
+                f"--otlp-spans must be 0 (none) or a positive multiple of {SPANS_A_TRACE}"
+                f" (the spans of an agent's trace), got {self.otlp_spans}"
+            )
+            raise BenchError(msg)
         if self.flat_entries and self.flat_entries <= FLAT_SMALL:
             msg = (
                 f"--flat-entries must be 0 (none) or more than {FLAT_SMALL},"
@@ -602,9 +616,14 @@ class Bench:
         )
         figures += writers
         if self.size.http is not None and size.picked("http runs"):
-            http = self._http_figure(self.size.http, raw)
-            say(f"http runs: {http.count} events in {http.seconds:.3f} s")
-            figures.append(http)
+            load = self.size.http
+            sent = http_runs(self.ledger, self.settings, load.runs, load.batch)
+            figures.append(self._served_figure("http runs", sent, raw))
+            say(f"http runs: {sent.count} events in {sent.seconds:.3f} s")
+        if self.size.otlp_spans and size.picked("otlp spans"):
+            sent = otlp_spans(self.ledger, self.settings, self.size.otlp_spans)
+            figures.append(self._served_figure("otlp spans", sent, raw))
+            say(f"otlp spans: {sent.count} spans in {sent.seconds:.3f} s")
         tree_cost = None
         if costs:
             wall = statistics.median(cost.wall for cost in costs)
@@ -637,8 +656,8 @@ class Bench:
             figures.append(_writers_figure(run, raw_run))
         return figures, raw_failures
 
-    def _http_figure(self, http: HttpLoad, raw: RawStore | None) -> Figure:
-        sent = http_runs(self.ledger, self.settings, http.runs, http.batch)
+    def _served_figure(self, name: str, sent: Served, raw: RawStore | None) -> Figure:
+        """A figure of what a service process recorded (``http runs``, ``otlp spans``)."""
         # The service records in a process of its own: its statements are not this process's
         # to count (its processor time is read from the system, where it says it).
         raw_cost = None
@@ -646,7 +665,7 @@ class Bench:
             did = IoTally(rows_written=sent.rows_written, commits=sent.commits)
             raw_cost = self._raw_cost(raw, did, sent.written_after)
         cost = Cost(sent.seconds, sent.cpu_seconds, None)
-        return Figure("http runs", "events", (Sample(sent.events, cost, raw_cost),))
+        return Figure(name, SERVED[name], (Sample(sent.count, cost, raw_cost),))
 
     def _flatness(self, say: Say) -> Flatness:
         """Writes and assemblies timed at `FLAT_SMALL` entries, then at ``flat_entries``."""

@@ -45,6 +45,7 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
         args.verify_events,
         args.flat_entries,
         HttpLoad(args.http_runs, args.http_batch) if args.http_runs else None,
+        otlp_spans=args.otlp_spans,
     )
     say = None if args.quiet else _say
     try:
@@ -64,7 +65,8 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
     except BenchError as exc:
         raise InvalidInput(str(exc)) from None
     except (LoadSetupError, HttpRunsError) as exc:
-        # The service for the http runs figure would not start, or answered a run wrongly.
+        # The service for the http runs or otlp spans figure would not start, or answered a
+        # run or an export wrongly.
         refused = failure(Code.NOT_READY, str(exc))
         print(refused.line(args.json), file=sys.stderr)
         return refused.exit_code

@@ -8,6 +8,9 @@ meanwhile (the service's read from ``/proc``; the statements it sent are its pro
 counted). Its raw baseline (``--compare-raw``) inserts the rows
 the service stored with plain INSERTs in as many commits as the client made requests, each one
 its own transaction on the service (`bench_raw`).
+
+`served` starts the service, times what a client sends it and reads what the service stored and
+spent: the ``otlp spans`` figure (`bench_otlp`) is measured the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import secrets
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -37,12 +41,13 @@ class HttpRunsError(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
-class HttpRuns:
-    """What the client sent and the service stored, how long it took, and the processor
-    seconds the client and the service spent meanwhile (None: the system does not say the
-    service's: no ``/proc``)."""
+class Served:
+    """What a client sent a service over HTTP (``count`` units, in ``commits`` transactions of
+    the service) and the service stored (``rows_written`` rows after notification
+    ``written_after``), how long it took, and the processor seconds the client and the service
+    spent meanwhile (None: the system does not say the service's: no ``/proc``)."""
 
-    events: int
+    count: int
     seconds: float
     rows_written: int
     commits: int
@@ -50,7 +55,7 @@ class HttpRuns:
     cpu_seconds: float | None
 
 
-def _cpu_of(pid: int) -> float | None:
+def cpu_of(pid: int) -> float | None:
     """A process's processor seconds so far, user and system (Linux's ``/proc``)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -60,30 +65,49 @@ def _cpu_of(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def http_runs(ledger: Ledger, settings: Settings, runs: int, batch: int) -> HttpRuns:
-    """Start the service, send the runs, stop it; ``runs`` must be recorded whole."""
-    workload = Workload(clients=1, runs=runs, events=batch * HTTP_BATCHES, replays=0)
-    planned = plan_runs(workload, secrets.token_hex(4), ledger.snapshots.default_ids())
+def served(
+    ledger: Ledger,
+    settings: Settings,
+    send: Callable[[httpx.Client], tuple[int, int]],
+    content_type: str,
+    environment: Mapping[str, str] | None = None,
+) -> Served:
+    """Start the service over the ledger's store (``environment`` set in its own), time
+    ``send`` (which answers the units it sent and the service's commits), stop it."""
     with tempfile.TemporaryDirectory(prefix="mace-bench-") as scratch:
         tokens = Path(scratch) / "tokens.json"
         token = make_token(tokens)
         with ServiceProcess(settings, tokens, Path(scratch) / "serve.log") as service:
+            service.environment.update(environment or {})
             service.start()
             head = ledger.status.head()
-            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": content_type}
             with httpx.Client(
                 base_url=service.base_url, headers=headers, timeout=TIMEOUT_SECONDS
             ) as client:
                 assert service.process is not None
                 pid = service.process.pid
-                served, own = _cpu_of(pid), time.process_time()
+                before, own = cpu_of(pid), time.process_time()
                 started = time.perf_counter()
-                requests = sum(_send(client, run) for run in planned)
+                count, commits = send(client)
                 seconds = time.perf_counter() - started
-                serving, own = _cpu_of(pid), time.process_time() - own
+                after, own = cpu_of(pid), time.process_time() - own
     written = ledger.status.head() - head
-    cpu = None if served is None or serving is None else own + serving - served
-    return HttpRuns(sum(len(run.digests) for run in planned), seconds, written, requests, head, cpu)
+    cpu = None if before is None or after is None else own + after - before
+    return Served(count, seconds, written, commits, head, cpu)
+
+
+def http_runs(ledger: Ledger, settings: Settings, runs: int, batch: int) -> Served:
+    """Send the runs to the service; ``runs`` must be recorded whole. The service commits
+    each request on its own."""
+    workload = Workload(clients=1, runs=runs, events=batch * HTTP_BATCHES, replays=0)
+    planned = plan_runs(workload, secrets.token_hex(4), ledger.snapshots.default_ids())
+
+    def send(client: httpx.Client) -> tuple[int, int]:
+        requests = sum(_send(client, run) for run in planned)
+        return sum(len(run.digests) for run in planned), requests
+
+    return served(ledger, settings, send, "application/json")
 
 
 def _send(client: httpx.Client, run: PlannedRun) -> int:

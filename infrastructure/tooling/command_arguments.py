@@ -65,6 +65,14 @@ def add_bench_arguments(bench: argparse.ArgumentParser) -> None:
         "--http-batch", type=int, default=100, help="events a batch in --http-runs (100)"
     )
     bench.add_argument(
+        "--otlp-spans",
+        type=int,
+        default=10_000,
+        help="after the http runs, spans of an agent's traces (4 a trace) exported over"
+        " OTLP/HTTP in protobuf to `mace serve`, each trace recorded as its last span arrives"
+        " (10000; 0: skip)",
+    )
+    bench.add_argument(
         "--flat-entries",
         type=int,
         default=10_000,
@@ -86,7 +94,7 @@ def add_bench_arguments(bench: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="measure only these figures (repeatable, or a comma list): write, record,"
         " checkpoint, read, verify, scan, replay, memory, context, receipt-replay, concurrency,"
-        " http-runs, flatness (all of them)",
+        " http-runs, otlp-spans, flatness (all of them)",
     )
     bench.add_argument("--json", action="store_true", help="print canonical JSON")
     bench.add_argument(

@@ -71,6 +71,8 @@ class ServiceProcess:
         self.log_file = log_file
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
+        self.environment: dict[str, str] = {}
+        """Set in the service's environment besides ``settings``' store and keys."""
 
     @property
     def base_url(self) -> str:
@@ -107,6 +109,7 @@ class ServiceProcess:
     def _spawn(self) -> subprocess.Popen[bytes]:
         env = environment_of(self.settings)
         env["MACE_TOKENS_FILE"] = str(self.tokens_file)
+        env.update(self.environment)
         argv = [sys.executable, "-c", _MAIN, "serve", "--host", "127.0.0.1"]
         with self.log_file.open("ab") as log:
             return subprocess.Popen(

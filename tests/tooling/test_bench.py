@@ -23,8 +23,10 @@ from support.store_copies import fingerprint
 
 from domain.replay_access import ReplayMode
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.otlp_decoding import spans_of_protobuf
 from infrastructure.storage.settings import Settings
 from infrastructure.tooling.bench import ACTOR, Bench, BenchError, BenchSize, HttpLoad
+from infrastructure.tooling.bench_otlp import plan_exports
 from infrastructure.tooling.bench_writers import writers_at_once
 
 LIMITS = " (MACE_MAX_BATCH_EVENTS, MACE_MAX_RUN_EVENTS)"
@@ -32,20 +34,23 @@ LIMITS = " (MACE_MAX_BATCH_EVENTS, MACE_MAX_RUN_EVENTS)"
 
 TINY = (
     *("--jobs", "1", "--memories", "1", "--contexts", "1", "--rounds", "1"),
-    *("--verify-events", "0", "--flat-entries", "0", "--http-runs", "0"),
+    *("--verify-events", "0", "--flat-entries", "0", "--http-runs", "0", "--otlp-spans", "0"),
 )
 
 
 def test_every_path_is_measured(settings: Settings) -> None:
     """The bench's own paths through the Python API, on the test's store (``mace bench`` gives
     it a store of its own: `test_the_bench_runs_on_a_store_of_its_own`)."""
-    size = BenchSize(2, 3, 2, 2, 150, 160, HttpLoad(2, 5))
+    size = BenchSize(2, 3, 2, 2, 150, 160, HttpLoad(2, 5), otlp_spans=8)
     said: list[str] = []
     with Ledger.open(settings) as ledger:
         report = Bench(ledger, settings, size).run(say=said.append)
     figures = {f.name: f.as_json() for f in report.figures if f.name != "concurrency"}
     # Two runs over HTTP, each sent in two batches of five events: ten events a run.
     assert figures.pop("http runs")["count"] == 2 * 10
+    # Two agent traces of four spans, over OTLP/HTTP.
+    otlp = figures.pop("otlp spans")
+    assert (otlp["count"], otlp["unit"]) == (8, "spans")
     assert list(figures) == [
         "write",
         "record",
@@ -95,15 +100,16 @@ def test_every_path_is_measured(settings: Settings) -> None:
     # Said as it went: the fill, each figure of each round, each writers' run, the rest.
     assert said[0] == "filling the store to 150 events"
     assert [line.split(":")[0] for line in said if line.startswith("round ")] == [
-        f"round {n}/2 {name}" for n in (1, 2) for name in figures if name != "http runs"
+        f"round {n}/2 {name}" for n in (1, 2) for name in figures
     ]
     assert [line.split(":")[0] for line in said if line.startswith("concurrency")] == [
         f"concurrency {n}" for n in (1, 2, 4, 8)
     ]
-    assert said[-2].startswith("http runs: 20 events in ")
+    assert said[-3].startswith("http runs: 20 events in ")
+    assert said[-2].startswith("otlp spans: 8 spans in ")
     assert said[-1].startswith("flatness: a log of 160 entries: a write costs ")
     with Ledger.open(settings) as ledger:
-        filled, each_round, writers_jobs, over_http = 2, 2 + 2, (1 + 2 + 4 + 8) * 2, 2
+        filled, each_round, writers_jobs, over_http = 2, 2 + 2, (1 + 2 + 4 + 8) * 2, 2 + 2
         assert (
             store_of(ledger).verify_all().jobs == filled + 2 * each_round + writers_jobs + over_http
         )
@@ -169,7 +175,8 @@ def test_compare_raw_puts_a_measured_baseline_beside_every_figure_and_leaves_no_
     settings: Settings,
 ) -> None:
     with Ledger.open(settings) as ledger:
-        bench = Bench(ledger, settings, BenchSize(2, 3, 2, 1, 150, 0, HttpLoad(1, 5)))
+        size = BenchSize(2, 3, 2, 1, 150, 0, HttpLoad(1, 5), otlp_spans=4)
+        bench = Bench(ledger, settings, size)
         report = bench.run(compare_raw=True)
     for figure in report.figures:
         if figure.name == "checkpoint":  # no raw equivalent: a signature over a tree
@@ -278,4 +285,51 @@ def test_a_writer_that_cannot_open_the_store_stops_the_figure_in_one_line(tmp_pa
     assert str(raised.value) == (
         "a bench writer could not start: infrastructure.storage.settings.SettingsError:"
         f" MACE_STORE 'sqlite:///{text}' is not a SQLite database file"
+    )
+
+
+def test_the_otlp_exports_are_agent_traces_recorded_whole_in_the_commits_the_baseline_makes(
+    settings: Settings,
+) -> None:
+    """The ``otlp spans`` figure's exports, taken in process as the service takes them (quiet
+    period 0): several spans a request, some traces split over two, each trace an agent's run
+    recorded once whole; and the service's commits are the ones its raw baseline makes."""
+    with Ledger.open(settings, checkpoint_on_close=False) as ledger:
+        plan = plan_exports(12, ledger.snapshots.default_ids(), 5)
+        requests = [spans_of_protobuf(body) for body in plan.bodies]
+        assert [len(spans) for spans in requests] == [5, 5, 2]
+        assert (plan.spans, plan.traces) == (12, 3)
+        before = store_of(ledger).io.snapshot()
+        recorded = []
+        for spans in requests:
+            intake = ledger.trace_intake.hold(spans, "acme", 0.0, 0.0)
+            assert (intake.accepted, intake.rejected) == (len(spans), [])
+            recorded += intake.recorded
+        did = store_of(ledger).io.since(before)
+        assert did.commits == plan.commits == (2 + 2 + 1) + 2 * 3
+        assert [outcome.duplicate for outcome in recorded] == [False] * 3
+        for outcome in recorded:
+            assert outcome.log is not None
+            job = ledger.jobs.stream(outcome.log.job_id, tenant="acme")
+            # Two model calls (the second answering after the tool), the tool's call and result.
+            assert [entry["event_type"] for entry in job] == [
+                "JobStarted",
+                "ModelCallEnvelope",
+                "ToolCall",
+                "ToolResult",
+                "ModelCallEnvelope",
+                "JobCompleted",
+                "JobSealed",
+            ]
+
+
+@pytest.mark.parametrize("spans", ["-4", "3", "10"])
+def test_otlp_spans_not_whole_traces_are_refused(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], spans: str
+) -> None:
+    code, out, err = run(capsys, "bench", "--otlp-spans", spans)
+    assert (code, out) == (2, "")
+    assert err == (
+        "mace: INVALID_INPUT: --otlp-spans must be 0 (none) or a positive multiple of 4"
+        f" (the spans of an agent's trace), got {spans}\n"
     )

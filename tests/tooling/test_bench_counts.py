@@ -28,7 +28,7 @@ from infrastructure.tooling.bench_raw import raw_store
 
 TINY = (
     *("--jobs", "1", "--memories", "1", "--contexts", "1", "--rounds", "2"),
-    *("--verify-events", "0", "--flat-entries", "0", "--http-runs", "0"),
+    *("--verify-events", "0", "--flat-entries", "0", "--http-runs", "0", "--otlp-spans", "0"),
 )
 
 
