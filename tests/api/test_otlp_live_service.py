@@ -14,6 +14,7 @@ import httpx
 import orjson
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from support.agents_sdk import ANSWER, run_weather_agent
 from support.ledger_fixtures import run, subprocess_env
 from support.live_service import free_port, wait_until_healthy
 from support.otel_sdk import provider_exporting_to, traced_agent
@@ -94,6 +95,58 @@ def test_a_traced_program_is_recorded_listed_verified_exported_and_replayed(
     assert (code, report["job_id"], report["error_code"]) == (1, job_id, None), out
     assert (report["reproduced"], report["authoritative"]) == (False, False)
     assert report["check_counts"]["taken_as_recorded"] == 4
+    assert report["check_counts"]["diverged"] == report["check_counts"]["missing"] == 0
+    code, out, err = run(capsys, "replay", job_id, "--tenant", "acme", "--json")
+    recorded = orjson.loads(out)
+    assert (code, recorded["error_code"]) == (1, None), out
+    assert recorded["check_counts"] == report["check_counts"]
+
+
+def test_an_openai_agents_sdk_agent_traced_by_openinference_is_recorded_verified_and_replayed(
+    service: tuple[str, str],
+    cli_env: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    base, token = service
+    monkeypatch.setenv("MACE_ACTOR", "aude")
+    monkeypatch.setenv("MACE_ROLES", "auditor")
+    exporter = OTLPSpanExporter(
+        endpoint=f"{base}/v1/traces", headers={"Authorization": f"Bearer {token}"}
+    )
+    provider = provider_exporting_to(exporter)
+    with Ledger.open(cli_env) as ledger:
+        snapshots = ledger.snapshots.default_ids()
+    assert run_weather_agent(provider, snapshots) == ANSWER
+    provider.shutdown()
+
+    with httpx.Client(base_url=base, timeout=30) as client:
+        listed = client.get("/v1/jobs", headers={"Authorization": f"Bearer {token}"})
+    [job] = listed.json()["jobs"]
+    assert (job["tenant"], job["status"], job["capture_mode"]) == ("acme", "sealed", "full_io")
+    job_id = job["job_id"]
+
+    # The spans carry no temperature (the agent leaves the provider's default): recorded as
+    # missing, so the job is not replayable in production, and says which calls.
+    assert job["replayable"] is False
+    assert [(m["sequence_index"], m["missing"]) for m in job["missing_artifacts"]] == [
+        (0, ["temperature"]),
+        (3, ["temperature"]),
+    ]
+    code, out, err = run(capsys, "verify", job_id, "--tenant", "acme")
+    assert (code, err) == (0, ""), out
+    bundle = tmp_path / "run.bundle"
+    code, out, err = run(
+        capsys, "export", job_id, "--tenant", "acme", "-o", str(bundle), "--include-full-io"
+    )
+    assert (code, err) == (0, ""), out
+    code, out, err = run(capsys, "replay", "--bundle", str(bundle), "--json")
+    report = orjson.loads(out)
+    # As for the plain SDK's program: every fact verified and taken as recorded (re-executing
+    # the agent is the harness's), so NOT REPRODUCED, exit 1, no error.
+    assert (code, report["job_id"], report["error_code"]) == (1, job_id, None), out
+    assert (report["reproduced"], report["authoritative"]) == (False, False)
     assert report["check_counts"]["diverged"] == report["check_counts"]["missing"] == 0
     code, out, err = run(capsys, "replay", job_id, "--tenant", "acme", "--json")
     recorded = orjson.loads(out)

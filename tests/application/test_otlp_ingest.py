@@ -131,7 +131,9 @@ def test_a_model_span_without_temperature_is_recorded_with_the_temperature_missi
         f"model call {CHAT} (gpt-4.1 gpt-4.1)",
         ["temperature"],
     )
-    assert missing.reason == "the emitter recorded no temperature: the call's sampling is not pinned"
+    assert (
+        missing.reason == "the emitter recorded no temperature: the call's sampling is not pinned"
+    )
     ledger.jobs.verify(outcome.log.job_id, tenant="acme")
 
 
