@@ -89,20 +89,7 @@ class RecordedModel(Model):
         response_id = recorded.get("id") if isinstance(recorded, dict) else None
         return ModelResponse(output=output_items(recorded), usage=Usage(), response_id=response_id)
 
-    def stream_response(
-        self,
-        system_instructions: str | None,
-        input: str | list[TResponseInputItem],
-        model_settings: ModelSettings,
-        tools: list[Tool],
-        output_schema: AgentOutputSchemaBase | None,
-        handoffs: list[Handoff],
-        tracing: ModelTracing,
-        *,
-        previous_response_id: str | None,
-        conversation_id: str | None,
-        prompt: ResponsePromptParam | None,
-    ) -> AsyncIterator[Any]:
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise InvalidInput("re-execution runs the agent without streaming (Runner.run)")
 
 
