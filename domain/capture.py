@@ -210,8 +210,11 @@ def missing_artifacts(
             why = f"no {answer} in the run answers it"
             missing.append(_never_recorded(index, event, asked, what, why))
             continue
-        absent = _missing_content(event)
         step = _step(event)
+        if isinstance(event, ModelCallEnvelope) and event.temperature is None:
+            unpinned = "the emitter recorded no temperature: the call's sampling is not pinned"
+            missing.append(_never_recorded(index, event, str(step), "temperature", unpinned))
+        absent = _missing_content(event)
         if not absent or step is None:
             continue
         dropped = [name for name in absent if name not in _KEEPS[mode]]

@@ -506,7 +506,8 @@ class ModelCallEnvelope(_HashedContent):
     model_version: Name
     prompt_bundle_hash: Sha256
     tool_schema_hash: Sha256 | None = None
-    temperature: float = Field(ge=0)
+    temperature: float | None = Field(ge=0)
+    """None: the emitter did not record it (listed as missing, so the job is not replayable)."""
     seed: StrictInt | StrictStr | None = None
     retrieved_context_hashes: list[Sha256] = Field(default_factory=list)
     request_hash: Sha256 | None = None

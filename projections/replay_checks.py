@@ -272,7 +272,9 @@ def _unpinned(event: ModelCallEnvelope) -> list[str]:
     loose: list[str] = []
     if _MOVING_VERSION.fullmatch(event.model_version):
         loose.append(f"model_version {event.model_version!r}")
-    if event.temperature > 0:
+    if event.temperature is None:
+        loose.append("no temperature")
+    elif event.temperature > 0:
         loose.append(f"temperature {event.temperature:g}")
     if event.seed is None:
         loose.append("no seed")

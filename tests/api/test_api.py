@@ -29,6 +29,7 @@ from support.api_support import (
     CALLERS,
     SINGLE_ROLES,
     Api,
+    Response,
     assert_error,
     auth,
     checked_client,
@@ -215,7 +216,7 @@ def test_unauthenticated_requests_get_401_with_www_authenticate(
 # --- 403 by role, for every write endpoint ------------------------------------------------------
 
 
-def _write_requests(api: Api) -> dict[str, tuple[Callable[[str], httpx.Response], set[str], int]]:
+def _write_requests(api: Api) -> dict[str, tuple[Callable[[str], Response], set[str], int]]:
     """Each write endpoint: how to call it as someone, who may, and the success status."""
     job_id = api.new_job()
     run_id = api.open_run(started())
@@ -374,9 +375,7 @@ def test_another_tenants_job_run_and_records_answer_exactly_as_missing_ones(api:
         real = job_id if kind == "job" else run_id
         ghost = _ghost(real)
 
-        def ask(
-            ident: str, template: str = template, who: str = who, body: Any = body
-        ) -> httpx.Response:
+        def ask(ident: str, template: str = template, who: str = who, body: Any = body) -> Response:
             filled = orjson.loads(orjson.dumps(body).replace(b"{job}", ident.encode()))
             return api.post(template.format(job=ident, run=ident), filled, who)
 
@@ -1212,7 +1211,7 @@ def test_malformed_bodies_answer_422_with_the_field_and_write_nothing(api: Api, 
     before = api.position()
     if isinstance(body, bytes):
         headers = {**auth(who), "content-type": "application/json"}
-        response = api.client.post(path, content=body, headers=headers)
+        response: Response = api.client.post(path, content=body, headers=headers)
     else:
         filled = orjson.loads(orjson.dumps(body).replace(b"{job}", job_id.encode()))
         response = api.post(path, filled, who)

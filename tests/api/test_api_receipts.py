@@ -12,13 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 from support.api_support import (
     CALLERS,
     SINGLE_ROLES,
     Api,
+    Response,
     assert_error,
     auth,
     checked_client,
@@ -176,7 +176,7 @@ def test_every_route_needs_a_valid_token(
     assert api.position() == before
 
 
-def _writes(api: Api, acme: Acme) -> dict[str, tuple[Callable[[str], httpx.Response], set[str]]]:
+def _writes(api: Api, acme: Acme) -> dict[str, tuple[Callable[[str], Response], set[str]]]:
     """Each guarded endpoint: how to call it as someone (succeeding once allowed), who may."""
     receipt_id = emit(api, "alice plan")["receipt"]["receipt_id"]
     recorders = {"operator", "admin"}

@@ -7,12 +7,11 @@ import gzip
 import logging
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from support.api_support import auth, token_book
+from support.api_support import Response, auth, token_book
 from support.ledger_fixtures import RawTable, store_of
 from support.otel_sdk import protobuf_export, recorded_spans
 from support.otlp_traces import CHAT, TOOL, TRACE, agent_trace, export, span
@@ -38,14 +37,12 @@ def quiet_at_once(settings: Settings, ledger: Ledger) -> Iterator[TestClient]:
 
 def post(
     client: TestClient, body: bytes, headers: dict[str, str], who: str = "operator"
-) -> httpx.Response:
-    response: httpx.Response = client.post(
-        "/v1/traces", content=body, headers={**headers, **auth(who)}
-    )
+) -> Response:
+    response: Response = client.post("/v1/traces", content=body, headers={**headers, **auth(who)})
     return response
 
 
-def answered(response: httpx.Response) -> ExportTraceServiceResponse:
+def answered(response: Response) -> ExportTraceServiceResponse:
     assert response.status_code == 200, response.content
     assert response.headers["content-type"] == "application/x-protobuf"
     answer = ExportTraceServiceResponse()

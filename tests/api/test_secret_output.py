@@ -13,9 +13,8 @@ import logging
 import re
 from datetime import UTC, datetime
 
-import httpx
 import pytest
-from support.api_support import CALLERS, Api
+from support.api_support import CALLERS, Api, Response
 
 from infrastructure.application.sessions import Sessions
 from infrastructure.application.tokens import (
@@ -76,7 +75,7 @@ def test_no_token_or_cookie_reaches_a_log_line_an_error_or_an_answer(
     token = CALLERS["operator"].token
     canary = "mace_canary-" + "x" * 40
     caplog.set_level(logging.DEBUG)
-    answers: list[httpx.Response] = []
+    answers: list[Response] = []
     with api.unchecked() as client:
         job_id = api.new_job()
         sign_in = client.post(

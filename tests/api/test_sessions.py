@@ -17,10 +17,9 @@ from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
-from support.api_support import CALLERS, Api, assert_error
+from support.api_support import CALLERS, Api, Response, assert_error
 
 from domain.governance import Role
 from infrastructure.api.app import create_app
@@ -42,8 +41,8 @@ WRITES = {"post", "put", "patch", "delete"}
 NOW = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
 
 
-def sign_in(client: TestClient, token: str, headers: dict[str, str] = SAME_SITE) -> httpx.Response:
-    response: httpx.Response = client.post(
+def sign_in(client: TestClient, token: str, headers: dict[str, str] = SAME_SITE) -> Response:
+    response: Response = client.post(
         "/dashboard/login",
         content=f"token={token}",
         headers={"Content-Type": "application/x-www-form-urlencoded", **headers},
@@ -52,7 +51,7 @@ def sign_in(client: TestClient, token: str, headers: dict[str, str] = SAME_SITE)
     return response
 
 
-def session_cookie(response: httpx.Response) -> Any:
+def session_cookie(response: Response) -> Any:
     """The ``mace_session`` cookie the response sets, with its attributes."""
     jar: SimpleCookie = SimpleCookie()
     for header in response.headers.get_list("set-cookie"):

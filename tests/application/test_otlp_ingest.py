@@ -102,6 +102,41 @@ def test_spans_without_content_record_none_and_say_what_is_missing(ledger: Ledge
     assert tool_call["arguments"] is None and len(tool_call["request_hash"]) == 64
 
 
+def test_a_model_span_without_temperature_is_recorded_with_the_temperature_missing(
+    ledger: Ledger,
+) -> None:
+    # OpenInference's spans of an agent that leaves the model's temperature at its default (the
+    # OpenAI Agents SDK's, for one) carry no temperature: the call is recorded, never given one.
+    llm = {
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "gpt-4.1",
+        "llm.invocation_parameters": '{"model": "gpt-4.1"}',
+        "input.value": "What is MACE?",
+        "output.value": "A flight recorder.",
+    }
+    raw = export(
+        span(ROOT, "Agent workflow", {"openinference.span.kind": "AGENT"}, parent="", end=100),
+        span(CHAT, "response", llm, start=2),
+    )
+    [outcome] = record(ledger, raw)
+    [call] = recorded(ledger, outcome)
+    assert (call["model_id"], call["temperature"]) == ("gpt-4.1", None)
+    assert outcome.log is not None and outcome.log.completion is not None
+    assert outcome.log.completion.replayable is False
+    [missing] = [
+        m for m in outcome.log.completion.missing_artifacts if m.event_type != "JobStarted"
+    ]
+    assert (missing.event_type, missing.step, missing.missing) == (
+        "ModelCallEnvelope",
+        f"model call {CHAT} (gpt-4.1 gpt-4.1)",
+        ["temperature"],
+    )
+    assert (
+        missing.reason == "the emitter recorded no temperature: the call's sampling is not pinned"
+    )
+    ledger.jobs.verify(outcome.log.job_id, tenant="acme")
+
+
 def test_the_same_export_twice_in_another_span_order_records_one_job(ledger: Ledger) -> None:
     spans = agent_trace()
     [first] = record(ledger, export(*spans))

@@ -12,10 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
-from support.api_support import Api, assert_error, stage_event
+from support.api_support import Api, Response, assert_error, stage_event
 from support.cli_output import event_count, json_lines, listed_jobs
 from support.ledger_fixtures import run, store_of
 from support.sample_job import job_ids
@@ -122,7 +121,7 @@ def test_a_job_id_another_tenant_holds_runs_as_a_free_one_would(api: Api) -> Non
     assert api.position() == before
 
 
-def _run_answers(api: Api, run_id: str) -> list[httpx.Response]:
+def _run_answers(api: Api, run_id: str) -> list[Response]:
     """Open the run, send a batch, read it, complete it: as beta, in that order."""
     start = {"type": "RunStarted", "seed": 7, "input": "say hello", "job_id": run_id}
     return [

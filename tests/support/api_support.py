@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypeAlias
 
 import httpx
+import httpx2
 import pytest
 import schemathesis
 from fastapi.testclient import TestClient
@@ -32,6 +33,10 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.application.tokens import TokenBook, TokenEntry
 from infrastructure.storage.settings import Settings
 from support.ledger_fixtures import settings_for, store_of
+
+Response: TypeAlias = httpx.Response | httpx2.Response
+"""An answer of the in-process ``TestClient`` (starlette's takes httpx2 once it is installed, as the
+OpenAI Agents SDK's client installs it) or of a client of a live service (httpx)."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ def auth(who: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {CALLERS[who].token}"}
 
 
-def _json_is_canonical(response: httpx.Response) -> None:
+def _json_is_canonical(response: Response) -> None:
     response.read()
     if response.headers.get("content-type", "").startswith("application/json"):
         assert response.content == canonical_json(response.json()), response.content
@@ -105,7 +110,7 @@ class DocumentedAnswers:
     def __init__(self, document: dict[str, Any]) -> None:
         self.schema = schemathesis.openapi.from_dict(document)
 
-    def problems(self, response: httpx.Response) -> list[str]:
+    def problems(self, response: Response) -> list[str]:
         request = response.request
         operation = self.schema.find_operation_by_path(request.method, request.url.path)
         if operation is None:
@@ -145,7 +150,7 @@ def checked_client(
     client = TestClient(create_app(settings, token_book(), ledger, clock=clock))
     documented = service_document()
 
-    def conforms(response: httpx.Response) -> None:
+    def conforms(response: Response) -> None:
         response.read()
         problems = documented.problems(response)
         assert not problems, "\n".join(problems)
@@ -161,14 +166,14 @@ class Api:
         self.client = client
         self.ledger = ledger
 
-    def get(self, path: str, who: str | None = "operator") -> httpx.Response:
-        response: httpx.Response = self.client.get(path, headers=auth(who) if who else {})
+    def get(self, path: str, who: str | None = "operator") -> Response:
+        response: Response = self.client.get(path, headers=auth(who) if who else {})
         return response
 
-    def post(self, path: str, body: Any = None, who: str | None = "operator") -> httpx.Response:
+    def post(self, path: str, body: Any = None, who: str | None = "operator") -> Response:
         """POST ``body`` as JSON (no body when None) as the caller ``who`` (None: no token)."""
         headers = auth(who) if who else {}
-        response: httpx.Response = (
+        response: Response = (
             self.client.post(path, headers=headers)
             if body is None
             else self.client.post(path, json=body, headers=headers)
@@ -207,14 +212,12 @@ class Api:
         assert isinstance(run_id, str)
         return run_id
 
-    def send(
-        self, run_id: str, items: list[dict[str, Any]], who: str = "operator"
-    ) -> httpx.Response:
+    def send(self, run_id: str, items: list[dict[str, Any]], who: str = "operator") -> Response:
         return self.post(f"/v1/runs/{run_id}/events", {"events": items}, who)
 
     def replay(
         self, job_id: str, mode: str = "audit", who: str = "admin_auditor", **extra: Any
-    ) -> httpx.Response:
+    ) -> Response:
         return self.post("/replay/request", {"job_id": job_id, "mode": mode, **extra}, who)
 
     def governance(self, job_id: str, who: str = "operator") -> list[dict[str, Any]]:
@@ -230,7 +233,7 @@ ANY_FIELD = "<any>"
 
 
 def assert_error(
-    response: httpx.Response,
+    response: Response,
     status: int,
     code: str,
     message: str | None = None,
