@@ -3,8 +3,11 @@
 OTLP exporters send a trace's spans as they end, over several requests and in any order. Each
 request's new spans are one signed event on the trace's own stream (one stream per tenant and
 trace id), so what the service acknowledged survives a restart. A span sent again with the same
-content is held once; with other content it is refused. Once the trace is recorded as a run
-(`Recorded`, naming the job) or found unrecordable (`Refused`, saying why), it takes no more.
+content is held once; with other content it is refused. A span refused as it arrived (it
+cannot be taken in) is held as refused, by its id and why, never its content: the trace is not
+whole while it is, so a run is never recorded without it; the same span sent again and taken in
+replaces the mark. Once the trace is recorded as a run (`Recorded`, naming the job) or found
+unrecordable (`Refused`, saying why), it takes no more.
 
 ``received_at`` on each arrival is operations time (the service's wall clock), never a decision
 input of the run: it only says when the trace last changed, for the quiet period after which a
@@ -35,6 +38,10 @@ class HeldTrace(MaceAggregate):
         spans: list[dict[str, Any]]
         received_at: float
 
+    class SpansRefused(MaceAggregate.Event):
+        refused: dict[str, str]
+        received_at: float
+
     class Recorded(MaceAggregate.Event):
         job_id: str
 
@@ -52,6 +59,7 @@ class HeldTrace(MaceAggregate):
         self.spans: dict[str, dict[str, Any]] = {}
         self.digests: dict[str, str] = {}
         self.last_received_at = 0.0
+        self.refused_spans: dict[str, str] = {}
         self.job_id: str | None = None
         self.refused: str | None = None
 
@@ -70,11 +78,21 @@ class HeldTrace(MaceAggregate):
     def held_spans(self) -> list[Span]:
         return [Span.of_json(span) for span in self.spans.values()]
 
-    def take(self, spans: list[Span], received_at: float) -> tuple[int, list[str]]:
-        """Hold those of ``spans`` not held yet; how many were new, and one line for each span
-        refused (sent before with other content, or after the trace was closed)."""
+    def take(
+        self, spans: list[Span], received_at: float, turned_away: Mapping[str, str] | None = None
+    ) -> tuple[int, list[str]]:
+        """Hold those of ``spans`` not held yet, and mark as refused those of ``turned_away``
+        (span id: why it could not be taken in) not held yet; how many were new, and one line
+        for each span refused (sent before with other content, or after the trace was closed)."""
         fresh: dict[str, dict[str, Any]] = {}
         refused: list[str] = []
+        marks = {
+            span_id: why
+            for span_id, why in (turned_away or {}).items()
+            if span_id not in self.digests and self.refused_spans.get(span_id) != why
+        }
+        if marks and not self.closed:
+            self._turned_away(refused=marks, received_at=received_at)
         for span in spans:
             content = span.as_json()
             held = self.digests.get(span.span_id)
@@ -94,6 +112,12 @@ class HeldTrace(MaceAggregate):
         for span in spans:
             self.spans[span["span_id"]] = span
             self.digests[span["span_id"]] = digest(span)
+            self.refused_spans.pop(span["span_id"], None)
+        self.last_received_at = max(self.last_received_at, received_at)
+
+    @event(SpansRefused)
+    def _turned_away(self, refused: dict[str, str], received_at: float) -> None:
+        self.refused_spans.update(refused)
         self.last_received_at = max(self.last_received_at, received_at)
 
     @event(Recorded)

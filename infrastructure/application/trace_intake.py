@@ -3,8 +3,10 @@
 
 A request's spans are checked one by one as they arrive (`domain.trace_run.span_events`, and
 the privacy rules' personal data and secrets): a span that cannot be taken in is rejected (the
-OTLP answer's ``partial_success``) and not held;
-the others are held, signed, before the request is answered. A trace is recorded when it is
+OTLP answer's ``partial_success``) and held only as refused (its id and why, never its content),
+so its trace is never recorded without it: sent again and taken in, it replaces the mark; a
+trace whole and quiet with a span still refused is closed as refused. The others are held,
+signed, before the request is answered. A trace is recorded when it is
 whole (`domain.trace_spans.why_incomplete`) and no span of it has arrived for the quiet period
 (``MACE_TRACE_QUIET_SECONDS``): exporters send a trace's spans as they end, children before
 their parent mostly, but a child that ends after its root comes later, and the quiet period is
@@ -20,7 +22,7 @@ logged and kept on its stream, so no round tries it again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -71,31 +73,25 @@ class TraceIntake:
         """Hold ``spans`` for ``tenant`` (arrived at ``now``, wall-clock seconds), then record
         the traces they touched that are whole and have been quiet for ``quiet`` seconds."""
         taken: dict[str, list[Span]] = {}
+        # A span that cannot be taken in is held as refused (its id, why), so that its trace is
+        # never recorded as whole without it (`HeldTrace.take`).
+        turned_away: dict[str, dict[str, str]] = {}
         rejected: list[str] = []
         denied = self.privacy.of({}).deny_sem_attributes
         for span in spans:
-            try:
-                span_events(span)
-            except SpanError as bad:
-                rejected.append(str(bad))
-                continue
-            # Held spans are kept: one holding what privacy rules never let the ledger keep in
-            # clear is not held at all (a run's own privacy snapshot is checked again when the
-            # run is recorded; it is named by the root span, which may come last).
-            found = first_sensitive(span.as_json(), denied)
-            if found is not None:
-                rejected.append(
-                    f"{span.ref}: {found.path} holds {found.why}, which privacy rules never let"
-                    " the ledger keep in clear: send it as null (or masked)"
-                )
-                continue
-            taken.setdefault(span.trace_id, []).append(span)
+            why = self._why_not_taken(span, denied)
+            if why is None:
+                taken.setdefault(span.trace_id, []).append(span)
+            else:
+                rejected.append(why)
+                turned_away.setdefault(span.trace_id, {})[span.span_id] = why
         accepted = 0
         streams: list[UUID] = []
-        for trace_id, its in taken.items():
+        for trace_id in {**taken, **turned_away}:
             name = HeldTrace.named(tenant, trace_id)
             stream = HeldTrace.id_for(name)
-            take = partial(self._take, stream, name, tenant, trace_id, its, now)
+            its, away = taken.get(trace_id, []), turned_away.get(trace_id, {})
+            take = partial(self._take, stream, name, tenant, trace_id, its, away, now)
             new, refused = self.store.racing(take, f"spans of trace {trace_id}")
             accepted += new
             rejected += refused
@@ -104,14 +100,39 @@ class TraceIntake:
             self._open.update(streams)
         return Intake(accepted, rejected, self.close_quiet(now, quiet, streams))
 
+    @staticmethod
+    def _why_not_taken(span: Span, denied: Iterable[str]) -> str | None:
+        """One line saying why ``span`` cannot be taken in, naming it; None when it can."""
+        try:
+            span_events(span)
+        except SpanError as bad:
+            return str(bad)
+        # Held spans are kept: one holding what privacy rules never let the ledger keep in
+        # clear is not held at all (a run's own privacy snapshot is checked again when the
+        # run is recorded; it is named by the root span, which may come last).
+        found = first_sensitive(span.as_json(), denied)
+        if found is None:
+            return None
+        return (
+            f"{span.ref}: {found.path} holds {found.why}, which privacy rules never let"
+            " the ledger keep in clear: send it as null (or masked)"
+        )
+
     def _take(
-        self, stream: UUID, name: str, tenant: str, trace_id: str, spans: list[Span], now: float
+        self,
+        stream: UUID,
+        name: str,
+        tenant: str,
+        trace_id: str,
+        spans: list[Span],
+        turned_away: dict[str, str],
+        now: float,
     ) -> tuple[int, list[str]]:
         held = self._held(stream)
         if held is None:
             held = HeldTrace(name=name, tenant=tenant, trace_id=trace_id)
-        new, refused = held.take(spans, now)
-        if new:
+        new, refused = held.take(spans, now, turned_away)
+        if held.pending_events:
             self.store.save(held)
         return new, refused
 
@@ -143,12 +164,23 @@ class TraceIntake:
         spans = sorted(held.held_spans(), key=lambda s: (s.start_unix_nano, s.span_id))
         if why_incomplete(spans) is not None or now - held.last_received_at < quiet:
             return None
+        if held.refused_spans:
+            # Whole and quiet but for a span never taken in: never recorded without it.
+            why = held.refused_spans[min(held.refused_spans)]
+            outcome = TraceOutcome(held.trace_id, incomplete=f"a span was refused: {why}")
+            logger.warning("trace %s not recorded: %s", held.trace_id, outcome.incomplete)
+            return self._closed_as(stream, held, outcome)
         try:
             run = self.imports.whole_run(held.trace_id, spans)
             outcome = self.imports.record(held.trace_id, run, held.tenant)
         except (InvalidInput, ClearPrivateValue) as refused:
             logger.warning("trace %s not recorded: %s", held.trace_id, refused)
             outcome = TraceOutcome(held.trace_id, incomplete=str(refused))
+        return self._closed_as(stream, held, outcome)
+
+    def _closed_as(
+        self, stream: UUID, held: HeldTrace, outcome: TraceOutcome
+    ) -> TraceOutcome | None:
         closed = self.store.racing(
             lambda: self._mark_closed(stream, held.version, outcome),
             f"closing trace {held.trace_id}",

@@ -108,6 +108,25 @@ def test_a_bad_span_is_rejected_in_partial_success_and_the_rest_held(
     assert events[1:4] == ["ModelCallEnvelope", "ToolCall", "ToolResult"]
 
 
+def test_a_trace_whole_but_for_a_refused_span_is_never_recorded_without_it(
+    quiet_at_once: TestClient, ledger: Ledger, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The span refused is a leaf: the spans held make a whole trace, and recording them would
+    record a run that lacks a call the agent made. The trace is closed as refused instead."""
+    root, _, tool = agent_trace()
+    no_model = span(CHAT, "chat", {"gen_ai.operation.name": "chat"}, start=10)
+    with caplog.at_level(logging.WARNING, logger="mace.traces"):
+        answer = post(quiet_at_once, export(root, no_model, tool), JSON).json()
+    assert answer["partialSuccess"]["rejectedSpans"] == "1"
+    assert job_ids(ledger) == []
+    assert f"trace {TRACE} not recorded: a span was refused: span {TRACE}/{CHAT}" in caplog.text
+    # Closed for good: the span sent again as it should have been is refused, nothing recorded.
+    _, chat, _ = agent_trace()
+    late = post(quiet_at_once, export(chat), JSON).json()
+    assert "recorded or refused already" in late["partialSuccess"]["errorMessage"]
+    assert job_ids(ledger) == []
+
+
 def test_a_partial_trace_is_never_recorded(quiet_at_once: TestClient, ledger: Ledger) -> None:
     root, chat, tool = agent_trace()
     orphan = span("00000000000000aa", "chat", {}, parent="00000000000000ff", start=50)
@@ -232,8 +251,8 @@ def test_a_span_holding_a_secret_in_clear_is_rejected_and_never_stored(
     rows = RawTable(settings).execute("SELECT state FROM {table}")
     assert position(ledger) > before  # the chat span is held
     assert not any(b"hunter2" in bytes(state) for (state,) in rows)
-    # The run is recorded without it (a leaf span the trace cannot miss).
+    # Whole once its root comes, but for the tool call refused: never recorded without it.
     post(quiet_at_once, export(root), JSON)
-    [job_id] = job_ids(ledger)
-    events = [e["event_type"] for e in ledger.jobs.stream(job_id, tenant="acme")]
-    assert events[1:-2] == ["ModelCallEnvelope"]
+    assert job_ids(ledger) == []
+    rows = RawTable(settings).execute("SELECT state FROM {table}")
+    assert not any(b"hunter2" in bytes(state) for (state,) in rows)
