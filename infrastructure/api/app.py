@@ -96,7 +96,10 @@ def create_app(
             reading_ledger(settings, opened) if reader is None else nullcontext(reader) as reading,
         ):
             reexecutions = OpenReexecutions(
-                opened.recordings, settings.reexecution_idle_seconds, clock
+                opened.recordings,
+                settings.reexecution_idle_seconds,
+                clock,
+                settings.max_open_reexecutions,
             )
             app.state.service = Service(settings, opened, tokens, reading, sessions, reexecutions)
             notarised = (

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from threading import Event, Lock, Thread
 from typing import Any, Final, TypeVar
 
-from domain.errors import NotFoundError
+from domain.errors import NotFoundError, StoreBusyError
 from domain.governance import Actor
 from domain.replay_access import ReplayMode
 from infrastructure.application.errors import failure_of
@@ -56,21 +56,41 @@ class OpenReexecutions:
     abandoned re-execution is closed, never what any call answers)."""
 
     def __init__(
-        self, source: RecordingSource, idle_seconds: float, clock: Callable[[], float]
+        self,
+        source: RecordingSource,
+        idle_seconds: float,
+        clock: Callable[[], float],
+        most: int,
     ) -> None:
         self._source = source
         self.idle_seconds = idle_seconds
         self._clock = clock
+        self.most = most
         self._open: dict[str, _Open] = {}
+        self._opening = 0
         self._lock = Lock()
 
     def open(self, job_id: str, mode: ReplayMode | str, actor: Actor, tenant: str) -> str:
-        """Open a re-execution of the tenant's job (its request recorded); its id."""
+        """Open a re-execution of the tenant's job (its request recorded); its id.
+
+        `StoreBusyError`, nothing recorded, when ``most`` are open (or opening) already."""
         self.sweep()
-        harness = open_harness(self._source, job_id, actor, mode=mode, tenant=tenant)
-        reexecution_id = secrets.token_hex(16)  # an operations value, never a decision input
         with self._lock:
-            self._open[reexecution_id] = _Open(harness, tenant, actor.actor_id, self._clock())
+            if len(self._open) + self._opening >= self.most:
+                msg = (
+                    f"{self.most} re-executions are open already (MACE_MAX_OPEN_REEXECUTIONS):"
+                    " close one, or wait for an abandoned one's idle limit"
+                )
+                raise StoreBusyError(msg)
+            self._opening += 1
+        try:
+            harness = open_harness(self._source, job_id, actor, mode=mode, tenant=tenant)
+            reexecution_id = secrets.token_hex(16)  # an operations value, never a decision input
+            with self._lock:
+                self._open[reexecution_id] = _Open(harness, tenant, actor.actor_id, self._clock())
+        finally:
+            with self._lock:
+                self._opening -= 1
         return reexecution_id
 
     def call(

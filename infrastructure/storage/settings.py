@@ -221,6 +221,9 @@ class Settings(BaseSettings):
     session_cookie_secure: bool = True
     # A re-execution over HTTP that sees no call for this long is closed as abandoned (recorded).
     reexecution_idle_seconds: float = Field(default=300.0, gt=0, allow_inf_nan=False)
+    # Each open re-execution holds its replay lease (on PostgreSQL a connection of its own): a
+    # bound, so that opening re-executions cannot take every connection the database allows.
+    max_open_reexecutions: int = Field(default=16, ge=1)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     max_batch_events: int = Field(default=500, ge=1)
     max_run_events: int = Field(default=20_000, ge=1)

@@ -244,6 +244,25 @@ def test_an_abandoned_reexecution_is_closed_as_a_divergence_and_recorded(
     ]
 
 
+def test_opening_past_the_bound_is_busy_and_records_nothing(
+    settings: Settings, ledger: Ledger, clock: Clock
+) -> None:
+    """Each open re-execution holds a lease (on PostgreSQL a connection): past the bound,
+    opening one more is refused before anything is recorded; closing one makes room."""
+    job_id = recorded(ledger, tenant=TENANT)
+    two = settings.model_copy(update={"max_open_reexecutions": 2})
+    with checked_client(two, ledger, clock) as client:
+        api = Api(client, ledger)
+        first, _ = opened(api, job_id), opened(api, job_id)
+        asked = len(api.governance(job_id))
+        refused = api.post("/v1/reexecutions", {"job_id": job_id})
+        assert_error(refused, 503, "STORE_BUSY")
+        assert "MACE_MAX_OPEN_REEXECUTIONS" in refused.json()["error"]["message"]
+        assert len(api.governance(job_id)) == asked  # no request recorded for it
+        assert api.post(f"/v1/reexecutions/{first}/close", {}).status_code == 200
+        opened(api, job_id)
+
+
 def test_a_stopping_service_records_its_open_reexecutions_as_abandoned(
     settings: Settings, ledger: Ledger, clock: Clock
 ) -> None:
