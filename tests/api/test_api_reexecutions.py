@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, cast
 
+import httpx
 import pytest
 from mace_harness import Harness, HarnessError, ReplayDiverged, replay_harness
 from support.api_support import CALLERS, Api, assert_error, checked_client
@@ -48,7 +49,9 @@ def served(settings: Settings, ledger: Ledger, clock: Clock) -> Iterator[Api]:
 def over_http(
     api: Api, job_id: str, who: str = "operator", mode: str = "reexecute"
 ) -> AbstractContextManager[Harness]:
-    return replay_harness(api.client, CALLERS[who].token, job_id, mode=mode)
+    # The in-process client speaks httpx's API (starlette's is httpx2's once that is installed).
+    client = cast(httpx.Client, api.client)
+    return replay_harness(client, CALLERS[who].token, job_id, mode=mode)
 
 
 def results(api: Api, job_id: str) -> list[dict[str, Any]]:
