@@ -290,6 +290,9 @@ environment:
                               checkpoint (1)
   MACE_TRACE_QUIET_SECONDS    how long mace serve waits after a whole trace's last span arrived
                               over OTLP before recording it as a run (5; 0: at once)
+  MACE_REEXECUTION_IDLE_SECONDS  a re-execution open over HTTP with no call for this long is
+                              closed as abandoned, a divergence (300)
+  MACE_MAX_OPEN_REEXECUTIONS  how many re-executions mace serve holds open at once (16)
   MACE_ACTOR, MACE_ROLES      who acts on the command line, in which comma-separated roles
   MACE_TOKENS_FILE            the HTTP service's bearer tokens (hashed; mace token new writes it)
   MACE_TOKENS_RELOAD_SECONDS  how often mace serve looks whether the tokens file changed (3)
