@@ -108,11 +108,24 @@ def chosen_capture(
     return CaptureMode.PROMPTS_ONLY, CaptureWhy.DEFAULT
 
 
+def _not_pinned(index: int, event: ModelCallEnvelope, step: str) -> list[MissingArtifact]:
+    """What a model call's emitter did not record of what pins it: which model, its sampling."""
+    missing = []
+    if event.model_id is None:
+        unnamed = "the emitter recorded no model id: which model answered is not known"
+        missing.append(_never_recorded(index, event, step, "model_id", unnamed))
+    if event.temperature is None:
+        unpinned = "the emitter recorded no temperature: the call's sampling is not pinned"
+        missing.append(_never_recorded(index, event, step, "temperature", unpinned))
+    return missing
+
+
 def _step(event: RunEvent) -> str | None:
     if isinstance(event, AgentOutput):
         return f"iteration {event.iteration} agent {event.agent}"
     if isinstance(event, ModelCallEnvelope):
-        return f"model call {event.call_id} ({event.model_id} {event.model_version})"
+        model = " ".join(filter(None, (event.model_id, event.model_version)))
+        return f"model call {event.call_id} ({model or 'no model recorded'})"
     if isinstance(event, ToolResult):
         return f"tool result {event.call_id}"
     return None
@@ -211,9 +224,8 @@ def missing_artifacts(
             missing.append(_never_recorded(index, event, asked, what, why))
             continue
         step = _step(event)
-        if isinstance(event, ModelCallEnvelope) and event.temperature is None:
-            unpinned = "the emitter recorded no temperature: the call's sampling is not pinned"
-            missing.append(_never_recorded(index, event, str(step), "temperature", unpinned))
+        if isinstance(event, ModelCallEnvelope):
+            missing += _not_pinned(index, event, str(step))
         absent = _missing_content(event)
         if not absent or step is None:
             continue

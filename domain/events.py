@@ -502,8 +502,10 @@ class ModelCallEnvelope(_HashedContent):
     type: Literal["ModelCallEnvelope"] = "ModelCallEnvelope"
     EVENT_TYPE = "ModelCallEnvelope"
     call_id: Name
-    model_id: Name
-    model_version: Name
+    model_id: Name | None
+    """None: the emitter did not record which model answered (listed as missing, so the job is
+    not replayable), as a trace without content may not."""
+    model_version: Name | None
     prompt_bundle_hash: Sha256
     tool_schema_hash: Sha256 | None = None
     temperature: float | None = Field(ge=0)

@@ -265,9 +265,9 @@ def _parameters(span: Span) -> dict[str, Any]:
 
 
 def _model_call(span: Span) -> ModelCallEnvelope:
+    # None when neither attribute is there (OpenInference's spans of an agent traced without
+    # content name no model): recorded as missing, never guessed (`domain.capture`).
     model_id = _text(span, MODEL_ID)
-    if model_id is None:
-        raise SpanError(span, MODEL_ID[0], f"missing (or {MODEL_ID[1]}): which model was called")
     parameters = _parameters(span)
     temperature_at, temperature = TEMPERATURE, span.attributes.get(TEMPERATURE)
     if temperature is None:

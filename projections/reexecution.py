@@ -68,8 +68,9 @@ class RecordedCall:
     step: int
     """Its place among the run's boundary calls, from 0."""
     kind: CallKind
-    name: str
-    """The model id, the tool's name; ``retrieval`` for a retrieval."""
+    name: str | None
+    """The model id (None: the run did not record it), the tool's name; ``retrieval`` for a
+    retrieval."""
     sequence_index: int
     """The event that made the call."""
     request: Any

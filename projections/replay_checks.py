@@ -270,7 +270,9 @@ def _unpinned(event: ModelCallEnvelope) -> list[str]:
     """What leaves a model call's answer free to differ if it were made again (seed 002: a trace
     pins model id and version, temperature and seed)."""
     loose: list[str] = []
-    if _MOVING_VERSION.fullmatch(event.model_version):
+    if event.model_version is None:
+        loose.append("no model")
+    elif _MOVING_VERSION.fullmatch(event.model_version):
         loose.append(f"model_version {event.model_version!r}")
     if event.temperature is None:
         loose.append("no temperature")

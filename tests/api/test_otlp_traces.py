@@ -92,14 +92,19 @@ def test_a_bad_span_is_rejected_in_partial_success_and_the_rest_held(
     quiet_at_once: TestClient, ledger: Ledger
 ) -> None:
     root, chat, tool = agent_trace()
-    no_model = span(CHAT, "chat", {"gen_ai.operation.name": "chat"}, start=10)
-    response = post(quiet_at_once, export(no_model, tool), JSON)
+    cold = span(
+        CHAT,
+        "chat",
+        {"gen_ai.operation.name": "chat", "gen_ai.request.temperature": -1.0},
+        start=10,
+    )
+    response = post(quiet_at_once, export(cold, tool), JSON)
     assert (response.status_code, response.headers["content-type"]) == (200, "application/json")
     assert response.json() == {
         "partialSuccess": {
             "rejectedSpans": "1",
-            "errorMessage": f"span {TRACE}/{CHAT} ('chat'): attribute gen_ai.request.model:"
-            " missing (or llm.model_name): which model was called",
+            "errorMessage": f"span {TRACE}/{CHAT} ('chat'): attribute gen_ai.request.temperature:"
+            " Input should be greater than or equal to 0",
         }
     }
     assert post(quiet_at_once, export(root, chat), JSON).json() == {}
@@ -114,9 +119,14 @@ def test_a_trace_whole_but_for_a_refused_span_is_never_recorded_without_it(
     """The span refused is a leaf: the spans held make a whole trace, and recording them would
     record a run that lacks a call the agent made. The trace is closed as refused instead."""
     root, _, tool = agent_trace()
-    no_model = span(CHAT, "chat", {"gen_ai.operation.name": "chat"}, start=10)
+    cold = span(
+        CHAT,
+        "chat",
+        {"gen_ai.operation.name": "chat", "gen_ai.request.temperature": -1.0},
+        start=10,
+    )
     with caplog.at_level(logging.WARNING, logger="mace.traces"):
-        answer = post(quiet_at_once, export(root, no_model, tool), JSON).json()
+        answer = post(quiet_at_once, export(root, cold, tool), JSON).json()
     assert answer["partialSuccess"]["rejectedSpans"] == "1"
     assert job_ids(ledger) == []
     assert f"trace {TRACE} not recorded: a span was refused: span {TRACE}/{CHAT}" in caplog.text

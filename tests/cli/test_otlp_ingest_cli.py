@@ -73,9 +73,16 @@ def test_a_partial_trace_is_named_not_recorded_and_exits_1(
             "span 'invoke_agent w': spanId 'not-hex' is not hex (OTLP/JSON ids are hex strings)",
         ),
         (
-            export(agent_trace()[0], span(CHAT, "chat", {"gen_ai.operation.name": "chat"})),
-            f"span {TRACE}/{CHAT} ('chat'): attribute gen_ai.request.model: missing (or"
-            " llm.model_name): which model was called",
+            export(
+                agent_trace()[0],
+                span(
+                    CHAT,
+                    "chat",
+                    {"gen_ai.operation.name": "chat", "gen_ai.request.temperature": -1.0},
+                ),
+            ),
+            f"span {TRACE}/{CHAT} ('chat'): attribute gen_ai.request.temperature: Input should be"
+            " greater than or equal to 0",
         ),
         (
             orjson.dumps(
@@ -84,7 +91,7 @@ def test_a_partial_trace_is_named_not_recorded_and_exits_1(
             "not an OTLP ExportTraceServiceRequest: ",
         ),
     ],
-    ids=["not-an-object", "id-not-hex", "no-model", "bad-field"],
+    ids=["not-an-object", "id-not-hex", "negative-temperature", "bad-field"],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(
     cli_env: Settings,
