@@ -117,6 +117,14 @@ def _traced_postgres(
                 pgconn.untrace()  # flushes libpq's stream
                 trace.seek(0)
                 names = prepared.setdefault(id(conn), {})
+                names.update(_prepared_before(conn))
                 sent.extend(_wire_statements(trace.read(), names))
 
     return get_connection
+
+
+def _prepared_before(conn: Any) -> dict[str, str]:
+    """The statements psycopg prepared on ``conn`` before it was traced (it prepares a query
+    the fifth time a connection runs it), by name: a ``Bind`` of one shows only its name."""
+    manager = conn._prepared  # psycopg's PrepareManager: (query, types) -> name
+    return {name.decode(): query.decode() for (query, _), name in manager._names.items()}
