@@ -86,19 +86,21 @@ class TraceIntake:
                 rejected.append(why)
                 turned_away.setdefault(span.trace_id, {})[span.span_id] = why
         accepted = 0
-        streams: list[UUID] = []
+        touched: dict[UUID, HeldTrace] = {}
         for trace_id in {**taken, **turned_away}:
             name = HeldTrace.named(tenant, trace_id)
             stream = HeldTrace.id_for(name)
             its, away = taken.get(trace_id, []), turned_away.get(trace_id, {})
             take = partial(self._take, stream, name, tenant, trace_id, its, away, now)
-            new, refused = self.store.racing(take, f"spans of trace {trace_id}")
+            new, refused, touched[stream] = self.store.racing(take, f"spans of trace {trace_id}")
             accepted += new
             rejected += refused
-            streams.append(stream)
         with self._lock:
-            self._open.update(streams)
-        return Intake(accepted, rejected, self.close_quiet(now, quiet, streams))
+            self._open.update(touched)
+        # The traces as this request left them are closed from memory, not read back: a span
+        # another request added since makes the close's write lose its race (`_closed_as`).
+        recorded = [self._close(stream, now, quiet, held) for stream, held in touched.items()]
+        return Intake(accepted, rejected, [outcome for outcome in recorded if outcome])
 
     @staticmethod
     def _why_not_taken(span: Span, denied: Iterable[str]) -> str | None:
@@ -127,14 +129,14 @@ class TraceIntake:
         spans: list[Span],
         turned_away: dict[str, str],
         now: float,
-    ) -> tuple[int, list[str]]:
+    ) -> tuple[int, list[str], HeldTrace]:
         held = self._held(stream)
         if held is None:
             held = HeldTrace(name=name, tenant=tenant, trace_id=trace_id)
         new, refused = held.take(spans, now, turned_away)
         if held.pending_events:
             self.store.save(held)
-        return new, refused
+        return new, refused, held
 
     def _held(self, stream: UUID) -> HeldTrace | None:
         if not self.store.stream_exists(stream):
@@ -156,8 +158,12 @@ class TraceIntake:
                 outcomes.append(outcome)
         return outcomes
 
-    def _close(self, stream: UUID, now: float, quiet: float) -> TraceOutcome | None:
-        held = self._held(stream)
+    def _close(
+        self, stream: UUID, now: float, quiet: float, held: HeldTrace | None = None
+    ) -> TraceOutcome | None:
+        """Record the trace if whole and quiet, from ``held`` as last written (default: read)."""
+        if held is None:
+            held = self._held(stream)
         if held is None or held.closed:
             self._forget(stream)
             return None
@@ -181,19 +187,22 @@ class TraceIntake:
     def _closed_as(
         self, stream: UUID, held: HeldTrace, outcome: TraceOutcome
     ) -> TraceOutcome | None:
-        closed = self.store.racing(
-            lambda: self._mark_closed(stream, held.version, outcome),
-            f"closing trace {held.trace_id}",
-        )
+        version = held.version
+        read: list[HeldTrace | None] = [held]  # the first attempt writes onto the trace as held
+
+        def attempt() -> bool:
+            latest = read.pop() if read else self._held(stream)
+            return self._mark_closed(latest, version, outcome)
+
+        closed = self.store.racing(attempt, f"closing trace {held.trace_id}")
         if closed:
             self._forget(stream)
         return outcome if closed else None
 
-    def _mark_closed(self, stream: UUID, version: int, outcome: TraceOutcome) -> bool:
+    def _mark_closed(self, latest: HeldTrace | None, version: int, outcome: TraceOutcome) -> bool:
         """Close the trace as ``outcome`` says, unless spans arrived since it was read at
         ``version`` (the next round records it whole then; the run recorded now is answered as
         a duplicate if nothing changed): whether it is closed."""
-        latest = self._held(stream)
         if latest is None or latest.version != version:
             return latest is not None and latest.closed
         if outcome.log is not None:
