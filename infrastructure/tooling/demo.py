@@ -41,7 +41,7 @@ JOBS: Final = (
 )
 DEMO_ACTOR: Final = Actor.of("demo", ["admin", "auditor"])
 AGENT_MODULE: Final = "infrastructure.tooling.demo_agent"
-AGENTS_EXTRA: Final = "pip install 'mace-ledger[agents]'"
+AGENTS_EXTRA: Final = "pip install '.[agents]' in the ledger's repository"
 
 Say = Callable[[str], None]
 

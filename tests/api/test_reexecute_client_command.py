@@ -54,7 +54,7 @@ def test_the_client_command_exits_0_on_a_match_1_on_a_divergence_2_on_bad_code(
             "42",
             *by_flags,
         )
-        by_env = plain | {"MACE_URL": service.base_url, "MACE_TOKEN": token}
+        by_env = plain | {"LEDGER_URL": service.base_url, "LEDGER_TOKEN": token}
         changed = client(
             by_env,
             "reexecute",

@@ -68,6 +68,6 @@ def test_without_the_agents_extra_the_demo_shows_the_rest_and_names_the_extra(
     [line] = [line for line in said if line.startswith("4. ")]
     assert line == (
         "4. An OpenAI Agents SDK agent recorded through OTLP and re-executed: needs the agents"
-        " extra (agents is not installed): pip install 'mace-ledger[agents]'"
+        " extra (agents is not installed): pip install '.[agents]' in the ledger's repository"
     )
     assert not any("mace reexecute" in line for line in said)

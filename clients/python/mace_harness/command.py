@@ -34,8 +34,8 @@ AgentCode = Callable[[Harness, str], Any]
 
 ENVIRONMENT = """\
 environment:
-  MACE_URL      the ledger's base URL (mace serve), when --url is not given
-  MACE_TOKEN    a bearer token of the job's tenant (role operator, admin or auditor), when
+  LEDGER_URL    the ledger's base URL (mace serve), when --url is not given
+  LEDGER_TOKEN  a bearer token of the job's tenant (role operator, admin or auditor), when
                 --token is not given"""
 
 
@@ -79,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="reexecute",
         help="reexecute (default; a sandbox, declared mocks allowed) or production",
     )
-    reexecute.add_argument("--url", help="the ledger's base URL (default: MACE_URL)")
-    reexecute.add_argument("--token", help="a bearer token (default: MACE_TOKEN)")
+    reexecute.add_argument("--url", help="the ledger's base URL (default: LEDGER_URL)")
+    reexecute.add_argument("--token", help="a bearer token (default: LEDGER_TOKEN)")
     reexecute.add_argument(
         "--json", action="store_true", help="print the recorded report as JSON, keys sorted"
     )
@@ -90,10 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        url = args.url or os.environ.get("MACE_URL")
-        token = args.token or os.environ.get("MACE_TOKEN")
+        url = args.url or os.environ.get("LEDGER_URL")
+        token = args.token or os.environ.get("LEDGER_TOKEN")
         if not url or not token:
-            raise UsageError("give the ledger's --url and a --token (or MACE_URL and MACE_TOKEN)")
+            raise UsageError(
+                "give the ledger's --url and a --token (or LEDGER_URL and LEDGER_TOKEN)"
+            )
         code = load_agent(args.agent)
         result = _reexecute(url, token, args.job_id, code, args.input, args.mode)
     except UsageError as bad:
