@@ -34,6 +34,13 @@ def job_id(cli_env: Settings, monkeypatch: pytest.MonkeyPatch) -> str:
     return log.job_id
 
 
+def reexecute(
+    capsys: pytest.CaptureFixture[str], job_id: str, code: str, *more: str
+) -> tuple[int, str, str]:
+    """``mace reexecute JOB --agent CODE --tenant acme *more``."""
+    return run(capsys, "reexecute", job_id, "--agent", code, "--tenant", "acme", *more)
+
+
 def attempts(settings: Settings, job_id: str) -> list[str]:
     """The job's governance log, event by event: every attempt is a request, then a result."""
     with Ledger.open(settings, create=False) as ledger:
@@ -46,33 +53,19 @@ def test_the_agent_unchanged_exits_0_with_an_authoritative_match(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    code, out, err = run(
-        capsys, "reexecute", job_id, "--agent", f"{AGENT}:run_as_recorded", "--tenant", "acme"
-    )
+    code, out, err = reexecute(capsys, job_id, f"{AGENT}:run_as_recorded")
     assert (code, err) == (0, ""), out
     assert out.startswith("verdict: REPRODUCED, authoritative; of 3 facts: 3 re-executed"), out
     assert attempts(cli_env, job_id) == ["REPLAY_REQUEST", "REPLAY_RESULT"]
-    production = (
-        "reexecute",
-        job_id,
-        "--agent",
-        f"{AGENT}:run_as_recorded",
-        "--tenant",
-        "acme",
-        "--input",
-        QUESTION,
-        "--mode",
-        "production",
-        "--json",
-    )
+    production = ("--input", QUESTION, "--mode", "production", "--json")
     # Production is for an admin and auditor: an auditor alone is refused, exit 1, recorded.
-    code, out, err = run(capsys, *production)
+    code, out, err = reexecute(capsys, job_id, f"{AGENT}:run_as_recorded", *production)
     assert (code, out) == (1, "")
     assert orjson.loads(err)["error"]["code"] == "ACCESS_DENIED"
     assert attempts(cli_env, job_id)[2:] == ["REPLAY_REQUEST", "REPLAY_RESULT"]
     # --json: the recorded report, canonical; the input is the recorded run's unless given.
     monkeypatch.setenv("MACE_ROLES", "admin,auditor")
-    code, out, err = run(capsys, *production)
+    code, out, err = reexecute(capsys, job_id, f"{AGENT}:run_as_recorded", *production)
     report = orjson.loads(out)
     assert (code, err, out) == (0, "", canonical_json(report).decode() + "\n")
     assert (report["mode"], report["ok"], report["authoritative"]) == ("production", True, True)
@@ -82,9 +75,7 @@ def test_the_agent_unchanged_exits_0_with_an_authoritative_match(
 def test_a_change_that_calls_a_tool_with_other_arguments_exits_1_with_the_step(
     job_id: str, cli_env: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run(
-        capsys, "reexecute", job_id, "--agent", f"{AGENT}:run_changed", "--tenant", "acme"
-    )
+    code, out, err = reexecute(capsys, job_id, f"{AGENT}:run_changed")
     assert code == 1, out
     assert out.startswith("verdict: FAILED REPLAY_DIVERGENCE, authoritative; of 3 facts"), out
     assert (
@@ -99,16 +90,8 @@ def test_a_change_that_calls_a_tool_with_other_arguments_exits_1_with_the_step(
 def test_other_input_gives_another_final_answer_or_other_calls_and_exits_1(
     job_id: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(
-        capsys,
-        "reexecute",
-        job_id,
-        "--agent",
-        f"{AGENT}:run_as_recorded",
-        "--tenant",
-        "acme",
-        "--input",
-        "What is the weather in Rome?",
+    code, out, _ = reexecute(
+        capsys, job_id, f"{AGENT}:run_as_recorded", "--input", "What is the weather in Rome?"
     )
     assert code == 1, out
     assert "REPLAY_DIVERGENCE at iteration 0, field model_call.prompt:" in out
@@ -117,9 +100,7 @@ def test_other_input_gives_another_final_answer_or_other_calls_and_exits_1(
 def test_code_that_raises_exits_1_as_a_divergence_where_it_stood(
     job_id: str, cli_env: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run(
-        capsys, "reexecute", job_id, "--agent", "support.reexecuted_code:raises", "--tenant", "acme"
-    )
+    code, out, err = reexecute(capsys, job_id, "support.reexecuted_code:raises")
     assert code == 1, out
     assert "field agent:" in out and "raised RuntimeError: the agent broke" in out
     assert err.startswith("mace: REPLAY_DIVERGENCE: "), err
@@ -141,7 +122,7 @@ def test_code_that_raises_exits_1_as_a_divergence_where_it_stood(
 def test_a_callable_that_cannot_be_loaded_exits_2_and_records_nothing(
     agent: str, said: str, job_id: str, cli_env: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run(capsys, "reexecute", job_id, "--agent", agent, "--tenant", "acme")
+    code, out, err = reexecute(capsys, job_id, agent)
     assert (code, out) == (2, "")
     assert err.startswith(f"mace: INVALID_INPUT: --agent {agent!r}: ") and said in err, err
     assert len(err.splitlines()) == 1
