@@ -164,6 +164,7 @@ class Recording:
 
     job_id: str
     job_seed: str
+    job_input: str
     capture_mode: str
     snapshot_ids: dict[str, str | None]
     events: Sequence[tuple[int, RunEvent]]

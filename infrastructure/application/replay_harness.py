@@ -19,7 +19,7 @@ the matching and the agent-facing API stay the same whichever way the recording 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any, Protocol
 
@@ -46,6 +46,10 @@ from projections.reflective_log import recorded_events
 from projections.replay import ReplayOutcome
 
 HARNESS_MODES = (ReplayMode.REEXECUTE, ReplayMode.PRODUCTION)
+
+AgentCode = Callable[["ReplayHarness", str], Any]
+"""An agent's code as `reexecute` runs it: given the harness and the run's input, it makes its
+calls through the harness and returns its final answer."""
 
 
 class OpenRecording(Protocol):
@@ -109,6 +113,7 @@ class _LedgerRecording:
         self.recording = Recording(
             job.job_id,
             job.job_seed,
+            job.job_input,
             job.capture_mode,
             dict(job.snapshot_ids),
             recorded_events(job),
@@ -247,3 +252,32 @@ def replay_harness(
 def raised_text(raised: BaseException) -> str:
     """What code that raised did instead of ending, as a divergence shows it."""
     return f"raised {type(raised).__name__}: {raised}"
+
+
+def reexecute(
+    source: RecordingSource,
+    job_id: str,
+    code: AgentCode,
+    actor: Actor,
+    *,
+    input: str | None = None,
+    mode: ReplayMode | str = ReplayMode.REEXECUTE,
+    tenant: str = DEFAULT_TENANT,
+) -> ReplayResult:
+    """Re-execute the tenant's job with ``code(h, input)`` (``input``: the recorded run's unless
+    given), its return value compared with the recorded answer; the recorded attempt.
+
+    Whatever the code raised is the attempt's outcome (a divergence where it stood), recorded
+    and returned, not raised: what a command that runs agent code in CI reports. A refusal
+    before the code runs (access, an unknown job, a recording that fails verification) is
+    raised, as by `replay_harness`."""
+    harness: ReplayHarness | None = None
+    try:
+        with replay_harness(source, job_id, actor, mode=mode, tenant=tenant) as harness:
+            given = harness.recording.job_input if input is None else input
+            harness.final_output(code(harness, given))
+    except Exception:
+        if harness is None or harness.result is None:  # refused before the code ran
+            raise
+    assert harness is not None and harness.result is not None
+    return harness.result

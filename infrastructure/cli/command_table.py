@@ -110,6 +110,12 @@ COMMANDS: tuple[Command, ...] = (
         _cli("replay", "add_replay_arguments"),
     ),
     Command(
+        "reexecute",
+        Group.REPLAY,
+        "run an agent's code against its recorded job: exit 0 on an authoritative match",
+        _cli("reexecute", "add_reexecute_arguments"),
+    ),
+    Command(
         "verify",
         Group.REPLAY,
         "check MACs, stream contiguity and seals of one job or of every stream",

@@ -56,7 +56,7 @@ def replay_job(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         emit_json(result.report)
     else:
-        _print(result, args.report_dir)
+        print_report(result, args.report_dir)
         if bundle is not None:
             print(f"bundle {args.bundle}: {bundle.inclusion.summary()}")
             print(f"replayed from bundle {args.bundle}: nothing was recorded (no store)")
@@ -132,7 +132,9 @@ _SHOWN = frozenset({Check.HASH_COMPARED, Check.TAKEN_AS_RECORDED, Check.MISSING}
 """The facts a text summary names one by one: those not re-executed, whose check was weaker."""
 
 
-def _print(result: ReplayResult, report_dir: Path | None) -> None:
+def print_report(result: ReplayResult, report_dir: Path | None) -> None:
+    """A recorded attempt's verdict, what stopped it or left it non-authoritative, each
+    divergence with its diff, and the facts checked less than by re-execution."""
     report = result.report
     actor = report["actor"]
     print(f"verdict: {verdict(report)}")

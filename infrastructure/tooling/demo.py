@@ -4,7 +4,11 @@ Records one Stage-0 job per router rule plus a memory write and a read of it, re
 production mode, then, on a scratch copy of the store (so the user's ledger is never touched),
 shows the two ways a record can be wrong: a run whose recorded routing disagrees with its router
 snapshot (``REPLAY_DIVERGENCE`` with its diff) and a stored event with one byte flipped
-(``INTEGRITY_FAILURE``). The demo acts as ``demo`` holding admin and auditor, and says so.
+(``INTEGRITY_FAILURE``). Last, an agent of a framework we did not write (`demo_agent`: the OpenAI
+Agents SDK, traced by OpenInference) recorded from its OTLP export, verified, replayed, and its
+code re-executed against the recording, unchanged and after a change; without the ``agents``
+extra, one line says how to add that part. The demo acts as ``demo`` holding admin and auditor,
+and says so.
 """
 
 from __future__ import annotations
@@ -13,16 +17,17 @@ import sqlite3
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from domain.canonical import canonical_json
 from domain.errors import ErrorCode
 from domain.events import JobCompleted, RouterDecision, RunCompleted, RunStarted, decode_recorded
 from domain.governance import Actor
-from domain.job import CaptureMode, Job
+from domain.job import DEFAULT_TENANT, CaptureMode, Job
 from domain.replay_access import ReplayMode
 from domain.snapshot import SnapshotKind
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.replay_harness import reexecute
 from infrastructure.application.settings import SQLiteStore
 from projections.replay_report import verdict
 
@@ -35,6 +40,8 @@ JOBS: Final = (
     ("R4 fallback", "hello there"),
 )
 DEMO_ACTOR: Final = Actor.of("demo", ["admin", "auditor"])
+AGENT_MODULE: Final = "infrastructure.tooling.demo_agent"
+AGENTS_EXTRA: Final = "pip install '.[agents]' in the ledger's repository"
 
 Say = Callable[[str], None]
 
@@ -70,12 +77,17 @@ def run_demo(ledger: Ledger, say: Say) -> bool:
             all_ok = _show_flipped_byte(copy, job_ids[0], say) and all_ok
         say("   (the scratch copy is deleted; your ledger is untouched)")
     say("")
+    agent_ok, agent_job = _show_framework_agent(ledger, say)
+    all_ok = agent_ok and all_ok
+    say("")
     say("Next:")
     say("   mace jobs")
     say(f"   mace events {job_ids[0]}")
     say("   export MACE_ACTOR=you MACE_ROLES=auditor   # who is acting, for replays")
     say(f"   mace replay {job_ids[2]} --report-dir reports")
     say(f"   mace governance log {job_ids[2]}")
+    if agent_job is not None:
+        say(f"   mace reexecute {agent_job} --agent {AGENT_MODULE}:run_as_recorded")
     say("   mace verify --all")
     say("   mace rebuild")
     return all_ok
@@ -136,9 +148,7 @@ def _show_divergence(ledger: Ledger, job_id: str, say: Say) -> bool:
     say("   a) a run recorded from outside whose routing disagrees with its router snapshot:")
     say(f"      mace replay {run.job_id} -> {result.report['error_code']}")
     for divergence in result.report["divergences"]:
-        say(f"      iteration {divergence['iteration']}, field {divergence['field']}:")
-        say(f"        recorded: {canonical_json(divergence['recorded']).decode()}")
-        say(f"        replayed: {canonical_json(divergence['replayed']).decode()}")
+        _say_divergence(divergence, say)
     return result.outcome.error_code is ErrorCode.REPLAY_DIVERGENCE
 
 
@@ -163,3 +173,62 @@ def _show_flipped_byte(ledger: Ledger, job_id: str, say: Say) -> bool:
     say(f"      mace replay {job_id[:16]}... -> {result.report['error_message']}")
     say(f"      {result.report['error_code']}: the replay fails closed")
     return result.outcome.error_code is ErrorCode.INTEGRITY_FAILURE
+
+
+def _show_framework_agent(ledger: Ledger, say: Say) -> tuple[bool, str | None]:
+    """Record the Agents SDK agent's run from its OTLP export, verify it, replay it, re-execute
+    its code unchanged and changed; whether all came out as it should, and its job id (None
+    without the ``agents`` extra, which the demo then names)."""
+    try:
+        from infrastructure.tooling import demo_agent  # noqa: PLC0415
+    except ImportError as missing:  # the agents extra is not installed: the rest still shows
+        say(
+            "4. An OpenAI Agents SDK agent recorded through OTLP and re-executed: needs the"
+            f" agents extra ({missing.name} is not installed): {AGENTS_EXTRA}"
+        )
+        return True, None
+    say("4. An OpenAI Agents SDK agent (two function tools, a scripted model: no network), traced")
+    say("   by OpenInference's instrumentation, its spans exported as OTLP and taken in by the")
+    say("   intake POST /v1/traces hands each export to (here in process, no quiet period):")
+    log = demo_agent.record_through_otlp(ledger, DEFAULT_TENANT).log
+    assert log is not None and log.completion is not None
+    job_id = log.job_id
+    say(f"   {demo_agent.QUESTION!r} -> {log.completion.final_output!r}")
+    say(f"   job {job_id}")
+    for missing_artifact in log.completion.missing_artifacts:
+        say(
+            f"   not replayable in production: event {missing_artifact.sequence_index} lacks"
+            f" {', '.join(missing_artifact.missing)} (the agent left the provider's default)"
+        )
+    checked = ledger.jobs.verify(job_id)
+    say(f"   mace verify: ok, {checked.events} events, sealed: {checked.sealed}")
+    audit = ledger.replays.run(job_id, ReplayMode.AUDIT, DEMO_ACTOR)
+    say(f"   mace replay (audit): {verdict(audit.report)}")
+    taken = [r["subject"] for r in audit.report["checks"] if r["check"] == "taken_as_recorded"]
+    say(f"      taken as recorded: {', '.join(taken)}")
+    say("   Its code re-executed against the recording (answers from the recording, no model):")
+    unchanged = reexecute(
+        ledger.recordings, job_id, demo_agent.run_as_recorded, DEMO_ACTOR, tenant=DEFAULT_TENANT
+    )
+    say(f"   a) unchanged: mace reexecute {job_id[:16]}... --agent {AGENT_MODULE}:run_as_recorded")
+    say(f"      -> {verdict(unchanged.report)}")
+    changed = reexecute(
+        ledger.recordings, job_id, demo_agent.run_changed, DEMO_ACTOR, tenant=DEFAULT_TENANT
+    )
+    say("   b) changed, get_weather now takes units (default metric):")
+    say(f"      mace reexecute {job_id[:16]}... --agent {AGENT_MODULE}:run_changed")
+    say(f"      -> {verdict(changed.report)}")
+    for divergence in changed.report["divergences"]:
+        _say_divergence(divergence, say)
+    matched = unchanged.outcome.ok and unchanged.outcome.authoritative
+    diverged = [(d.iteration, d.field) for d in changed.outcome.divergences] == [
+        (1, "tool_call.arguments")
+    ]
+    return matched and diverged, job_id
+
+
+def _say_divergence(divergence: dict[str, Any], say: Say) -> None:
+    """A report's divergence: where, and both values in canonical JSON."""
+    say(f"      iteration {divergence['iteration']}, field {divergence['field']}:")
+    say(f"        recorded: {canonical_json(divergence['recorded']).decode()}")
+    say(f"        replayed: {canonical_json(divergence['replayed']).decode()}")

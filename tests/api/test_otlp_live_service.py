@@ -16,7 +16,6 @@ import orjson
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
-from support.agents_sdk import ANSWER, run_weather_agent
 from support.ledger_fixtures import run, subprocess_env
 from support.live_service import free_port, wait_until_healthy
 from support.otel_sdk import provider_exporting_to, traced_agent
@@ -24,6 +23,7 @@ from support.otel_sdk import provider_exporting_to, traced_agent
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.tokens import add_token
 from infrastructure.storage.settings import Settings
+from infrastructure.tooling.demo_agent import ANSWER, run_weather_agent
 
 pytestmark = [pytest.mark.storage, pytest.mark.end_to_end]
 

@@ -42,11 +42,16 @@ def test_main_job_command_runs_on_the_sqlite_default(
     assert "mace replay " in out and "-> REPLAY_DIVERGENCE" in out
     assert '"rule_id":"R1"' in out and '"rule_id":"R4"' in out
     assert "INTEGRITY_FAILURE: the replay fails closed" in out
+    assert "-> REPRODUCED, authoritative; of 3 facts" in out
+    assert "-> FAILED REPLAY_DIVERGENCE" in out and "field tool_call.arguments:" in out
     assert "Next:" in out
     assert (fresh_directory / "mace.db").exists()
     # The user's own ledger is intact: the tampering happened on a scratch copy.
     assert main(["verify", "--all"]) == 0
-    assert re.search(r"\(5 jobs, 5 sealed\)", capsys.readouterr().out)
+    # The five Stage-0 jobs, and the framework agent's, recorded from its OTLP export: its
+    # model calls carry no temperature (the agent left the provider's default), so production
+    # replay cannot redo it, as the demo says.
+    assert re.search(r"\(6 jobs, 6 sealed\)", capsys.readouterr().out)
     assert main(["jobs", "--json"]) == 0
     listed = orjson.loads(capsys.readouterr().out)["jobs"]
-    assert [job["replayable"] for job in listed] == [True] * 5
+    assert [job["replayable"] for job in listed] == [True] * 5 + [False]

@@ -1,15 +1,20 @@
-"""An agent written with the OpenAI Agents SDK (a framework we did not write), traced by the
-maintained OpenInference instrumentation of that SDK into the OpenTelemetry SDK.
+"""The demo's agent, written with the OpenAI Agents SDK (a framework we did not write), traced by
+the maintained OpenInference instrumentation of that SDK into the OpenTelemetry SDK (`mace demo`;
+the suite's agent of that framework too).
 
-The agent has two function tools and a model of the test's own: it answers from a script (no
-network; a tool call, then a final answer) and traces each call as the SDK's default model
+The agent has two function tools and a model of its own: it answers from a script (no network; a
+tool call, then a final answer) and traces each call as the SDK's default model
 (``OpenAIResponsesModel``) does, a response span holding the request's input and the whole
 ``Response``. Like most agents, it leaves the temperature at the provider's default, so its model
-spans carry none.
+spans carry none. `run_as_recorded` and `run_changed` re-execute it against its recording
+(``mace reexecute JOB --agent infrastructure.tooling.demo_agent:run_as_recorded``).
+
+Imports the ``agents`` extra's packages: `mace demo` imports this module only when they are there.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -31,7 +36,16 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from infrastructure.application.ledger import Ledger
+from infrastructure.application.openai_agents_replay import run_recorded
+from infrastructure.application.otlp_decoding import spans_of_protobuf
+from infrastructure.application.replay_harness import ReplayHarness
+from infrastructure.application.trace_imports import TraceOutcome
 
 MODEL_NAME = "gpt-4.1"
 QUESTION = "What is the weather in Paris?"
@@ -156,3 +170,42 @@ def run_weather_agent(provider: TracerProvider, snapshots: Mapping[str, str]) ->
         answer: str = result.final_output
         root.set_attribute("output.value", answer)
     return answer
+
+
+def otlp_export(snapshots: Mapping[str, str]) -> bytes:
+    """One traced run of the agent (`run_weather_agent`), its spans encoded by the OTLP
+    exporter's own encoder: the ``ExportTraceServiceRequest`` it would send to ``POST
+    /v1/traces``."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    run_weather_agent(provider, snapshots)
+    provider.shutdown()
+    return encode_spans(exporter.get_finished_spans()).SerializeToString()
+
+
+def record_through_otlp(ledger: Ledger, tenant: str) -> TraceOutcome:
+    """One traced run of the agent, its OTLP export taken in by the intake ``POST /v1/traces``
+    hands each request to (decoded, its spans held, the whole trace recorded as a run), in
+    process and with no quiet period: the run is recorded as its export is taken in."""
+    spans = spans_of_protobuf(otlp_export(ledger.snapshots.default_ids()))
+    [outcome] = ledger.trace_intake.hold(spans, tenant, time.time(), 0).recorded
+    return outcome
+
+
+def run_as_recorded(harness: ReplayHarness, question: str) -> Any:
+    """The agent's code as it was recorded, re-executed: its model is never asked."""
+    return run_recorded(weather_agent(ScriptedModel([])), harness, question, model_id=MODEL_NAME)
+
+
+@function_tool(name_override="get_weather")
+def get_weather_in_units(city: str, units: str = "metric") -> str:
+    """The sky over a city today, in the units asked for."""
+    return f"sunny over {city} ({units})"
+
+
+def run_changed(harness: ReplayHarness, question: str) -> Any:
+    """The agent after a code change: ``get_weather`` now takes ``units`` (default metric), so
+    the model's call reaches it with other arguments than the recorded run's."""
+    agent = weather_agent(ScriptedModel([])).clone(tools=[get_weather_in_units, get_time])
+    return run_recorded(agent, harness, question, model_id=MODEL_NAME)
