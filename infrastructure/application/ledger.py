@@ -83,7 +83,7 @@ class Ledger:
         self.replays = ReplayService(
             store, self.jobs, self.snapshots, self.governance, self.policy, self.memories
         )
-        self.recordings = LedgerRecordings(self.replays)
+        self.recordings = LedgerRecordings(self.replays, self.personal_data)
         self.audits = AuditService(store, self.jobs, self.replays)
         self.receipts = ReceiptService(store, self.memories, self.policy, self.read_models)
 

@@ -32,6 +32,8 @@ from projections.redaction import PrivacyNeedles, holds_pii, reads_in_full, scru
 
 HTTP_CHANNEL = "http"
 CLI_CHANNEL = "cli"
+REEXECUTION_CHANNEL = "reexecution"
+"""A re-execution hands the job's recorded content to the agent's code, whatever the transport."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,20 @@ class PersonalDataReads:
             assert reader is not None
             self._record_read(tenant, reader, job_id, personal, channel)
         return JobRead(job_id, events, personal, admin or not personal, needles)
+
+    def withheld_from(self, job_id: str, tenant: str, reader: Actor, channel: str) -> str | None:
+        """Why the tenant's job may not be handed whole to ``reader`` (a re-execution gives the
+        code every recorded answer, which cannot be redacted and still answer it): a line naming
+        the events carrying personal data, for anyone but an admin; None otherwise. An admin's
+        read of them is recorded first (`read_job`)."""
+        read = self.read_job(job_id, tenant, reader, channel)
+        if read.in_full:
+            return None
+        versions = ", ".join(f"v{version}" for version in read.personal_versions)
+        return (
+            f"job {job_id} holds personal data (events {versions}): re-executing hands it to the"
+            " code unredacted, which only an admin may be given (and the read is logged)"
+        )
 
     def accesses(self, tenant: str) -> list[dict[str, Any]]:
         """The tenant's recorded reads of personal data, oldest first."""

@@ -30,6 +30,7 @@ from domain.governance import Actor
 from domain.naming import DEFAULT_TENANT
 from domain.policy import PolicyBundle, parse_bundle
 from domain.replay_access import ReplayMode, parse_mode
+from infrastructure.application.personal_data import REEXECUTION_CHANNEL, PersonalDataReads
 from infrastructure.application.replays import (
     ReplayAttempt,
     ReplayResult,
@@ -78,18 +79,25 @@ class RecordingSource(Protocol):
 class LedgerRecordings:
     """`RecordingSource` over the ledger, in process (``ledger.recordings``)."""
 
-    def __init__(self, replays: ReplayService) -> None:
+    def __init__(self, replays: ReplayService, personal_data: PersonalDataReads) -> None:
         self._replays = replays
+        self._personal_data = personal_data
 
     def open_recording(
         self, job_id: str, mode: ReplayMode, actor: Actor, tenant: str
     ) -> _LedgerRecording:
-        return _LedgerRecording(self._replays, job_id, mode, actor, tenant)
+        return _LedgerRecording(self._replays, self._personal_data, job_id, mode, actor, tenant)
 
 
 class _LedgerRecording:
     def __init__(
-        self, replays: ReplayService, job_id: str, mode: ReplayMode, actor: Actor, tenant: str
+        self,
+        replays: ReplayService,
+        personal_data: PersonalDataReads,
+        job_id: str,
+        mode: ReplayMode,
+        actor: Actor,
+        tenant: str,
     ) -> None:
         self._replays = replays
         self._tenant = tenant
@@ -97,13 +105,20 @@ class _LedgerRecording:
         self._attempt: ReplayAttempt = self._stack.enter_context(
             replays.attempt(job_id, mode, actor, tenant=tenant)
         )
+        step = "1 load recording"
         refused = access_refused(job_id, mode, actor, self._attempt.production_approved)
         if refused is None:
             try:
                 job = self._attempt.source.load_job(job_id)
             except MaceError as failed:  # the job's stream fails verification
                 refused = ReplayOutcome.stopped(
-                    job_id, mode, "1 load recording", failed.code, f"job stream: {failed.message}"
+                    job_id, mode, step, failed.code, f"job stream: {failed.message}"
+                )
+        if refused is None:
+            withheld = personal_data.withheld_from(job_id, tenant, actor, REEXECUTION_CHANNEL)
+            if withheld is not None:
+                refused = ReplayOutcome.stopped(
+                    job_id, mode, step, ErrorCode.ACCESS_DENIED, withheld
                 )
         if refused is not None:
             self.close(refused)
