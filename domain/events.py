@@ -88,6 +88,16 @@ class RunEvent(BaseModel):
         self._keep(written)
         return written
 
+    def as_read_back(self, payload: dict[str, Any]) -> RunEvent:
+        """This event as replay decodes it from its record, whose payload reads back as
+        ``payload`` (the value of `written_payload`'s bytes): the event itself when those bytes
+        were written from its values as they stand (`Written.exact`: nothing rounded, so its
+        record decodes to the same event); else decoded from ``payload``, as replay decodes it
+        (a float rounded to nine decimals, -0.0 written 0.0)."""
+        if self.written_payload().exact:
+            return self
+        return decode_recorded(self.EVENT_TYPE, payload)
+
     def payload(self) -> dict[str, Any]:
         """What the ledger stores for this event (its type is stored beside it)."""
         data = self.model_dump(mode="json")
@@ -591,7 +601,9 @@ class MaterialisedState(BaseModel):
 
     @classmethod
     def of(cls, state: dict[str, Any]) -> MaterialisedState:
-        return cls(digest=digest(state), state=state)
+        # Made, not validated: a reducer's state is JSON by construction, and its digest writes
+        # it canonically, which refuses anything that is not (as the verdict's own bytes do).
+        return cls.model_construct(digest=digest(state), state=state)
 
 
 class JobCompleted(RunEvent):
