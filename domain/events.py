@@ -9,7 +9,7 @@ integers and the like are refused when an event is built, with the path of the o
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Final, Literal, cast
+from typing import Annotated, Any, ClassVar, Final, Literal, Self, cast
 
 from pydantic import (
     AfterValidator,
@@ -88,7 +88,7 @@ class RunEvent(BaseModel):
         self._keep(written)
         return written
 
-    def as_read_back(self, payload: dict[str, Any]) -> RunEvent:
+    def as_read_back(self, payload: dict[str, Any]) -> Self:
         """This event as replay decodes it from its record, whose payload reads back as
         ``payload`` (the value of `written_payload`'s bytes): the event itself when those bytes
         were written from its values as they stand (`Written.exact`: nothing rounded, so its
@@ -96,7 +96,9 @@ class RunEvent(BaseModel):
         (a float rounded to nine decimals, -0.0 written 0.0)."""
         if self.written_payload().exact:
             return self
-        return decode_recorded(self.EVENT_TYPE, payload)
+        decoded = decode_recorded(self.EVENT_TYPE, payload)
+        assert isinstance(decoded, type(self))
+        return decoded
 
     def payload(self) -> dict[str, Any]:
         """What the ledger stores for this event (its type is stored beside it)."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.aggregate import MaceAggregate
-from domain.capture import apply_capture, policy_bundles_named
+from domain.capture import policy_bundles_named, record_captured
 from domain.errors import InvalidInput
 from domain.events import (
     RunCompleted,
@@ -93,7 +93,7 @@ class RunService:
             job_id = self.jobs.id_for(started.job_id, started.seed_text, started.input, tenant)
             job = self.opened_job(started, job_id, tenant, derived=started.job_id is None)
             self.check_sem_claims(job, list(enumerate(events)))
-            ran = RanAsRecorded(self.take(job, events))
+            ran = RanAsRecorded(record_captured(job, events))
             return closing.commit(job, alongside(job_id), derived=started.job_id is None, ran=ran)
 
         return self.jobs.store.racing(attempt, "record run")
@@ -111,18 +111,6 @@ class RunService:
             tenant,
             job_id_derived=derived,
         )
-
-    def take(self, job: Job, events: Sequence[RunEvent]) -> list[RunEvent]:
-        """Record a run's events on its job, each as its capture mode keeps it (checked first:
-        `check_sem_claims`); returns them as the job's records of them decode (the events
-        themselves, but those written otherwise than they hold: `RunEvent.as_read_back`)."""
-        capture = CaptureMode(job.capture_mode)
-        taken = []
-        for event in events:
-            captured = apply_capture(event, capture)
-            job.record(captured.EVENT_TYPE, captured.written_payload())
-            taken.append(captured.as_read_back(job.facts[-1].payload))
-        return taken
 
     def close(
         self,
