@@ -86,17 +86,24 @@ class _Refusal(Exception):
 class Written:
     """Canonical bytes this module wrote, kept to stand for their value inside a larger one:
     the value is written as these bytes, not walked and encoded again (an event's payload inside
-    its stored record). Made only by `write` (and `written`)."""
+    its stored record). Made only by `write` (and `written`).
 
-    __slots__ = ("data",)
+    ``exact``: orjson wrote the value as it stands (`_orjson_writes_it_so`: plain JSON types, no
+    float to round, no -0.0), so the bytes read back as the value itself (a `Written` member as
+    the value of its bytes); False when the canonical form changed something, or may have (the
+    module's own encoder wrote it)."""
 
-    def __init__(self, data: bytes) -> None:
+    __slots__ = ("data", "exact")
+
+    def __init__(self, data: bytes, *, exact: bool = False) -> None:
         self.data = data
+        self.exact = exact
 
 
 def write(obj: object) -> Written:
     """``obj``'s canonical bytes (`canonical_json`), kept."""
-    return Written(canonical_json(obj))
+    data, exact = _canonical(obj)
+    return Written(data, exact=exact)
 
 
 def written(obj: object) -> tuple[Written, Any]:
@@ -122,14 +129,20 @@ def canonical_json(obj: object) -> bytes:
     subclass, a refusal) goes to this module's own encoder, which defines the bytes. A `Written`
     value is its bytes either way.
     """
+    return _canonical(obj)[0]
+
+
+def _canonical(obj: object) -> tuple[bytes, bool]:
+    """`canonical_json`'s bytes, and whether orjson wrote them from ``obj`` as it stands
+    (`Written.exact`)."""
     if _orjson_writes_it_so(obj):
         try:
-            return orjson.dumps(obj, default=_fragment, option=orjson.OPT_SORT_KEYS)
+            return orjson.dumps(obj, default=_fragment, option=orjson.OPT_SORT_KEYS), True
         except orjson.JSONEncodeError:
             # A key that is not a plain string, a lone surrogate, an integer below signed 64
             # bits, nesting beyond orjson's depth: refused (naming the path) or written below.
             pass
-    return encoded(obj)
+    return encoded(obj), False
 
 
 def encoded(obj: object) -> bytes:

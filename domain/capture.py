@@ -33,7 +33,7 @@ from domain.events import (
     ToolCall,
     ToolResult,
 )
-from domain.job import CaptureMode
+from domain.job import CaptureMode, Job
 from domain.snapshot import SnapshotKind
 from domain.stage0.config import GovernanceConfig
 from domain.tool_boundary import tool_steps, unanswered
@@ -69,6 +69,20 @@ def apply_capture(event: E, mode: CaptureMode) -> E:
     ):
         return event
     return cast(E, event.model_copy(update=dict.fromkeys(dropped)))
+
+
+def record_captured(job: Job, events: Iterable[RunEvent]) -> list[RunEvent]:
+    """Record ``events`` on ``job``, each as its capture mode keeps it (`apply_capture`), its
+    payload as the bytes written when it was made; returns them as the job's records of them
+    decode (the events themselves, but those written otherwise than they hold:
+    `RunEvent.as_read_back`), for the job's completion to fold and log."""
+    capture = CaptureMode(job.capture_mode)
+    taken = []
+    for event in events:
+        captured = apply_capture(event, capture)
+        job.record(captured.EVENT_TYPE, captured.written_payload())
+        taken.append(captured.as_read_back(job.facts[-1].payload))
+    return taken
 
 
 class CaptureWhy(StrEnum):

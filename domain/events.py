@@ -9,7 +9,7 @@ integers and the like are refused when an event is built, with the path of the o
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Final, Literal, cast
+from typing import Annotated, Any, ClassVar, Final, Literal, Self, cast
 
 from pydantic import (
     AfterValidator,
@@ -87,6 +87,18 @@ class RunEvent(BaseModel):
         written = self._written()
         self._keep(written)
         return written
+
+    def as_read_back(self, payload: dict[str, Any]) -> Self:
+        """This event as replay decodes it from its record, whose payload reads back as
+        ``payload`` (the value of `written_payload`'s bytes): the event itself when those bytes
+        were written from its values as they stand (`Written.exact`: nothing rounded, so its
+        record decodes to the same event); else decoded from ``payload``, as replay decodes it
+        (a float rounded to nine decimals, -0.0 written 0.0)."""
+        if self.written_payload().exact:
+            return self
+        decoded = decode_recorded(self.EVENT_TYPE, payload)
+        assert isinstance(decoded, type(self))
+        return decoded
 
     def payload(self) -> dict[str, Any]:
         """What the ledger stores for this event (its type is stored beside it)."""
@@ -591,7 +603,9 @@ class MaterialisedState(BaseModel):
 
     @classmethod
     def of(cls, state: dict[str, Any]) -> MaterialisedState:
-        return cls(digest=digest(state), state=state)
+        # Made, not validated: a reducer's state is JSON by construction, and its digest writes
+        # it canonically, which refuses anything that is not (as the verdict's own bytes do).
+        return cls.model_construct(digest=digest(state), state=state)
 
 
 class JobCompleted(RunEvent):

@@ -20,7 +20,7 @@ from eventsourcing.domain import event
 
 from domain.aggregate import MaceAggregate, fold_events
 from domain.canonical import Written, canonical_json, written
-from domain.determinism import event_id
+from domain.determinism import DeterministicClock, event_id
 from domain.errors import InvalidInput
 from domain.naming import DEFAULT_TENANT as DEFAULT_TENANT  # noqa: PLC0414 (re-exported)
 from domain.naming import tenant_scoped
@@ -239,16 +239,33 @@ class Job(MaceAggregate):
             data, value = written(payload)
         index = self.next_sequence_index
         new_id = event_id(self.job_seed, index, event_type)
-        self._recorded(sequence_index=index, event_type=event_type, event_id=new_id, payload=value)
-        recorded = self.pending_events[-1]
-        assert isinstance(recorded, Job.Recorded)
+        version = self.version + 1
+        timestamp = DeterministicClock(self.clock_seed).at(version)
+        # Made from parts that are already what validating them would give (the aggregate's id
+        # and next version, the clock's time, the id and type checked above, the payload read
+        # back from its canonical bytes), not validated again; and applied as eventsourcing's
+        # ``mutate`` would (`trigger_event`), as `folded` takes a fact read back.
+        recorded = Job.Recorded.model_construct(
+            originator_id=self.id,
+            originator_version=version,
+            timestamp=timestamp,
+            sequence_index=index,
+            event_type=event_type,
+            event_id=new_id,
+            payload=value,
+        )
         recorded.keep_payload(data)
+        self._take(RecordedFact(index, event_type, new_id, value))
+        self.version = version
+        self.modified_on = timestamp
+        self._pending_events.append(recorded)
         return new_id
 
     @event(Recorded)
     def _recorded(
         self, sequence_index: int, event_type: str, event_id: str, payload: dict[str, Any]
     ) -> None:
+        # How eventsourcing's ``mutate`` applies a fact (a stream folded by it, not by `folded`).
         self._take(RecordedFact(sequence_index, event_type, event_id, payload))
 
     def _take(self, fact: RecordedFact) -> None:

@@ -34,14 +34,19 @@ def recorded_events(job: Job) -> list[tuple[int, RunEvent]]:
 
 @dataclass(frozen=True, slots=True)
 class RanAsRecorded:
-    """The facts of a job just run here, exactly as the job records them (in order, from
-    sequence index 0), and the BrainState the run folded: its completion takes these instead
-    of decoding the job's facts and folding BrainState over them again. The run folded the facts
-    before the capture mode dropped model I/O from them, which BrainState never reads
-    (`brainstate._brought_to_mind`), so its state is theirs."""
+    """The facts of a job as its records decode (in order, from sequence index 0), held by the
+    caller that recorded or read them: its completion takes these instead of decoding the job's
+    facts again. A run recorded from outside holds them as `RunEvent.as_read_back` gives them
+    (the event parsed where its record decodes to it, else that decode); a run sent in batches
+    decodes its job's facts once (`RunService.close`).
+
+    ``brainstate``: the BrainState a job just run here folded, taken instead of folding it
+    again (None: folded over ``events``). The run folded its facts before the capture mode
+    dropped model I/O from them, which BrainState never reads (`brainstate._brought_to_mind`),
+    so its state is theirs."""
 
     events: Sequence[RunEvent]
-    brainstate: MaterialisedState
+    brainstate: MaterialisedState | None = None
 
 
 def complete_job(
@@ -71,18 +76,15 @@ def complete_job(
         held_bundles,
         governance,
     )
+    folded = None if ran is None else ran.brainstate
+    if brainstate is not None and folded is None:
+        folded = MaterialisedState.of(fold_brainstate(brainstate, events, job.job_seed))
     return JobCompleted(
         final_output=final_output,
         replayable=not missing,
         missing_artifacts=missing,
         selfrep=None if selfrep is None else MaterialisedState.of(fold_selfrep(selfrep, events)),
-        brainstate=(
-            None
-            if brainstate is None
-            else ran.brainstate
-            if ran is not None
-            else MaterialisedState.of(fold_brainstate(brainstate, events, job.job_seed))
-        ),
+        brainstate=None if brainstate is None else folded,
     )
 
 

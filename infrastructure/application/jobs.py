@@ -259,6 +259,7 @@ class JobService:
         stored |= {s.snapshot_id for s in with_job if isinstance(s, Snapshot)}
         completion = complete_job(job, final_output, stored, *configs, held_bundles, ran)
         job.record(JobCompleted.EVENT_TYPE, completion.written_payload())
+        completion = completion.as_read_back(job.facts[-1].payload)
         events = list(job.collect_events())
         signed = self.store.verifying_store.signed_mapper.sign_ahead(events)
         witness = _sealed(job, [*held_macs, *(record_mac(record.state) for record in signed)])

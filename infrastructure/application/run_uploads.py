@@ -28,6 +28,7 @@ from eventsourcing.persistence import IntegrityError, RecordConflictError
 from pydantic import ValidationError
 
 from domain.aggregate import MaceAggregate
+from domain.capture import record_captured
 from domain.determinism import derive_id
 from domain.errors import ConflictError, IntegrityFailure, StoreBusyError
 from domain.events import (
@@ -196,7 +197,7 @@ class RunUploads:
                 check_sizes,
                 lambda taken: self.runs.check_sem_claims(job, [(i, batch[i][1]) for i in taken]),
             )
-            self.runs.take(job, [batch[i][1] for i in outcome.taken])
+            record_captured(job, [batch[i][1] for i in outcome.taken])
             self.store.save(draft, job)
             return outcome, HeldRun(draft, job)
 

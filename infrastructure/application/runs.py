@@ -9,32 +9,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.aggregate import MaceAggregate
-from domain.capture import apply_capture, policy_bundles_named
+from domain.capture import policy_bundles_named, record_captured
 from domain.errors import InvalidInput
 from domain.events import (
-    GateDecision,
-    PolicySnapshotRef,
     RunCompleted,
     RunEvent,
     RunStarted,
     SemRead,
     SemWrite,
-    decode_recorded,
 )
 from domain.job import DEFAULT_TENANT, CaptureMode, Job, validate_tenant
-from domain.snapshot import Snapshot, SnapshotKind
-from domain.stage0.config import BrainStateConfig, GovernanceConfig, SelfRepConfig, parse_config
+from domain.snapshot import SnapshotKind
+from domain.stage0.config import BrainStateConfig, GovernanceConfig, SelfRepConfig
 from domain.tool_boundary import check_tool_boundary, tool_steps
 from infrastructure.application.jobs import JobService
 from infrastructure.application.limits import InputLimits
 from infrastructure.application.policy import PolicyService
 from infrastructure.application.privacy_rules import PrivacyRules
 from infrastructure.application.snapshots import SnapshotService
-from projections.reflective_log import ReflectiveLog
+from projections.reflective_log import RanAsRecorded, ReflectiveLog, recorded_events
 from projections.replay_sem import sem_claim_problem
-
-NAMING_BUNDLES = frozenset({GateDecision.EVENT_TYPE, PolicySnapshotRef.EVENT_TYPE})
-"""The kinds of event that may name a policy bundle (`domain.capture.policy_bundles_named`)."""
 
 
 class RefusedSemClaim(InvalidInput):
@@ -99,8 +93,8 @@ class RunService:
             job_id = self.jobs.id_for(started.job_id, started.seed_text, started.input, tenant)
             job = self.opened_job(started, job_id, tenant, derived=started.job_id is None)
             self.check_sem_claims(job, list(enumerate(events)))
-            self.take(job, events)
-            return closing.commit(job, alongside(job_id), derived=started.job_id is None)
+            ran = RanAsRecorded(record_captured(job, events))
+            return closing.commit(job, alongside(job_id), derived=started.job_id is None, ran=ran)
 
         return self.jobs.store.racing(attempt, "record run")
 
@@ -118,14 +112,6 @@ class RunService:
             job_id_derived=derived,
         )
 
-    def take(self, job: Job, events: Sequence[RunEvent]) -> None:
-        """Record a run's events on its job, each as its capture mode keeps it (checked first:
-        `check_sem_claims`)."""
-        capture = CaptureMode(job.capture_mode)
-        for event in events:
-            captured = apply_capture(event, capture)
-            job.record(captured.EVENT_TYPE, captured.written_payload())
-
     def close(
         self,
         started: RunStarted,
@@ -136,14 +122,11 @@ class RunService:
     ) -> ReflectiveLog:
         """Close and seal a run's job whose stream already holds every event of the run, read
         (verified) with the MACs of its records, ``held_macs``: only the completion and the seal
-        are written, with ``alongside``, in one transaction."""
-        named = policy_bundles_named(
-            decode_recorded(fact.event_type, fact.payload)
-            for fact in job.facts
-            if fact.event_type in NAMING_BUNDLES
-        )
-        closing = self._closing(started, completed, job.tenant, named)
-        return closing.commit(job, alongside, held_macs=held_macs)
+        are written, with ``alongside``, in one transaction. Each fact is decoded once, for
+        the policy bundles it names, the verdict's folds and the log."""
+        ran = RanAsRecorded([event for _, event in recorded_events(job)])
+        closing = self._closing(started, completed, job.tenant, policy_bundles_named(ran.events))
+        return closing.commit(job, alongside, held_macs=held_macs, ran=ran)
 
     def _closing(
         self, started: RunStarted, completed: RunCompleted, tenant: str, named: Set[str]
@@ -158,9 +141,13 @@ class RunService:
         found = {kind: held.get(sid) for kind, sid in started.declared_ids.items()}
         bundles = named & self.policy.held_bundles(tenant).keys() if named else set()
         configs = (
-            _config_if_usable(found.get(SnapshotKind.SELFREP.value), SnapshotKind.SELFREP),
-            _config_if_usable(found.get(SnapshotKind.BRAINSTATE.value), SnapshotKind.BRAINSTATE),
-            _config_if_usable(found.get(SnapshotKind.GOVERNANCE.value), SnapshotKind.GOVERNANCE),
+            self.snapshots.config(SnapshotKind.SELFREP, found.get(SnapshotKind.SELFREP.value)),
+            self.snapshots.config(
+                SnapshotKind.BRAINSTATE, found.get(SnapshotKind.BRAINSTATE.value)
+            ),
+            self.snapshots.config(
+                SnapshotKind.GOVERNANCE, found.get(SnapshotKind.GOVERNANCE.value)
+            ),
         )
         return _Closing(self.jobs, completed.final_output, configs, frozenset(held), bundles)
 
@@ -194,6 +181,7 @@ class _Closing:
         *,
         derived: bool = False,
         held_macs: Sequence[bytes] = (),
+        ran: RanAsRecorded | None = None,
     ) -> ReflectiveLog:
         return self.jobs.commit(
             job,
@@ -204,14 +192,5 @@ class _Closing:
             derived=derived,
             held_bundles=self.bundles,
             held_macs=held_macs,
+            ran=ran,
         )
-
-
-def _config_if_usable(snapshot: Snapshot | None, kind: SnapshotKind) -> Any:
-    """The parsed configuration a stored snapshot of ``kind`` holds, if it is one and usable."""
-    if snapshot is None or snapshot.kind != kind.value:
-        return None
-    try:
-        return parse_config(kind, snapshot.payload)
-    except ValueError:
-        return None

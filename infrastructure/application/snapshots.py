@@ -19,7 +19,8 @@ from infrastructure.storage.store import LedgerStore
 from projections.stage0_runtime import Stage0Snapshots
 
 PARSED_KEPT = 64
-"""Sets of parsed Stage-0 snapshots a process keeps (`SnapshotService.stage0`)."""
+"""Sets of parsed Stage-0 snapshots a process keeps (`SnapshotService.stage0`), and parsed
+configurations of single snapshots (`SnapshotService.config`)."""
 
 
 def default_snapshots() -> dict[SnapshotKind, Snapshot]:
@@ -59,6 +60,7 @@ class SnapshotService:
         self.store = store
         self._verified: dict[str, Snapshot] = {}  # `held`: read, verified and content-checked
         self._parsed: dict[tuple[str, ...], Stage0Snapshots] = {}  # `stage0`, by snapshot ids
+        self._configs: dict[str, Any] = {}  # `config`, by snapshot id (None: unusable)
 
     def put(self, snapshot: Snapshot) -> tuple[Snapshot, bool]:
         """Store a declared snapshot; an identical one already stored is returned, not re-stored.
@@ -170,6 +172,23 @@ class SnapshotService:
                 self._parsed.clear()  # a process that meets ever new snapshots keeps a few
             parsed = self._parsed[key] = Stage0Snapshots.parse(payloads)
         return parsed
+
+    def config(self, kind: SnapshotKind, snapshot: Snapshot | None) -> Any:
+        """The parsed configuration a held snapshot (`held`) of ``kind`` holds, if it is one and
+        usable, else None; parsed once a process, as `stage0`'s are: its id is the digest of its
+        content, so the same id parses the same. Callers read it, never change it."""
+        if snapshot is None or snapshot.kind != kind.value:
+            return None
+        snapshot_id = snapshot.snapshot_id
+        if snapshot_id not in self._configs:
+            try:
+                parsed = parse_config(kind, snapshot.payload)
+            except ValueError:
+                parsed = None
+            if len(self._configs) >= PARSED_KEPT:
+                self._configs.clear()  # a process that meets ever new snapshots keeps a few
+            self._configs[snapshot_id] = parsed
+        return self._configs[snapshot_id]
 
     def named(self, kind: SnapshotKind, snapshot_id: str) -> Snapshot:
         """A stored snapshot a caller named for ``kind``: present and of that kind (whether a

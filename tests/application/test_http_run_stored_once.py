@@ -21,10 +21,11 @@ from support.encoding_counts import encodings
 from support.ledger_fixtures import run, store_of
 from support.older_records import Bodies, store_as_written_then
 from support.recorder_calls import recorder_calls
+from support.validation_counts import validations
 
 from domain.determinism import DeterministicClock
 from domain.errors import ConflictError, StoreBusyError
-from domain.events import RunEvent, RunStarted, StageTransition
+from domain.events import PolicySnapshotRef, RunEvent, RunStarted, StageTransition
 from domain.job import DEFAULT_TENANT
 from domain.run_draft import RunDraft
 from infrastructure.application.ledger import Ledger
@@ -201,3 +202,19 @@ def test_a_runs_job_written_by_another_writer_refuses_the_runs_batch_and_complet
     with pytest.raises(ConflictError, match="job run-x holds 2 events, run run-x took 1"):
         ledger.run_uploads.complete("run-x", DEFAULT_TENANT, "done")
     assert store_of(ledger).recorder.max_notification_id() == before
+
+
+def test_completing_a_run_decodes_each_of_its_facts_once(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Completion reads the job back (verified: each record decoded once) and decodes each fact
+    once, for the policy bundles it names, the verdict's folds and the log alike (before, a fact
+    naming a bundle was decoded three times, an iteration trace twice)."""
+    ledger.run_uploads.open(RunStarted(seed=7, input="hi", job_id="run-d"), DEFAULT_TENANT)
+    sent: list[tuple[str, RunEvent]] = [
+        (f"p{n}", PolicySnapshotRef(policy_bundle_hash=f"{n:064x}")) for n in range(3)
+    ]
+    ledger.run_uploads.append("run-d", DEFAULT_TENANT, sent)
+    with validations(monkeypatch) as counted:
+        ledger.run_uploads.complete("run-d", DEFAULT_TENANT, "done")
+    assert (counted["Job.Recorded"], counted["PolicySnapshotRef"]) == (3, 3)

@@ -13,6 +13,7 @@ before is the unique keys' answer, in the write itself (`test_resent_runs`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,7 +22,9 @@ import orjson
 import pytest
 from support.encoding_counts import encodings
 from support.recorder_calls import recorder_calls
+from support.validation_counts import validations
 
+from domain import events as run_events
 from domain.job import DEFAULT_TENANT
 from domain.run_file import ParsedRun, parse_run
 from infrastructure.application.ledger import Ledger
@@ -136,3 +139,65 @@ def proofs_encoded(monkeypatch: pytest.MonkeyPatch, count: list[int]) -> Iterato
     with monkeypatch.context() as patch:
         patch.setattr(HeadCheck, "heads", counted)
         yield made
+
+
+@CHECKPOINTED
+@TENANTS
+def test_a_recorded_run_validates_only_what_it_makes_once(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, checkpointed: bool, tenant: str
+) -> None:
+    """A run parsed (its events validated, their payloads written once) is recorded without
+    validating any of its events again: its facts are not decoded back from what the job keeps
+    to fold BrainState and SelfRepresentation or to answer the log (they are the events parsed,
+    each written exactly as it holds: `RunEvent.as_read_back`), the snapshots it declares are
+    parsed once a process, and its facts' records are made from their validated parts. What
+    is left: the job's start, its verdict, its seal, the seal's witness and the content index,
+    once each (22 validations before, for a run of four facts); for a tenant other than the
+    default, the first record of the stream its id alone names (`_unscoped_owner`)."""
+    run, _ = warmed(ledger, checkpointed)
+    with validations(monkeypatch) as counted:
+        ledger.run_imports.record_once(run, tenant)
+    # The newest checkpoint is read now and then, whatever is done (`HeadCheck` keeps it a
+    # while): not the run's.
+    del counted["LedgerCheckpoints.Signed"]
+    unscoped = {} if tenant == DEFAULT_TENANT else {"Job.Started": 1}
+    made = {"Job.Started": 1, "JobCompleted": 1, "Job.Sealed": 1, "JobSealWitness.Witnessed": 1}
+    expected = Counter(made) + Counter(unscoped) + Counter({"RunContent.Recorded": 1})
+    assert counted == expected
+
+
+def test_a_fact_written_otherwise_than_it_holds_is_folded_as_replay_decodes_it(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fact whose payload the canonical form changes (a float rounded to nine decimals, -0.0)
+    is folded and logged as its stored record decodes, as replay folds it: that fact alone is
+    decoded from the payload the job keeps; the others are taken as parsed."""
+    warmed(ledger, checkpointed=False)
+    lines = [
+        {"type": "RunStarted", "seed": "rounded", "input": "hi", "capture_mode": "full_io"},
+        {"type": "StageTransition", "to_stage": "plain"},
+        {
+            "type": "ModelCallEnvelope",
+            "call_id": "c1",
+            "model_id": "m",
+            "model_version": "1",
+            "prompt_bundle_hash": "a" * 64,
+            "temperature": 0.1234567891234,
+            "prompt": {"x": -0.0},
+            "response": "ok",
+        },
+        {"type": "RunCompleted", "final_output": "done"},
+    ]
+    run = parse_run(orjson.dumps(line) for line in lines)
+    decoded: list[str] = []
+    decode = run_events.decode_recorded
+
+    def decoding(event_type: str, payload: dict[str, Any]) -> run_events.RunEvent:
+        decoded.append(event_type)
+        return decode(event_type, payload)
+
+    monkeypatch.setattr(run_events, "decode_recorded", decoding)
+    log, _ = ledger.run_imports.record_once(run, DEFAULT_TENANT)
+    assert decoded == ["ModelCallEnvelope"]
+    assert log.completion is not None
+    assert log.completion == ledger.jobs.reflective_log(log.job_id).completion
