@@ -19,13 +19,18 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 from pydantic import BaseModel
 
 import domain.canonical as canonical
+from domain.job import Job
 from domain.snapshot import SnapshotKind
 from domain.stage0.config import parse_config
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.keys.keyring import Keyring
+from infrastructure.storage.records.integrity import verify_record
+from infrastructure.storage.records.signed_record import VerifiedRecord
 from infrastructure.storage.settings import Settings
 from projections.audit import AuditScope, Verdict
 from projections.replay import replay_job
@@ -96,10 +101,10 @@ def per_replay(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Counter[str]]]:
         yield replays
 
 
-def record_jobs(ledger: Ledger) -> None:
-    for n in range(JOBS):
-        ledger.jobs.run(f"what is {n} + 3?", f"s{n}")
+def record_jobs(ledger: Ledger) -> list[str]:
+    job_ids = [ledger.jobs.run(f"what is {n} + 3?", f"s{n}").job_id for n in range(JOBS)]
     ledger.checkpoints.write()  # as every CLI write leaves the store
+    return job_ids
 
 
 def audit(ledger: Ledger, settings: Settings) -> None:
@@ -139,3 +144,23 @@ def test_a_replayed_stage0_job_encodes_and_validates_each_value_once(
     for done in replays[1:]:
         encodings = done.pop("canonical_json")
         assert (encodings, done) == (ENCODINGS_A_JOB, VALIDATIONS_A_JOB)
+
+
+def test_an_audit_checks_each_record_of_a_job_once(
+    ledger: Ledger, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan verifies a sealed job's stream whole (versions, MACs, seal) and names the job
+    from its verified start: no record's MAC checked twice (the start was, once to name the
+    job and again with its stream)."""
+    streams = {Job.id_for(job_id) for job_id in record_jobs(ledger)}
+    checked: Counter[tuple[object, int]] = Counter()
+
+    def checking(keyring: Keyring, stored: StoredEvent) -> VerifiedRecord:
+        if stored.originator_id in streams:
+            checked[stored.originator_id, stored.originator_version] += 1
+        return verify_record(keyring, stored)
+
+    monkeypatch.setattr("infrastructure.storage.records.integrity.verify_record", checking)
+    audit(ledger, settings)
+    assert len(checked) == 7 * JOBS  # a job's start, its five facts, its seal
+    assert set(checked.values()) == {1}
