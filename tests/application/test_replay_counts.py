@@ -29,8 +29,7 @@ from domain.stage0.config import parse_config
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.keys.keyring import Keyring
-from infrastructure.storage.records.integrity import verify_record
-from infrastructure.storage.records.signed_record import VerifiedRecord
+from infrastructure.storage.records.signed_record import VerifiedRecord, verify_record
 from infrastructure.storage.settings import Settings
 from projections.audit import AuditScope, Verdict
 from projections.replay import replay_job
