@@ -19,9 +19,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, Protocol
+from typing import Any, Final, NoReturn, Protocol
 
-from domain.canonical import canonical_json
+import orjson
+
+from domain.canonical import canonical_json, digest
 from domain.capture import (
     missing_artifacts,
     policy_bundles_named,
@@ -634,12 +636,13 @@ class _Replay:
         body: list[RunEvent],
         completion: JobCompleted,
     ) -> None:
+        """Step 7: each reducer re-folded over the recorded events, held to the state the
+        completion materialised by its digest (a model of the re-fold is built only to show
+        one that differs)."""
         step = "7 reducers"
         replayed = {
-            "selfrep": MaterialisedState.of(fold_selfrep(snapshots.selfrep, body)),
-            "brainstate": MaterialisedState.of(
-                fold_brainstate(snapshots.brainstate, body, job.job_seed)
-            ),
+            "selfrep": fold_selfrep(snapshots.selfrep, body),
+            "brainstate": fold_brainstate(snapshots.brainstate, body, job.job_seed),
         }
         recorded = {"selfrep": completion.selfrep, "brainstate": completion.brainstate}
         for name, state in replayed.items():
@@ -650,7 +653,8 @@ class _Replay:
                 )
                 continue
             subject = f"materialised {name}"
-            if was.digest != state.digest:
+            folded = digest(state)
+            if was.digest != folded:
                 self.derived.append(FactCheck(subject, Check.DIVERGED, "re-folded: differs"))
                 self.diverge(
                     Divergence(
@@ -658,12 +662,12 @@ class _Replay:
                         None,
                         f"materialised_{name}",
                         was.model_dump(),
-                        state.model_dump(),
+                        MaterialisedState.of(state).model_dump(),
                     )
                 )
                 continue
             self.derived.append(FactCheck(subject, Check.REEXECUTED, "re-folded by the reducer"))
-            self.step(f"{step}: {name}", "ok", f"materialised state digest {state.digest}")
+            self.step(f"{step}: {name}", "ok", f"materialised state digest {folded}")
 
     def iterations(
         self,
@@ -685,7 +689,7 @@ class _Replay:
         for position, iteration in enumerate(sorted(recorded)):
             self.within_limits(position, iteration, limits.replay_max_iterations)
             events = recorded[iteration]
-            trace = next((e for _, e in events if isinstance(e, IterationTrace)), None)
+            trace = next(((i, e) for i, e in events if isinstance(e, IterationTrace)), None)
             percept = next(((i, e) for i, e in events if isinstance(e, InputReceived)), None)
             run = None if percept is None else self.rerun(job, snapshots, body, *percept)
             self.reruns[iteration] = None if run is None else run.events
@@ -696,14 +700,9 @@ class _Replay:
                 if run is None
                 else next(e for e in run.events if isinstance(e, IterationTrace))
             )
-            self.compare_iteration(
-                iteration,
-                None if trace is None else trace.trace_entry(),
-                None if replayed is None else replayed.trace_entry(),
-                missing,
-            )
+            self.compare_iteration(iteration, trace, replayed, missing)
             if run is not None:
-                self.compare_events(iteration, [e for _, e in events], run.events)
+                self.compare_events(iteration, events, run.events)
                 self.sem_written.update({entry.key: entry for entry in run.sem_writes})
             self.iteration_rows(iteration, [(self.indexed[at][0], event) for at, event in events])
             computed = None if run is None else run.final_output
@@ -803,18 +802,23 @@ class _Replay:
             )
 
     def compare_events(
-        self, iteration: int, recorded: list[RunEvent], replayed: list[RunEvent]
+        self, iteration: int, events: list[tuple[int, RunEvent]], replayed: list[RunEvent]
     ) -> None:
-        """The run's own events of the iteration against the re-run, type by type, then their
-        order: a trace that agrees with the re-run proves nothing about events that do not."""
+        """The run's own events of the iteration (``events``: by their positions in the job's)
+        against the re-run, type by type, then their order: a trace that agrees with the re-run
+        proves nothing about events that do not."""
         for kind in _COMPARED_EVENTS:
-            was = [e.payload() for e in recorded if isinstance(e, kind)]
-            now = [e.payload() for e in replayed if isinstance(e, kind)]
+            was_at = [(at, e) for at, e in events if isinstance(e, kind)]
+            now_events = [e for e in replayed if isinstance(e, kind)]
             name = f"events.{kind.EVENT_TYPE}"
-            if canonical_json(was) != canonical_json(now):
-                self.diverge(Divergence(ErrorCode.REPLAY_DIVERGENCE, iteration, name, was, now))
-            else:
-                self.step(f"8 iteration {iteration}: {name}", "ok", "the events match the re-run")
+            if not self.as_rerun(was_at, now_events):
+                was = [e.payload() for _, e in was_at]
+                now = [e.payload() for e in now_events]
+                if canonical_json(was) != canonical_json(now):
+                    self.diverge(Divergence(ErrorCode.REPLAY_DIVERGENCE, iteration, name, was, now))
+                    continue
+            self.step(f"8 iteration {iteration}: {name}", "ok", "the events match the re-run")
+        recorded = [e for _, e in events]
         was_order = [e.EVENT_TYPE for e in recorded]
         now_order = [e.EVENT_TYPE for e in replayed]
         if was_order != now_order:
@@ -843,22 +847,53 @@ class _Replay:
 
         return answer
 
+    def as_rerun(self, recorded: Sequence[tuple[int, RunEvent]], rerun: Sequence[RunEvent]) -> bool:
+        """Whether the recorded events (by their positions in the job's) are stored exactly as
+        the re-run wrote its own, one for one: then every field of each equals the re-run's
+        in canonical form, and none needs comparing on its own.
+
+        The re-run wrote each of its events' payload canonically when it made it (and kept the
+        bytes); the stored payload, written by orjson as it was read (keys sorted, every value
+        of the type it had), is compared with those bytes: equal bytes are equal values, so
+        their canonical forms are equal field by field. Where they differ (a value stored
+        otherwise, or one orjson writes in another form than the canonical one), the caller
+        compares field by field, which decides and names what differs. The re-run's input is
+        the recorded event itself (`run_iteration` perceives it as recorded): the same object."""
+        return len(recorded) == len(rerun) and all(
+            event is again
+            or (
+                type(event) is type(again)
+                and _stored_bytes(self.facts[at].payload) == again.written_payload().data
+            )
+            for (at, event), again in zip(recorded, rerun, strict=True)
+        )
+
     def compare_iteration(
         self,
         iteration: int,
-        recorded: dict[str, Any] | None,
-        replayed: dict[str, Any] | None,
+        trace: tuple[int, IterationTrace] | None,
+        rerun: IterationTrace | None,
         missing: list[MissingArtifact],
     ) -> None:
-        if recorded is None or replayed is None:
+        """Each seed 004 section 5 field of the recorded trace (at its position in the job's
+        events) against the re-run's: all of them at once when the trace is stored as the
+        re-run writes it (`as_rerun`), else one by one, the first that differs diverging."""
+        if trace is None or rerun is None:
             self.diverge(
                 Divergence(
-                    ErrorCode.REPLAY_DIVERGENCE, iteration, "iteration_trace", recorded, replayed
+                    ErrorCode.REPLAY_DIVERGENCE,
+                    iteration,
+                    "iteration_trace",
+                    None if trace is None else trace[1].trace_entry(),
+                    None if rerun is None else rerun.trace_entry(),
                 )
             )
             return
+        same = self.as_rerun([trace], [rerun])
+        recorded = {} if same else trace[1].trace_entry()
+        replayed = {} if same else rerun.trace_entry()
         for name in EQUALITY_FIELDS:
-            if canonical_json(recorded[name]) != canonical_json(replayed[name]):
+            if not same and canonical_json(recorded[name]) != canonical_json(replayed[name]):
                 self.diverge(
                     Divergence(
                         ErrorCode.REPLAY_DIVERGENCE, iteration, name, recorded[name], replayed[name]
@@ -967,11 +1002,38 @@ class _Unusable:
     problem: str
 
 
+def _stored_bytes(payload: dict[str, Any]) -> bytes | None:
+    """A recorded payload as orjson writes it, keys sorted (`_Replay.as_rerun`); None for one
+    nested deeper than orjson writes (the canonical encoder writes such values itself)."""
+    try:
+        return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return None
+
+
+PARSED_KEPT: Final = 64
+"""Parsed snapshots a process keeps (`_parsed`)."""
+_PARSED: dict[tuple[SnapshotKind, str], tuple[dict[str, Any], Any]] = {}
+
+
 def _parsed(kind: SnapshotKind, snapshot: Snapshot) -> Any:
-    """The snapshot as its kind's config (`parse_config`, as recorded), or why it is unusable."""
+    """The snapshot as its kind's config (`parse_config`, as recorded), or why it is unusable.
+
+    Parsed once for the snapshot a source returns for every job naming it (an audit's replays
+    share their reads, a process keeps the snapshots it verified): its payload, the very object
+    parsed, is never changed, so the parse holds for as long as it is that object. Configs are
+    frozen; the run reads them."""
     if snapshot.kind != kind.value:
         return _Unusable(f"is a {snapshot.kind} snapshot")
+    key = (kind, snapshot.snapshot_id)
+    kept = _PARSED.get(key)
+    if kept is not None and kept[0] is snapshot.payload:
+        return kept[1]
     try:
-        return parse_config(kind, snapshot.payload, recorded=True)
+        config = parse_config(kind, snapshot.payload, recorded=True)
     except ValueError as exc:
         return _Unusable(f"cannot be read as a {kind.value} snapshot: {str(exc).splitlines()[0]}")
+    if len(_PARSED) >= PARSED_KEPT:
+        _PARSED.clear()  # a process that meets ever new snapshots keeps a few
+    _PARSED[key] = (snapshot.payload, config)
+    return config

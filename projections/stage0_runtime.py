@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from domain.canonical import digest
 from domain.capture import apply_capture
 from domain.events import (
     AgentOutput,
@@ -279,8 +280,10 @@ def run_iteration(
             council_votes=[],
             claims=reply.claims,
             evidence_items=reply.evidence,
-            brainstate_before=MaterialisedState.of(brainstate_before).model_dump(),
-            brainstate_after=brainstate_after.model_dump(),
+            # Each state as its `MaterialisedState` dumps: no model is made of the state before,
+            # which nothing keeps, nor a dump of the one after, the very values it holds.
+            brainstate_before={"digest": digest(brainstate_before), "state": brainstate_before},
+            brainstate_after={"digest": brainstate_after.digest, "state": brainstate_after.state},
         )
     )
     run.final_output = reply.text

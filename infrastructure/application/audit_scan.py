@@ -32,6 +32,7 @@ from infrastructure.application.jobs import JobService
 from infrastructure.application.replays import ReplayService, SharedReads
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.records.integrity import SEAL_TOPIC, verify_stream
+from infrastructure.storage.records.signed_record import VerifiedRecord
 from infrastructure.storage.store import LedgerStore
 from infrastructure.storage.verification.ledger import (
     JOB_STARTED_TOPIC,
@@ -161,13 +162,21 @@ class RangeAudit:
             self.found.witnesses[witnessed_job] = (witnessed.event_count, witnessed.mac_digest)
 
     def _job_sealed(self, stream: UUID, records: list[StoredEvent]) -> str | None:
-        """Judge the job whose seal was just read; its name (None: its start did not verify)."""
-        started = self._started(stream, records)
-        if started is None:
-            return None
-        name, tenant = started
+        """Judge the job whose seal was just read; its name (None: its start did not verify).
+
+        The stream is verified whole first, its start among it, and the job named from that
+        verified start: each record's MAC checked once. Only a stream that fails is asked
+        whether its start verifies alone, which decides whether a job can be named."""
         try:
             verified = verify_stream(self.keyring, stream, records)
+        except IntegrityFailure as failure:
+            started = self._started(stream, records)
+            if started is None:
+                return None
+            self._judged(integrity_failed(started[0], str(stream), failure.message))
+            return started[0]
+        name, tenant = _named(stream, verified[0])
+        try:
             seal = verified[-1]
             facts = seal_facts(seal.body)
             version = seal.stored.originator_version
@@ -208,8 +217,7 @@ class RangeAudit:
         except IntegrityFailure as failure:
             self._stream_failed(stream, failure)
             return None
-        body = orjson.loads(first.body)
-        return job_name(stream, body), str(body.get("tenant", DEFAULT_TENANT))
+        return _named(stream, first)
 
     def _audited(self, tenant: str) -> bool:
         wanted = self.window.scope.tenant
@@ -223,3 +231,9 @@ class RangeAudit:
         self.found.stream_failures.append(
             StreamFailure(failure.stream, failure.version, failure.reason)
         )
+
+
+def _named(stream: UUID, start: VerifiedRecord) -> tuple[str, str]:
+    """The name and tenant of the job whose verified start is ``start``."""
+    body = orjson.loads(start.body)
+    return job_name(stream, body), str(body.get("tenant", DEFAULT_TENANT))
