@@ -14,7 +14,9 @@ The stores are in the state CLI writes leave them: every command that writes che
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -55,7 +57,7 @@ def signer(vkey: str) -> str:
     return "+".join(vkey.split("+", 2)[:2])
 
 
-def export_note(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, object]:
+def export_note(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, Any]:
     return canonical_line(ok(capsys, "checkpoint", "export", "--note", "-o", str(path), "--json"))
 
 
@@ -72,20 +74,39 @@ def signed_by_test_key(text: str, name: str) -> bytes:
     return SignedNote(text, (signature,)).encoded()
 
 
+@dataclass(frozen=True)
+class Noted:
+    """A store with a job recorded, its newest checkpoint exported as a note, and its vkey."""
+
+    file: Path
+    answer: dict[str, Any]
+    vkey: str
+
+    @property
+    def origin(self) -> str:
+        return self.vkey.split("+")[0]
+
+
+@pytest.fixture
+def noted(cli_env: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Noted:
+    new_job(capsys)
+    file = tmp_path / "checkpoint.note"
+    answer = export_note(capsys, file)
+    return Noted(file, answer, vkey(capsys))
+
+
 def test_the_note_states_the_newest_checkpoint_and_go_verifies_it(
     cli_env: Settings,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     go_note_verifier: GoNoteVerifier,
+    noted: Noted,
 ) -> None:
-    new_job(capsys)
-    note_file = tmp_path / "checkpoint.note"
-    answer = export_note(capsys, note_file)
+    note_file, answer, key = noted.file, noted.answer, noted.vkey
     origin = "mace.example.org/ledger/" + first_checkpoint_digest(cli_env)[:32]
     assert (answer["format"], answer["origin"], answer["written"]) == ("note", origin, 0)
     root = bytes.fromhex(str(answer["root"]))
     text = f"{origin}\n{answer['tree_size']}\n{base64.b64encode(root).decode()}\n"
-    key = vkey(capsys)
     public = base64.b64encode(b"\x01" + KEY.public.raw).decode()
     assert key == f"{origin}+{VerifierKey.ed25519(origin, KEY.public.raw).key_id.hex()}+{public}"
     signature = base64.b64encode(
@@ -116,17 +137,12 @@ def test_the_note_states_the_newest_checkpoint_and_go_verifies_it(
 
 
 def test_go_and_mace_reject_a_note_with_one_byte_of_the_root_changed_or_another_key(
-    cli_env: Settings,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     go_note_verifier: GoNoteVerifier,
+    noted: Noted,
 ) -> None:
-    new_job(capsys)
-    note_file = tmp_path / "checkpoint.note"
-    export_note(capsys, note_file)
-    key = vkey(capsys)
-    origin = key.split("+")[0]
-
+    note_file, key, origin = noted.file, noted.vkey, noted.origin
     lines = note_file.read_bytes().split(b"\n")
     root = bytearray(base64.b64decode(lines[2]))
     root[7] ^= 0x01
@@ -226,13 +242,9 @@ def test_an_origin_that_cannot_be_a_key_name_is_one_line_exit_2(
 
 
 def test_malformed_notes_and_verifier_keys_are_one_line_exit_2(
-    cli_env: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, noted: Noted
 ) -> None:
-    new_job(capsys)
-    note_file = tmp_path / "checkpoint.note"
-    export_note(capsys, note_file)
-    key = vkey(capsys)
-    origin = key.split("+")[0]
+    note_file, key, origin = noted.file, noted.vkey, noted.origin
     good = note_file.read_bytes()
     text, _, signatures = good.partition(b"\n\n")
     extended = f"{origin}\n1\n{base64.b64encode(bytes(32)).decode()}\nextension\n"
@@ -275,13 +287,10 @@ def test_malformed_notes_and_verifier_keys_are_one_line_exit_2(
 
 
 def test_a_vkey_of_another_signature_type_is_one_line_exit_2(
-    cli_env: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], noted: Noted
 ) -> None:
     """A witness's cosignature key (type 0x04) is no key a log's checkpoint is signed by."""
-    new_job(capsys)
-    note_file = tmp_path / "checkpoint.note"
-    export_note(capsys, note_file)
-    origin = vkey(capsys).split("+")[0]
+    note_file, origin = noted.file, noted.origin
     cosigner = VerifierKey(origin, key_id(origin, 0x04, KEY.public.raw), 0x04, KEY.public.raw)
     code, out, err = run(
         capsys, "checkpoint", "verify", str(note_file), "--vkey", cosigner.encoded()
