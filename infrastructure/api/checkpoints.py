@@ -109,6 +109,8 @@ def public_key(request: Request, ctx: Ctx, who: Caller) -> Response | dict[str, 
 
 @router.get(
     "/newest/note",
+    # A response class with no media type of its own: the document lists the note as text only.
+    response_class=Response,
     response_model=None,
     summary="the newest checkpoint as a C2SP tlog-checkpoint signed note",
     description="Origin, tree size and base64 root, then the checkpoint key's signature line, as"
