@@ -51,7 +51,7 @@ def name_problem(name: str) -> str | None:
             return f"holds a space ({char!r})"
         if char == "+":
             return "holds a '+'"
-        if ord(char) < 0x20 or ord(char) == 0x7F:
+        if ord(char) < 0x20:
             return f"holds a control character ({char!r})"
     return None
 
@@ -201,8 +201,9 @@ def parse_checkpoint_text(text: str) -> CheckpointBody:
     problem = name_problem(origin)
     if problem is not None:
         raise InvalidInput(f"the note's origin {origin[:60]!r} {problem}: {expected}")
-    if not _DECIMAL.fullmatch(size):
-        raise InvalidInput(f"the note's tree size {size[:30]!r} is not a decimal: {expected}")
+    if not _DECIMAL.fullmatch(size) or int(size) >= 2**64:
+        problem = "is not a decimal below 2**64"
+        raise InvalidInput(f"the note's tree size {size[:30]!r} {problem}: {expected}")
     try:
         root_hash = base64.b64decode(root, validate=True)
     except (binascii.Error, ValueError):

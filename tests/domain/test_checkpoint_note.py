@@ -139,11 +139,22 @@ def test_an_empty_tree_is_size_0() -> None:
             "tree size '-1' is not a decimal",
         ),
         ("a\n1\n" + base64.b64encode(bytes(31)).decode() + "\n", "is not 32 bytes of base64"),
+        (f"a\n{2**64}\n" + base64.b64encode(bytes(32)).decode() + "\n", "not a decimal below"),
         ("\n1\n" + base64.b64encode(bytes(32)).decode() + "\n", "origin '' is empty"),
         ("a b\n1\n" + base64.b64encode(bytes(32)).decode() + "\n", "origin 'a b' holds a space"),
         ("a\n1\n" + base64.b64encode(bytes(32)).decode(), "fewer than three lines"),
     ],
-    ids=["short", "extension", "zero-led", "negative", "short-root", "no-origin", "space", "no-nl"],
+    ids=[
+        "short",
+        "extension",
+        "zero-led",
+        "negative",
+        "short-root",
+        "too-large",
+        "no-origin",
+        "space",
+        "no-nl",
+    ],
 )
 def test_a_text_that_is_no_checkpoint_is_refused(text: str, message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
