@@ -20,6 +20,7 @@ pytest_plugins = [
     "support.ledger_fixtures",
     "support.api_support",
     "support.hand_written_runs",
+    "support.go_note_verifier",
 ]
 
 

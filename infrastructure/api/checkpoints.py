@@ -1,6 +1,7 @@
 """The ledger's signed checkpoints, for witnesses and auditors: the newest, any by number, the
 public key that checks them, a consistency proof between two, and a verification of the whole
-ledger, against an exported checkpoint kept elsewhere when one is sent.
+ledger, against an exported checkpoint kept elsewhere when one is sent. The newest is also a C2SP
+tlog-checkpoint signed note, with the verifier key that checks it (`domain.checkpoint_note`).
 
 Checkpoints are facts of the whole store, not of the caller's tenant: their size and last
 notification id move with every tenant's writes, which `/readyz` keeps from anyone without a
@@ -28,9 +29,10 @@ from domain.errors import MaceError
 from domain.governance import Role
 from infrastructure.api.bodies import Body
 from infrastructure.api.context import Caller, Ctx, Service, require
-from infrastructure.api.errors import invalid, not_found
+from infrastructure.api.errors import documented, invalid, not_found
 from infrastructure.api.response_models.checkpoints import (
     CheckpointPublicKey,
+    CheckpointVerifierKey,
     ConsistencyProof,
     ExportedCheckpoint,
     LedgerVerdict,
@@ -42,6 +44,7 @@ from infrastructure.application.tokens import Principal
 router = APIRouter(prefix="/v1/checkpoints", tags=["checkpoints"])
 READERS: Final = (Role.ADMIN, Role.AUDITOR)
 PEM_TYPE: Final = "application/x-pem-file"
+NOTE_TYPE: Final = "text/plain"  # starlette adds "; charset=utf-8"
 WITNESS: Final = "the witness in the request body"
 
 
@@ -102,6 +105,46 @@ def public_key(request: Request, ctx: Ctx, who: Caller) -> Response | dict[str, 
     if PEM_TYPE in request.headers.get("accept", ""):
         return PlainTextResponse(key.pem, media_type=PEM_TYPE)
     return {"key_id": key.key_id, "public_key": key.pem}
+
+
+@router.get(
+    "/newest/note",
+    # A response class with no media type of its own: the document lists the note as text only.
+    response_class=Response,
+    response_model=None,
+    summary="the newest checkpoint as a C2SP tlog-checkpoint signed note",
+    description="Origin, tree size and base64 root, then the checkpoint key's signature line, as"
+    " `mace checkpoint export --note` writes it; checks with `GET /v1/checkpoints/vkey` and any"
+    " signed-note verifier. Roles: admin, auditor.",
+    responses={
+        200: {"content": {NOTE_TYPE: {"schema": {"type": "string"}}}},
+        **documented((404, "no checkpoint has been written yet (NOT_FOUND)")),
+    },
+)
+def newest_note(ctx: Ctx, who: Caller) -> Response:
+    checkpoints = _checkpoints(ctx, who)
+    newest = checkpoints.newest()
+    if newest is None:
+        raise not_found("checkpoint yet")
+    note = checkpoints.note(newest, checkpoints.log_origin(ctx.settings.log_origin))
+    return Response(note.encoded(), media_type=NOTE_TYPE)
+
+
+@router.get(
+    "/vkey",
+    response_model=None,
+    summary="the verifier key of the checkpoint notes, and the log's origin",
+    description="`{origin, vkey}`, as `mace checkpoint public-key --vkey --json` prints it: the"
+    " checkpoint key named by the origin (c2sp.org/signed-note). Roles: admin, auditor.",
+    responses=answers(
+        CheckpointVerifierKey,
+        (422, "no checkpoint yet to make the origin from, and no MACE_LOG_ORIGIN (INVALID_INPUT)"),
+    ),
+)
+def verifier_key(ctx: Ctx, who: Caller) -> dict[str, Any]:
+    checkpoints = _checkpoints(ctx, who)
+    origin = checkpoints.log_origin(ctx.settings.log_origin)
+    return {"origin": origin, "vkey": checkpoints.verifier_key(origin).encoded()}
 
 
 @router.get(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from eventsourcing.persistence import StoredEvent
 
@@ -23,7 +23,16 @@ from domain.checkpoint import (
     LedgerCheckpoints,
     SignedCheckpoint,
 )
-from domain.errors import IntegrityFailure, InvalidInput, NotFoundError
+from domain.checkpoint_note import (
+    ED25519,
+    CheckpointBody,
+    NoteSignature,
+    SignedNote,
+    VerifierKey,
+    name_problem,
+    parse_checkpoint_text,
+)
+from domain.errors import ErrorCode, IntegrityFailure, InvalidInput, MaceError, NotFoundError
 from infrastructure.application.read_model_sync import ReadModels
 from infrastructure.storage.checkpoints.chain import Checkpoints, Written, signature_problem
 from infrastructure.storage.checkpoints.inclusion_proofs import (
@@ -39,6 +48,7 @@ from infrastructure.storage.store import LedgerStore
 from infrastructure.storage.verification.ledger import LedgerVerification
 
 __all__ = [
+    "CheckpointBody",
     "CheckpointService",
     "Consistency",
     "InclusionProof",
@@ -46,11 +56,13 @@ __all__ = [
     "PublicCheckpointKey",
     "Written",
     "check_inclusion",
+    "checked_note",
     "checked_signature",
     "checkpoint_public_key",
     "event_key",
     "public_key_from_pem",
     "signature_problem",
+    "vkey_public_key",
 ]
 
 
@@ -110,6 +122,63 @@ def checked_signature(
     return signed
 
 
+ORIGIN_PREFIX: Final = "mace.example.org/ledger/"
+"""The default log origin's prefix; the store's id follows it (`CheckpointService.log_origin`)."""
+
+
+def checked_origin(origin: str, source: str) -> str:
+    """``origin`` once it can be a checkpoint note's origin and key name; else `InvalidInput`
+    naming ``source`` (where it was set)."""
+    problem = name_problem(origin)
+    if problem is not None:
+        raise InvalidInput(
+            f"{source} {origin!r} {problem}: expected a schema-less URL such as"
+            " ledger.example.com/audit (no spaces, no '+')"
+        )
+    return origin
+
+
+def checked_note(note: SignedNote, vkey: VerifierKey, source: str) -> CheckpointBody:
+    """The checkpoint ``note`` states, once ``vkey``'s key signed it for ``vkey``'s origin.
+
+    As the signed-note spec has it: lines by other keys are ignored, every line by ``vkey`` must
+    verify, and at least one must be there. The ledger's key name is its origin, so a note whose
+    origin line is another is not this log's. A failed check is ``INTEGRITY_FAILURE`` naming
+    ``source``; a key that is no Ed25519 verifier key, or a signed text that is no checkpoint,
+    is bad input.
+    """
+    key = vkey_public_key(vkey)
+    named = f"{vkey.name}+{vkey.key_id.hex()}"
+    mine = [signature for signature in note.signatures if signature.by(vkey)]
+    if not mine:
+        others = ", ".join(f"{s.name}+{s.key_id.hex()}" for s in note.signatures)
+        raise _unverified(source, f"no signature by {named} (it is signed by {others})")
+    text = note.text.encode("utf-8")
+    for signature in mine:
+        if not key.verify(text, signature.signature):
+            raise _unverified(source, f"the signature by {named} does not verify")
+    body = parse_checkpoint_text(note.text)
+    if body.origin != vkey.name:
+        reason = f"it is a checkpoint of origin {body.origin!r}, not of {vkey.name!r}"
+        raise _unverified(source, reason)
+    return body
+
+
+def vkey_public_key(vkey: VerifierKey) -> PublicCheckpointKey:
+    """The Ed25519 key ``vkey`` holds; a vkey of another signature type is `InvalidInput`."""
+    if vkey.signature_type != ED25519:
+        msg = (
+            f"verifier key {vkey.name}+{vkey.key_id.hex()} is of signature type"
+            f" 0x{vkey.signature_type:02x}, not Ed25519 (0x01)"
+        )
+        raise InvalidInput(msg)
+    return PublicCheckpointKey.from_raw(vkey.public_key)
+
+
+def _unverified(source: str, reason: str) -> MaceError:
+    return MaceError(ErrorCode.INTEGRITY_FAILURE, f"{source}: {reason}", reason=reason)
+
+
 class CheckpointService:
     def __init__(self, store: LedgerStore, read_models: ReadModels) -> None:
         """``read_models``: the views derived from the log, which verifying the ledger holds to
@@ -132,6 +201,46 @@ class CheckpointService:
     def write(self) -> Written:
         """Checkpoint every event committed so far (none yet: an empty first checkpoint)."""
         return self._chain.write()
+
+    def log_origin(self, configured: str | None) -> str:
+        """The origin of this ledger's checkpoint notes, and the name of its note key.
+
+        ``configured`` (``MACE_LOG_ORIGIN``) if set; else ``mace.example.org/ledger/`` and the
+        store's id: the first 32 hex digits of the digest of its first checkpoint. That
+        checkpoint never changes while the log lives (restored from a backup it is the same,
+        and it names when it was written, so no two stores share it), and it needs no setting
+        that could drift: a new origin would be a new log to every witness and verifier.
+        """
+        if configured:
+            return checked_origin(configured, "MACE_LOG_ORIGIN")
+        found = list(self.store.verifying_store.get(CHECKPOINT_STREAM, gt=0, lte=1))
+        if not found:
+            msg = (
+                "the store has no checkpoint yet, and its log origin is made from its first:"
+                " run 'mace checkpoint', or set MACE_LOG_ORIGIN"
+            )
+            raise InvalidInput(msg)
+        (first,) = found
+        assert isinstance(first, LedgerCheckpoints.Signed)
+        return ORIGIN_PREFIX + first.checkpoint.digest()[:32]
+
+    def verifier_key(self, origin: str) -> VerifierKey:
+        """The verifier key of the notes this ledger signs under ``origin``."""
+        return VerifierKey.ed25519(origin, self.public_key.raw)
+
+    def note(self, signed: SignedCheckpoint, origin: str) -> SignedNote:
+        """``signed`` as a tlog-checkpoint note for ``origin``, signed by the checkpoint key.
+
+        Ed25519 (RFC 8032) is deterministic: the same checkpoint, origin and key make the same
+        note bytes every time, so nothing of it is stored; a witness's cosignature of it stays
+        valid for the note made again.
+        """
+        body = signed.checkpoint
+        text = CheckpointBody(origin, body.tree_size, bytes.fromhex(body.root)).text()
+        key = self._chain.key
+        vkey = self.verifier_key(origin)
+        line = NoteSignature(origin, vkey.key_id, key.sign(text.encode("utf-8")))
+        return SignedNote(text, (line,))
 
     def export(self) -> Written:
         """Checkpoint every event first, so that what is handed out covers the whole store."""

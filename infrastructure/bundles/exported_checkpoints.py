@@ -1,10 +1,11 @@
 """Exported checkpoints: the file an outside witness keeps, and the checks anyone can make of it.
 
 An exported checkpoint is the canonical JSON of `SignedCheckpoint.exported`:
-``{"algorithm": "ed25519", "key_id", "checkpoint": {...}, "signature": <base64>}``. Reading one
-needs no store and no secret: a file that is not an exported checkpoint is bad input (one line,
-naming the file and what was wrong); one whose algorithm, key id or signature does not hold under
-the public key it is checked with is an integrity failure.
+``{"algorithm": "ed25519", "key_id", "checkpoint": {...}, "signature": <base64>}``, or the
+checkpoint as a C2SP tlog-checkpoint signed note (`domain.checkpoint_note`), which verifiers we
+did not write check too. Reading one needs no store and no secret: a file that is neither is bad
+input (one line, naming the file and what was wrong); one whose signature does not hold under the
+key it is checked with is an integrity failure.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from pydantic import ValidationError
 
 from domain.canonical import canonical_json
 from domain.checkpoint import Checkpoint, SignedCheckpoint
+from domain.checkpoint_note import SignedNote, VerifierKey, parse_note
 from domain.errors import InvalidInput
 from infrastructure.application.checkpoints import (
+    CheckpointBody,
     PublicCheckpointKey,
+    checked_note,
     checked_signature,
     public_key_from_pem,
 )
@@ -38,15 +42,24 @@ EXPECTED: Final = (
 
 
 def write_exported(signed: SignedCheckpoint, path: Path) -> None:
-    """Write ``signed`` to ``path`` as canonical JSON, whole or not at all (a witness that reads
-    the file while it is written sees the old one)."""
+    """Write ``signed`` to ``path`` as canonical JSON, whole or not at all."""
+    _write_whole(canonical_json(signed.exported()), path)
+
+
+def write_note(note: SignedNote, path: Path) -> None:
+    """Write ``note`` to ``path`` as the signed note's bytes, whole or not at all."""
+    _write_whole(note.encoded(), path)
+
+
+def _write_whole(data: bytes, path: Path) -> None:
+    """A witness that reads the file while it is written sees the old one."""
     try:
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     except OSError as exc:
         raise InvalidInput(_cannot_write(path, exc)) from None
     try:
         with os.fdopen(handle, "wb") as out:
-            out.write(canonical_json(signed.exported()))
+            out.write(data)
         Path(temporary).replace(path)
     except BaseException as exc:
         Path(temporary).unlink(missing_ok=True)
@@ -70,13 +83,34 @@ def _read_bounded(path: Path, what: str) -> bytes:
         ) from None
 
 
+def read_checkpoint_file(path: Path) -> tuple[str, SignedCheckpoint] | SignedNote:
+    """What ``path`` holds, nothing checked but its form: an exported checkpoint (JSON: the
+    algorithm it names and the checkpoint) or a signed note."""
+    data = _checkpoint_file(path)
+    if data.lstrip()[:1] == b"{":
+        return _exported(path, data)
+    try:
+        return parse_note(data)
+    except InvalidInput as exc:
+        msg = f"checkpoint file {path} is neither an exported checkpoint (JSON) nor a note: {exc}"
+        raise InvalidInput(msg) from None
+
+
 def read_exported(path: Path) -> tuple[str, SignedCheckpoint]:
     """The algorithm the file names and the checkpoint it holds, nothing checked but its form."""
+    return _exported(path, _checkpoint_file(path))
+
+
+def _checkpoint_file(path: Path) -> bytes:
     data = _read_bounded(path, "checkpoint file")
     if len(data) > MAX_FILE_BYTES:
         raise InvalidInput(
             f"checkpoint file {path} is larger than {MAX_FILE_BYTES} bytes: {EXPECTED}"
         )
+    return data
+
+
+def _exported(path: Path, data: bytes) -> tuple[str, SignedCheckpoint]:
     try:
         fields = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -103,6 +137,11 @@ def verified_exported(path: Path, key: PublicCheckpointKey) -> SignedCheckpoint:
     """The checkpoint in ``path``, once its algorithm, key id and signature hold under ``key``."""
     algorithm, signed = read_exported(path)
     return checked_signature(algorithm, signed, key, f"checkpoint file {path}")
+
+
+def verified_note(note: SignedNote, vkey: VerifierKey, path: Path) -> CheckpointBody:
+    """The checkpoint the note read from ``path`` states, once ``vkey`` signed it for its origin."""
+    return checked_note(note, vkey, f"checkpoint note {path}")
 
 
 def read_public_key(path: Path) -> PublicCheckpointKey:

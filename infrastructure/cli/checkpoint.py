@@ -1,6 +1,7 @@
-"""``mace checkpoint``: write a checkpoint now; ``public-key``: the key that checks them;
-``export``: the newest for an outside witness; ``verify``: check an exported one with a public
-key alone (no store is opened); ``prove``: the consistency proof between two exported ones."""
+"""``mace checkpoint``: write a checkpoint now; ``public-key``: the key that checks them (PEM, or
+the notes' verifier key); ``export``: the newest for an outside witness (JSON, or a C2SP signed
+note); ``verify``: check an exported one with a public key alone (no store is opened);
+``prove``: the consistency proof between two exported ones."""
 
 from __future__ import annotations
 
@@ -8,16 +9,25 @@ import argparse
 import sys
 from typing import Any
 
-from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint
+from domain.checkpoint import CHECKPOINT_STREAM, Checkpoint, SignedCheckpoint
+from domain.checkpoint_note import SignedNote, VerifierKey, parse_vkey
 from domain.errors import IntegrityFailure, InvalidInput
-from infrastructure.application.checkpoints import checkpoint_public_key
+from infrastructure.application.checkpoints import (
+    checked_origin,
+    checked_signature,
+    checkpoint_public_key,
+    vkey_public_key,
+)
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
 from infrastructure.bundles.exported_checkpoints import (
+    read_checkpoint_file,
     read_public_key,
     verified_exported,
+    verified_note,
     write_exported,
+    write_note,
 )
 from infrastructure.cli.common import emit_json
 
@@ -37,11 +47,25 @@ def write_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
 def print_public_key(args: argparse.Namespace, settings: Settings) -> int:
     # The key alone, so that `mace checkpoint public-key > checkpoint.pub` is the file to hand out.
     key = checkpoint_public_key(settings)
-    if args.json:
+    if args.vkey:
+        origin = _log_origin(settings)
+        vkey = VerifierKey.ed25519(origin, key.raw).encoded()
+        if args.json:
+            emit_json({"origin": origin, "vkey": vkey})
+        else:
+            print(vkey)
+    elif args.json:
         emit_json({"key_id": key.key_id, "public_key": key.pem})
     else:
         sys.stdout.write(key.pem)
     return EXIT_OK
+
+
+def _log_origin(settings: Settings) -> str:
+    if settings.log_origin:  # set: no store need be opened
+        return checked_origin(settings.log_origin, "MACE_LOG_ORIGIN")
+    with Ledger.open(settings, create=False, checkpoint_on_close=False) as ledger:
+        return ledger.checkpoints.log_origin(None)
 
 
 def export_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
@@ -51,21 +75,71 @@ def export_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
         raise InvalidInput(msg)
     with Ledger.open(settings, create=False, checkpoint_on_close=False) as ledger:
         written = ledger.checkpoints.export()
-    write_exported(written.newest, args.output)
-    body = written.newest.checkpoint
-    if args.json:
-        emit_json(_summary(body) | {"file": str(args.output), "written": written.written})
+        if args.note:
+            origin = ledger.checkpoints.log_origin(settings.log_origin)
+            note = ledger.checkpoints.note(written.newest, origin)
+    if args.note:
+        write_note(note, args.output)
     else:
+        write_exported(written.newest, args.output)
+    body = written.newest.checkpoint
+    form = {"format": "note", "origin": origin} if args.note else {"format": "json"}
+    if args.json:
+        emit_json(_summary(body) | {"file": str(args.output), "written": written.written} | form)
+    else:
+        as_note = f" as a signed note of {origin}" if args.note else ""
         print(
             f"checkpoint {body.number} ({body.tree_size} events, root {body.root})"
-            f" exported to {args.output}"
+            f" exported to {args.output}{as_note}"
         )
     return EXIT_OK
 
 
 def verify_exported_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
+    """The file's format decides how it is checked: a note by ``--vkey`` (its origin is the
+    vkey's name), a JSON export by either key."""
     # Only the files named: no store, keyring or checkpoint key is read.
-    signed = verified_exported(args.file, read_public_key(args.public_key))
+    vkey = None if args.vkey is None else parse_vkey(args.vkey)
+    held = read_checkpoint_file(args.file)
+    if isinstance(held, SignedNote):
+        return _verified_note(args, held, vkey)
+    # A JSON export names its key by the key's own id: a vkey's key checks it as its PEM would.
+    key = read_public_key(args.public_key) if vkey is None else vkey_public_key(vkey)
+    algorithm, exported = held
+    signed = checked_signature(algorithm, exported, key, f"checkpoint file {args.file}")
+    _print_verified(args, signed)
+    return EXIT_OK
+
+
+def _verified_note(args: argparse.Namespace, note: SignedNote, vkey: VerifierKey | None) -> int:
+    if vkey is None:
+        msg = (
+            f"{args.file} is a signed note: check it with --vkey ORIGIN+ID+KEY (mace checkpoint"
+            " public-key --vkey), which names the log's origin as a PEM key cannot"
+        )
+        raise InvalidInput(msg)
+    body = verified_note(note, vkey, args.file)
+    named = f"{vkey.name}+{vkey.key_id.hex()}"
+    if args.json:
+        emit_json(
+            {
+                "ok": True,
+                "format": "note",
+                "origin": body.origin,
+                "tree_size": body.tree_size,
+                "root": body.root.hex(),
+                "signed_by": named,
+            }
+        )
+    else:
+        print(
+            f"ok: checkpoint note of {body.origin} signed by {named}: {body.tree_size} events,"
+            f" root {body.root.hex()}"
+        )
+    return EXIT_OK
+
+
+def _print_verified(args: argparse.Namespace, signed: SignedCheckpoint) -> None:
     body = signed.checkpoint
     if args.json:
         emit_json({"ok": True, "key_id": signed.key_id} | _summary(body))
@@ -74,7 +148,6 @@ def verify_exported_checkpoint(args: argparse.Namespace, settings: Settings) -> 
             f"ok: checkpoint {body.number} signed by key {signed.key_id}: {body.tree_size}"
             f" events, root {body.root}"
         )
-    return EXIT_OK
 
 
 def prove_consistency(args: argparse.Namespace, settings: Settings) -> int:

@@ -294,6 +294,9 @@ environment:
                               default: <store>.checkpoint-key.pem beside SQLite)
   MACE_CHECKPOINT_INTERVAL    at most how many seconds mace serve leaves a commit without a
                               checkpoint (1)
+  MACE_LOG_ORIGIN             the origin (and key name) of the checkpoint notes, such as
+                              ledger.example.com/audit (default: mace.example.org/ledger/ and
+                              the store's id, made from its first checkpoint)
   MACE_TRACE_QUIET_SECONDS    how long mace serve waits after a whole trace's last span arrived
                               over OTLP before recording it as a run (5; 0: at once)
   MACE_REEXECUTION_IDLE_SECONDS  a re-execution open over HTTP with no call for this long is

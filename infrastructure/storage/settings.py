@@ -200,6 +200,9 @@ class Settings(BaseSettings):
     keyring_file: Path | None = None
     # The Ed25519 private key (PEM) that signs checkpoints; `load_checkpoint_key` reads it.
     checkpoint_key: Path | None = None
+    # The origin line of the checkpoint notes (c2sp.org/tlog-checkpoint) and their key name;
+    # unset: made from the store's first checkpoint (`CheckpointService.log_origin`).
+    log_origin: str | None = None
     # How long, at most, `mace serve`'s notary leaves a commit without a checkpoint (seconds).
     checkpoint_interval: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     # How long `mace serve` waits, after the last span of a whole trace arrived over OTLP, before

@@ -14,12 +14,16 @@ from support.ledger_fixtures import TEST_CHECKPOINT_KEY, RawTable, store_of
 
 from domain.canonical import canonical_json
 from domain.checkpoint import CHECKPOINT_STREAM, SignedCheckpoint
+from domain.checkpoint_note import parse_note, parse_vkey
 from domain.merkle import verify_consistency
+from infrastructure.application.checkpoints import checked_note
 from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.keys.checkpoint_key import PublicCheckpointKey, read_checkpoint_key
 from infrastructure.storage.settings import Settings
 
 NEWEST = "/v1/checkpoints/newest"
+NEWEST_NOTE = "/v1/checkpoints/newest/note"
+VKEY = "/v1/checkpoints/vkey"
 PUBLIC_KEY = "/v1/checkpoints/public-key"
 CONSISTENCY = "/v1/checkpoints/consistency"
 VERIFY = "/v1/checkpoints/verify"
@@ -35,6 +39,28 @@ def checkpoints(api: Api) -> Checkpoints:
 def test_before_the_first_checkpoint_newest_is_not_found(api: Api) -> None:
     for who in READERS:
         assert_error(api.get(NEWEST, who), 404, "NOT_FOUND", "no checkpoint yet")
+        assert_error(api.get(NEWEST_NOTE, who), 404, "NOT_FOUND", "no checkpoint yet")
+        assert_error(api.get(VKEY, who), 422, "INVALID_INPUT")
+
+
+def test_the_newest_note_is_the_ledgers_note_and_checks_with_the_vkey_alone(api: Api) -> None:
+    api.new_job()
+    written = checkpoints(api).write().newest
+    response = api.get(NEWEST_NOTE, "auditor")
+    assert response.status_code == 200, response.content
+    assert response.headers["content-type"] == "text/plain; charset=utf-8"
+    answer = api.get(VKEY, "auditor").json()
+    vkey = parse_vkey(answer["vkey"])
+    assert vkey.name == answer["origin"]
+    body = checked_note(parse_note(response.content), vkey, "the note")
+    assert (body.origin, body.tree_size, body.root.hex()) == (
+        answer["origin"],
+        written.checkpoint.tree_size,
+        written.checkpoint.root,
+    )
+    # The bytes `mace checkpoint export --note` writes: one use case behind both.
+    note = api.ledger.checkpoints.note(written, answer["origin"])
+    assert note.encoded() == response.content
 
 
 def test_newest_is_the_export_format_and_checks_with_the_public_key_alone(api: Api) -> None:
@@ -67,7 +93,8 @@ def test_the_public_key_is_json_or_the_pem_alone(api: Api) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", [NEWEST, PUBLIC_KEY, "/v1/checkpoints/1", f"{CONSISTENCY}?old=1&new=1"]
+    "path",
+    [NEWEST, PUBLIC_KEY, "/v1/checkpoints/1", f"{CONSISTENCY}?old=1&new=1", NEWEST_NOTE, VKEY],
 )
 def test_only_admins_and_auditors_read_the_stores_checkpoints(api: Api, path: str) -> None:
     checkpoints(api).write()

@@ -116,7 +116,7 @@ def test_a_file_that_is_not_an_exported_checkpoint_is_one_line_exit_2(
     text = tmp_path / "note.txt"
     text.write_text("not json")
     cases = {
-        text: f"checkpoint file {text} is not JSON: expected an exported checkpoint",
+        text: f"checkpoint file {text} is neither an exported checkpoint (JSON) nor a note:",
         forged(path, {"extra": 1}): "is not an exported checkpoint: expected",
         forged(path, {"signature": "%%%"}): "signature is not base64",
         forged(path, {"tree_size": -1}, in_checkpoint=True): "checkpoint.tree_size: ",

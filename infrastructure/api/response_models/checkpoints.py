@@ -28,6 +28,11 @@ class CheckpointPublicKey(ResponseModel):
     public_key: str = Field(description="the Ed25519 public key, PEM")
 
 
+class CheckpointVerifierKey(ResponseModel):
+    origin: str = Field(description="the checkpoint notes' origin line and key name")
+    vkey: str = Field(description="<origin>+<key id>+<base64 key>, c2sp.org/signed-note")
+
+
 class CheckpointSummary(ResponseModel):
     """Which checkpoint: its number, tree size and root (`Checkpoint.summary`)."""
 

@@ -18,7 +18,15 @@ def add_checkpoint_arguments(checkpoint: argparse.ArgumentParser) -> None:
         "public-key", help="print the public key that checks checkpoints (PEM)"
     )
     public_key.add_argument(
-        "--json", action="store_true", help="print canonical JSON: key_id, public_key"
+        "--vkey",
+        action="store_true",
+        help="print the verifier key of the checkpoint notes instead (c2sp.org/signed-note:"
+        " origin+key id+base64 key), as Go's golang.org/x/mod/sumdb/note takes it",
+    )
+    public_key.add_argument(
+        "--json",
+        action="store_true",
+        help="print canonical JSON: key_id, public_key (with --vkey: origin, vkey)",
     )
     public_key.set_defaults(handler="infrastructure.cli.checkpoint:print_public_key")
     export = actions.add_parser(
@@ -30,19 +38,35 @@ def add_checkpoint_arguments(checkpoint: argparse.ArgumentParser) -> None:
         "-o", "--output", required=True, type=Path, metavar="FILE", help="the file to write"
     )
     export.add_argument(
+        "--note",
+        action="store_true",
+        help="write it as a C2SP tlog-checkpoint signed note (origin, tree size, root) instead of"
+        " JSON",
+    )
+    export.add_argument(
         "--json", action="store_true", help="print canonical JSON: number, tree_size, root, file"
     )
     export.set_defaults(handler="infrastructure.cli.checkpoint:export_checkpoint")
     verify = actions.add_parser(
-        "verify", help="check an exported checkpoint's signature with a public key (no store)"
+        "verify",
+        help="check an exported checkpoint's signature, JSON or signed note, with a public key"
+        " (no store)",
     )
-    verify.add_argument("file", type=Path, metavar="FILE", help="an exported checkpoint")
     verify.add_argument(
+        "file", type=Path, metavar="FILE", help="an exported checkpoint (JSON or signed note)"
+    )
+    keys = verify.add_mutually_exclusive_group(required=True)
+    keys.add_argument(
         "--public-key",
-        required=True,
         type=Path,
         metavar="PEM",
-        help="the Ed25519 public key it must be signed by (mace checkpoint public-key)",
+        help="the Ed25519 public key a JSON export must be signed by (mace checkpoint public-key)",
+    )
+    keys.add_argument(
+        "--vkey",
+        metavar="KEY",
+        help="the verifier key a note (or a JSON export) must be signed by, for its origin"
+        " (mace checkpoint public-key --vkey)",
     )
     verify.add_argument("--json", action="store_true", help="print canonical JSON")
     verify.set_defaults(handler="infrastructure.cli.checkpoint:verify_exported_checkpoint")

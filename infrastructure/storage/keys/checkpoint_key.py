@@ -41,12 +41,13 @@ class CheckpointKeyError(InvalidInput):
 class PublicCheckpointKey:
     """The half anyone may hold: it checks checkpoint signatures and names the key by its id."""
 
-    __slots__ = ("_key", "key_id", "pem")
+    __slots__ = ("_key", "key_id", "pem", "raw")
 
     def __init__(self, key: Ed25519PublicKey) -> None:
         self._key = key
-        raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        self.key_id = hashlib.sha256(raw).hexdigest()[:16]
+        # The 32 bytes of RFC 8032: what a signed note's verifier key carries.
+        self.raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        self.key_id = hashlib.sha256(self.raw).hexdigest()[:16]
         self.pem = key.public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         ).decode("ascii")
@@ -62,6 +63,15 @@ class PublicCheckpointKey:
             msg = f"public key is not Ed25519 but {_kind(key)}"
             raise CheckpointKeyError(msg)
         return cls(key)
+
+    @classmethod
+    def from_raw(cls, raw: bytes) -> PublicCheckpointKey:
+        """The key whose 32 RFC 8032 bytes are ``raw`` (a verifier key's material)."""
+        try:
+            return cls(Ed25519PublicKey.from_public_bytes(raw))
+        except ValueError:
+            msg = f"public key is not Ed25519: expected 32 bytes, got {len(raw)}"
+            raise CheckpointKeyError(msg) from None
 
     def verify(self, message: bytes, signature: bytes) -> bool:
         try:
