@@ -43,7 +43,8 @@ def parse_with(options: Iterable[str]) -> WhatIfChanges:
     for option in options:
         key, separator, value = option.partition("=")
         if not separator:
-            raise InvalidInput(f"--with {option!r}: expected KEY=ID, KEY one of {list(WHATIF_KEYS)}")
+            expected = f"expected KEY=ID, KEY one of {list(WHATIF_KEYS)}"
+            raise InvalidInput(f"--with {option!r}: {expected}")
         pairs.append((key, value))
     return changes_of(pairs, "--with ")
 

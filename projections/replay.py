@@ -823,12 +823,11 @@ class _Replay:
         shown: list[RunEvent] = []
         placed: set[int] = set()
         for event in events:
-            rerun = self.reruns.get(event.iteration) if isinstance(event, ITERATION_EVENTS) else None
-            if rerun is None:
+            if not isinstance(event, ITERATION_EVENTS) or self.reruns.get(event.iteration) is None:
                 shown.append(event)
             elif event.iteration not in placed:
                 placed.add(event.iteration)
-                shown.extend(rerun)
+                shown.extend(self.reruns[event.iteration] or [])
         return shown
 
     def memory(self, job: Job, ahead: list[RunEvent]) -> SemSource:

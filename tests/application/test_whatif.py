@@ -13,8 +13,8 @@ import pytest
 from support.hand_written_runs import ANA, R1, R4, math_iteration, run_file, with_brainstates
 from support.ledger_fixtures import RawTable
 
-from domain.events import hash_of
 from domain.errors import ErrorCode, InvalidInput, MaceError, NotFoundError
+from domain.events import hash_of
 from domain.governance import Actor
 from domain.job import Job
 from domain.policy import parse_bundle
@@ -61,7 +61,9 @@ def stored(settings: Settings, snapshot: Snapshot) -> str:
         return ledger.snapshots.put(snapshot)[0].snapshot_id
 
 
-def whatif(settings: Settings, job_id: str, tenant: str = "default", **changes: str) -> WhatIfResult:
+def whatif(
+    settings: Settings, job_id: str, tenant: str = "default", **changes: str
+) -> WhatIfResult:
     with Ledger.open(settings) as ledger:
         return ledger.whatif.run(job_id, changes_of(changes.items()), ANA, tenant=tenant)
 
@@ -245,9 +247,7 @@ def test_an_actor_without_a_replay_role_is_refused_before_anything(cli_env: Sett
     stage0_job(cli_env)
     same_rules = stored(cli_env, router(namespace="router-copy"))
     with Ledger.open(cli_env) as ledger, pytest.raises(MaceError) as refused:
-        ledger.whatif.run(
-            "sum", changes_of([("router", same_rules)]), Actor.of("eve", ["council"])
-        )
+        ledger.whatif.run("sum", changes_of([("router", same_rules)]), Actor.of("eve", ["council"]))
     assert refused.value.code is ErrorCode.ACCESS_DENIED
     assert "a what-if needs one of the roles" in refused.value.message
 
