@@ -12,12 +12,18 @@ from typing import Any
 import pytest
 from support.hand_written_runs import ANA, R1, R4, math_iteration, run_file, with_brainstates
 from support.ledger_fixtures import RawTable
+from support.policy_gates import (
+    DENIED_HASH,
+    NOTHING_DENIED,
+    NOTHING_DENIED_HASH,
+    SECRETS_DENIED,
+    gate,
+)
 
 from domain.errors import ErrorCode, InvalidInput, MaceError, NotFoundError
 from domain.events import hash_of
 from domain.governance import Actor
 from domain.job import Job
-from domain.policy import parse_bundle
 from domain.run_file import parse_run
 from domain.snapshot import Snapshot, SnapshotKind
 from domain.whatif import WhatIfChanges, changes_of, parse_with
@@ -27,21 +33,6 @@ from infrastructure.application.snapshots import default_snapshots
 from infrastructure.application.whatif import WhatIfResult
 from infrastructure.storage.settings import Settings
 
-SECRETS_DENIED = """version: 1
-rules:
-  - id: no-secrets
-    when: {memory_label: secret}
-    action: deny
-"""
-NOTES_REDACTED = """version: 1
-rules:
-  - id: redact-notes
-    when: {memory_label: note}
-    action: redact
-"""
-DENIED_HASH = parse_bundle(SECRETS_DENIED).bundle_hash
-NOTES_HASH = parse_bundle(NOTES_REDACTED).bundle_hash
-SECRET = {"memory_kind": "fact", "labels": ["secret"], "caller_id": "bot"}
 ADDITION_ONLY = r"^\s*\d+\s*[+]\s*\d+\s*$"
 
 
@@ -142,26 +133,22 @@ def test_a_selfrep_without_the_math_agent_routes_to_the_fallback(cli_env: Settin
     assert first["replayed"]["agent"] == "generic_agent"
 
 
-def gate(decision: str) -> dict[str, Any]:
-    return {
-        "type": "GateDecision",
-        "gate": "context",
-        "decision": decision,
-        "policy_bundle_hash": DENIED_HASH,
-        "subject": SECRET,
-    }
+def gated_run(settings: Settings, tmp_path: Path, tenant_of_notes: str) -> None:
+    """A run whose gate SECRETS_DENIED (in force store-wide) denies; NOTHING_DENIED put in force
+    for ``tenant_of_notes``."""
+    with Ledger.open(settings) as ledger:
+        ledger.policy.set_bundle(None, SECRETS_DENIED, ANA)
+        ledger.policy.set_bundle(tenant_of_notes, NOTHING_DENIED, ANA)
+    ingested(settings, tmp_path, "gated", [*math_iteration(0, "2 + 3", 5), gate("deny")])
 
 
 def test_another_policy_bundle_decides_an_outside_gate_again(
     cli_env: Settings, tmp_path: Path
 ) -> None:
-    with Ledger.open(cli_env) as ledger:
-        ledger.policy.set_bundle(None, SECRETS_DENIED, ANA)
-        ledger.policy.set_bundle("default", NOTES_REDACTED, ANA)
-    ingested(cli_env, tmp_path, "gated", [*math_iteration(0, "2 + 3", 5), gate("deny")])
+    gated_run(cli_env, tmp_path, "default")
     unchanged = whatif(cli_env, "gated", policy=DENIED_HASH).report
     assert unchanged["verdict"] == "unchanged"
-    report = whatif(cli_env, "gated", policy=NOTES_HASH).report
+    report = whatif(cli_env, "gated", policy=NOTHING_DENIED_HASH).report
     assert report["verdict"] == "changed"
     assert report["differences"] == [
         {
@@ -226,11 +213,8 @@ def test_a_named_snapshot_the_ledger_cannot_use_is_missing(cli_env: Settings, wh
 def test_another_tenants_policy_bundle_behaves_like_a_free_one(
     cli_env: Settings, tmp_path: Path
 ) -> None:
-    with Ledger.open(cli_env) as ledger:
-        ledger.policy.set_bundle(None, SECRETS_DENIED, ANA)
-        ledger.policy.set_bundle("acme", NOTES_REDACTED, ANA)
-    ingested(cli_env, tmp_path, "gated", [*math_iteration(0, "2 + 3", 5), gate("deny")])
-    report = whatif(cli_env, "gated", policy=NOTES_HASH).report
+    gated_run(cli_env, tmp_path, "acme")
+    report = whatif(cli_env, "gated", policy=NOTHING_DENIED_HASH).report
     assert (report["verdict"], report["error"]["code"]) == ("failed", "MISSING_SNAPSHOT")
     assert "is not held for tenant 'default'" in report["error"]["message"]
 
