@@ -210,6 +210,19 @@ def test_a_named_snapshot_the_ledger_cannot_use_is_missing(cli_env: Settings, wh
     assert named in report["error"]["message"]
 
 
+def test_a_named_snapshot_halted_for_the_tenant_stops_the_what_if(cli_env: Settings) -> None:
+    stage0_job(cli_env)
+    addition_only = stored(cli_env, router(ADDITION_ONLY))
+    with Ledger.open(cli_env) as ledger:
+        ledger.governance.halt_snapshot(addition_only, "key leak", ANA, "default")
+    report = whatif(cli_env, "sum", router=addition_only).report
+    assert (report["verdict"], report["error"]["code"]) == ("failed", "FORCE_HALT_REPLAY")
+    # Another tenant's halt is not this tenant's: its what-if runs.
+    with Ledger.open(cli_env) as ledger:
+        ledger.jobs.run("2 + 3", "s1", job_id="sum", tenant="acme")
+    assert whatif(cli_env, "sum", "acme", router=addition_only).verdict == "unchanged"
+
+
 def test_another_tenants_policy_bundle_behaves_like_a_free_one(
     cli_env: Settings, tmp_path: Path
 ) -> None:
