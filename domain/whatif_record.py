@@ -11,7 +11,8 @@ event type. A reader switches on ``(kind, kind_version)``; a change to the field
 shares bumps ``class_version`` with an ``upcast_v1_v2``, as `ReplayRecord.Opened` does.
 
 No store-wide counter numbers the records: a record is named, as an audit record is
-(`domain.audit_record`), by a digest of what it says and the first number free under it.
+(`domain.audit_record`), by a digest of what it says (and when it was asked: the same what-if is
+asked again and again) and the first number free under it.
 """
 
 from __future__ import annotations

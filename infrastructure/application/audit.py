@@ -148,6 +148,7 @@ class AuditService:
         naming["results_digest"] = summary["results_digest"]
         now = recorded_at()
         return self.store.save_first_free(
+            lambda number: AuditRecord.id_for(audit_name(naming, number)),
             lambda number: AuditRecord(
                 audit_id=audit_name(naming, number), recorded_at=now, **summary
             ),

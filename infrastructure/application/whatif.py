@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.audit_record import audit_name
+from domain.canonical import digest
 from domain.errors import NotFoundError
 from domain.governance import Actor
 from domain.job import DEFAULT_TENANT, validate_tenant
@@ -88,9 +89,13 @@ class WhatIfService:
             "authoritative": False,
         }
         now = recorded_at()
+        # The same what-if is asked again and again (a CI job's, each day): named by what it
+        # says *and* when it was asked, so that asking again finds its name free at once.
+        naming = {"summary": digest(summary), "recorded_at": now}
         return self.store.save_first_free(
+            lambda number: CounterfactualRecord.id_for(audit_name(naming, number)),
             lambda number: CounterfactualRecord(
-                record_id=audit_name(summary, number), recorded_at=now, **summary
+                record_id=audit_name(naming, number), recorded_at=now, **summary
             ),
             f"{kind} record",
         )

@@ -367,18 +367,19 @@ class LedgerStore(Application[UUID]):
                 _FAILED_WRITE.reset(token)
             retries.lost()
 
-    def save_first_free(self, made: Callable[[int], A], what: str) -> A:
-        """Save ``made(n)`` for the first ``n`` whose stream is free, and return it: a record
-        named by a digest of what it says and a number (an audit's, a what-if's), so that no
-        store-wide counter is appended to. Two identical records race for the same name; the
-        loser counts on (`racing`)."""
+    def save_first_free(
+        self, stream_of: Callable[[int], UUID], made: Callable[[int], A], what: str
+    ) -> A:
+        """Save ``made(n)`` (whose stream is ``stream_of(n)``) for the first ``n`` whose stream
+        is free, and return it: a record named by a digest of what it says and a number (an
+        audit's, a what-if's), so that no store-wide counter is appended to. Two identical
+        records race for the same name; the loser counts on (`racing`)."""
 
         def attempt() -> A:
             number = 0
-            record = made(number)
-            while self.stream_exists(record.id):
+            while self.stream_exists(stream_of(number)):
                 number += 1
-                record = made(number)
+            record = made(number)
             self.save(record)
             return record
 
