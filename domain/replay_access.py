@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from domain.errors import InvalidInput
+from domain.errors import ErrorCode, InvalidInput, MaceError
 from domain.governance import Actor, Role
 
 
@@ -55,3 +55,11 @@ def check_mocks_allowed(mode: ReplayMode, has_mocks: bool) -> None:
     if has_mocks and mode is not ReplayMode.REEXECUTE:
         msg = "declared mocks are for reexecute replays only: audit and production use none"
         raise InvalidInput(msg)
+
+
+def check_audit_roles(actor: Actor, what: str) -> None:
+    """``what`` (an audit, a what-if) replays jobs in audit mode: who may replay in that mode
+    may run it; anyone else is ACCESS_DENIED, before anything is read or written."""
+    refusal = replay_refusal(ReplayMode.AUDIT, actor, production_approved=False)
+    if refusal is not None:
+        raise MaceError(ErrorCode.ACCESS_DENIED, refusal.replace("audit replay", what, 1))

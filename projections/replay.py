@@ -63,6 +63,7 @@ from domain.stage0.agents import AGENTS, Agent, AgentReply, AgentRequest, Memory
 from domain.stage0.config import parse_config
 from domain.stage0.router import UnroutableText
 from domain.tool_boundary import ToolBoundaryError, check_tool_boundary, tool_steps
+from domain.whatif import WhatIfChanges
 from projections.brainstate import fold_brainstate
 from projections.replay_checks import (
     Check,
@@ -97,6 +98,10 @@ _RETRIEVALS = (RetrievalRequest, RetrievalResponse)
 _COMPARED_EVENTS = (InputReceived, RouterDecision, AgentOutput, SemRead, SemWrite)
 """The iteration's events compared with the re-run besides its trace (compared field by field)."""
 _RE_EXECUTED = frozenset({Check.REEXECUTED, Check.DIVERGED})
+WHATIF_REASON = (
+    "a what-if: the job re-run under snapshots or a policy bundle it was not recorded under;"
+    " never authoritative"
+)
 _SEM_AS_HELD = (
     ": the re-run met the key as the tenant's SEM log held it where the ledger recorded the job"
     " (a version deleted below the newest checkpoint fails its stream's head check as"
@@ -169,7 +174,7 @@ class Divergence:
 @dataclass(frozen=True, slots=True)
 class StepLog:
     step: str
-    outcome: str  # "ok", "failed" or "skipped"
+    outcome: str  # "ok", "failed", "skipped" or, in a what-if, "changed"
     detail: str
 
     def as_json(self) -> dict[str, str]:
@@ -185,6 +190,10 @@ class ReplayRequest:
     mocks: Mapping[str, AgentReply] = field(default_factory=dict)
     elapsed: Callable[[], float] = lambda: 0.0
     """Seconds since the replay began, by the ops clock: checked against the time cap only."""
+    changes: WhatIfChanges | None = None
+    """A what-if: re-run the job under these snapshots and policy bundle instead of the ones it
+    declared. Every difference is then a change the what-if lists (none stops it), and the
+    outcome is never authoritative."""
 
 
 @dataclass
@@ -274,8 +283,14 @@ class _Replay:
         missing = self.persisted_outputs(job, events)
         self.outside_facts(events, missing)
         body = [event for _, event in events]
-        self.reducers(job, snapshots, body, completion)
-        computed = self.iterations(job, snapshots, body, missing)
+        if self.request.changes is None:
+            self.reducers(job, snapshots, body, completion)
+            computed = self.iterations(job, snapshots, body, missing)
+        else:
+            # A what-if's states are folded over what it re-ran, once it re-ran it; and its first
+            # change is a decision, not the state the decisions sum up to.
+            computed = self.iterations(job, snapshots, body, missing)
+            self.reducers(job, snapshots, self.as_rerun(body), completion)
         self.final_answer(computed, completion)
         self.finish()
 
@@ -306,6 +321,11 @@ class _Replay:
         self.outcome.divergences.append(divergence)
         where = "job" if divergence.iteration is None else f"iteration {divergence.iteration}"
         step = f"compare {divergence.field} ({where})"
+        if self.request.changes is not None:
+            # Not a divergence of the record (it reproduced before the what-if ran) but a
+            # consequence of the change: listed, and the what-if goes on to the rest.
+            self.step(step, "changed", f"{where}: {divergence.field} changes under the what-if")
+            return
         message = f"{where}: {divergence.field} differs from the record{why}"
         if not self.request.force_continue:
             self.stop(divergence.code, step, message)
@@ -384,14 +404,26 @@ class _Replay:
                 continue
             missing.append(f"{kind.value} {snapshot_id} (deleted: {proof})")
             self.outcome.halt_snapshots.append(snapshot_id)
+        for kind, snapshot_id in self.named_snapshots().items():
+            absent = self.source.snapshot_absent(snapshot_id)
+            if absent is not None:
+                held = "not in the ledger" if absent.deleted is None else absent.deleted
+                missing.append(f"{kind.value} {snapshot_id} (named by the what-if: {held})")
         if missing:
             self.stop(ErrorCode.MISSING_SNAPSHOT, step, "missing " + ", ".join(missing))
-        self.step(step, "ok", f"all {len(ids)} declared snapshots present")
+        named = len(self.named_snapshots())
+        also = f", and the {named} the what-if names" if named else ""
+        self.step(step, "ok", f"all {len(ids)} declared snapshots present{also}")
         return ids
+
+    def named_snapshots(self) -> Mapping[SnapshotKind, str]:
+        """The snapshots a what-if re-runs the job under instead of the declared ones."""
+        changes = self.request.changes
+        return {} if changes is None else changes.snapshots
 
     def no_force_halt(self, job: Job, ids: dict[SnapshotKind, str]) -> None:
         step = "2b force halts"
-        for kind, snapshot_id in ids.items():
+        for kind, snapshot_id in [*ids.items(), *self.named_snapshots().items()]:
             reason = self.source.halt_reason(job.tenant, snapshot_id)
             if reason is not None:
                 message = (
@@ -404,7 +436,9 @@ class _Replay:
     def verified_snapshots(self, ids: dict[SnapshotKind, str]) -> Stage0Snapshots:
         step = "3 snapshot signatures"
         configs: dict[str, Any] = {}
-        for kind, snapshot_id in ids.items():
+        # The declared snapshots are verified first (the record must be intact), then those a
+        # what-if names, which the re-run runs under in their place.
+        for kind, snapshot_id in [*ids.items(), *self.named_snapshots().items()]:
             try:
                 snapshot = self.source.load_snapshot(snapshot_id)
             except MaceError as exc:
@@ -447,8 +481,16 @@ class _Replay:
         present = set(job.snapshot_ids.values())
         capture = CaptureMode(job.capture_mode)
         named = policy_bundles_named(e for _, e in events)
-        if named and self.source.carries_tenant_state:
+        changed = None if self.request.changes is None else self.request.changes.policy_bundle
+        if (named or changed) and self.source.carries_tenant_state:
             self.bundles = self.source.policy_bundles(job.tenant)
+        if changed is not None and changed not in self.bundles:
+            # Another tenant's bundle is not held for this one: it behaves as a free hash.
+            message = (
+                f"policy bundle {changed} (named by the what-if) is not held for tenant"
+                f" {job.tenant!r}"
+            )
+            self.stop(ErrorCode.MISSING_SNAPSHOT, "6 persisted outputs", message)
         # Bundles a source does not carry are not said to be missing: they may be in the ledger.
         held = set(self.bundles) if self.source.carries_tenant_state else named
         missing = [
@@ -511,7 +553,7 @@ class _Replay:
                 self.not_carried(index, subject, f"policy bundle {event.policy_bundle_hash}")
                 continue
             try:
-                self.rows[index] = outside_fact(index, event, self.bundles)
+                self.rows[index] = outside_fact(index, event, self.deciding_bundles())
             except RecordMismatch as bad:
                 self.differs(bad)
         outside = [row.check for row in self.rows.values()]
@@ -579,6 +621,14 @@ class _Replay:
             self.rows[at] = FactCheck(
                 f"event {at} RetrievalResponse", Check.REEXECUTED, matched, at
             )
+
+    def deciding_bundles(self) -> Mapping[str, str]:
+        """The bundle each held hash's gates are decided under: its own, or, in a what-if that
+        names a policy bundle, that one in place of every recorded one."""
+        changed = None if self.request.changes is None else self.request.changes.policy_bundle
+        if changed is None:
+            return self.bundles
+        return dict.fromkeys(self.bundles, self.bundles[changed])
 
     def differs(self, bad: RecordMismatch) -> None:
         self.diverge(
@@ -750,12 +800,14 @@ class _Replay:
 
         A recorded router (stored before its rules were checked) may be too costly to re-decide
         on the recorded input: the replay stops, bounded, with REPLAY_TIMEOUT."""
+        # A what-if's later iteration follows what its earlier ones did under the change.
+        before = body[:start] if self.request.changes is None else self.as_rerun(body[:start])
         try:
             return run_iteration(
                 job.job_id,
                 job.job_seed,
                 percept,
-                body[:start],
+                before,
                 snapshots,
                 self.memory(job, body[start:]),
                 CaptureMode(job.capture_mode),
@@ -764,6 +816,18 @@ class _Replay:
         except UnroutableText as exc:
             where = f"8 iteration {percept.iteration}: limits"
             self.stop(ErrorCode.REPLAY_TIMEOUT, where, f"routing budget: {exc}")
+
+    def as_rerun(self, events: list[RunEvent]) -> list[RunEvent]:
+        """``events`` with each re-run iteration's recorded events replaced by its re-run's."""
+        shown: list[RunEvent] = []
+        placed: set[int] = set()
+        for event in events:
+            if not isinstance(event, ITERATION_EVENTS) or self.reruns.get(event.iteration) is None:
+                shown.append(event)
+            elif event.iteration not in placed:
+                placed.add(event.iteration)
+                shown.extend(self.reruns[event.iteration] or [])
+        return shown
 
     def memory(self, job: Job, ahead: list[RunEvent]) -> SemSource:
         """SEM as the tenant's log held it where the ledger recorded the job, with the writes
@@ -971,6 +1035,11 @@ class _Replay:
                 "none of the run's events was re-executed: each was taken as recorded or"
                 " compared by its hash"
             )
+        if self.request.changes is not None:
+            self.outcome.non_authoritative.append(WHATIF_REASON)
+            changed = len(self.outcome.divergences)
+            self.step("result", "ok", f"{changed} difference(s) under the what-if's changes")
+            return
         if self.outcome.divergences:
             first = self.outcome.divergences[0]
             self.outcome.error_code = first.code

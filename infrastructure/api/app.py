@@ -32,6 +32,7 @@ from infrastructure.api import (
     runs,
     snapshots,
     traces,
+    whatif,
 )
 from infrastructure.api.context import Service
 from infrastructure.api.errors import ERROR_ANSWERS, ApiError, invalid
@@ -142,6 +143,7 @@ def create_app(
         jobs,
         replays,
         reexecutions,
+        whatif,
         audits,
         governance,
         snapshots,

@@ -106,6 +106,22 @@ class ReplayAsk(Body):
     )
 
 
+class WhatIfChangesAsk(Body):
+    """What a what-if re-runs the job under instead of what it declared; at least one."""
+
+    router: SnapshotId | None = None
+    selfrep: SnapshotId | None = None
+    brainstate: SnapshotId | None = None
+    privacy: SnapshotId | None = None
+    governance: SnapshotId | None = None
+    policy: SnapshotId | None = Field(default=None, description="a policy bundle's hash")
+
+
+class WhatIfAsk(Body):
+    job_id: JobId
+    changes: WhatIfChangesAsk
+
+
 class AuditAsk(Body):
     since: StrictInt = Field(
         default=0, ge=0, description="audit only jobs whose first event is after this notification"

@@ -20,10 +20,10 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from domain.audit_record import AuditRecord, audit_name
-from domain.errors import ErrorCode, IntegrityFailure, MaceError
+from domain.errors import IntegrityFailure
 from domain.governance import Actor
 from domain.job import Job
-from domain.replay_access import ReplayMode, replay_refusal
+from domain.replay_access import check_audit_roles
 from infrastructure.application.audit_scan import AuditWindow, RangeAudit
 from infrastructure.application.jobs import JobService
 from infrastructure.application.replays import ReplayService
@@ -56,9 +56,7 @@ class Workers(Protocol):
 
 def check_auditor(actor: Actor) -> None:
     """An audit replays every job in audit mode: who may replay in that mode may audit."""
-    refusal = replay_refusal(ReplayMode.AUDIT, actor, production_approved=False)
-    if refusal is not None:
-        raise MaceError(ErrorCode.ACCESS_DENIED, refusal.replace("audit replay", "an audit", 1))
+    check_audit_roles(actor, "an audit")
 
 
 def audit_answer(report: AuditReport, record: AuditRecord, workers: int) -> dict[str, Any]:
@@ -149,16 +147,13 @@ class AuditService:
         naming = {k: summary[k] for k in ("actor_id", "tenant", "since", "through")}
         naming["results_digest"] = summary["results_digest"]
         now = recorded_at()
-
-        def attempt() -> AuditRecord:
-            number = 0
-            while self.store.stream_exists(AuditRecord.id_for(audit_name(naming, number))):
-                number += 1
-            record = AuditRecord(audit_id=audit_name(naming, number), recorded_at=now, **summary)
-            self.store.save(record)  # a conflict: an identical audit took the name; count on
-            return record
-
-        return self.store.racing(attempt, "audit record")
+        return self.store.save_first_free(
+            lambda number: AuditRecord.id_for(audit_name(naming, number)),
+            lambda number: AuditRecord(
+                audit_id=audit_name(naming, number), recorded_at=now, **summary
+            ),
+            "audit record",
+        )
 
 
 def _short_of(

@@ -41,6 +41,7 @@ from infrastructure.application.snapshots import SnapshotService
 from infrastructure.application.store_status import StoreStatus
 from infrastructure.application.trace_imports import TraceImports
 from infrastructure.application.trace_intake import TraceIntake
+from infrastructure.application.whatif import WhatIfService
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.settings import Settings, Store
 from infrastructure.storage.store import LedgerStore
@@ -85,6 +86,7 @@ class Ledger:
         )
         self.recordings = LedgerRecordings(self.replays, self.personal_data)
         self.audits = AuditService(store, self.jobs, self.replays)
+        self.whatif = WhatIfService(store, self.replays)
         self.receipts = ReceiptService(store, self.memories, self.policy, self.read_models)
 
     @classmethod

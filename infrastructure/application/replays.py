@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Final, TypeVar
 from uuid import UUID
@@ -52,6 +52,7 @@ from domain.replay_record import ReplayRecord, replay_record_name
 from domain.sem import SemEntry
 from domain.snapshot import Snapshot
 from domain.stage0.agents import AgentReply
+from domain.whatif import WhatIfChanges
 from infrastructure.application.governance import GovernanceService, halt_reason_in
 from infrastructure.application.jobs import JobService
 from infrastructure.application.memories import MemoryService
@@ -477,6 +478,24 @@ class ReplayService:
         request = ReplayRequest(job.job_id, ReplayMode.AUDIT, elapsed=stopwatch())
         source = LedgerReplaySource(self, job, job.tenant, shared=shared)
         return self._run_replay(source, request)
+
+    def replay_changed(
+        self, job_id: str, changes: WhatIfChanges, *, tenant: str = DEFAULT_TENANT
+    ) -> tuple[ReplayOutcome, ReplayOutcome | None]:
+        """A what-if's two audit-mode replays of the tenant's job, nothing recorded: under what
+        it declared, then, only when that one stopped on no error (a record not intact, or not
+        reproducing itself, says nothing about a change), under ``changes``. Both read each
+        stream once (``SharedReads``). The caller checked who acts (`check_audit_roles`)."""
+        name = self.jobs.owned_name(job_id, tenant)
+        job = self._job_if_intact(name)
+        shared = SharedReads()
+        declared = ReplayRequest(job_id, ReplayMode.AUDIT, elapsed=stopwatch())
+        baseline = self._run_replay(LedgerReplaySource(self, job, tenant, shared=shared), declared)
+        if baseline.error_code is not None:
+            return baseline, None
+        changed = replace(declared, changes=changes, elapsed=stopwatch())
+        source = LedgerReplaySource(self, job, tenant, shared=shared)
+        return baseline, self._run_replay(source, changed)
 
     def _decided(
         self,

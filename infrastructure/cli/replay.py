@@ -1,4 +1,5 @@
-"""``mace replay JOB_ID``: replay a job, record the attempt, print and write its report."""
+"""``mace replay JOB_ID``: replay a job, record the attempt, print and write its report; with
+``--with KEY=ID``, a what-if of the job under other snapshots or another policy bundle."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from pathlib import Path
 
 from domain.canonical import canonical_json
 from domain.errors import InvalidInput
+from domain.governance import Actor
 from domain.job import DEFAULT_TENANT
 from domain.replay_access import ReplayMode
 from domain.stage0.agents import AGENTS, AgentReply
+from domain.whatif import parse_with
 from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.replays import ReplayResult
@@ -22,6 +25,7 @@ from infrastructure.cli.common import acting_actor, emit_json, read_json_object
 from projections.replay import NOT_REPRODUCED, NOT_REPRODUCED_WHY
 from projections.replay_checks import LABELS, Check
 from projections.replay_report import verdict
+from projections.whatif import WhatIfVerdict, render_text
 
 REPORT_JSON = "replay_report.json"
 REPORT_MD = "replay_report.md"
@@ -29,6 +33,8 @@ REPORT_MD = "replay_report.md"
 
 def replay_job(args: argparse.Namespace, settings: Settings) -> int:
     actor = acting_actor(settings)
+    if args.changes:
+        return _whatif(args, settings, actor)
     mode = ReplayMode(args.mode)
     mocks = {name: reply for name, reply in map(_mock, args.mock)}
     if mocks and mode is not ReplayMode.REEXECUTE:
@@ -71,6 +77,40 @@ def replay_job(args: argparse.Namespace, settings: Settings) -> int:
     )
     print("mace: {}: {}".format(*failure), file=sys.stderr)
     return EXIT_FAILED
+
+
+def _whatif(args: argparse.Namespace, settings: Settings, actor: Actor) -> int:
+    """``mace replay JOB --with KEY=ID ...``: the job re-run under the changes, recorded."""
+    given = [
+        option
+        for option, set_ in (
+            ("--bundle", args.bundle is not None),
+            ("--mode", args.mode != ReplayMode.AUDIT.value),
+            ("--force-continue", args.force_continue),
+            ("--mock", bool(args.mock)),
+            ("--report-dir", args.report_dir is not None),
+            ("--public-key", args.public_key is not None),
+        )
+        if set_
+    ]
+    if given:
+        raise InvalidInput(f"--with re-runs a stored job in audit mode: it takes no {given[0]}")
+    if args.job_id is None:
+        raise InvalidInput("mace replay --with needs JOB_ID")
+    changes = parse_with(args.changes)
+    with Ledger.open(settings, create=False) as ledger:
+        result = ledger.whatif.run(
+            args.job_id, changes, actor, tenant=args.tenant or DEFAULT_TENANT
+        )
+    report = result.report
+    if args.json:
+        emit_json(result.answer())
+    else:
+        print("\n".join(render_text(report)))
+        print(f"recorded: what-if record {result.record_id} (never authoritative)")
+    if report["error"] is not None:
+        print("mace: {code}: {message}".format(**report["error"]), file=sys.stderr)
+    return EXIT_OK if result.verdict == WhatIfVerdict.UNCHANGED else EXIT_FAILED
 
 
 def _bundle(args: argparse.Namespace, settings: Settings) -> Bundle | None:

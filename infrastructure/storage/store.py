@@ -367,6 +367,24 @@ class LedgerStore(Application[UUID]):
                 _FAILED_WRITE.reset(token)
             retries.lost()
 
+    def save_first_free(
+        self, stream_of: Callable[[int], UUID], made: Callable[[int], A], what: str
+    ) -> A:
+        """Save ``made(n)`` (whose stream is ``stream_of(n)``) for the first ``n`` whose stream
+        is free, and return it: a record named by a digest of what it says and a number (an
+        audit's, a what-if's), so that no store-wide counter is appended to. Two identical
+        records race for the same name; the loser counts on (`racing`)."""
+
+        def attempt() -> A:
+            number = 0
+            while self.stream_exists(stream_of(number)):
+                number += 1
+            record = made(number)
+            self.save(record)
+            return record
+
+        return self.racing(attempt, what)
+
     def _stored_version(self, stream: UUID | str) -> int:
         """The stream's last stored version, unverified (0: none): whether another writer won."""
         last = next(iter(self.recorder.select_events(stream, desc=True, limit=1)), None)

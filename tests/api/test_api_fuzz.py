@@ -221,7 +221,7 @@ def cases_for(operation: Any, known: KnownIds) -> st.SearchStrategy[AnyCase]:
     if names:
         real = st.fixed_dictionaries({n: st.sampled_from(known.path_values[n]) for n in names})
         choices.append(real.flatmap(lambda ids: operation.as_strategy(path_parameters=ids)))
-    if operation.path in {"/replay/request", "/v1/reexecutions"}:
+    if operation.path in {"/replay/request", "/v1/reexecutions", "/v1/whatif"}:
         choices.append(
             st.tuples(
                 operation.as_strategy(GenerationMode.POSITIVE), st.sampled_from(known.jobs)

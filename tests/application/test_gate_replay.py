@@ -20,37 +20,12 @@ from support.hand_written_runs import (
     with_brainstates,
 )
 from support.ledger_fixtures import run
+from support.policy_gates import DENIED_HASH, NOTHING_DENIED, SECRETS_DENIED, gate
 
-from domain.policy import parse_bundle
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
 
-SECRETS_DENIED = """version: 1
-rules:
-  - id: no-secrets
-    when: {memory_label: secret}
-    action: deny
-"""
-NOTHING_DENIED = """version: 1
-rules:
-  - id: redact-notes
-    when: {memory_label: note}
-    action: redact
-"""
-DENIED_HASH = parse_bundle(SECRETS_DENIED).bundle_hash
 UNKNOWN_HASH = "ab" * 32
-SECRET = {"memory_kind": "fact", "labels": ["secret"], "caller_id": "bot"}
-
-
-def gate(decision: str, bundle_hash: str = DENIED_HASH, **extra: Any) -> dict[str, Any]:
-    return {
-        "type": "GateDecision",
-        "gate": "context",
-        "decision": decision,
-        "policy_bundle_hash": bundle_hash,
-        "subject": SECRET,
-        **extra,
-    }
 
 
 @pytest.fixture

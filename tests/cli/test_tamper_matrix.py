@@ -30,7 +30,7 @@ from support.tamper_scenario import KINDS, record_everything, stream_kinds
 from infrastructure.cli import main
 
 # Streams that hold one event by design: "the middle one" is no attack on them.
-SINGLE_EVENT = {"witnesses", "snapshots", "receipts", "key checks"}
+SINGLE_EVENT = {"witnesses", "snapshots", "receipts", "key checks", "what-if records"}
 SHORT = {"SEM entries"}  # two events: a first and a last, no middle
 ATTACKS = (
     "delete first",

@@ -1,8 +1,8 @@
 """A store holding every kind of stream the ledger keeps, recorded through ``mace``, for attacks.
 
 Jobs with their witnesses, the declared snapshots, a SEM entry written twice and read, a replay's
-records, a halt set and cleared, a tenant's memory log, policy book and receipts, and the
-checkpoints every writing command ends with. `stream_kinds` sorts the
+records, a what-if's record, a halt set and cleared, a tenant's memory log, policy book and
+receipts, and the checkpoints every writing command ends with. `stream_kinds` sorts the
 stored streams into those kinds by the topic of their first event, so an attack can pick the
 stream it edits by what it is, not by an id the test would have to know.
 """
@@ -30,6 +30,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("SEM entries", "domain.sem:"),
     ("governance records", "domain.governance:"),
     ("replay records", "domain.replay_record:"),
+    ("what-if records", "domain.whatif_record:"),
     ("tenant memory logs", "domain.memories:"),
     ("policy books", "domain.policy_book:"),
     ("receipts", "domain.receipt:"),
@@ -59,6 +60,8 @@ def record_everything(mace: Callable[..., str], bundle: Path) -> str:
     job_id = str(canonical_line(out)["job_id"])
     for _ in range(2):
         mace("ana", "admin,auditor", "replay", job_id)
+    # A what-if under the router the job declared: nothing changes (exit 0), one record.
+    mace("ana", "auditor", "replay", job_id, "--with", f"router={ROUTER_ID}")
     mace("sec", "admin", "governance", "halt", ROUTER_ID, "--reason", "key leak")
     mace("cleo", "council", "governance", "clear", ROUTER_ID)
     for fact, value in (("plan", '"gold"'), ("tier", '"2"'), ("region", '"eu"')):

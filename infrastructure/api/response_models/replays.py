@@ -21,7 +21,7 @@ class StepLogged(ResponseModel):
     """One verification step, in the order the replay took it."""
 
     step: str
-    outcome: Literal["ok", "failed", "skipped"]
+    outcome: Literal["ok", "failed", "skipped", "changed"]
     detail: str
 
 

@@ -39,5 +39,15 @@ def add_replay_arguments(replay: argparse.ArgumentParser) -> None:
         metavar="AGENT=FILE",
         help="reexecute only: answer AGENT with the reply in FILE ({text, claims, evidence})",
     )
+    replay.add_argument(
+        "--with",
+        dest="changes",
+        action="append",
+        default=[],
+        metavar="KEY=ID",
+        help="what-if: re-run the job under this snapshot (router, selfrep, brainstate, privacy,"
+        " governance) or policy=BUNDLE_HASH instead of the declared one; repeatable, recorded,"
+        " never authoritative (exit 0 nothing changed, 1 a decision changed)",
+    )
     replay.add_argument("--json", action="store_true", help="print the report as canonical JSON")
     replay.set_defaults(handler="infrastructure.cli.replay:replay_job")

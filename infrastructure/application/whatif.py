@@ -1,0 +1,110 @@
+"""What-if use cases (issue 31): re-run a recorded job under other snapshots or another policy
+bundle, say which decisions change, and record that it was asked, never as authoritative.
+
+`WhatIfService.run` is the one way in for the CLI (``mace replay JOB --with ...``), the HTTP API
+(``POST /v1/whatif``) and Python callers; the later kinds of issue 31 (as-of, compare, batch,
+fork) are to call it, or record themselves through `record` the same way. A what-if needs the
+roles an audit-mode replay needs and no council approval (it claims nothing authoritative); it
+writes one signed `CounterfactualRecord` in a stream of its own and nothing else: not the job,
+not its governance record, no halt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from domain.audit_record import audit_name
+from domain.canonical import digest
+from domain.errors import NotFoundError
+from domain.governance import Actor
+from domain.job import DEFAULT_TENANT, validate_tenant
+from domain.replay_access import check_audit_roles
+from domain.whatif import WhatIfChanges
+from domain.whatif_record import WHATIF_KIND, WHATIF_KIND_VERSION, CounterfactualRecord
+from infrastructure.application.replays import ReplayService
+from infrastructure.storage.ops_clock import recorded_at
+from infrastructure.storage.store import LedgerStore
+from projections.whatif import whatif_report
+
+
+@dataclass(frozen=True)
+class WhatIfResult:
+    record_id: str
+    report: dict[str, Any]
+
+    @property
+    def verdict(self) -> str:
+        return str(self.report["verdict"])
+
+    def answer(self) -> dict[str, Any]:
+        """What ``mace replay --with --json`` prints and ``POST /v1/whatif`` answers."""
+        return {"record_id": self.record_id, **self.report}
+
+
+class WhatIfService:
+    def __init__(self, store: LedgerStore, replays: ReplayService) -> None:
+        self.store = store
+        self.replays = replays
+
+    def run(
+        self,
+        job_id: str,
+        changes: WhatIfChanges,
+        actor: Actor,
+        *,
+        tenant: str = DEFAULT_TENANT,
+    ) -> WhatIfResult:
+        """The tenant's job re-run under ``changes``, recorded. ACCESS_DENIED (nothing read or
+        written) for an actor without an audit-mode replay role; NOT_FOUND for a job the tenant
+        does not hold."""
+        validate_tenant(tenant)
+        check_audit_roles(actor, "a what-if")
+        baseline, changed = self.replays.replay_changed(job_id, changes, tenant=tenant)
+        report = whatif_report(baseline, changed, changes, actor, tenant)
+        parameters = {"job_id": job_id, "changes": changes.as_json()}
+        record = self.record(WHATIF_KIND, WHATIF_KIND_VERSION, parameters, report, actor, tenant)
+        return WhatIfResult(record.record_id, report)
+
+    def record(
+        self,
+        kind: str,
+        kind_version: int,
+        parameters: dict[str, Any],
+        report: dict[str, Any],
+        actor: Actor,
+        tenant: str,
+    ) -> CounterfactualRecord:
+        """One counterfactual's signed record, under the first free name its content gives."""
+        summary = {
+            "kind": kind,
+            "kind_version": kind_version,
+            "tenant": tenant,
+            "actor_id": actor.actor_id,
+            "roles": sorted(actor.roles),
+            "parameters": parameters,
+            "outcome": report["verdict"],
+            "totals": report["totals"],
+            "report": report,
+            "authoritative": False,
+        }
+        now = recorded_at()
+        # The same what-if is asked again and again (a CI job's, each day): named by what it
+        # says *and* when it was asked, so that asking again finds its name free at once.
+        naming = {"summary": digest(summary), "recorded_at": now}
+        return self.store.save_first_free(
+            lambda number: CounterfactualRecord.id_for(audit_name(naming, number)),
+            lambda number: CounterfactualRecord(
+                record_id=audit_name(naming, number), recorded_at=now, **summary
+            ),
+            f"{kind} record",
+        )
+
+    def get(self, record_id: str, *, tenant: str = DEFAULT_TENANT) -> CounterfactualRecord:
+        """A counterfactual's record, verified; another tenant's is NOT_FOUND as a free id is."""
+        stream = CounterfactualRecord.id_for(record_id)
+        what = f"what-if record {record_id}"
+        record = self.store.repository.get_one(CounterfactualRecord, stream, what)
+        if record.tenant != tenant:
+            raise NotFoundError(f"no {what}")
+        return record
