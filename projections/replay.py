@@ -875,7 +875,7 @@ class _Replay:
             was_at = [(at, e) for at, e in events if isinstance(e, kind)]
             now_events = [e for e in replayed if isinstance(e, kind)]
             name = f"events.{kind.EVENT_TYPE}"
-            if not self.as_rerun(was_at, now_events):
+            if not self.stored_as_rerun(was_at, now_events):
                 was = [e.payload() for _, e in was_at]
                 now = [e.payload() for e in now_events]
                 if canonical_json(was) != canonical_json(now):
@@ -911,7 +911,9 @@ class _Replay:
 
         return answer
 
-    def as_rerun(self, recorded: Sequence[tuple[int, RunEvent]], rerun: Sequence[RunEvent]) -> bool:
+    def stored_as_rerun(
+        self, recorded: Sequence[tuple[int, RunEvent]], rerun: Sequence[RunEvent]
+    ) -> bool:
         """Whether the recorded events (by their positions in the job's) are stored exactly as
         the re-run wrote its own, one for one: then every field of each equals the re-run's
         in canonical form, and none needs comparing on its own.
@@ -941,7 +943,7 @@ class _Replay:
     ) -> None:
         """Each seed 004 section 5 field of the recorded trace (at its position in the job's
         events) against the re-run's: all of them at once when the trace is stored as the
-        re-run writes it (`as_rerun`), else one by one, the first that differs diverging."""
+        re-run writes it (`stored_as_rerun`), else one by one, the first that differs diverging."""
         if trace is None or rerun is None:
             self.diverge(
                 Divergence(
@@ -953,7 +955,7 @@ class _Replay:
                 )
             )
             return
-        same = self.as_rerun([trace], [rerun])
+        same = self.stored_as_rerun([trace], [rerun])
         recorded = {} if same else trace[1].trace_entry()
         replayed = {} if same else rerun.trace_entry()
         for name in EQUALITY_FIELDS:
@@ -1072,7 +1074,7 @@ class _Unusable:
 
 
 def _stored_bytes(payload: dict[str, Any]) -> bytes | None:
-    """A recorded payload as orjson writes it, keys sorted (`_Replay.as_rerun`); None for one
+    """A recorded payload as orjson writes it, keys sorted (`_Replay.stored_as_rerun`); None for one
     nested deeper than orjson writes (the canonical encoder writes such values itself)."""
     try:
         return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
