@@ -12,7 +12,6 @@ built to hold them unless they differ.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -50,9 +49,8 @@ VALIDATIONS_A_JOB = Counter(
         "AgentOutput": 2,  # decoded, and the re-run's
         "IterationTrace": 2,  # decoded, and the re-run's
         "JobCompleted": 1,
-        # The re-run's BrainState after its iteration, as the live run keeps it for its
-        # completion; the output the capture mode could not keep.
-        "MaterialisedState": 1,
+        # The output the capture mode could not keep. (The re-run's BrainState after its
+        # iteration is made, not validated: its digest writes it canonically.)
         "MissingArtifact": 1,
     }
 )
@@ -60,14 +58,14 @@ VALIDATIONS_A_JOB = Counter(
 
 @contextmanager
 def per_replay(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Counter[str]]]:
-    """For each replay run while the block runs, what it did: canonical encodings
-    (``canonical_json``, under every name it is imported as) and pydantic validations (a model
-    built or validated from data, by class name)."""
+    """For each replay run while the block runs, what it did: canonical encodings (the one
+    function every canonical writing passes through, `canonical_json` and `write` alike) and
+    pydantic validations (a model built or validated from data, by class name)."""
     counted: Counter[str] = Counter()
     replays: list[Counter[str]] = []
-    encode = canonical.canonical_json
+    encode = canonical._canonical
 
-    def encoding(obj: object) -> bytes:
+    def encoding(obj: object) -> tuple[bytes, bool]:
         counted["canonical_json"] += 1
         return encode(obj)
 
@@ -90,10 +88,7 @@ def per_replay(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Counter[str]]]:
             replays.append(Counter(counted))
 
     with monkeypatch.context() as patch:
-        for name, module in list(sys.modules.items()):
-            ours = name.partition(".")[0] in {"domain", "projections", "infrastructure"}
-            if ours and getattr(module, "canonical_json", None) is encode:
-                patch.setattr(module, "canonical_json", encoding)
+        patch.setattr(canonical, "_canonical", encoding)
         patch.setattr(BaseModel, "__init__", building)
         patch.setattr(BaseModel, "model_validate", classmethod(validating))
         patch.setattr("infrastructure.application.replays.replay_job", replaying)
