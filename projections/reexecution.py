@@ -393,7 +393,7 @@ class Reexecution:
         raise_it: bool = True,
     ) -> None:
         divergence = Divergence(ErrorCode.REPLAY_DIVERGENCE, step, field_name, recorded, replayed)
-        message = f"call {step + 1}: {field_name} differs from the record"
+        message = f"call {step + 1} (iteration {step}): {field_name} differs from the record"
         if why:
             message += f" ({why})"
         self._record(divergence, where, message)

@@ -115,7 +115,9 @@ def test_a_tool_called_with_other_arguments_diverges_at_that_step(served: Api) -
     assert answer.status_code == 409, answer.content
     error = answer.json()["error"]
     assert (error["code"], error["divergence"]) == ("REPLAY_DIVERGENCE", divergence)
-    assert error["message"].startswith("call 2: tool_call.arguments differs from the record; ")
+    assert error["message"].startswith(
+        "call 2 (iteration 1): tool_call.arguments differs from the record; "
+    )
     assert '"field":"tool_call.arguments"' in error["message"]  # the canonical diff, one line
     # As in process: code that carries on after the divergence gets no answer.
     again = served.post(calls, {"kind": "tool", "name": "search", "arguments": {"q": "42"}})
