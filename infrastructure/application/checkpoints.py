@@ -33,6 +33,7 @@ from domain.checkpoint_note import (
     parse_checkpoint_text,
 )
 from domain.errors import ErrorCode, IntegrityFailure, InvalidInput, MaceError, NotFoundError
+from domain.merkle_tiles import Tile
 from infrastructure.application.read_model_sync import ReadModels
 from infrastructure.storage.checkpoints.chain import Checkpoints, Written, signature_problem
 from infrastructure.storage.checkpoints.inclusion_proofs import (
@@ -42,6 +43,7 @@ from infrastructure.storage.checkpoints.inclusion_proofs import (
     inclusion_proofs,
 )
 from infrastructure.storage.checkpoints.proofs import Consistency, check_extends, consistency
+from infrastructure.storage.checkpoints.tiles import checkpoint_tiles
 from infrastructure.storage.keys.checkpoint_key import PublicCheckpointKey, load_checkpoint_key
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.store import LedgerStore
@@ -241,6 +243,11 @@ class CheckpointService:
         vkey = self.verifier_key(origin)
         line = NoteSignature(origin, vkey.key_id, key.sign(text.encode("utf-8")))
         return SignedNote(text, (line,))
+
+    def tiles(self, signed: SignedCheckpoint) -> dict[Tile, bytes]:
+        """Every tile of ``signed``'s tree (tlog-tiles), made from the store's log nodes and
+        checked against its signed root: an edited node is an `IntegrityFailure`."""
+        return checkpoint_tiles(self._chain.tables, signed.checkpoint)
 
     def export(self) -> Written:
         """Checkpoint every event first, so that what is handed out covers the whole store."""

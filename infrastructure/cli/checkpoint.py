@@ -1,7 +1,7 @@
 """``mace checkpoint``: write a checkpoint now; ``public-key``: the key that checks them (PEM, or
 the notes' verifier key); ``export``: the newest for an outside witness (JSON, or a C2SP signed
 note); ``verify``: check an exported one with a public key alone (no store is opened);
-``prove``: the consistency proof between two exported ones."""
+``prove``: the consistency proof between two exported ones; ``tiles``: the tree as tlog-tiles."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from infrastructure.application.checkpoints import (
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
+from infrastructure.bundles.checkpoint_tiles import staged_tiles
 from infrastructure.bundles.exported_checkpoints import (
     read_checkpoint_file,
     read_public_key,
@@ -91,6 +92,38 @@ def export_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
         print(
             f"checkpoint {body.number} ({body.tree_size} events, root {body.root})"
             f" exported to {args.output}{as_note}"
+        )
+    return EXIT_OK
+
+
+def export_tiles(args: argparse.Namespace, settings: Settings) -> int:
+    """Checkpoint every event first, then publish that checkpoint's tree and note to DIR."""
+    # Staged before the store is opened: an -o that cannot be written refuses with nothing done.
+    with staged_tiles(args.output) as staged:
+        with Ledger.open(settings, create=False, checkpoint_on_close=False) as ledger:
+            written = ledger.checkpoints.export()
+            origin = ledger.checkpoints.log_origin(settings.log_origin)
+            note = ledger.checkpoints.note(written.newest, origin)
+            vkey = ledger.checkpoints.verifier_key(origin)
+            tiles = ledger.checkpoints.tiles(written.newest)
+        body = written.newest.checkpoint
+        previous = staged.publish(note, vkey, body.tree_size, tiles)
+    before = None if previous is None else previous.tree_size
+    if args.json:
+        emit_json(
+            _summary(body)
+            | {
+                "directory": str(staged.directory),
+                "origin": origin,
+                "tiles": len(tiles),
+                "previous_tree_size": before,
+            }
+        )
+    else:
+        extended = "" if before is None else f", extending the export of {before} events"
+        print(
+            f"checkpoint {body.number} ({body.tree_size} events, root {body.root}) written as"
+            f" {len(tiles)} tiles and its signed note of {origin} to {staged.directory}{extended}"
         )
     return EXIT_OK
 

@@ -47,6 +47,25 @@ def add_checkpoint_arguments(checkpoint: argparse.ArgumentParser) -> None:
         "--json", action="store_true", help="print canonical JSON: number, tree_size, root, file"
     )
     export.set_defaults(handler="infrastructure.cli.checkpoint:export_checkpoint")
+    tiles = actions.add_parser(
+        "tiles",
+        help="write the log's Merkle tree as C2SP tlog-tiles with the newest checkpoint's signed"
+        " note (after checkpointing every event), for monitors to mirror as static files",
+    )
+    tiles.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="the directory to write (new, empty, or an earlier export of this log to update)",
+    )
+    tiles.add_argument(
+        "--json",
+        action="store_true",
+        help="print canonical JSON: number, tree_size, root, directory, tiles, previous_tree_size",
+    )
+    tiles.set_defaults(handler="infrastructure.cli.checkpoint:export_tiles")
     verify = actions.add_parser(
         "verify",
         help="check an exported checkpoint's signature, JSON or signed note, with a public key"

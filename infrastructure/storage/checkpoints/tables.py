@@ -102,6 +102,14 @@ class CheckpointTables:
     def log_nodes(self, positions: Iterable[Position]) -> dict[Position, bytes]:
         return self._nodes(LOG_NODES, positions)
 
+    def log_level(self, level: int, below: int) -> dict[int, bytes]:
+        """The stored nodes of ``level`` with an index under ``below``, by index (tiles read a
+        level at a time: one range scan, not a look-up per node)."""
+        statement = self._sql("SELECT idx, hash FROM {t} WHERE level = ? AND idx < ?", t=LOG_NODES)
+        with self._datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, [level, below])
+            return {row["idx"]: bytes(row["hash"]) for row in cursor.fetchall()}
+
     def clear_log(self) -> None:
         """Empty the log's nodes and leaf index, to make them again from the log (a rebuild)."""
         with self._datastore.transaction(commit=True) as cursor:
