@@ -12,6 +12,7 @@ The stores are in the state CLI writes leave them: the command checkpoints every
 
 from __future__ import annotations
 
+import base64
 import random
 import shutil
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from support.checkpoint_chain import stored_leaves
 from support.cli_output import assert_failure_line, canonical_line
+from support.go_note_verifier import GoTilesVerifier
 from support.ledger_fixtures import RawTable, run
 
 from domain.checkpoint_note import CheckpointBody, parse_checkpoint_text, parse_note, parse_vkey
@@ -95,7 +97,7 @@ def vkey(capsys: Capsys) -> str:
 
 
 def test_a_monitor_verifies_inclusion_and_consistency_from_the_tiles_alone(
-    cli_env: Settings, capsys: Capsys, tmp_path: Path
+    cli_env: Settings, capsys: Capsys, tmp_path: Path, go_tiles_verifier: GoTilesVerifier
 ) -> None:
     record(cli_env, 300)
     directory = tmp_path / "tiles"
@@ -125,6 +127,14 @@ def test_a_monitor_verifies_inclusion_and_consistency_from_the_tiles_alone(
         assert verify_inclusion(leaves[index], index, size, proof, new.checkpoint.root)
     proof = consistency_proof_from_nodes(old_size, size, new.node)
     assert verify_consistency(old_size, size, old.checkpoint.root, new.checkpoint.root, proof)
+    # Go's checksum-database code, which tlog-tiles comes from, gives the same verdicts.
+    records = [f"{index}:{leaves[index].hex()}" for index in (0, 255, 256, old_size, size - 1)]
+    old_tree = f"{old_size}:{base64.b64encode(old.checkpoint.root).decode()}"
+    assert go_tiles_verifier.verify(key, directory, *records, "--old", old_tree) == (
+        0,
+        f"verified: {size}\n",
+    )
+    assert go_tiles_verifier.verify(key, directory, f"3:{leaves[4].hex()}")[0] == 1
     # Run again on the same tree: the same files.
     before = {name: (directory / name).read_bytes() for name in published(directory)}
     assert tiles(capsys, directory)["previous_tree_size"] == size
@@ -132,7 +142,7 @@ def test_a_monitor_verifies_inclusion_and_consistency_from_the_tiles_alone(
 
 
 def test_a_tampered_tile_is_found_and_never_overwritten(
-    cli_env: Settings, capsys: Capsys, tmp_path: Path
+    cli_env: Settings, capsys: Capsys, tmp_path: Path, go_tiles_verifier: GoTilesVerifier
 ) -> None:
     record(cli_env, 270)
     directory = tmp_path / "tiles"
@@ -140,6 +150,8 @@ def test_a_tampered_tile_is_found_and_never_overwritten(
     key = vkey(capsys)
     body = monitor(directory, key).checkpoint
     partial = next(t for t in tiles_of(body.tree_size) if t.level == 0 and not t.full)
+    first_leaf = f"0:{stored_leaves(cli_env)[0][1].hex()}"
+    assert go_tiles_verifier.verify(key, directory, first_leaf)[0] == 0
     for tampered in ("tile/0/000", partial.path):
         copy = tmp_path / tampered.replace("/", "_")
         shutil.copytree(directory, copy)
@@ -148,6 +160,7 @@ def test_a_tampered_tile_is_found_and_never_overwritten(
         (copy / tampered).write_bytes(bytes(data))
         with pytest.raises(AssertionError, match=r"does not hash to|another root"):
             monitor(copy, key)
+        assert go_tiles_verifier.verify(key, copy, first_leaf)[0] == 1
     # A published full tile the store's tree does not hold is never replaced.
     data = bytearray((directory / "tile/0/000").read_bytes())
     data[0] ^= 1
