@@ -3,13 +3,16 @@ checkpoint's signed note) and ``DIR/tile/<L>/<N>[.p/<W>]``, for a monitor to mir
 storage or a CDN and verify with the verifier key alone, no database access.
 
 A directory is written whole or not at all: everything is staged in a temporary directory beside
-``DIR`` and renamed over it, so a reader sees the old export or the new one. Run again on a
-larger tree it replaces the directory, once the new tree extends the one published there (its
-checkpoint verifies under the same key, its root is the root the new tiles give at its size)
-and every full tile it held is byte for byte the new one: full tiles never change. Entry bundles
-(``tile/entries``) are not written: a leaf's entry is the event's stored bytes, its content; the
-leaf hashes in the level-0 tiles are what the tree commits to, and whoever holds an event (a
-bundle, the store) hashes it to check its inclusion.
+``DIR`` and renamed over it, so a reader never sees a mix of two exports. Replacing an earlier
+export takes two renames (the old one aside, the new one in): a reader between them finds no
+``DIR``, and a crash between them leaves both beside it as ``.DIR.old-*`` and ``.DIR.new-*``.
+
+Run again on a larger tree it replaces the directory, once the new tree extends the one
+published there (its checkpoint verifies under the same key, its root is the root the new tiles
+give at its size) and every full tile it held is byte for byte the new one: full tiles never
+change. Entry bundles (``tile/entries``) are not written: a leaf's entry is the event's stored
+bytes, its content; the leaf hashes in the level-0 tiles are what the tree commits to, and
+whoever holds an event (a bundle, the store) hashes it to check its inclusion.
 """
 
 from __future__ import annotations

@@ -23,9 +23,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from support.checkpoint_chain import stored_leaves
 from support.cli_output import assert_failure_line, canonical_line
 from support.go_note_verifier import GoTilesVerifier
-from support.ledger_fixtures import RawTable, run
+from support.ledger_fixtures import TEST_CHECKPOINT_KEY, RawTable, run
 
-from domain.checkpoint_note import CheckpointBody, parse_checkpoint_text, parse_note, parse_vkey
+from domain.checkpoint_note import (
+    CheckpointBody,
+    NoteSignature,
+    SignedNote,
+    parse_checkpoint_text,
+    parse_note,
+    parse_vkey,
+)
 from domain.merkle import (
     consistency_proof_from_nodes,
     inclusion_proof_from_nodes,
@@ -34,6 +41,7 @@ from domain.merkle import (
 )
 from domain.merkle_tiles import Tile, tile_nodes, tiles_of, tiles_problem
 from infrastructure.application.ledger import Ledger
+from infrastructure.storage.keys.checkpoint_key import read_checkpoint_key
 from infrastructure.storage.settings import Settings
 
 Capsys = pytest.CaptureFixture[str]
@@ -169,6 +177,34 @@ def test_a_tampered_tile_is_found_and_never_overwritten(
     assert (code, out) == (1, "")
     refused(err, "INTEGRITY_FAILURE", "full tiles never change")
     assert (directory / "tile/0/000").read_bytes() == bytes(data)
+
+
+def test_tiles_of_a_tree_the_store_does_not_extend_are_never_replaced(
+    cli_env: Settings, capsys: Capsys, tmp_path: Path
+) -> None:
+    """What a store rolled back (a larger published tree) or rewritten (another root at the
+    published size) finds in DIR: notes the log's key signed, as it did before the rollback."""
+    record(cli_env, 10)
+    directory = tmp_path / "tiles"
+    tiles(capsys, directory)
+    key = parse_vkey(vkey(capsys))
+    body = monitor(directory, vkey(capsys)).checkpoint
+    signer = read_checkpoint_key(TEST_CHECKPOINT_KEY)
+    claims = {
+        "the store was rolled back or truncated": CheckpointBody(
+            body.origin, body.tree_size + 5, body.root
+        ),
+        "does not extend": CheckpointBody(body.origin, body.tree_size, bytes(32)),
+    }
+    for reason, claimed in claims.items():
+        text = claimed.text()
+        line = NoteSignature(key.name, key.key_id, signer.sign(text.encode()))
+        note = SignedNote(text, (line,)).encoded()
+        (directory / "checkpoint").write_bytes(note)
+        code, out, err = run(capsys, "checkpoint", "tiles", "-o", str(directory))
+        assert (code, out) == (1, "")
+        refused(err, "INTEGRITY_FAILURE", reason)
+        assert (directory / "checkpoint").read_bytes() == note
 
 
 def test_an_edited_log_node_is_refused_not_published(
