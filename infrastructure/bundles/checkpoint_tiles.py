@@ -9,10 +9,11 @@ export takes two renames (the old one aside, the new one in): a reader between t
 
 Run again on a larger tree it replaces the directory, once the new tree extends the one
 published there (its checkpoint verifies under the same key, its root is the root the new tiles
-give at its size) and every full tile it held is byte for byte the new one: full tiles never
-change. Entry bundles (``tile/entries``) are not written: a leaf's entry is the event's stored
-bytes, its content; the leaf hashes in the level-0 tiles are what the tree commits to, and
-whoever holds an event (a bundle, the store) hashes it to check its inclusion.
+give at its size) and every tile it held is byte for byte the start of the new one: published
+tiles never change. Partial tiles of older, smaller exports are kept while their tile is still
+partial, as tlog-tiles asks. Entry bundles (``tile/entries``) are not written: a leaf's entry is
+the event's stored bytes, its content; the leaf hashes in the level-0 tiles are what the tree
+commits to, and whoever holds an event (a bundle, the store) hashes it to check its inclusion.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from typing import Final
 
 from domain.checkpoint_note import CheckpointBody, SignedNote, VerifierKey
 from domain.errors import ErrorCode, InvalidInput, MaceError
-from domain.merkle import root_from_nodes
-from domain.merkle_tiles import Tile, tile_nodes
+from domain.merkle import HASH_SIZE, root_from_nodes
+from domain.merkle_tiles import TILE_WIDTH, Tile, tile_nodes
 from infrastructure.application.checkpoints import checked_note
 from infrastructure.bundles.exported_checkpoints import read_checkpoint_file
 
@@ -47,11 +48,14 @@ class StagedTiles:
         """Write ``tiles`` and ``note`` (of the tree of ``size`` leaves) and swap them in for the
         directory; the checkpoint published there before, if any, which the new tree extends."""
         previous = self._previous(vkey)
-        if previous is not None:
-            self._check_extends(previous, size, tiles)
+        files = {tile.path: data for tile, data in tiles.items()}
         try:
-            for tile, data in tiles.items():
-                path = self.staging / tile.path
+            if previous is not None:
+                self._check_extends(previous, size, tiles)
+                for tile, data in tiles.items():
+                    files.update(self._published(tile, data))
+            for name, data in files.items():
+                path = self.staging / name
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
             # Written last: a mirror copying files in order has every tile the note needs.
@@ -86,8 +90,8 @@ class StagedTiles:
     def _check_extends(
         self, previous: CheckpointBody, size: int, tiles: Mapping[Tile, bytes]
     ) -> None:
-        """Refuse to replace an export the new tree does not extend, or any full tile with other
-        bytes: what a monitor mirrored must stay true."""
+        """Refuse to replace an export the new tree does not extend: what a monitor mirrored
+        must stay true."""
         source = f"the tiles published in {self.directory}"
         if previous.tree_size > size:
             reason = (
@@ -103,14 +107,33 @@ class StagedTiles:
                 f" {previous.tree_size}): its root at that size is another"
             )
             raise _integrity(reason)
-        for tile, data in tiles.items():
-            published = self.directory / tile.path
-            if tile.full and published.is_file() and published.read_bytes() != data:
+
+    def _published(self, tile: Tile, data: bytes) -> dict[str, bytes]:
+        """The files of ``tile`` the directory holds (the full tile, or partial ones of any
+        width up to its own), each checked to be the start of ``data``: a published tile never
+        changes. The older partial ones are kept, as tlog-tiles asks while a client may hold a
+        checkpoint of their size; those of a tile now full are dropped, as it allows."""
+        path = self.directory / tile.path
+        if tile.full:
+            held = {tile.path: TILE_WIDTH} if path.is_file() else {}
+        else:
+            partials = path.parent  # tile/<L>/<N>.p
+            held = {
+                f"{tile.path.rsplit('/', 1)[0]}/{name.name}": int(name.name)
+                for name in (partials.iterdir() if partials.is_dir() else ())
+                if name.name.isdecimal() and 0 < int(name.name) <= tile.width and name.is_file()
+            }
+        kept: dict[str, bytes] = {}
+        for name, width in held.items():
+            published = (self.directory / name).read_bytes()
+            if published != data[: width * HASH_SIZE]:
                 reason = (
-                    f"{published} is not the full tile the store's tree holds: full tiles never"
-                    " change (remove the file if it was damaged, to write it again)"
+                    f"{self.directory / name} is not the tile the store's tree holds: published"
+                    " tiles never change (remove the file if it was damaged, to write it again)"
                 )
                 raise _integrity(reason)
+            kept[name] = published
+        return kept
 
     def _swap(self) -> None:
         directory = self.directory

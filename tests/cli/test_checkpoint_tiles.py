@@ -124,9 +124,18 @@ def test_a_monitor_verifies_inclusion_and_consistency_from_the_tiles_alone(
     new = monitor(directory, key)
     size, old_size = new.checkpoint.tree_size, old.checkpoint.tree_size
     assert size > 512
-    assert published(directory) == {"checkpoint", *(t.path for t in tiles_of(size))}
-    # The full tile of the first export is the same file; its partial one was replaced.
-    assert (kept / "tile/0/000").read_bytes() == (directory / "tile/0/000").read_bytes()
+    # Every file of the first export is the same, but the partial tile now full; the partial
+    # level-1 tile of the first export's size is kept beside the new one, still partial.
+    assert published(directory) == {
+        "checkpoint",
+        *(t.path for t in tiles_of(size)),
+        "tile/1/000.p/1",
+    }
+    assert {
+        name for name in published(kept) - {"checkpoint"} if name not in published(directory)
+    } == {"tile/0/001.p/" + str(old_size - 256)}
+    for name in published(kept) & published(directory) - {"checkpoint"}:
+        assert (kept / name).read_bytes() == (directory / name).read_bytes(), name
 
     leaves = [leaf for _, leaf in stored_leaves(cli_env)]
     assert len(leaves) == size
@@ -175,7 +184,7 @@ def test_a_tampered_tile_is_found_and_never_overwritten(
     (directory / "tile/0/000").write_bytes(bytes(data))
     code, out, err = run(capsys, "checkpoint", "tiles", "-o", str(directory))
     assert (code, out) == (1, "")
-    refused(err, "INTEGRITY_FAILURE", "full tiles never change")
+    refused(err, "INTEGRITY_FAILURE", "published tiles never change")
     assert (directory / "tile/0/000").read_bytes() == bytes(data)
 
 
