@@ -17,7 +17,7 @@ from domain.governance import Actor
 from domain.whatif import WhatIfChanges
 from domain.whatif_batch import ExpectedChange
 from domain.whatif_record import WHATIF_BATCH_KIND, WHATIF_BATCH_KIND_VERSION
-from projections.whatif import WhatIfVerdict
+from projections.whatif import WhatIfVerdict, headline
 
 
 class BatchVerdict(StrEnum):
@@ -119,12 +119,7 @@ def _expected_order(expected: ExpectedChange) -> tuple[str, str]:
 
 def render_batch_text(report: dict[str, Any]) -> list[str]:
     """The lines ``mace audit --with`` prints: each changed or failed job, then the totals."""
-    changes = ", ".join(f"{key}={value}" for key, value in report["changes"].items())
-    actor = report["actor"]
-    lines = [
-        f"what-if over recorded jobs: {report['verdict'].upper()}, NON-AUTHORITATIVE; under"
-        f" {changes} (by {actor['actor_id']} [{', '.join(actor['roles'])}])"
-    ]
+    lines = [headline(report, "what-if over recorded jobs", "")]
     for row in report["jobs"]:
         if row["verdict"] == WhatIfVerdict.FAILED:
             error = row["error"]

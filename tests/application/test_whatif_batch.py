@@ -5,6 +5,7 @@ first change exact, totals, expected changes that do not fail, and one record fo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -210,34 +211,36 @@ def test_an_actor_without_a_replay_role_is_refused_and_nothing_is_written(
 
 
 @pytest.mark.parametrize(
-    ("raw", "message"),
+    ("parse", "raw", "message"),
     [
-        (b"", "jobs.txt names no job: expected one job id a line"),
-        (b"sum\n\nbad id!\n", "jobs.txt line 3: "),
-        (b"sum\nsum\n", "jobs.txt line 2: job 'sum' is named twice"),
-        (b"\xff", "jobs.txt is not UTF-8 text"),
+        (parse_job_list, b"", "jobs.txt names no job: expected one job id a line"),
+        (parse_job_list, b"sum\n\nbad id!\n", "jobs.txt line 3: "),
+        (parse_job_list, b"sum\nsum\n", "jobs.txt line 2: job 'sum' is named twice"),
+        (parse_job_list, b"\xff", "jobs.txt is not UTF-8 text"),
+        (
+            parse_expectations,
+            b'{"job_id": "a"}\n',
+            'jobs.txt line 1: expected {"job_id": ID, "field": FIELD}',
+        ),
+        (parse_expectations, b'[{"job_id": "a", "field": 3}]', "jobs.txt entry 0: expected"),
+        (
+            parse_expectations,
+            b'{"job_id": "a", "field": "f"}\nnot json\n',
+            "jobs.txt line 2: not JSON",
+        ),
+        (
+            parse_expectations,
+            b'{"job_id": "a", "field": "f", "extra": 1}',
+            "jobs.txt line 1: expected",
+        ),
+        (parse_expectations, b'[{"job_id": "a b", "field": "f"}]', "jobs.txt entry 0: "),
     ],
 )
-def test_a_bad_job_list_is_one_line(raw: bytes, message: str) -> None:
+def test_a_bad_job_list_or_expectation_file_is_one_line(
+    parse: Callable[[str, bytes], object], raw: bytes, message: str
+) -> None:
     with pytest.raises(InvalidInput) as bad:
-        parse_job_list("jobs.txt", raw)
-    assert str(bad.value).startswith(message)
-    assert "\n" not in str(bad.value)
-
-
-@pytest.mark.parametrize(
-    ("raw", "message"),
-    [
-        (b'{"job_id": "a"}\n', 'expect.json line 1: expected {"job_id": ID, "field": FIELD}'),
-        (b'[{"job_id": "a", "field": 3}]', "expect.json entry 0: expected"),
-        (b'{"job_id": "a", "field": "f"}\nnot json\n', "expect.json line 2: not JSON"),
-        (b'{"job_id": "a", "field": "f", "extra": 1}', "expect.json line 1: expected"),
-        (b'[{"job_id": "a b", "field": "f"}]', "expect.json entry 0: "),
-    ],
-)
-def test_a_bad_expectation_file_is_one_line(raw: bytes, message: str) -> None:
-    with pytest.raises(InvalidInput) as bad:
-        parse_expectations("expect.json", raw)
+        parse("jobs.txt", raw)
     assert str(bad.value).startswith(message)
     assert "\n" not in str(bad.value)
 
