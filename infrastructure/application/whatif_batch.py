@@ -15,7 +15,7 @@ trusted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -87,17 +87,21 @@ class WhatIfBatchService:
         changes: WhatIfChanges,
         actor: Actor,
         expected: frozenset[ExpectedChange] = frozenset(),
+        progress: Callable[[int, int], None] | None = None,
     ) -> BatchResult:
         """Every selected job re-run under ``changes``, one record for the batch. ACCESS_DENIED
-        (nothing read or written) for an actor without an audit-mode replay role."""
+        (nothing read or written) for an actor without an audit-mode replay role. ``progress``
+        is told the jobs re-run so far and how many are selected."""
         check_audit_roles(actor, "a what-if")
         through = selection.until
         if selection.jobs is None and through is None:
             through = self.store.recorder.max_notification_id() or 0
-        rows = [
-            self._row(job_id, tenant, changes, actor, expected)
-            for job_id, tenant in self._selected(selection, through)
-        ]
+        selected = list(self._selected(selection, through))
+        rows = []
+        for job_id, tenant in selected:
+            rows.append(self._row(job_id, tenant, changes, actor, expected))
+            if progress is not None:
+                progress(len(rows), len(selected))
         shown = {
             "tenant": selection.tenant,
             "since": selection.since,

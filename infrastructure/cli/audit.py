@@ -20,12 +20,10 @@ from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
 from infrastructure.cli.audit_whatif import whatif_batch
-from infrastructure.cli.common import acting_actor, emit_json
+from infrastructure.cli.common import acting_actor, emit_json, progress_bar
 from infrastructure.cli.read_store import print_read_store, read_store_note
 from projections.audit import AuditReport, AuditScope, Verdict
 from projections.replay_report import fact_counts
-
-BAR_WIDTH = 30
 
 
 def audit_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -47,7 +45,7 @@ def audit_command(args: argparse.Namespace, settings: Settings) -> int:
     scope = AuditScope(args.tenant, args.since)
     show_progress = sys.stderr.isatty() and not args.json
     # The workers start before any store is open here (`audit_workers` says why).
-    progress = _progress_bar if show_progress else None
+    progress = progress_bar("auditing", "events") if show_progress else None
     with (
         AuditWorkers(settings, args.workers) as workers,
         Ledger.open_for_reading(settings) as reading,
@@ -116,9 +114,3 @@ def _verdict_text(
         return f"DIVERGED {code}: {where}, field {divergence['field']}"
     label = "not replayable" if verdict is Verdict.NOT_REPLAYABLE else str(code)
     return f"{label}: {detail}" if code is None or label == code else f"{label} ({code}): {detail}"
-
-
-def _progress_bar(done: int, total: int) -> None:
-    filled = BAR_WIDTH if total == 0 else min(BAR_WIDTH, BAR_WIDTH * done // total)
-    bar = "#" * filled + "." * (BAR_WIDTH - filled)
-    print(f"\rauditing [{bar}] {done}/{total} events", end="", file=sys.stderr, flush=True)

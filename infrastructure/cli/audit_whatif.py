@@ -10,6 +10,7 @@ taken.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from domain.errors import InvalidInput
 from domain.governance import Actor
@@ -19,7 +20,7 @@ from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
 from infrastructure.application.whatif_batch import BatchSelection
-from infrastructure.cli.common import emit_json, read_bytes
+from infrastructure.cli.common import emit_json, progress_bar, read_bytes
 from projections.whatif_batch import render_batch_text
 
 
@@ -32,8 +33,12 @@ def whatif_batch(args: argparse.Namespace, settings: Settings, actor: Actor) -> 
         frozenset() if args.expect is None else parse_expectations(*read_bytes(args.expect))
     )
     selection = BatchSelection(args.tenant, args.since, args.until, jobs)
+    show_progress = sys.stderr.isatty() and not args.json
+    progress = progress_bar("re-running", "jobs") if show_progress else None
     with Ledger.open(settings, create=False) as ledger:
-        result = ledger.whatif_batches.run(selection, changes, actor, expected)
+        result = ledger.whatif_batches.run(selection, changes, actor, expected, progress)
+    if show_progress:
+        print(file=sys.stderr)
     report = result.report
     if args.json:
         for row in report["jobs"]:

@@ -63,10 +63,12 @@ def batch(
     selection: BatchSelection | None = None,
     expected: frozenset[ExpectedChange] = frozenset(),
     actor: Actor = ANA,
+    progress: Callable[[int, int], None] | None = None,
 ) -> BatchResult:
     with Ledger.open(settings) as ledger:
         changes = changes_of([("router", router)])
-        return ledger.whatif_batches.run(selection or BatchSelection(), changes, actor, expected)
+        chosen = selection or BatchSelection()
+        return ledger.whatif_batches.run(chosen, changes, actor, expected, progress)
 
 
 def rows_by_job(result: BatchResult) -> dict[str, dict[str, Any]]:
@@ -137,8 +139,10 @@ def test_an_equivalent_router_changes_nothing(cli_env: Settings) -> None:
     with Ledger.open(cli_env) as ledger:
         copy = Snapshot.declare("router", payload, seed_namespace="router-copy")
         same = ledger.snapshots.put(copy)[0].snapshot_id
-    result = batch(cli_env, same)
+    told: list[tuple[int, int]] = []
+    result = batch(cli_env, same, progress=lambda done, total: told.append((done, total)))
     assert (result.report["verdict"], result.passed) == ("unchanged", True)
+    assert told == [(1, 3), (2, 3), (3, 3)]
     assert result.report["totals"]["unchanged"] == 3
     assert result.report["first_change"] is None
 
