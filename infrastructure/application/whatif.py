@@ -23,7 +23,7 @@ from domain.job import DEFAULT_TENANT, validate_tenant
 from domain.replay_access import check_audit_roles
 from domain.whatif import WhatIfChanges
 from domain.whatif_record import WHATIF_KIND, WHATIF_KIND_VERSION, CounterfactualRecord
-from infrastructure.application.replays import ReplayService
+from infrastructure.application.replays import ReplayService, SharedReads
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.store import LedgerStore
 from projections.whatif import whatif_report
@@ -67,11 +67,19 @@ class WhatIfService:
         return WhatIfResult(record.record_id, report)
 
     def report(
-        self, job_id: str, changes: WhatIfChanges, actor: Actor, tenant: str
+        self,
+        job_id: str,
+        changes: WhatIfChanges,
+        actor: Actor,
+        tenant: str,
+        shared: SharedReads | None = None,
     ) -> dict[str, Any]:
         """The one-job what-if's report, unrecorded: `run` records it alone, a batch
-        (`whatif_batch`) records one summary over many. The caller checked who acts."""
-        baseline, changed = self.replays.replay_changed(job_id, changes, tenant=tenant)
+        (`whatif_batch`) records one summary over many, its snapshots and halt records read
+        once for all its jobs (``shared``). The caller checked who acts."""
+        baseline, changed = self.replays.replay_changed(
+            job_id, changes, tenant=tenant, shared=shared
+        )
         return whatif_report(baseline, changed, changes, actor, tenant)
 
     def record(

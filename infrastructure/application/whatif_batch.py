@@ -30,6 +30,7 @@ from domain.whatif import WhatIfChanges
 from domain.whatif_batch import ExpectedChange
 from domain.whatif_record import WHATIF_BATCH_KIND, WHATIF_BATCH_KIND_VERSION
 from infrastructure.application.errors import failure_of
+from infrastructure.application.replays import SharedReads
 from infrastructure.application.whatif import WhatIfService
 from infrastructure.storage.records.signed_record import verify_record
 from infrastructure.storage.store import LedgerStore
@@ -97,9 +98,12 @@ class WhatIfBatchService:
         if selection.jobs is None and through is None:
             through = self.store.recorder.max_notification_id() or 0
         selected = list(self._selected(selection, through))
+        # Each snapshot and halt record read, verified and judged once for the batch, as an
+        # audit does (`SharedReads`): a halt appended while the batch runs is left to the next.
+        shared = SharedReads()
         rows = []
         for job_id, tenant in selected:
-            rows.append(self._row(job_id, tenant, changes, actor, expected))
+            rows.append(self._row(job_id, tenant, changes, actor, expected, shared))
             if progress is not None:
                 progress(len(rows), len(selected))
         shown = {
@@ -127,13 +131,14 @@ class WhatIfBatchService:
         changes: WhatIfChanges,
         actor: Actor,
         expected: frozenset[ExpectedChange],
+        shared: SharedReads,
     ) -> dict[str, Any]:
         if job_id is None or tenant is None:
             # A JobStarted that did not verify (`_selected`): nothing it says can be trusted.
             why = "a job's JobStarted in the window does not verify: nothing it names is trusted"
             return failed_row(job_id, tenant, ErrorCode.INTEGRITY_FAILURE.value, why)
         try:
-            report = self.whatif.report(job_id, changes, actor, tenant)
+            report = self.whatif.report(job_id, changes, actor, tenant, shared)
         except JOB_FAILURES as exc:
             answered = failure_of(exc)
             assert answered is not None  # every kind caught is in the error table
