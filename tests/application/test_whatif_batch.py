@@ -5,6 +5,7 @@ first change exact, totals, expected changes that do not fail, and one record fo
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ from domain.whatif import changes_of
 from domain.whatif_batch import ExpectedChange, parse_expectations, parse_job_list
 from domain.whatif_record import CounterfactualRecord
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.replays import LedgerReplaySource
 from infrastructure.application.snapshots import default_snapshots
 from infrastructure.application.whatif_batch import BatchResult, BatchSelection
 from infrastructure.storage.settings import Settings
@@ -268,3 +270,23 @@ def test_a_bad_selection_is_one_line(selection: dict[str, Any], message: str) ->
     with pytest.raises(InvalidInput) as bad:
         BatchSelection(**selection)
     assert str(bad.value).startswith(message)
+
+
+def test_each_snapshot_is_read_and_judged_once_for_the_whole_batch(
+    cli_env: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record_jobs(cli_env, JOBS)
+    router = addition_only_router(cli_env)
+    reads: Counter[str] = Counter()
+    read = LedgerReplaySource._snapshot
+
+    def counted(source: LedgerReplaySource, snapshot_id: str) -> Snapshot:
+        reads[snapshot_id] += 1
+        return read(source, snapshot_id)
+
+    monkeypatch.setattr(LedgerReplaySource, "_snapshot", counted)
+    assert batch(cli_env, router).report["totals"]["jobs"] == len(JOBS)
+    declared = {s.snapshot_id for s in default_snapshots().values()}
+    # Three jobs, two replays each, the same declared snapshots and one named change: each read
+    # once for the batch (three times each, once a job, when each job read its own).
+    assert reads == Counter(declared | {router})
