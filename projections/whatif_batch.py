@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from domain.canonical import canonical_json
 from domain.governance import Actor
@@ -53,13 +53,19 @@ def job_row(report: dict[str, Any], expected: frozenset[ExpectedChange]) -> dict
     }
 
 
-def failed_row(job_id: str | None, tenant: str | None, code: str, message: str) -> dict[str, Any]:
-    """The line of a job whose what-if refused to begin (e.g. ``NOT_FOUND``); a job whose start
-    does not verify has no name or tenant to give (None)."""
+OPEN: Final = "open"
+"""A job's verdict in a batch when it is still being recorded: skipped, as an audit skips it."""
+
+
+def failed_row(
+    job_id: str | None, tenant: str | None, code: str, message: str, verdict: str = "failed"
+) -> dict[str, Any]:
+    """The line of a job whose what-if refused to begin (e.g. ``NOT_FOUND``), or (``verdict``
+    `OPEN`) was not begun; a job whose start does not verify has no name or tenant (None)."""
     return {
         "job_id": job_id,
         "tenant": tenant,
-        "verdict": WhatIfVerdict.FAILED.value,
+        "verdict": verdict,
         "error": {"code": code, "message": message},
         "first_change": None,
         "differences": 0,
@@ -108,6 +114,7 @@ def batch_report(
             "changed": len(changed),
             "unexpected": len(unexpected),
             "failed": len(failed),
+            "open": sum(row["verdict"] == OPEN for row in rows),
         },
         "jobs": list(rows),
     }
@@ -125,6 +132,8 @@ def render_batch_text(report: dict[str, Any]) -> list[str]:
             error = row["error"]
             name = "(unnamed)" if row["job_id"] is None else row["job_id"]
             lines.append(f"  job {name}: FAILED {error['code']}: {error['message']}")
+        elif row["verdict"] == OPEN:
+            lines.append(f"  job {row['job_id']}: open (skipped: not sealed)")
         elif row["first_change"] is not None:
             first = row["first_change"]
             label = "expected" if first["expected"] else "UNEXPECTED"
@@ -148,6 +157,7 @@ def render_batch_text(report: dict[str, Any]) -> list[str]:
     lines.append(
         f"{totals['jobs']} jobs: {totals['unchanged']} unchanged, {totals['changed']}"
         f" changed{at}{expected}, {totals['failed']} failed"
+        + (f", {totals['open']} open (skipped)" if totals["open"] else "")
     )
     return lines
 

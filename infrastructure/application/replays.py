@@ -33,7 +33,7 @@ from eventsourcing.persistence import StoredEvent
 
 from domain.aggregate import MaceAggregate
 from domain.canonical import digest
-from domain.errors import ErrorCode, IntegrityFailure, InvalidInput, MaceError, NotFoundError
+from domain.errors import ErrorCode, IntegrityFailure, MaceError, NotFoundError, OpenJob
 from domain.governance import (
     Actor,
     Governance,
@@ -427,7 +427,7 @@ class ReplayService:
             return None
         if not job.sealed:
             msg = f"job {job.job_id} is open: only completed, sealed jobs can be replayed"
-            raise InvalidInput(msg)
+            raise OpenJob(msg)
         return job
 
     def replay_unrecorded(

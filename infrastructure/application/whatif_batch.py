@@ -21,7 +21,14 @@ from typing import Any, Final
 
 import orjson
 
-from domain.errors import ErrorCode, IntegrityFailure, InvalidInput, MaceError, NotFoundError
+from domain.errors import (
+    ErrorCode,
+    IntegrityFailure,
+    InvalidInput,
+    MaceError,
+    NotFoundError,
+    OpenJob,
+)
 from domain.governance import Actor
 from domain.job import DEFAULT_TENANT
 from domain.receipt import Unreplayable
@@ -29,13 +36,13 @@ from domain.replay_access import check_audit_roles
 from domain.whatif import WhatIfChanges
 from domain.whatif_batch import ExpectedChange
 from domain.whatif_record import WHATIF_BATCH_KIND, WHATIF_BATCH_KIND_VERSION
-from infrastructure.application.errors import failure_of
+from infrastructure.application.errors import Code, failure_of
 from infrastructure.application.replays import SharedReads
 from infrastructure.application.whatif import WhatIfService
 from infrastructure.storage.records.signed_record import verify_record
 from infrastructure.storage.store import LedgerStore
 from infrastructure.storage.verification.ledger import JOB_STARTED_TOPIC
-from projections.whatif_batch import BatchVerdict, batch_report, failed_row, job_row
+from projections.whatif_batch import OPEN, BatchVerdict, batch_report, failed_row, job_row
 
 PAGE: Final = 1000
 
@@ -139,6 +146,9 @@ class WhatIfBatchService:
             return failed_row(job_id, tenant, ErrorCode.INTEGRITY_FAILURE.value, why)
         try:
             report = self.whatif.report(job_id, changes, actor, tenant, shared)
+        except OpenJob as exc:
+            # Still being recorded: skipped, as an audit skips it, not a failure of the batch.
+            return failed_row(job_id, tenant, Code.INVALID_INPUT, exc.args[0], OPEN)
         except JOB_FAILURES as exc:
             answered = failure_of(exc)
             assert answered is not None  # every kind caught is in the error table

@@ -98,6 +98,7 @@ def test_a_batch_names_each_changed_job_at_its_first_change_and_records_once(
         "changed": 1,
         "unexpected": 1,
         "failed": 0,
+        "open": 0,
     }
     rows = rows_by_job(result)
     assert list(rows) == ["sum", "product", "hello"]  # the log's order
@@ -190,6 +191,20 @@ def test_jobs_named_by_list_and_one_not_held_fails_the_batch(cli_env: Settings) 
     assert rows["elsewhere"]["error"]["code"] == "NOT_FOUND"
     assert rows["product"]["first_change"] == {**PRODUCT_FIRST_CHANGE, "expected": False}
     assert rows["sum"]["verdict"] == "unchanged"
+
+
+def test_a_job_still_being_recorded_is_skipped_not_failed(cli_env: Settings) -> None:
+    record_jobs(cli_env, JOBS)
+    router = addition_only_router(cli_env)
+    with Ledger.open(cli_env) as ledger:
+        ledger.jobs.start("recording", "s1", "4 * 5", ledger.snapshots.default_ids())
+    result = batch(
+        cli_env, router, expected=frozenset({ExpectedChange("product", "router_decision")})
+    )
+    rows = rows_by_job(result)
+    assert rows["recording"]["verdict"] == "open"
+    assert (result.report["totals"]["open"], result.report["totals"]["failed"]) == (1, 0)
+    assert (result.report["verdict"], result.passed) == ("expected", True)
 
 
 def test_a_tampered_job_fails_alone_and_is_named(cli_env: Settings) -> None:

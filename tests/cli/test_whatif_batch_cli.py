@@ -70,6 +70,7 @@ def test_a_changed_job_fails_the_gate_until_it_is_expected(
         "changed": 1,
         "unexpected": 0,
         "failed": 0,
+        "open": 0,
     }
 
 
