@@ -42,6 +42,10 @@ class InvalidInput(ValueError):
     error for bad input, answered ``INVALID_INPUT`` (HTTP 422, exit 2); nothing is written."""
 
 
+class OpenJob(InvalidInput):
+    """The job is still being recorded (not sealed): nothing of it can be replayed yet."""
+
+
 class SnapshotError(InvalidInput):
     """A snapshot named for a job is absent, of the wrong kind, or unusable for its kind."""
 

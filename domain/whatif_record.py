@@ -4,11 +4,12 @@ A what-if re-runs a recorded job under changes it was not recorded under; it pro
 the job and changes nothing of it, so its record is never authoritative and lives in its own
 stream, not in the job's governance record (no replay of the job is made or unmade by it).
 
-One event type for every kind of counterfactual (issue 31): ``kind`` names it (``whatif`` now;
-``as_of``, ``compare``, ``fork`` and ``batch`` are to be recorded the same way), ``kind_version``
-the version of that kind's ``parameters`` and ``report`` shapes, so a kind can grow without a new
-event type. A reader switches on ``(kind, kind_version)``; a change to the fields every kind
-shares bumps ``class_version`` with an ``upcast_v1_v2``, as `ReplayRecord.Opened` does.
+One event type for every kind of counterfactual (issue 31): ``kind`` names it (``whatif`` for
+one job, ``whatif_batch`` for a batch; ``as_of``, ``compare`` and ``fork`` are to be recorded the
+same way), ``kind_version`` the version of that kind's ``parameters`` and ``report`` shapes, so a
+kind can grow without a new event type. A reader switches on ``(kind, kind_version)``; a change
+to the fields every kind shares bumps ``class_version`` with an ``upcast_v1_v2``, as
+`ReplayRecord.Opened` does.
 
 No store-wide counter numbers the records: a record is named, as an audit record is
 (`domain.audit_record`), by a digest of what it says (and when it was asked: the same what-if is
@@ -27,6 +28,12 @@ WHATIF_KIND: Final = "whatif"
 WHATIF_KIND_VERSION: Final = 1
 """1: ``parameters`` ``{"job_id", "changes": {key: id}}``; ``report`` as `projections.whatif`
 writes it (``report_version`` 1)."""
+
+WHATIF_BATCH_KIND: Final = "whatif_batch"
+WHATIF_BATCH_KIND_VERSION: Final = 1
+"""1: ``parameters`` ``{"changes", "selection": {"tenant", "since", "until", "jobs"},
+"expected"}``; ``report`` as `projections.whatif_batch` writes it (``report_version`` 1): one
+row per job (its first change, not its whole what-if), the totals, the batch's first change."""
 
 
 class CounterfactualRecord(MaceAggregate):

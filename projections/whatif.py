@@ -108,14 +108,20 @@ def _baseline_error(baseline: ReplayOutcome) -> dict[str, str]:
     return {"code": code.value, "message": message}
 
 
-def render_text(report: dict[str, Any]) -> list[str]:
-    """The lines ``mace replay --with`` prints: the verdict first, then each difference."""
+def headline(report: dict[str, Any], what: str, subject: str) -> str:
+    """A what-if's first line, one job's or a batch's: its verdict, never authoritative, the
+    changes and who asked."""
     changes = ", ".join(f"{key}={value}" for key, value in report["changes"].items())
     actor = report["actor"]
-    lines = [
-        f"what-if: {report['verdict'].upper()}, NON-AUTHORITATIVE; job {report['job_id']} under"
-        f" {changes} (by {actor['actor_id']} [{', '.join(actor['roles'])}])"
-    ]
+    return (
+        f"{what}: {report['verdict'].upper()}, NON-AUTHORITATIVE; {subject}under {changes}"
+        f" (by {actor['actor_id']} [{', '.join(actor['roles'])}])"
+    )
+
+
+def render_text(report: dict[str, Any]) -> list[str]:
+    """The lines ``mace replay --with`` prints: the verdict first, then each difference."""
+    lines = [headline(report, "what-if", f"job {report['job_id']} ")]
     if report["error"] is not None:
         lines.append(f"  {report['error']['code']}: {report['error']['message']}")
         return lines

@@ -42,6 +42,7 @@ from infrastructure.application.store_status import StoreStatus
 from infrastructure.application.trace_imports import TraceImports
 from infrastructure.application.trace_intake import TraceIntake
 from infrastructure.application.whatif import WhatIfService
+from infrastructure.application.whatif_batch import WhatIfBatchService
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.settings import Settings, Store
 from infrastructure.storage.store import LedgerStore
@@ -87,6 +88,7 @@ class Ledger:
         self.recordings = LedgerRecordings(self.replays, self.personal_data)
         self.audits = AuditService(store, self.jobs, self.replays)
         self.whatif = WhatIfService(store, self.replays)
+        self.whatif_batches = WhatIfBatchService(store, self.whatif)
         self.receipts = ReceiptService(store, self.memories, self.policy, self.read_models)
 
     @classmethod

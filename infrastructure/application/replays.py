@@ -33,7 +33,7 @@ from eventsourcing.persistence import StoredEvent
 
 from domain.aggregate import MaceAggregate
 from domain.canonical import digest
-from domain.errors import ErrorCode, IntegrityFailure, InvalidInput, MaceError, NotFoundError
+from domain.errors import ErrorCode, IntegrityFailure, MaceError, NotFoundError, OpenJob
 from domain.governance import (
     Actor,
     Governance,
@@ -427,7 +427,7 @@ class ReplayService:
             return None
         if not job.sealed:
             msg = f"job {job.job_id} is open: only completed, sealed jobs can be replayed"
-            raise InvalidInput(msg)
+            raise OpenJob(msg)
         return job
 
     def replay_unrecorded(
@@ -480,15 +480,21 @@ class ReplayService:
         return self._run_replay(source, request)
 
     def replay_changed(
-        self, job_id: str, changes: WhatIfChanges, *, tenant: str = DEFAULT_TENANT
+        self,
+        job_id: str,
+        changes: WhatIfChanges,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        shared: SharedReads | None = None,
     ) -> tuple[ReplayOutcome, ReplayOutcome | None]:
         """A what-if's two audit-mode replays of the tenant's job, nothing recorded: under what
         it declared, then, only when that one stopped on no error (a record not intact, or not
         reproducing itself, says nothing about a change), under ``changes``. Both read each
-        stream once (``SharedReads``). The caller checked who acts (`check_audit_roles`)."""
+        stream once (``SharedReads``; a batch's ``shared``: once for all its jobs). The caller
+        checked who acts (`check_audit_roles`)."""
         name = self.jobs.owned_name(job_id, tenant)
         job = self._job_if_intact(name)
-        shared = SharedReads()
+        shared = SharedReads() if shared is None else shared
         declared = ReplayRequest(job_id, ReplayMode.AUDIT, elapsed=stopwatch())
         baseline = self._run_replay(LedgerReplaySource(self, job, tenant, shared=shared), declared)
         if baseline.error_code is not None:

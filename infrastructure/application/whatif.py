@@ -3,7 +3,8 @@ bundle, say which decisions change, and record that it was asked, never as autho
 
 `WhatIfService.run` is the one way in for the CLI (``mace replay JOB --with ...``), the HTTP API
 (``POST /v1/whatif``) and Python callers; the later kinds of issue 31 (as-of, compare, batch,
-fork) are to call it, or record themselves through `record` the same way. A what-if needs the
+fork) call it, or `report` and record themselves through `record` the same way (the batch of
+`whatif_batch` does). A what-if needs the
 roles an audit-mode replay needs and no council approval (it claims nothing authoritative); it
 writes one signed `CounterfactualRecord` in a stream of its own and nothing else: not the job,
 not its governance record, no halt.
@@ -22,7 +23,7 @@ from domain.job import DEFAULT_TENANT, validate_tenant
 from domain.replay_access import check_audit_roles
 from domain.whatif import WhatIfChanges
 from domain.whatif_record import WHATIF_KIND, WHATIF_KIND_VERSION, CounterfactualRecord
-from infrastructure.application.replays import ReplayService
+from infrastructure.application.replays import ReplayService, SharedReads
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.store import LedgerStore
 from projections.whatif import whatif_report
@@ -60,11 +61,26 @@ class WhatIfService:
         does not hold."""
         validate_tenant(tenant)
         check_audit_roles(actor, "a what-if")
-        baseline, changed = self.replays.replay_changed(job_id, changes, tenant=tenant)
-        report = whatif_report(baseline, changed, changes, actor, tenant)
+        report = self.report(job_id, changes, actor, tenant)
         parameters = {"job_id": job_id, "changes": changes.as_json()}
         record = self.record(WHATIF_KIND, WHATIF_KIND_VERSION, parameters, report, actor, tenant)
         return WhatIfResult(record.record_id, report)
+
+    def report(
+        self,
+        job_id: str,
+        changes: WhatIfChanges,
+        actor: Actor,
+        tenant: str,
+        shared: SharedReads | None = None,
+    ) -> dict[str, Any]:
+        """The one-job what-if's report, unrecorded: `run` records it alone, a batch
+        (`whatif_batch`) records one summary over many, its snapshots and halt records read
+        once for all its jobs (``shared``). The caller checked who acts."""
+        baseline, changed = self.replays.replay_changed(
+            job_id, changes, tenant=tenant, shared=shared
+        )
+        return whatif_report(baseline, changed, changes, actor, tenant)
 
     def record(
         self,

@@ -2,7 +2,8 @@
 
 The log is read where `Ledger.open_for_reading` reads (``MACE_READ_STORE`` when set, named in
 the output as ``mace verify`` names it); the signed audit record is written to ``MACE_STORE``.
-Exit 0 when no job diverged and nothing failed verification, 1 otherwise.
+Exit 0 when no job diverged and nothing failed verification, 1 otherwise. With ``--with KEY=ID``
+it is a what-if over the selected jobs instead (`audit_whatif`).
 """
 
 from __future__ import annotations
@@ -12,26 +13,39 @@ import sys
 from typing import Any
 
 from domain.audit_record import AuditRecord
+from domain.errors import InvalidInput
 from infrastructure.application.audit import audit_answer, check_auditor
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
-from infrastructure.cli.common import acting_actor, emit_json
+from infrastructure.cli.audit_whatif import whatif_batch
+from infrastructure.cli.common import acting_actor, emit_json, progress_bar
 from infrastructure.cli.read_store import print_read_store, read_store_note
 from projections.audit import AuditReport, AuditScope, Verdict
 from projections.replay_report import fact_counts
-
-BAR_WIDTH = 30
 
 
 def audit_command(args: argparse.Namespace, settings: Settings) -> int:
     actor = acting_actor(settings)
     check_auditor(actor)
+    if args.changes:
+        return whatif_batch(args, settings, actor)
+    given = [
+        option
+        for option, value in (
+            ("--until", args.until),
+            ("--jobs", args.jobs),
+            ("--expect", args.expect),
+        )
+        if value is not None
+    ]
+    if given:
+        raise InvalidInput(f"{given[0]} selects jobs for a what-if: it goes with --with KEY=ID")
     scope = AuditScope(args.tenant, args.since)
     show_progress = sys.stderr.isatty() and not args.json
     # The workers start before any store is open here (`audit_workers` says why).
-    progress = _progress_bar if show_progress else None
+    progress = progress_bar("auditing", "events") if show_progress else None
     with (
         AuditWorkers(settings, args.workers) as workers,
         Ledger.open_for_reading(settings) as reading,
@@ -100,9 +114,3 @@ def _verdict_text(
         return f"DIVERGED {code}: {where}, field {divergence['field']}"
     label = "not replayable" if verdict is Verdict.NOT_REPLAYABLE else str(code)
     return f"{label}: {detail}" if code is None or label == code else f"{label} ({code}): {detail}"
-
-
-def _progress_bar(done: int, total: int) -> None:
-    filled = BAR_WIDTH if total == 0 else min(BAR_WIDTH, BAR_WIDTH * done // total)
-    bar = "#" * filled + "." * (BAR_WIDTH - filled)
-    print(f"\rauditing [{bar}] {done}/{total} events", end="", file=sys.stderr, flush=True)

@@ -27,6 +27,20 @@ def emit_json(data: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+BAR_WIDTH = 30
+
+
+def progress_bar(doing: str, unit: str) -> Callable[[int, int], None]:
+    """A progress bar on standard error, told how many ``unit`` are done of how many."""
+
+    def show(done: int, total: int) -> None:
+        filled = BAR_WIDTH if total == 0 else min(BAR_WIDTH, BAR_WIDTH * done // total)
+        bar = "#" * filled + "." * (BAR_WIDTH - filled)
+        print(f"\r{doing} [{bar}] {done}/{total} {unit}", end="", file=sys.stderr, flush=True)
+
+    return show
+
+
 def add_tenant_option(
     parser: argparse._ActionsContainer,
     *,

@@ -1,0 +1,192 @@
+"""What-if over a batch of recorded jobs (issue 31 point 3): ``mace audit --with KEY=ID``.
+
+Every selected job is re-run under the changes through the one-job what-if
+(`WhatIfService.report`: its two audit-mode replays, the same checks, nothing copied), one job
+after another in this process. The batch is recorded once, as a `CounterfactualRecord` of kind
+``whatif_batch`` (who, the changes, the selection, the expected changes, the totals and one row
+per job), never authoritative, and nothing per job: the one-job use case records only when it
+is asked for one job (`WhatIfService.run`), so a batch of a thousand jobs writes one event.
+
+Jobs are selected either by name (``--jobs FILE``, ids of one tenant) or from the log: every
+JobStarted after notification ``since`` up to ``until`` (the head when the batch begins, by
+default), of one tenant or of all, in log order; each JobStarted is verified before its name is
+trusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from domain.errors import (
+    ErrorCode,
+    IntegrityFailure,
+    InvalidInput,
+    MaceError,
+    NotFoundError,
+    OpenJob,
+)
+from domain.governance import Actor
+from domain.job import DEFAULT_TENANT
+from domain.receipt import Unreplayable
+from domain.replay_access import check_audit_roles
+from domain.whatif import WhatIfChanges
+from domain.whatif_batch import ExpectedChange
+from domain.whatif_record import WHATIF_BATCH_KIND, WHATIF_BATCH_KIND_VERSION
+from infrastructure.application.errors import Code, failure_of
+from infrastructure.application.replays import SharedReads
+from infrastructure.application.whatif import WhatIfService
+from infrastructure.storage.records.signed_record import verify_record
+from infrastructure.storage.store import LedgerStore
+from infrastructure.storage.verification.ledger import JOB_STARTED_TOPIC
+from projections.whatif_batch import OPEN, BatchVerdict, batch_report, failed_row, job_row
+
+PAGE: Final = 1000
+
+JOB_FAILURES: Final = (MaceError, NotFoundError, InvalidInput, Unreplayable)
+"""What stops one job's what-if and not the batch: its record (not found, open, not intact) or
+a change it cannot be re-run under. A store that stops answering stops the batch."""
+
+
+@dataclass(frozen=True)
+class BatchSelection:
+    """Which recorded jobs a batch re-runs: ``jobs`` by name (of ``tenant``, the default one when
+    None), else every job whose JobStarted is in notifications ``since`` < id <= ``until`` (None:
+    the head when the batch begins), of ``tenant`` or (None) of every tenant."""
+
+    tenant: str | None = None
+    since: int = 0
+    until: int | None = None
+    jobs: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.since < 0:
+            raise InvalidInput(f"--since must be at least 0, got {self.since}")
+        if self.until is not None and self.until <= self.since:
+            msg = f"--until {self.until} must be after --since {self.since}: the window is empty"
+            raise InvalidInput(msg)
+        if self.jobs is not None and (self.since or self.until is not None):
+            msg = "--jobs names the jobs itself: it takes no --since or --until"
+            raise InvalidInput(msg)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    record_id: str
+    report: dict[str, Any]
+
+    @property
+    def passed(self) -> bool:
+        """Nothing changed but what was expected, and no job failed: what a CI gate passes."""
+        return BatchVerdict(self.report["verdict"]).passed
+
+
+class WhatIfBatchService:
+    def __init__(self, store: LedgerStore, whatif: WhatIfService) -> None:
+        self.store = store
+        self.whatif = whatif
+
+    def run(
+        self,
+        selection: BatchSelection,
+        changes: WhatIfChanges,
+        actor: Actor,
+        expected: frozenset[ExpectedChange] = frozenset(),
+        progress: Callable[[int, int], None] | None = None,
+    ) -> BatchResult:
+        """Every selected job re-run under ``changes``, one record for the batch. ACCESS_DENIED
+        (nothing read or written) for an actor without an audit-mode replay role. ``progress``
+        is told the jobs re-run so far and how many are selected."""
+        check_audit_roles(actor, "a what-if")
+        through = selection.until
+        if selection.jobs is None and through is None:
+            through = self.store.recorder.max_notification_id() or 0
+        selected = list(self._selected(selection, through))
+        # Each snapshot and halt record read, verified and judged once for the batch, as an
+        # audit does (`SharedReads`): a halt appended while the batch runs is left to the next.
+        shared = SharedReads()
+        rows = []
+        for job_id, tenant in selected:
+            rows.append(self._row(job_id, tenant, changes, actor, expected, shared))
+            if progress is not None:
+                progress(len(rows), len(selected))
+        shown = {
+            "tenant": selection.tenant,
+            "since": selection.since,
+            "until": through,
+            "jobs": None if selection.jobs is None else list(selection.jobs),
+        }
+        report = batch_report(rows, changes, actor, shown, expected)
+        parameters = {
+            "changes": changes.as_json(),
+            "selection": shown,
+            "expected": report["expected"],
+        }
+        tenant = selection.tenant or DEFAULT_TENANT
+        record = self.whatif.record(
+            WHATIF_BATCH_KIND, WHATIF_BATCH_KIND_VERSION, parameters, report, actor, tenant
+        )
+        return BatchResult(record.record_id, report)
+
+    def _row(
+        self,
+        job_id: str | None,
+        tenant: str | None,
+        changes: WhatIfChanges,
+        actor: Actor,
+        expected: frozenset[ExpectedChange],
+        shared: SharedReads,
+    ) -> dict[str, Any]:
+        if job_id is None or tenant is None:
+            # A JobStarted that did not verify (`_selected`): nothing it says can be trusted.
+            why = "a job's JobStarted in the window does not verify: nothing it names is trusted"
+            return failed_row(job_id, tenant, ErrorCode.INTEGRITY_FAILURE.value, why)
+        try:
+            report = self.whatif.report(job_id, changes, actor, tenant, shared)
+        except OpenJob as exc:
+            # Still being recorded: skipped, as an audit skips it, not a failure of the batch.
+            return failed_row(job_id, tenant, Code.INVALID_INPUT, exc.args[0], OPEN)
+        except JOB_FAILURES as exc:
+            answered = failure_of(exc)
+            assert answered is not None  # every kind caught is in the error table
+            return failed_row(job_id, tenant, answered.code, answered.message)
+        return job_row(report, expected)
+
+    def _selected(
+        self, selection: BatchSelection, through: int | None
+    ) -> Iterator[tuple[str | None, str | None]]:
+        """``(job_id, tenant)`` of each selected job, in selection order; ``(None, None)`` for a
+        JobStarted in the window that does not verify (its tenant unknown, it is never named)."""
+        if selection.jobs is not None:
+            tenant = selection.tenant or DEFAULT_TENANT
+            yield from ((job_id, tenant) for job_id in selection.jobs)
+            return
+        assert through is not None
+        start = selection.since + 1
+        while start <= through:
+            page = self.store.recorder.select_notifications(
+                start, PAGE, stop=through, topics=[JOB_STARTED_TOPIC]
+            )
+            for started in _starts(self.store, page):
+                if started is None:
+                    yield None, None
+                elif selection.tenant is None or started[1] == selection.tenant:
+                    yield started
+            if len(page) < PAGE:
+                return
+            start = page[-1].id + 1
+
+
+def _starts(store: LedgerStore, page: Sequence[Any]) -> Iterator[tuple[str, str] | None]:
+    """Each JobStarted's job id (as its tenant names it) and tenant, verified; None if not."""
+    for stored in page:
+        try:
+            verified = verify_record(store.keyring, stored)
+        except IntegrityFailure:
+            yield None
+            continue
+        body = orjson.loads(verified.body)
+        yield str(body["job_id"]), str(body.get("tenant", DEFAULT_TENANT))
