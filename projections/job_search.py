@@ -24,7 +24,7 @@ from projections.read_model_rows import Row
 
 PAGE_SIZE: Final = 50
 MAX_PAGE_SIZE: Final = 200
-STATUSES: Final = ("open", "completed", "sealed")
+STATUSES: Final = ("open", "completed", "sealed", "abandoned")
 _ID_CHARACTERS = re.compile(r"[A-Za-z0-9._:-]*")
 _INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?Z?)?")
 FILTERS: Final = ("job", "status", "replayable", "error", "from", "to")

@@ -47,7 +47,7 @@ from domain.errors import ErrorCode
 from domain.events import JobCompleted
 from domain.governance import Governance, ReplayRequestFields, governance_scope_of_snapshot
 from domain.job import Job
-from domain.naming import tenant_and_key
+from domain.naming import tenant_and_key, tenant_scoped
 from domain.receipt import Receipt
 from domain.run_draft import RunDraft
 
@@ -69,11 +69,11 @@ VIEWS: Final = (
 )
 PROJECTION: Final = ("read_model", "projection")
 """Where the views keep which projection made them (view, key): not one of the `VIEWS`."""
-PROJECTION_VERSION: Final = 5
+PROJECTION_VERSION: Final = 6
 """Raised whenever `view_changes` changes what it makes from the same events (2: job positions,
 the receipt index; 3: a replay outcome is ok only when it reproduced; 4: open runs; 5: each job's
-latest replay, the audit records), so that views a store kept from before are made again from
-position 0."""
+latest replay, the audit records; 6: an abandoned run's job), so that views a store kept from
+before are made again from position 0."""
 
 
 Row = dict[str, Any]
@@ -277,6 +277,10 @@ def _receipt_emitted(event: Receipt.Emitted, merge: Merge, position: int) -> lis
 
 def _run_opened(event: RunDraft.Opened, merge: Merge, position: int) -> list[ViewChange]:
     row = {"run_id": event.run_id, "tenant": event.tenant, "position": position, "events": 0}
+    if event.job_id is not None:
+        # The job index key of the job the run records into (opened with it), for its
+        # abandonment to mark (`_run_abandoned`).
+        row["job"] = str(Job.id_for(tenant_scoped(event.tenant, event.job_id)))
     return [ViewChange(OPEN_RUNS, str(event.originator_id), row)]
 
 
@@ -289,10 +293,18 @@ def _run_batch(
     return [merge(OPEN_RUNS, held.key, events=int(held.row["events"]) + taken)]
 
 
-def _run_closed(
-    event: RunDraft.Completed | RunDraft.Abandoned, merge: Merge, position: int
-) -> list[ViewChange]:
+def _run_completed(event: RunDraft.Completed, merge: Merge, position: int) -> list[ViewChange]:
     return [ViewChange(OPEN_RUNS, str(event.originator_id), None)]
+
+
+def _run_abandoned(event: RunDraft.Abandoned, merge: Merge, position: int) -> list[ViewChange]:
+    """An abandoned run's job is never completed nor sealed: listed ``abandoned``, not open."""
+    held = merge(OPEN_RUNS, str(event.originator_id)).row or {}
+    closed = ViewChange(OPEN_RUNS, str(event.originator_id), None)
+    job = held.get("job")
+    if job is None:  # a run opened without its job (version 1) holds its events itself
+        return [closed]
+    return [closed, merge(JOB_INDEX, job, status="abandoned")]
 
 
 def _audit_recorded(event: AuditRecord.Recorded, merge: Merge, position: int) -> list[ViewChange]:
@@ -326,8 +338,8 @@ _HANDLERS: Final[dict[type, Callable[[Any, Merge, int], list[ViewChange]]]] = {
     RunDraft.Opened: _run_opened,
     RunDraft.BatchAppended: _run_batch,
     RunDraft.BatchIndexed: _run_batch,
-    RunDraft.Completed: _run_closed,
-    RunDraft.Abandoned: _run_closed,
+    RunDraft.Completed: _run_completed,
+    RunDraft.Abandoned: _run_abandoned,
     AuditRecord.Recorded: _audit_recorded,
 }
 PROJECTED_EVENTS: Final = tuple(_HANDLERS)

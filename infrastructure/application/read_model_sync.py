@@ -241,7 +241,10 @@ class ReadModels:
         """The tenant's runs (None: every tenant's) recorded from outside and neither completed
         nor abandoned (an emitter that died leaves one), oldest first."""
         self.catch_up()
-        rows = [row for _, row in self.view.rows(OPEN_RUNS)]
+        # A row keeps its job's index key for the view's own use (`read_model_rows`), not shown.
+        rows = [
+            {k: v for k, v in row.items() if k != "job"} for _, row in self.view.rows(OPEN_RUNS)
+        ]
         listed = [row for row in rows if tenant is None or row["tenant"] == tenant]
         return sorted(listed, key=lambda row: int(row["position"]))
 

@@ -479,7 +479,7 @@ def test_an_operator_searches_pages_and_reads_divergences_audits_and_governance(
             bad = page.goto(f"{base_url}/dashboard/jobs?status=done")
             assert bad is not None and bad.status == 400
             assert page.inner_text("#problem") == (
-                "status: 'done' is not one of open, completed, sealed"
+                "status: 'done' is not one of open, completed, sealed, abandoned"
             )
             layout_holds(page, f"bad filter {name}")
 

@@ -92,7 +92,7 @@ def test_each_filter_is_answered_from_the_store(api: Api, jobs: list[str]) -> No
 @pytest.mark.parametrize(
     ("query", "problem"),
     [
-        ("status=done", "status: 'done' is not one of open, completed, sealed"),
+        ("status=done", "status: 'done' is not one of open, completed, sealed, abandoned"),
         ("size=500", "size: '500' is not a whole number from 1 to 200"),
         ("after=-1", "after: '-1' is not a whole number from 0 to 9223372036854775807"),
         ("replayable=maybe", "replayable: 'maybe' is not one of yes, no, open"),

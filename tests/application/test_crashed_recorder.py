@@ -110,6 +110,14 @@ def test_an_open_run_is_listed_over_http_and_abandoned_by_an_operator(api: Api) 
     assert api.send(run_id, [stage_event("e1"), stage_event("e2", "act")]).status_code == 200
     listed = api.get("/v1/runs").json()["runs"]
     assert [(r["run_id"], r["events"]) for r in listed] == [(run_id, 2)]
+    job_id = api.ledger.run_uploads.get(run_id, "acme").job_id
+
+    def listed_as(status: str) -> list[str]:
+        response = api.get(f"/v1/jobs?status={status}")
+        assert response.status_code == 200, response.content
+        return [job["job_id"] for job in response.json()["jobs"]]
+
+    assert (listed_as("open"), listed_as("abandoned")) == ([job_id], [])
     assert api.get("/v1/runs", "beta_admin_auditor").json() == {"runs": []}  # acme's run
 
     reason = {"reason": "agent died"}
@@ -124,6 +132,8 @@ def test_an_open_run_is_listed_over_http_and_abandoned_by_an_operator(api: Api) 
     assert api.position() == position
     assert api.get("/v1/runs").json() == {"runs": []}
     assert api.get(f"/v1/runs/{run_id}").json()["status"] == "abandoned"
+    # Its job is listed as abandoned, never as open (it will never complete).
+    assert (listed_as("open"), listed_as("abandoned")) == ([], [job_id])
 
     late = api.send(run_id, [stage_event("e3")])
     assert_error(late, 409, "CONFLICT", f"run {run_id} is abandoned: no more events may be added")

@@ -77,7 +77,7 @@ def test_the_filter_comes_before_the_page(ledger: Ledger, recorded: str) -> None
 @pytest.mark.parametrize(
     ("given", "message"),
     [
-        ({"status": "done"}, "status: 'done' is not one of open, completed, sealed"),
+        ({"status": "done"}, "status: 'done' is not one of open, completed, sealed, abandoned"),
         ({"replayable": "maybe"}, "replayable: 'maybe' is not one of yes, no, open"),
         ({"error": "NOPE"}, "error: 'NOPE' is not one of"),
         ({"from": "yesterday"}, "from: 'yesterday' is not a UTC date or time"),

@@ -114,7 +114,7 @@ def test_a_page_out_of_bounds_is_one_line_exit_2(
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
     [
-        ("status", "done", "status: 'done' is not one of open, completed, sealed"),
+        ("status", "done", "status: 'done' is not one of open, completed, sealed, abandoned"),
         ("replayable", "maybe", "replayable: 'maybe' is not one of yes, no, open"),
         ("error", "OOPS", "error: 'OOPS' is not one of "),
         ("from", "yesterday", "from: 'yesterday' is not a UTC date or time (expected YYYY-MM-DD"),

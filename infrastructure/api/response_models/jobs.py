@@ -16,7 +16,7 @@ from domain.events import MissingArtifact
 from domain.job import CaptureMode
 from infrastructure.api.response_models import ResponseModel
 
-JobStatus = Literal["open", "completed", "sealed"]
+JobStatus = Literal["open", "completed", "sealed", "abandoned"]
 RecordedFields = dict[str, JsonValue]
 """A recorded fact's fields, as the run recorded them (their names depend on what it is)."""
 
