@@ -100,7 +100,10 @@ def test_a_killed_agents_run_stays_open_and_an_operator_abandons_it(
         closed = ledger.run_uploads.get(run_id, "default")
         assert closed.abandoned_by == {"actor_id": "olga", "roles": ["operator"]}
         assert closed.abandon_reason == "agent died"
-        assert job_ids(ledger) == jobs_before  # its job stays open: never replayed
+        assert job_ids(ledger) == jobs_before  # its job stays, unsealed: never replayed
+    code, out, err = run(capsys, "jobs", "--status", "abandoned", "--json")
+    assert code == 0, err
+    assert [job["job_id"] for job in orjson.loads(out)["jobs"]] == [held.job_id]
     code, out, err = run(capsys, "verify", "--all")
     assert code == 0, out + err
 
