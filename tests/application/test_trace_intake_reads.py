@@ -47,6 +47,7 @@ def test_a_request_completing_a_trace_reads_the_held_trace_once(
             reads.append("events")
         return get_one(kind, stream, what)
 
+    ledger.checkpoints.write()  # the store as the service's notary keeps it: checkpointed
     monkeypatch.setattr(store, "stream_exists", counted_exists)
     monkeypatch.setattr(store.repository, "get_one", counted_get_one)
     root, chat, tool = agent_trace()
@@ -75,6 +76,7 @@ def test_a_span_arriving_while_the_run_is_recorded_makes_the_close_decide_again(
         assert intake.hold(spans(late), tenant, 1e9 + 2, 1e6).accepted == 1
         return record(trace_id, run, tenant)
 
+    ledger.checkpoints.write()
     monkeypatch.setattr(intake.imports, "record", record_while_a_span_arrives)
     answered = intake.hold(spans(*agent_trace()), "acme", 1e9, 0.0)
     # The run of three spans was recorded, but the trace now holds four: it is not marked
