@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from domain.aggregate import MaceAggregate
 from domain.canonical import canonical_json
+from domain.errors import InvalidInput
 
 ALGORITHM: Final = "ed25519"
 _LEAF_HEAD: Final = b"\x00"  # RFC 9162's leaf prefix (`domain.merkle.leaf_hash`)
@@ -64,6 +65,35 @@ def leaf_hash_after(prefix: bytes, version: int, topic: str, state: bytes) -> by
     return hashlib.sha256(
         b"".join((prefix, version.to_bytes(8, "big", signed=True), _topic_part(topic), state))
     ).digest()
+
+
+@dataclass(frozen=True)
+class LeafRecord:
+    """The stored event a leaf's data names (`leaf_data` read back)."""
+
+    originator_id: UUID
+    version: int
+    topic: str
+    state: bytes
+
+
+_FIXED: Final = 16 + 8 + 4  # stream id, version, topic length
+
+
+def parse_leaf_data(data: bytes) -> LeafRecord:
+    """The event ``data`` (`leaf_data`'s bytes) names; `InvalidInput` if it is not such bytes."""
+    expected = "expected a stream id (16 bytes), a version (8), a topic length (4) and topic"
+    if len(data) < _FIXED:
+        raise InvalidInput(f"the leaf data is {len(data)} bytes, too short: {expected}")
+    length = int.from_bytes(data[24:_FIXED], "big")
+    if _FIXED + length > len(data):
+        raise InvalidInput(f"the leaf data's topic length {length} runs past its end: {expected}")
+    try:
+        topic = data[_FIXED : _FIXED + length].decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"the leaf data's topic is not UTF-8: {expected}") from None
+    version = int.from_bytes(data[16:24], "big", signed=True)
+    return LeafRecord(UUID(bytes=data[:16]), version, topic, data[_FIXED + length :])
 
 
 @lru_cache(maxsize=1024)

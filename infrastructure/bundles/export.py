@@ -1,7 +1,7 @@
 """``mace export``: one sealed job and every stream its replay reads, as a signed bundle.
 
 The streams are read as the ledger reads them (every one verified), and the records copied
-verbatim, each with its inclusion proof in the newest checkpoint (written first if it does not
+verbatim, each with its tlog-proof in the newest checkpoint (written first if it does not
 cover them all). A ``--redact`` export rewrites what seed 003's safe export leaves out
 (infrastructure/bundle_redaction.py says what) and says so in the manifest.
 """
@@ -36,7 +36,8 @@ from infrastructure.bundles.format import (
     BundleStream,
     Role,
 )
-from infrastructure.bundles.inclusion import Record, checkpoint_member
+from infrastructure.bundles.inclusion import Record
+from infrastructure.bundles.tlog_proofs import tlog_proof_member
 from projections.redaction import (
     PrivacyNeedles,
     full_io_content,
@@ -282,11 +283,13 @@ def export_bundle(
     tenant: str = DEFAULT_TENANT,
     redacted: bool = False,
     include_full_io: bool = False,
+    log_origin: str | None = None,
 ) -> bytes:
     """The bundle of one sealed job of the tenant as canonical JSON bytes (newline-terminated).
 
     A job that keeps model responses or tool content is exported only redacted, or with
     ``include_full_io`` said outright: a bundle leaves the ledger's access control behind.
+    ``log_origin``: ``MACE_LOG_ORIGIN``, the origin its proofs' checkpoint note names, if set.
     """
     job, streams, missing = collect_streams(ledger, job_id, tenant)
     if not redacted and not include_full_io:
@@ -333,6 +336,6 @@ def export_bundle(
         "manifest": manifest,
         "records": entries,
         "signature": {"key_id": key_id, "mac": mac.hex()},
-        "checkpoint": checkpoint_member(ledger.checkpoints, records),
+        "checkpoint": tlog_proof_member(ledger.checkpoints, records, log_origin),
     }
     return canonical_json(bundle) + b"\n"

@@ -1,6 +1,6 @@
 """Run bundles: one job and everything its replay reads, in one self-contained, signed file.
 
-A bundle is canonical JSON: ``format`` (``mace-bundle/2``) and four members.
+A bundle is canonical JSON: ``format`` (``mace-bundle/3``) and four members.
 
 - ``records``: the stored records, verbatim (``originator_id``, ``version``, ``topic`` and the
   signed ``state`` envelope as text), stream after stream: the job, its seal witness, each
@@ -11,9 +11,11 @@ A bundle is canonical JSON: ``format`` (``mace-bundle/2``) and four members.
   whether (and what) was redacted.
 - ``signature``: HMAC-SHA256 of the manifest by the exporting store's active key (key id inside),
   so changing the manifest, or any record the manifest digests, fails verification.
-- ``checkpoint``: the ledger's signed checkpoint, its public key and an inclusion proof for every
-  record (`infrastructure.bundles.inclusion`), which hold without any HMAC secret. A
-  ``mace-bundle/1`` file has none; it still reads, with nothing reported as included.
+- ``checkpoint``: the verifier key of the ledger's checkpoint notes and a C2SP tlog-proof for
+  every record (`infrastructure.bundles.tlog_proofs`), which hold without any HMAC secret. A
+  ``mace-bundle/2`` file, read still, carries a JSON checkpoint, its PEM key and a JSON proof a
+  record instead (`infrastructure.bundles.inclusion`); a ``mace-bundle/1`` file none, and
+  nothing in it is reported as included.
 
 Reading a bundle verifies all of it before anything is used: the manifest signature, every
 record's MAC, every stream's versions and seal, the job's witness, the digests, the checkpoint's
@@ -44,20 +46,26 @@ from domain.errors import IntegrityFailure, InvalidInput
 from domain.job import DEFAULT_TENANT, Job
 from domain.naming import tenant_scoped
 from domain.validation_messages import first_problem
-from infrastructure.application.checkpoints import PublicCheckpointKey
+from domain.checkpoint_note import VerifierKey
+from infrastructure.application.checkpoints import PublicCheckpointKey, vkey_public_key
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.records import Keyring, mac_message, parse_envelope, verify_stream
 from infrastructure.bundles.inclusion import (
     CheckpointMember,
     Inclusion,
+    Record,
     checked_inclusion,
     integrity_failure,
 )
+from infrastructure.bundles.tlog_proofs import TlogProofMember, checked_tlog_proofs
 from projections.redaction import Redaction
 
-FORMAT: Final = "mace-bundle/2"
+FORMAT: Final = "mace-bundle/3"
+SECOND_FORMAT: Final = "mace-bundle/2"
+"""Before tlog-proofs: read still, its JSON checkpoint and proofs checked."""
 FIRST_FORMAT: Final = "mace-bundle/1"
 """Before checkpoints: read still, nothing in it provable."""
+READ_FORMATS: Final = (FORMAT, SECOND_FORMAT, FIRST_FORMAT)
 SIGNING_CONTEXT: Final = b"mace-bundle/1 manifest\n"
 """Prefixed to the manifest before it is MACed: no record's MAC message starts like this.
 Unchanged since the first format: the manifest's form did not change."""
@@ -138,7 +146,8 @@ class BundleFile(_Shape):
     manifest: dict[str, Any]
     records: list[dict[str, Any]]
     signature: Signature
-    checkpoint: CheckpointMember | None = None
+    # Its shape is the format's (`_checkpoint_member`).
+    checkpoint: dict[str, Any] | None = None
 
 
 ROLES: Final[tuple[Role, ...]] = ("job", "seal_witness", "snapshot", "sem", "governance")
@@ -250,13 +259,31 @@ def read_bundle(path: Path, keyring: Keyring, pinned: PublicCheckpointKey | None
     return parse_bundle(raw, str(path), keyring, pinned)
 
 
-def parse_bundle(
-    raw: bytes, name: str, keyring: Keyring, pinned: PublicCheckpointKey | None = None
-) -> Bundle:
-    """Verify everything in a bundle file; BundleError for a bad file, MaceError if tampered.
+Pin = PublicCheckpointKey | VerifierKey
+"""A checkpoint key the reader trusts: a PEM key (``--public-key``) or a verifier key
+(``mace proof verify --vkey``)."""
+Member = CheckpointMember | TlogProofMember
 
-    ``pinned``: the checkpoint public key the reader trusts; without it, the bundle's own.
-    """
+
+@dataclass(frozen=True)
+class BundleRead:
+    """A bundle file's parts, their shapes checked and nothing verified."""
+
+    form: str
+    shape: BundleFile
+    entries: list[RecordEntry]
+    member: Member | None
+
+    def records(self, name: str) -> list[Record]:
+        """Its records as stored (or as redacted), in order, and whether each was redacted."""
+        return [
+            (StoredEvent(e.originator_id, e.version, e.topic, _state(name, e)), e.redacted)
+            for e in self.entries
+        ]
+
+
+def read_shape(raw: bytes, name: str) -> BundleRead:
+    """The bundle file ``raw`` holds, nothing checked but its shape; BundleError if it is not one."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -264,20 +291,50 @@ def parse_bundle(
     if not isinstance(data, dict) or "format" not in data:
         raise BundleError(f"{name} is not a MACE bundle: expected a JSON object with 'format'")
     form = data["format"]
-    if form not in (FORMAT, FIRST_FORMAT):
-        msg = (
-            f"{name}: unsupported bundle format {form!r}: expected {FORMAT!r} (or {FIRST_FORMAT!r})"
-        )
-        raise BundleError(msg)
+    if form not in READ_FORMATS:
+        expected = " or ".join(repr(known) for known in READ_FORMATS)
+        raise BundleError(f"{name}: unsupported bundle format {form!r}: expected {expected}")
     try:
         shape = BundleFile.model_validate(data)
         if (shape.checkpoint is None) != (form == FIRST_FORMAT):
             has = "has no checkpoint" if shape.checkpoint is None else "has a checkpoint"
             raise BundleError(f"{name} is not a valid {form} file: it {has}")
-        manifest = Manifest.model_validate(shape.manifest)
+        member: Member | None = None
+        if form == FORMAT:
+            member = TlogProofMember.model_validate(shape.checkpoint)
+        elif form == SECOND_FORMAT:
+            member = CheckpointMember.model_validate(shape.checkpoint)
         entries = [RecordEntry.model_validate(r) for r in shape.records]
     except ValidationError as exc:
         raise BundleError(f"{name} is not a valid {form} file: {first_problem(exc)}") from None
+    return BundleRead(form, shape, entries, member)
+
+
+def checked_proofs(
+    name: str, member: Member | None, records: Sequence[Record], pinned: Pin | None
+) -> Inclusion:
+    """Every record's inclusion proof checked, as the bundle's format carries them."""
+    if isinstance(member, TlogProofMember):
+        return checked_tlog_proofs(name, member, records, pinned)
+    if isinstance(pinned, VerifierKey):
+        # A verifier key's material is the key itself: it pins a JSON checkpoint as its PEM would.
+        pinned = vkey_public_key(pinned)
+    return checked_inclusion(name, member, records, pinned)
+
+
+def parse_bundle(
+    raw: bytes, name: str, keyring: Keyring, pinned: PublicCheckpointKey | None = None
+) -> Bundle:
+    """Verify everything in a bundle file; BundleError for a bad file, MaceError if tampered.
+
+    ``pinned``: the checkpoint public key the reader trusts; without it, the bundle's own.
+    """
+    read = read_shape(raw, name)
+    shape, entries = read.shape, read.entries
+    try:
+        manifest = Manifest.model_validate(shape.manifest)
+    except ValidationError as exc:
+        raise BundleError(f"{name} is not a valid {read.form} file: {first_problem(exc)}") from None
     _check_signature(name, shape, keyring)
     lacking = sorted(set(manifest.key_ids) - set(keyring.key_ids))
     if lacking:
@@ -294,11 +351,7 @@ def parse_bundle(
             raise IntegrityFailure(listing.originator_id, 1, reason)
     if digest(shape.records) != manifest.records_sha256:
         raise integrity_failure(name, "records are not those its manifest lists, in that order")
-    in_order = [
-        (StoredEvent(e.originator_id, e.version, e.topic, _state(name, e)), e.redacted)
-        for e in entries
-    ]
-    inclusion = checked_inclusion(name, shape.checkpoint, in_order, pinned)
+    inclusion = checked_proofs(name, read.member, read.records(name), pinned)
     return Bundle(name, manifest, streams, view_keys, inclusion)
 
 

@@ -1,12 +1,14 @@
 """What a bundle's checkpoint proves: its records are in the ledger's signed checkpoint tree.
 
-A ``mace-bundle/2`` file carries a ``checkpoint`` member: the newest checkpoint when it was
-exported, in the export form (`SignedCheckpoint.exported`), the checkpoint public key (PEM), and
-for each record, in the order of ``records``, its leaf position and RFC 9162 inclusion proof
-(``proofs``). A reader recomputes each record's leaf from the record's own bytes
-(`domain.checkpoint.leaf_data`), so a proof that holds shows the ledger held exactly those bytes,
-at that place in its log, when the checkpoint was signed. It needs no HMAC secret: an attacker
-holding the ledger's HMAC keys can rewrite a record and re-sign the bundle, not forge the proof.
+A ``mace-bundle/3`` file carries, in its ``checkpoint`` member, a C2SP tlog-proof per record
+(`infrastructure.bundles.tlog_proofs`). A ``mace-bundle/2`` file, read still, carries the newest
+checkpoint when it was exported, in the export form (`SignedCheckpoint.exported`), the checkpoint
+public key (PEM), and for each record, in the order of ``records``, its leaf position and RFC 9162
+inclusion proof (``proofs``); this module checks those. Either way a reader recomputes each
+record's leaf from the record's own bytes (`domain.checkpoint.leaf_data`), so a proof that holds
+shows the ledger held exactly those bytes, at that place in its log, when the checkpoint was
+signed. It needs no HMAC secret: an attacker holding the ledger's HMAC keys can rewrite a record
+and re-sign the bundle, not forge the proof.
 
 The key in a bundle vouches only for itself: whoever rewrote the bundle could have signed a
 checkpoint of their own. A reader who pins the ledger's public key (``--public-key``) closes
@@ -19,9 +21,9 @@ included.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from eventsourcing.persistence import StoredEvent
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
@@ -29,7 +31,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from domain.checkpoint import Checkpoint, SignedCheckpoint, decoded
 from domain.errors import ErrorCode, IntegrityFailure, InvalidInput, MaceError
 from infrastructure.application.checkpoints import (
-    CheckpointService,
     InclusionProof,
     PublicCheckpointKey,
     check_inclusion,
@@ -39,6 +40,8 @@ from infrastructure.application.checkpoints import (
 )
 
 NO_CHECKPOINT = "not provable: no checkpoint"
+
+Proof = TypeVar("Proof")
 
 Record = tuple[StoredEvent, bool]
 """A bundle's record as stored (or as redacted), and whether it was redacted."""
@@ -73,33 +76,29 @@ class CheckpointMember(_Shape):
     proofs: list[ProofEntry | None]
 
 
-# --- export --------------------------------------------------------------------------------------
-
-
-def checkpoint_member(checkpoints: CheckpointService, records: Sequence[Record]) -> dict[str, Any]:
-    """The member that proves ``records``, checkpointing first if the newest does not cover them."""
-    provable = [record for record, redacted in records if not redacted]
-    newest, proofs = checkpoints.proofs_of(provable)
-    made = iter(proofs)
-    return {
-        "signed": newest.exported(),
-        "public_key": checkpoints.public_key.pem,
-        "proofs": [None if redacted else _entry(next(made)) for _, redacted in records],
-    }
-
-
-def _entry(proof: InclusionProof) -> dict[str, Any]:
-    return {"leaf_index": proof.leaf_index, "hashes": [h.hex() for h in proof.hashes]}
-
-
 # --- reading -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProvenIn:
+    """The signed checkpoint a bundle's records were proven in: a ``mace-bundle/2``'s is named
+    by its number, a tlog-proof's by its log's origin (the note signs no number)."""
+
+    tree_size: int
+    root: str
+    number: int | None = None
+    origin: str | None = None
+
+    def named(self) -> str:
+        which = f"checkpoint {self.number}" if self.origin is None else f"{self.origin}'s checkpoint"
+        return f"{which} (size {self.tree_size}, root {self.root})"
 
 
 @dataclass(frozen=True)
 class Inclusion:
     """What a bundle's checkpoint was found to prove of its records."""
 
-    checkpoint: Checkpoint | None
+    checkpoint: ProvenIn | None
     key_id: str | None
     pinned: bool
     included: int
@@ -111,6 +110,7 @@ class Inclusion:
         return {
             "included": body is not None,
             "number": None if body is None else body.number,
+            "origin": None if body is None else body.origin,
             "tree_size": None if body is None else body.tree_size,
             "root": None if body is None else body.root,
             "key_id": self.key_id,
@@ -124,15 +124,47 @@ class Inclusion:
         body = self.checkpoint
         if body is None:
             return NO_CHECKPOINT
-        text = (
-            f"included in checkpoint {body.number} (size {body.tree_size}, root {body.root}):"
-            f" {self.included} records"
-        )
+        text = f"included in {body.named()}: {self.included} records"
         if self.not_provable:
             text += f", {self.not_provable} redacted records not provable (bytes not in bundle)"
         if self.pinned:
             return f"{text}; checkpoint key {self.key_id} pinned"
         return f"{text}; checkpoint key {self.key_id} is the bundle's own, unpinned"
+
+
+def checked_pin(
+    name: str, key: PublicCheckpointKey, pinned: PublicCheckpointKey | None
+) -> PublicCheckpointKey:
+    """``key``, the bundle's checkpoint key, once it is the pinned one (if one is pinned)."""
+    if pinned is not None and key.pem != pinned.pem:
+        reason = f"its checkpoint key {key.key_id} is not the pinned key {pinned.key_id}"
+        raise integrity_failure(name, reason)
+    return key
+
+
+def proven_records(
+    name: str, records: Sequence[Record], proofs: Sequence[Proof | None]
+) -> Iterator[tuple[StoredEvent, Proof]]:
+    """Each record that must carry a proof, with it: one proof per record, in order, none for
+    (and only for) a redacted one; INTEGRITY_FAILURE otherwise."""
+    if len(proofs) != len(records):
+        reason = f"holds {len(proofs)} inclusion proofs for {len(records)} records"
+        raise integrity_failure(name, reason)
+    for (record, redacted), proof in zip(records, proofs, strict=True):
+        if redacted != (proof is None):
+            stream, version = event_key(record)
+            reason = "redacted, yet it has an inclusion proof" if redacted else "no inclusion proof"
+            raise IntegrityFailure(stream, version, reason)
+        if proof is not None:
+            yield record, proof
+
+
+def inclusion_of(
+    proven: ProvenIn, key: PublicCheckpointKey, pinned: bool, records: Sequence[Record]
+) -> Inclusion:
+    """What proving ``records`` in ``proven`` under ``key`` found."""
+    redacted = sum(redacted for _, redacted in records)
+    return Inclusion(proven, key.key_id, pinned, len(records) - redacted, redacted)
 
 
 def checked_inclusion(
@@ -141,33 +173,22 @@ def checked_inclusion(
     records: Sequence[Record],
     pinned: PublicCheckpointKey | None,
 ) -> Inclusion:
-    """Check the checkpoint's signature and every record's proof; INTEGRITY_FAILURE if any fails."""
+    """A ``mace-bundle/2`` member: check the checkpoint's signature and every record's proof;
+    INTEGRITY_FAILURE if any fails."""
     if member is None:
         return Inclusion(None, None, False, 0, len(records))
     try:
         key = public_key_from_pem(member.public_key)
     except InvalidInput as exc:
         raise integrity_failure(name, f"its checkpoint {exc}") from None
-    if pinned is not None and key.pem != pinned.pem:
-        reason = f"its checkpoint key {key.key_id} is not the pinned key {pinned.key_id}"
-        raise integrity_failure(name, reason)
+    checked_pin(name, key, pinned)
     body = member.signed.checkpoint
     signed = SignedCheckpoint(body, member.signed.key_id, decoded(member.signed.signature))
     problem = signature_problem(signed, key)
     if problem is not None:
         raise integrity_failure(name, problem)
-    if len(member.proofs) != len(records):
-        reason = f"holds {len(member.proofs)} inclusion proofs for {len(records)} records"
-        raise integrity_failure(name, reason)
-    for (record, redacted), entry in zip(records, member.proofs, strict=True):
-        if redacted != (entry is None):
-            stream, version = event_key(record)
-            reason = "redacted, yet it has an inclusion proof" if redacted else "no inclusion proof"
-            raise IntegrityFailure(stream, version, reason)
-        if entry is not None:
-            proof = InclusionProof(entry.leaf_index, tuple(bytes.fromhex(h) for h in entry.hashes))
-            check_inclusion(body, record, proof)
-    redacted_count = sum(redacted for _, redacted in records)
-    return Inclusion(
-        body, key.key_id, pinned is not None, len(records) - redacted_count, redacted_count
-    )
+    for record, entry in proven_records(name, records, member.proofs):
+        proof = InclusionProof(entry.leaf_index, tuple(bytes.fromhex(h) for h in entry.hashes))
+        check_inclusion(body, record, proof)
+    proven = ProvenIn(body.tree_size, body.root, number=body.number)
+    return inclusion_of(proven, key, pinned is not None, records)

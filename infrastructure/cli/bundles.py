@@ -102,6 +102,7 @@ def export_job(args: argparse.Namespace, settings: Settings) -> int:
             tenant=args.tenant,
             redacted=args.redact,
             include_full_io=args.include_full_io,
+            log_origin=settings.log_origin,
         )
         # What we write reads back, its checkpoint signed by this ledger's own key.
         bundle = parse_bundle(
@@ -234,7 +235,11 @@ def export_test(args: argparse.Namespace, settings: Settings) -> int:
         _refuse_existing(path, args.force)
     with Ledger.open(settings, create=False) as ledger:
         data = export_bundle(
-            ledger, job_id, tenant=args.tenant, include_full_io=args.include_full_io
+            ledger,
+            job_id,
+            tenant=args.tenant,
+            include_full_io=args.include_full_io,
+            log_origin=settings.log_origin,
         )
         expected = recorded_expectation(ledger, job_id, args.tenant)
         bundle = parse_bundle(data, bundle_name, ledger.records.keyring)

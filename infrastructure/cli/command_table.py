@@ -140,6 +140,12 @@ COMMANDS: tuple[Command, ...] = (
         _cli("bundles", "add_export_arguments"),
     ),
     Command(
+        "proof",
+        Group.REPLAY,
+        "check a record's tlog-proof, or a bundle's proofs, against the ledger's verifier key",
+        _cli("proof", "add_proof_arguments"),
+    ),
+    Command(
         "import",
         Group.REPLAY,
         "load a run bundle's job into this store",
