@@ -1,22 +1,25 @@
 """Bundles provable offline against a signed checkpoint, on SQLite and PostgreSQL.
 
-``mace export`` carries the ledger's newest checkpoint (written first when it does not cover the
-bundle), its public key and an inclusion proof for every record; ``mace replay --bundle`` and
-``mace import`` check them and report "included in checkpoint N". The attacks: a proof, a leaf
-index, the checkpoint body, its signature or the public key changed; a record rewritten by
-someone holding the HMAC keys (every MAC and the manifest re-signed); a whole checkpoint forged
-under another key, which only a pinned key (``--public-key``) catches; the leaf index in the
-database edited. A ``mace-bundle/1`` file still reads, and nothing in it is called included.
+``mace export`` writes a ``mace-bundle/3``: the ledger's verifier key and, for every record, a
+C2SP tlog-proof (the record as its extra line, its index and inclusion path, the newest
+checkpoint's signed note, written first when it does not cover the bundle). ``mace replay
+--bundle`` and ``mace import`` check them and report "included in <origin>'s checkpoint". The
+attacks: a proof's path or index changed; a proof swapped with another record's; a record
+rewritten by someone holding the HMAC keys (every MAC and the manifest re-signed), with its
+proof's extra line rewritten too or not; the note's text or signature changed; one proof naming
+another checkpoint; the verifier key swapped; a whole checkpoint forged under another key, which
+only a pinned key (``--public-key``) catches; the leaf index in the database edited. A
+``mace-bundle/2`` (JSON checkpoint and proofs) and a ``mace-bundle/1`` file still read.
 """
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import orjson
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -37,12 +40,22 @@ from support.ledger_fixtures import RawTable, run
 from support.replay_cli import ROUTER_ID, act, new_job
 
 from domain.canonical import canonical_json, digest
-from domain.checkpoint import Checkpoint, leaf_data
+from domain.checkpoint import leaf_data
+from domain.checkpoint_note import (
+    CheckpointBody,
+    NoteSignature,
+    SignedNote,
+    VerifierKey,
+    parse_checkpoint_text,
+    parse_note,
+    parse_vkey,
+)
 from domain.governance import Actor
 from domain.job import Job
 from domain.merkle import inclusion_proof, leaf_hash, root
 from domain.replay_access import ReplayMode
 from domain.snapshot import Snapshot
+from domain.tlog_proof import TlogProof, parse_tlog_proof
 from infrastructure.application.ledger import Ledger
 from infrastructure.bundles.format import SIGNING_CONTEXT
 from infrastructure.storage.keys.checkpoint_key import PublicCheckpointKey
@@ -108,33 +121,31 @@ def resign_with_hmac_keys(settings: Settings, data: dict[str, Any], index: int) 
 
 
 def forge_checkpoint(data: dict[str, Any]) -> None:
-    """Sign a checkpoint of the attacker's own over the bundle's records."""
-    records = data["records"]
-    leaves = [
-        leaf_hash(
-            leaf_data(UUID(r["originator_id"]), r["version"], r["topic"], r["state"].encode())
-        )
-        for r in records
+    """Sign a checkpoint note of the attacker's own, under the ledger's origin, over the bundle's
+    records, and give each record a tlog-proof in it."""
+    entries = [
+        leaf_data(UUID(r["originator_id"]), r["version"], r["topic"], r["state"].encode())
+        for r in data["records"]
     ]
-    genuine = data["checkpoint"]["signed"]["checkpoint"]
-    body = Checkpoint.model_validate(
-        {**genuine, "tree_size": len(leaves), "root": root(leaves).hex()}
-    )
-    key = PublicCheckpointKey.from_pem(attacker_pem())
-    signature = ATTACKER_KEY.sign(body.signed_bytes())
+    leaves = [leaf_hash(entry) for entry in entries]
+    origin = parse_vkey(data["checkpoint"]["vkey"]).name
+    text = CheckpointBody(origin, len(leaves), root(leaves)).text()
+    vkey = VerifierKey.ed25519(origin, PublicCheckpointKey.from_pem(attacker_pem()).raw)
+    signature = NoteSignature(origin, vkey.key_id, ATTACKER_KEY.sign(text.encode()))
+    note = SignedNote(text, (signature,)).encoded()
     data["checkpoint"] = {
-        "signed": {
-            "algorithm": "ed25519",
-            "key_id": key.key_id,
-            "checkpoint": body.model_dump(mode="json"),
-            "signature": base64.b64encode(signature).decode("ascii"),
-        },
-        "public_key": key.pem,
+        "vkey": vkey.encoded(),
         "proofs": [
-            {"leaf_index": i, "hashes": [h.hex() for h in inclusion_proof(leaves, i)]}
-            for i in range(len(leaves))
+            TlogProof(i, tuple(inclusion_proof(leaves, i)), note, entry).encoded().decode()
+            for i, entry in enumerate(entries)
         ],
     }
+
+
+def ledger_vkey(capsys: pytest.CaptureFixture[str]) -> str:
+    code, out, err = run(capsys, "checkpoint", "public-key", "--vkey")
+    assert (code, err) == (0, "")
+    return out.strip()
 
 
 def assert_integrity_failure(code: int, out: str, err: str, fragment: str) -> None:
@@ -167,29 +178,39 @@ def test_export_proves_every_record_and_replay_and_import_report_it(
     exported = canonical_line(out)["checkpoint"]
     assert newest_number(cli_env) == before + 1
     data = bundle_json(bundle)
-    assert data["format"] == "mace-bundle/2"
-    body = data["checkpoint"]["signed"]["checkpoint"]
-    assert body["number"] == before + 1
-    assert data["checkpoint"]["public_key"] == pem.read_text()
-    assert len(data["checkpoint"]["proofs"]) == len(data["records"])
+    assert data["format"] == "mace-bundle/3"
+    vkey = ledger_vkey(capsys)
+    assert data["checkpoint"]["vkey"] == vkey
+    origin = parse_vkey(vkey).name
+    # Every proof carries the note mace checkpoint export --note writes of that checkpoint.
+    note_file = tmp_path / "checkpoint.note"
+    code, out, err = run(capsys, "checkpoint", "export", "--note", "-o", str(note_file), "--json")
+    assert (code, canonical_line(out)["number"]) == (0, before + 1)
+    proofs = [parse_tlog_proof(p.encode()) for p in data["checkpoint"]["proofs"]]
+    assert {p.note for p in proofs} == {note_file.read_bytes()}
+    assert [p.extra for p in proofs] == [
+        leaf_data(UUID(r["originator_id"]), r["version"], r["topic"], r["state"].encode())
+        for r in data["records"]
+    ]
+    tree_size = canonical_line(out)["tree_size"]
+    root_hex = canonical_line(out)["root"]
+    key_id = PublicCheckpointKey.from_pem(pem.read_text()).key_id
     expected = {
         "included": True,
-        "number": before + 1,
-        "tree_size": body["tree_size"],
-        "root": body["root"],
-        "key_id": data["checkpoint"]["signed"]["key_id"],
+        "number": None,  # a note signs no checkpoint number: the origin names the log
+        "origin": origin,
+        "tree_size": tree_size,
+        "root": root_hex,
+        "key_id": key_id,
         "key_pinned": True,  # the export checked its own output under the ledger's own key
         "records_included": len(data["records"]),
         "records_not_provable": 0,
     }
     summary = (
-        f"included in checkpoint {before + 1} (size {body['tree_size']}, root {body['root']}):"
+        f"included in {origin}'s checkpoint (size {tree_size}, root {root_hex}):"
         f" {len(data['records'])} records"
     )
-    assert exported == {
-        **expected,
-        "summary": f"{summary}; checkpoint key {expected['key_id']} pinned",
-    }
+    assert exported == {**expected, "summary": f"{summary}; checkpoint key {key_id} pinned"}
 
     code, report, err = bundle_replay(capsys, bundle)
     assert (code, err) == (0, ""), err
@@ -229,9 +250,10 @@ def test_a_redacted_bundle_proves_the_records_it_did_not_rewrite(
 
     # A redacted record cannot be given a proof: its stored bytes are not in the bundle.
     index = redacted.index(True)
+    proven = redacted.index(False)
     rewrite(
         bundle,
-        lambda d: d["checkpoint"]["proofs"].__setitem__(index, {"leaf_index": 0, "hashes": []}),
+        lambda d: d["checkpoint"]["proofs"].__setitem__(index, d["checkpoint"]["proofs"][proven]),
     )
     code, out, err = run(capsys, "replay", "--bundle", str(bundle))
     assert_integrity_failure(code, out, err, "redacted, yet it has an inclusion proof")
@@ -257,6 +279,7 @@ def test_a_first_format_bundle_reads_but_proves_nothing(
     not_provable = {
         "included": False,
         "number": None,
+        "origin": None,
         "tree_size": None,
         "root": None,
         "key_id": None,
@@ -285,70 +308,184 @@ def test_a_first_format_bundle_reads_but_proves_nothing(
     assert "is not a valid mace-bundle/2 file: it has no checkpoint" in err
 
 
+SECOND_FORMAT_BUNDLE = (
+    Path(__file__).parent / "regressions" / "test_replay_incident_r1_misrouted.bundle.json"
+)
+"""A ``mace-bundle/2`` file as that format's export wrote it (JSON checkpoint and proofs),
+signed with the TEST-ONLY key beside it."""
+
+
+def test_a_second_format_bundle_reads_and_its_json_proofs_are_checked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    keyring = orjson.loads((SECOND_FORMAT_BUNDLE.parent / "TEST-ONLY-keyring.json").read_bytes())
+    monkeypatch.setenv("MACE_SIGNING_KEYS", orjson.dumps(keyring["keys"]).decode())
+    monkeypatch.setenv("MACE_ACTIVE_KEY_ID", keyring["active_key_id"])
+    act(monkeypatch, "incident-auditor", "auditor")
+    bundle = tmp_path / "second.json"
+    bundle.write_bytes(SECOND_FORMAT_BUNDLE.read_bytes())
+    data = bundle_json(bundle)
+    assert data["format"] == "mace-bundle/2"
+    body = data["checkpoint"]["signed"]["checkpoint"]
+    code, report, err = bundle_replay(capsys, bundle)
+    assert code == 1 and "REPLAY_DIVERGENCE" in err  # the incident it was exported for
+    facts = report["bundle"]["checkpoint"]
+    assert (facts["included"], facts["number"], facts["origin"]) == (True, body["number"], None)
+    assert facts["records_included"] == len(data["records"])
+    # A verifier key of the same Ed25519 key checks its proofs with no keyring.
+    key = PublicCheckpointKey.from_pem(data["checkpoint"]["public_key"])
+    vkey = VerifierKey.ed25519("any.example/origin", key.raw).encoded()
+    code, out, err = run(capsys, "proof", "verify", str(bundle), "--vkey", vkey)
+    assert (code, err) == (0, ""), err
+    assert out.startswith(f"ok: bundle {bundle}: included in checkpoint {body['number']} (size")
+
+    def changed_hash(data: dict[str, Any]) -> None:
+        proof = data["checkpoint"]["proofs"][0]
+        proof["hashes"][0] = ("0" if proof["hashes"][0][0] != "0" else "1") + proof["hashes"][0][1:]
+
+    rewrite(bundle, changed_hash)
+    record = data["records"][0]
+    expected = f"stream {record['originator_id']} version {record['version']}: not included"
+    for argv in (
+        ("replay", "--bundle", str(bundle)),
+        ("proof", "verify", str(bundle), "--vkey", vkey),
+    ):
+        assert_integrity_failure(*run(capsys, *argv), expected)
+
+
 # --- attacks ------------------------------------------------------------------------------------
 
 
-def _proof_hash(settings: Settings, data: dict[str, Any]) -> str:
+def _proofs(data: dict[str, Any]) -> list[str]:
     proofs = data["checkpoint"]["proofs"]
-    index = next(i for i, p in enumerate(proofs) if p["hashes"])
-    first = proofs[index]["hashes"][0]
-    proofs[index]["hashes"][0] = ("0" if first[0] != "0" else "1") + first[1:]
+    assert isinstance(proofs, list)
+    return proofs
+
+
+def _not_included(data: dict[str, Any], index: int) -> str:
+    record = data["records"][index]
+    return f"the tlog-proof of stream {record['originator_id']} version {record['version']}: entry"
+
+
+def _not_the_entry(data: dict[str, Any], index: int) -> str:
     record = data["records"][index]
     return (
-        f"stream {record['originator_id']} version {record['version']}: not included in checkpoint"
+        f"stream {record['originator_id']} version {record['version']}: its bytes are not the"
+        " entry its tlog-proof proves"
     )
 
 
-def _leaf_index(settings: Settings, data: dict[str, Any]) -> str:
-    proofs = data["checkpoint"]["proofs"]
-    proofs[0]["leaf_index"], proofs[1]["leaf_index"] = (
-        proofs[1]["leaf_index"],
-        proofs[0]["leaf_index"],
-    )
-    record = data["records"][0]
-    return (
-        f"stream {record['originator_id']} version {record['version']}: not included in checkpoint"
-    )
+def _changed_line(proof: str, number: int) -> str:
+    """``proof`` with the first base64 character of its line ``number`` changed."""
+    lines = proof.split("\n")
+    line = lines[number]
+    lines[number] = ("A" if line[0] != "A" else "B") + line[1:]
+    return "\n".join(lines)
+
+
+def _path_hash(settings: Settings, data: dict[str, Any]) -> str:
+    """A proof that does not verify: one hash of its inclusion path changed."""
+    proofs = _proofs(data)
+    index = next(i for i, p in enumerate(proofs) if parse_tlog_proof(p.encode()).path)
+    proofs[index] = _changed_line(proofs[index], 3)  # header, extra, index, then the path
+    return _not_included(data, index)
+
+
+def _index(settings: Settings, data: dict[str, Any]) -> str:
+    """A proof that does not verify: its index is another entry's."""
+    proofs = _proofs(data)
+    first, second = (parse_tlog_proof(p.encode()).index for p in proofs[:2])
+    proofs[0] = proofs[0].replace(f"\nindex {first}\n", f"\nindex {second}\n", 1)
+    return _not_included(data, 0)
 
 
 def _missing_proof(settings: Settings, data: dict[str, Any]) -> str:
-    data["checkpoint"]["proofs"][-1] = None
+    _proofs(data)[-1] = None  # type: ignore[call-overload]
     record = data["records"][-1]
     return f"stream {record['originator_id']} version {record['version']}: no inclusion proof"
 
 
-def _checkpoint_body(settings: Settings, data: dict[str, Any]) -> str:
-    data["checkpoint"]["signed"]["checkpoint"]["tree_size"] += 1
-    return "the Ed25519 signature does not verify"
-
-
-def _signature(settings: Settings, data: dict[str, Any]) -> str:
-    data["checkpoint"]["signed"]["signature"] = base64.b64encode(bytes(64)).decode("ascii")
-    return "the Ed25519 signature does not verify"
-
-
-def _public_key(settings: Settings, data: dict[str, Any]) -> str:
-    data["checkpoint"]["public_key"] = attacker_pem()
-    return "is signed by key"  # the checkpoint names the ledger's key, not the swapped one
+def _another_records_proof(settings: Settings, data: dict[str, Any]) -> str:
+    """A record whose leaf is not the proven one: two records' proofs swapped, each valid."""
+    proofs = _proofs(data)
+    proofs[0], proofs[1] = proofs[1], proofs[0]
+    return _not_the_entry(data, 0)
 
 
 def _record_rewritten_with_the_hmac_keys(settings: Settings, data: dict[str, Any]) -> str:
+    """A record whose leaf is not the proven one: rewritten, MACs and manifest signed anew."""
+    index = snapshot_index(data)
+    resign_with_hmac_keys(settings, data, index)
+    return _not_the_entry(data, index)
+
+
+def _record_and_its_extra_rewritten(settings: Settings, data: dict[str, Any]) -> str:
+    """The rewritten record put in its proof's extra line too: then the proof does not verify."""
     index = snapshot_index(data)
     resign_with_hmac_keys(settings, data, index)
     record = data["records"][index]
+    proof = parse_tlog_proof(_proofs(data)[index].encode())
+    entry = leaf_data(
+        UUID(record["originator_id"]), record["version"], record["topic"], record["state"].encode()
+    )
+    _proofs(data)[index] = TlogProof(proof.index, proof.path, proof.note, entry).encoded().decode()
+    return _not_included(data, index)
+
+
+def _note_text(settings: Settings, data: dict[str, Any]) -> str:
+    """A note with a bad signature: its tree size changed (in every proof)."""
+    proofs = _proofs(data)
+    size = parse_checkpoint_text(parse_note(parse_tlog_proof(proofs[0].encode()).note).text)
+    for i, proof in enumerate(proofs):
+        proofs[i] = proof.replace(f"\n{size.tree_size}\n", f"\n{size.tree_size + 1}\n", 1)
+    return "the signature by"
+
+
+def _note_signature(settings: Settings, data: dict[str, Any]) -> str:
+    """A note with a bad signature: its signature bytes changed (in every proof)."""
+    proofs = _proofs(data)
+    note = parse_note(parse_tlog_proof(proofs[0].encode()).note)
+    (line,) = note.signatures
+    forged = NoteSignature(line.name, line.key_id, bytes(64))
+    for i, proof in enumerate(proofs):
+        proofs[i] = proof.replace(line.line(), forged.line())
+    return "the signature by"
+
+
+def _another_checkpoint(settings: Settings, data: dict[str, Any]) -> str:
+    """One proof's note not the others' (its signature line changed)."""
+    proofs = _proofs(data)
+    note = parse_note(parse_tlog_proof(proofs[-1].encode()).note)
+    (line,) = note.signatures
+    proofs[-1] = proofs[-1].replace(
+        line.line(), NoteSignature(line.name, line.key_id, bytes(64)).line()
+    )
+    record = data["records"][-1]
     return (
-        f"stream {record['originator_id']} version {record['version']}: not included in checkpoint"
+        f"the tlog-proof of stream {record['originator_id']} version {record['version']} holds"
+        " another checkpoint than the others"
     )
 
 
+def _vkey(settings: Settings, data: dict[str, Any]) -> str:
+    """The bundle's verifier key swapped for the attacker's, under the ledger's origin."""
+    origin = parse_vkey(data["checkpoint"]["vkey"]).name
+    raw = PublicCheckpointKey.from_pem(attacker_pem()).raw
+    data["checkpoint"]["vkey"] = VerifierKey.ed25519(origin, raw).encoded()
+    return "no signature by"  # the note is signed by the ledger's key, not the swapped one
+
+
 ATTACKS = [
-    _proof_hash,
-    _leaf_index,
+    _path_hash,
+    _index,
     _missing_proof,
-    _checkpoint_body,
-    _signature,
-    _public_key,
+    _another_records_proof,
     _record_rewritten_with_the_hmac_keys,
+    _record_and_its_extra_rewritten,
+    _note_text,
+    _note_signature,
+    _another_checkpoint,
+    _vkey,
 ]
 
 
@@ -393,6 +530,17 @@ def test_a_forged_checkpoint_passes_only_unpinned_and_says_so(
             *run(capsys, *argv, str(bundle), "--public-key", str(pem)),
             f"its checkpoint key {attacker} is not the pinned key {ledger_key}",
         )
+    # The ledger's verifier key pins it as well, with no keyring and no store.
+    vkey = ledger_vkey(capsys)
+    assert_integrity_failure(
+        *run(capsys, "proof", "verify", str(bundle), "--vkey", vkey),
+        f"no signature by {signer(vkey)}",
+    )
+
+
+def signer(vkey: str) -> str:
+    """``name+id`` of a verifier key, as a note's signature lines name who signed."""
+    return "+".join(vkey.split("+", 2)[:2])
 
 
 def test_an_edited_leaf_index_in_the_store_fails_the_export(

@@ -1,7 +1,9 @@
-"""Go's signed-note verifier (``golang.org/x/mod/sumdb/note``), as a test runs it on a file, and
-Go's tiled-log verifier (``golang.org/x/mod/sumdb/tlog``), as a test runs it on a tiles directory.
+"""Go's signed-note verifier (``golang.org/x/mod/sumdb/note``), as a test runs it on a file, Go's
+tiled-log verifier (``golang.org/x/mod/sumdb/tlog``), as a test runs it on a tiles directory, and
+a tlog-proof checker made of both (``tlog.CheckRecord`` and ``note.Open``), run on a proof file.
 
-`go_note/verify_note.go` and `go_tiles/verify_tiles.go` are built once per test session,
+`go_note/verify_note.go`, `go_tiles/verify_tiles.go` and `go_proof/verify_proof.go` are built once
+per test session,
 offline, from Debian's ``golang-golang-x-mod-dev`` (``GO111MODULE=off
 GOPATH=/usr/share/gocode``): no module download, no code of ours in the verifiers.
 ``.ci/setup-test-machine`` installs Go and the module; without them the tests that need a
@@ -22,6 +24,7 @@ GOPATH = Path("/usr/share/gocode")
 NOTE_PACKAGE = GOPATH / "src/golang.org/x/mod/sumdb/note"
 SOURCE = Path(__file__).with_name("go_note") / "verify_note.go"
 TILES_SOURCE = Path(__file__).with_name("go_tiles") / "verify_tiles.go"
+PROOF_SOURCE = Path(__file__).with_name("go_proof") / "verify_proof.go"
 MISSING = (
     "no Go or no golang.org/x/mod under /usr/share/gocode: run .ci/setup-test-machine (it installs"
     " Debian's golang-go and golang-golang-x-mod-dev)"
@@ -30,7 +33,8 @@ MISSING = (
 
 @dataclass(frozen=True)
 class GoNoteVerifier:
-    """The built verifier: ``verify(vkey, file)`` is its exit code and standard output."""
+    """The built verifier: ``verify(vkey, file)`` is its exit code and standard output (of the
+    note verifier, or of the tlog-proof checker, which is run the same way)."""
 
     binary: Path
 
@@ -97,3 +101,8 @@ def go_note_verifier(tmp_path_factory: pytest.TempPathFactory) -> GoNoteVerifier
 @pytest.fixture(scope="session")
 def go_tiles_verifier(tmp_path_factory: pytest.TempPathFactory) -> GoTilesVerifier:
     return GoTilesVerifier(built(TILES_SOURCE, tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def go_proof_verifier(tmp_path_factory: pytest.TempPathFactory) -> GoNoteVerifier:
+    return GoNoteVerifier(built(PROOF_SOURCE, tmp_path_factory))
