@@ -583,7 +583,7 @@ BAD_FILES: dict[str, tuple[bytes | None, str]] = {
     "not json": (b"hello", "is not a MACE bundle: not JSON"),
     "truncated": (b'{"format":"mace-bundle/1","manifest":{"job_id"', "not JSON"),
     "a list": (b"[]", "is not a MACE bundle: expected a JSON object with 'format'"),
-    "other format": (b'{"format":"mace-bundle/3"}', "unsupported bundle format 'mace-bundle/3'"),
+    "other format": (b'{"format":"mace-bundle/4"}', "unsupported bundle format 'mace-bundle/4'"),
     "no manifest": (b'{"format":"mace-bundle/1"}', "is not a valid mace-bundle/1 file"),
     "no checkpoint": (
         b'{"format":"mace-bundle/2","manifest":{},"records":[],'
