@@ -1,4 +1,4 @@
-"""Offline proofs that a record is in the log, as C2SP ``tlog-proof`` files (``c2sp.org/tlog-proof``).
+"""Offline proofs that a record is in the log: C2SP ``tlog-proof`` files (c2sp.org/tlog-proof).
 
 A proof is text: the line ``c2sp.org/tlog-proof@v1``; an optional ``extra <base64>`` line; the
 line ``index <n>`` (the entry's zero-based position in the log); one base64 SHA-256 hash a line,

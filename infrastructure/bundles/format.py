@@ -42,11 +42,11 @@ from eventsourcing.persistence import StoredEvent
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from domain.canonical import CanonicalJSONError, canonical_json, digest
+from domain.checkpoint_note import VerifierKey
 from domain.errors import IntegrityFailure, InvalidInput
 from domain.job import DEFAULT_TENANT, Job
 from domain.naming import tenant_scoped
 from domain.validation_messages import first_problem
-from domain.checkpoint_note import VerifierKey
 from infrastructure.application.checkpoints import PublicCheckpointKey, vkey_public_key
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.records import Keyring, mac_message, parse_envelope, verify_stream
@@ -283,7 +283,7 @@ class BundleRead:
 
 
 def read_shape(raw: bytes, name: str) -> BundleRead:
-    """The bundle file ``raw`` holds, nothing checked but its shape; BundleError if it is not one."""
+    """The bundle file ``raw`` holds, nothing checked but its shape; BundleError if not one."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

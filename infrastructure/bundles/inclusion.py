@@ -90,7 +90,7 @@ class ProvenIn:
     origin: str | None = None
 
     def named(self) -> str:
-        which = f"checkpoint {self.number}" if self.origin is None else f"{self.origin}'s checkpoint"
+        which = f"{self.origin}'s checkpoint" if self.origin else f"checkpoint {self.number}"
         return f"{which} (size {self.tree_size}, root {self.root})"
 
 
