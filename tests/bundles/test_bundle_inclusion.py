@@ -38,6 +38,7 @@ from support.cli_output import (
 )
 from support.ledger_fixtures import RawTable, run
 from support.replay_cli import ROUTER_ID, act, new_job
+from support.verifier_keys import ledger_vkey, signer
 
 from domain.canonical import canonical_json, digest
 from domain.checkpoint import leaf_data
@@ -140,12 +141,6 @@ def forge_checkpoint(data: dict[str, Any]) -> None:
             for i, entry in enumerate(entries)
         ],
     }
-
-
-def ledger_vkey(capsys: pytest.CaptureFixture[str]) -> str:
-    code, out, err = run(capsys, "checkpoint", "public-key", "--vkey")
-    assert (code, err) == (0, "")
-    return out.strip()
 
 
 def assert_integrity_failure(code: int, out: str, err: str, fragment: str) -> None:
@@ -536,11 +531,6 @@ def test_a_forged_checkpoint_passes_only_unpinned_and_says_so(
         *run(capsys, "proof", "verify", str(bundle), "--vkey", vkey),
         f"no signature by {signer(vkey)}",
     )
-
-
-def signer(vkey: str) -> str:
-    """``name+id`` of a verifier key, as a note's signature lines name who signed."""
-    return "+".join(vkey.split("+", 2)[:2])
 
 
 def test_an_edited_leaf_index_in_the_store_fails_the_export(

@@ -13,6 +13,7 @@ is not checked (no policy here) and the answer says so. Unusable input is one li
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from support.cli_output import assert_usage_error, canonical_line
 from support.go_note_verifier import GoNoteVerifier
 from support.ledger_fixtures import run
 from support.replay_cli import act, new_job
+from support.verifier_keys import ledger_vkey, signer
 
 from domain.checkpoint import parse_leaf_data
 from domain.checkpoint_note import NoteSignature, VerifierKey, parse_checkpoint_text, parse_note
@@ -36,36 +38,34 @@ def _raw(key: Ed25519PrivateKey) -> bytes:
     return key.public_key().public_bytes_raw()
 
 
-def _vkey(capsys: pytest.CaptureFixture[str]) -> str:
-    code, out, err = run(capsys, "checkpoint", "public-key", "--vkey")
-    assert (code, err) == (0, "")
-    return out.strip()
+@dataclass(frozen=True)
+class Exported:
+    """A bundle of a new job, its job's first record's tlog-proof as a file of its own, and the
+    ledger's verifier key."""
+
+    bundle: Path
+    proof: Path
+    vkey: str
 
 
-def _signer(vkey: str) -> str:
-    return "+".join(vkey.split("+", 2)[:2])
-
-
-def _exported_proof(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> tuple[Path, Path]:
-    """A bundle of a new job, and its job's first record's tlog-proof as a file of its own."""
-    act(monkeypatch, "ana", "auditor")
-    bundle = export(capsys, new_job(capsys), tmp_path / "job.json")
-    proof = tmp_path / "record.tlog-proof"
-    proof.write_text(bundle_json(bundle)["checkpoint"]["proofs"][0])
-    return bundle, proof
-
-
-def test_a_records_proof_verifies_alone_with_mace_and_with_go(
+@pytest.fixture
+def exported(
     cli_env: Settings,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
-    go_proof_verifier: GoNoteVerifier,
+) -> Exported:
+    act(monkeypatch, "ana", "auditor")
+    bundle = export(capsys, new_job(capsys), tmp_path / "job.json")
+    proof = tmp_path / "record.tlog-proof"
+    proof.write_text(bundle_json(bundle)["checkpoint"]["proofs"][0])
+    return Exported(bundle, proof, ledger_vkey(capsys))
+
+
+def test_a_records_proof_verifies_alone_with_mace_and_with_go(
+    capsys: pytest.CaptureFixture[str], exported: Exported, go_proof_verifier: GoNoteVerifier
 ) -> None:
-    bundle, path = _exported_proof(capsys, monkeypatch, tmp_path)
-    vkey = _vkey(capsys)
+    bundle, path, vkey = exported.bundle, exported.proof, exported.vkey
     proof = parse_tlog_proof(path.read_bytes())
     assert proof.extra is not None
     record = parse_leaf_data(proof.extra)
@@ -82,7 +82,7 @@ def test_a_records_proof_verifies_alone_with_mace_and_with_go(
     assert out == (
         f"ok: stream {record.originator_id} version 1 ({record.topic}) is entry {proof.index} of"
         f" {body.origin}'s log, in its checkpoint of size {body.tree_size} (root"
-        f" {body.root.hex()}) signed by {_signer(vkey)}; 0 other signature(s) (witness"
+        f" {body.root.hex()}) signed by {signer(vkey)}; 0 other signature(s) (witness"
         " cosignatures) not checked\n"
     )
     code, out, err = run(capsys, "proof", "verify", str(path), "--vkey", vkey, "--json")
@@ -97,7 +97,7 @@ def test_a_records_proof_verifies_alone_with_mace_and_with_go(
         "origin": body.origin,
         "tree_size": body.tree_size,
         "root": body.root.hex(),
-        "signed_by": _signer(vkey),
+        "signed_by": signer(vkey),
         "other_signatures_not_checked": 0,
     }
     assert go_proof_verifier.verify(vkey, path) == (
@@ -151,14 +151,12 @@ TAMPERINGS: list[Callable[[TlogProof, str], tuple[TlogProof, str]]] = [
 
 
 def test_a_tampered_proof_or_another_key_fails_with_mace_and_with_go(
-    cli_env: Settings,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
+    exported: Exported,
     go_proof_verifier: GoNoteVerifier,
 ) -> None:
-    _, path = _exported_proof(capsys, monkeypatch, tmp_path)
-    vkey = _vkey(capsys)
+    path, vkey = exported.proof, exported.vkey
     genuine = parse_tlog_proof(path.read_bytes())
     for tamper in TAMPERINGS:
         changed, fragment = tamper(genuine, vkey)
@@ -173,19 +171,14 @@ def test_a_tampered_proof_or_another_key_fails_with_mace_and_with_go(
     other = VerifierKey.ed25519(origin, _raw(OTHER_KEY)).encoded()
     code, out, err = run(capsys, "proof", "verify", str(path), "--vkey", other)
     assert (code, out) == (1, "")
-    assert f"no signature by {_signer(other)}" in err and err.count("\n") == 1
+    assert f"no signature by {signer(other)}" in err and err.count("\n") == 1
     assert go_proof_verifier.verify(other, path)[0] == 1
 
 
 def test_a_cosigned_note_verifies_and_the_answer_says_its_cosignature_was_not_checked(
-    cli_env: Settings,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    go_proof_verifier: GoNoteVerifier,
+    capsys: pytest.CaptureFixture[str], exported: Exported, go_proof_verifier: GoNoteVerifier
 ) -> None:
-    _, path = _exported_proof(capsys, monkeypatch, tmp_path)
-    vkey = _vkey(capsys)
+    path, vkey = exported.proof, exported.vkey
     proof = parse_tlog_proof(path.read_bytes())
     note = parse_note(proof.note)
     witness = VerifierKey.ed25519("witness.example", _raw(WITNESS_KEY))
@@ -199,13 +192,9 @@ def test_a_cosigned_note_verifies_and_the_answer_says_its_cosignature_was_not_ch
 
 
 def test_unusable_input_is_one_line_exit_2(
-    cli_env: Settings,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, exported: Exported
 ) -> None:
-    bundle, path = _exported_proof(capsys, monkeypatch, tmp_path)
-    vkey = _vkey(capsys)
+    bundle, path, vkey = exported.bundle, exported.proof, exported.vkey
     proof = parse_tlog_proof(path.read_bytes())
     bare = tmp_path / "bare.tlog-proof"
     bare.write_bytes(TlogProof(proof.index, proof.path, proof.note).encoded())
