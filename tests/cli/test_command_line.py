@@ -175,6 +175,7 @@ def test_help_lists_the_commands_by_group(capsys: pytest.CaptureFixture[str]) ->
             "audit",
             "governance",
             "export",
+            "proof",
             "import",
             "export-test",
             "rebuild",
