@@ -6,8 +6,10 @@ router snapshot it declares sends it to the math agent (R1). Its audit replay fa
 REPLAY_DIVERGENCE on ``router_decision``. The script records that job in a throwaway store signed
 with the TEST-ONLY key beside it (its checkpoints by the suite's TEST-ONLY checkpoint key),
 replays it (the REPLAY_RESULT on record), and lets ``mace export-test`` write the test and its
-bundle (``mace-bundle/2``: provable against that checkpoint) into this folder. Run it again
-only to remake the example (``--force`` overwrites it).
+bundle (provable against that checkpoint) into this folder. Run it again only to remake the
+example (``--force`` overwrites it): the bundle here is a ``mace-bundle/2``, made before
+bundles carried tlog-proofs, and kept so as the proof that that format still reads
+(`tests/bundles/test_bundle_inclusion.py`); remade, it would be a ``mace-bundle/3``.
 """
 
 from __future__ import annotations
