@@ -19,6 +19,7 @@ from domain.job import Job
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.records import integrity
+from infrastructure.storage.records.signed_record import verify_record
 from infrastructure.storage.settings import Settings
 from projections.audit import AuditScope, Verdict
 
@@ -33,12 +34,11 @@ def test_a_record_its_read_does_not_accept_is_judged_with_the_general_message(
     raw_table.set_column(stream, 2, "state", state.replace(b"What is", b"Who is", 1))
     with pytest.raises(IntegrityFailure) as read:
         ledger.jobs.get(name)
-    general = integrity.verify_record
     judged: Counter[tuple[Any, int]] = Counter()
 
     def verifying(keyring: Any, stored: StoredEvent) -> Any:
         judged[stored.originator_id, stored.originator_version] += 1
-        return general(keyring, stored)
+        return verify_record(keyring, stored)
 
     monkeypatch.setattr(integrity, "verify_record", verifying)
     with AuditWorkers(settings, 1) as one:
