@@ -280,18 +280,32 @@ class Job(MaceAggregate):
         The recorded facts after the start are taken as they are (`_take`), not each through
         eventsourcing's ``mutate``, which checks the id and version the reader already checked
         and filters the event's fields by the method's signature: most of the cost of folding
-        a job. The start, the seal, and any stream that is not a job's fold as they would."""
+        a job. A reader may give those facts but the last as the `RecordedFact` they make (read
+        straight from their verified records); the last is an event, whose version and time
+        the job takes. The start, the seal, and any stream that is not a job's fold as they
+        would."""
         events = list(events)
         job = fold_events(None, events[:1])
         rest = events[1:]
-        taken = next((n for n, e in enumerate(rest) if not isinstance(e, Job.Recorded)), len(rest))
+        taken = next(
+            (n for n, e in enumerate(rest) if not isinstance(e, Job.Recorded | RecordedFact)),
+            len(rest),
+        )
         if isinstance(job, Job) and taken:
-            recorded: list[Job.Recorded] = rest[:taken]
+            recorded: list[Job.Recorded | RecordedFact] = rest[:taken]
+            last = recorded[-1]
+            if not isinstance(last, Job.Recorded):
+                msg = "the last recorded fact of a run is given as its event"
+                raise TypeError(msg)
             for e in recorded:
-                job._take(RecordedFact(e.sequence_index, e.event_type, e.event_id, e.payload))
+                job._take(
+                    e
+                    if isinstance(e, RecordedFact)
+                    else RecordedFact(e.sequence_index, e.event_type, e.event_id, e.payload)
+                )
             # What ``mutate`` leaves set after the last of them.
-            job.version = recorded[-1].originator_version
-            job.modified_on = recorded[-1].timestamp
+            job.version = last.originator_version
+            job.modified_on = last.timestamp
             rest = rest[taken:]
         return fold_events(job, rest)
 

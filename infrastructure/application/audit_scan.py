@@ -1,18 +1,19 @@
 """One worker's part of a batch audit: a range of streams, read once in notification order.
 
-Every event is verified as it is read (`verify_record`, with its stream's versions). A job's
-events are kept until its seal arrives (a Stage-0 job or an ingested run is stored in one
-transaction, so that is soon); then its whole stream is verified as a read of the job verifies it
-(`verify_stream`: versions, MACs, seal; `JobService.decoded`), and it is replayed in audit mode
-through the live replay (`ReplayService.replay_verified`): the same reducers, `run_stage0` and
-comparisons, the same verified reads of its snapshots, halts and SEM history; each snapshot and
-halt record read, verified and judged once for the whole range (`SharedReads`), not once for
-every job naming it. Any other stream
-is verified event by event and forgotten, but for its last version (the audit holds every stream
-to the newest checkpoint's head). A job still open when the range ends is verified, not
-replayed. Each seal and each seal's witness is
-kept (its count and digest), for the audit to hold them together once every range is read:
-without a read of the other stream per job, which on PostgreSQL cost more than the replays.
+Every event is verified with its stream's versions, its MAC checked once by the range's
+`RecordCheck` (keyed once; a record it does not accept is judged by `verify_record`, which says
+why). A job's events are kept until its seal arrives (a Stage-0 job or an ingested run is stored
+in one transaction, so that is soon); then its whole stream is verified as a read of the job
+verifies it (`verify_stream`: versions, MACs, seal; `JobService.decoded`), and it is replayed in
+audit mode through the live replay (`ReplayService.replay_verified`): the same reducers,
+`run_stage0` and comparisons, the same verified reads of its snapshots, halts and SEM history;
+each snapshot and halt record read, verified and judged once for the whole range
+(`SharedReads`), not once for every job naming it. Any other stream is verified event by event
+and forgotten, but for its last version (the audit holds every stream to the newest
+checkpoint's head). A job still open when the range ends is verified, not replayed. Each seal
+and each seal's witness is kept (its count and digest), for the audit to hold them together once
+every range is read: without a read of the other stream per job, which on PostgreSQL cost more
+than the replays.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from infrastructure.application.jobs import JobService
 from infrastructure.application.replays import ReplayService, SharedReads
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.records.integrity import SEAL_TOPIC, verify_stream
-from infrastructure.storage.records.signed_record import VerifiedRecord
+from infrastructure.storage.records.signed_record import RecordCheck, VerifiedRecord
 from infrastructure.storage.store import LedgerStore
 from infrastructure.storage.verification.ledger import (
     JOB_STARTED_TOPIC,
@@ -85,6 +86,9 @@ class RangeAudit:
         self.replays = replays
         self.window = window
         self.keyring: Keyring = store.keyring
+        # Each record's MAC checked as the scan takes it, by a check keyed once for the range;
+        # a record it does not accept is judged by the general path, which says why.
+        self._check = RecordCheck(store.keyring)
         self.found = AuditFindings()
         # The declared snapshots and the halt records over them, read once for every job.
         self._shared = SharedReads()
@@ -150,7 +154,9 @@ class RangeAudit:
         began_before = self.window.scope.since and before is None
         expected = version if began_before else (before or 0) + 1
         try:
-            verified = verify_stream(self.keyring, stream, [stored], first_version=expected)
+            verified = verify_stream(
+                self.keyring, stream, [stored], first_version=expected, check=self._check
+            )
         except IntegrityFailure as failure:
             self._stream_failed(stream, failure)
             return
@@ -168,7 +174,7 @@ class RangeAudit:
         verified start: each record's MAC checked once. Only a stream that fails is asked
         whether its start verifies alone, which decides whether a job can be named."""
         try:
-            verified = verify_stream(self.keyring, stream, records)
+            verified = verify_stream(self.keyring, stream, records, check=self._check)
         except IntegrityFailure as failure:
             started = self._started(stream, records)
             if started is None:
@@ -202,7 +208,7 @@ class RangeAudit:
             return
         name, tenant = started
         try:
-            verify_stream(self.keyring, stream, job.records)
+            verify_stream(self.keyring, stream, job.records, check=self._check)
         except IntegrityFailure as failure:
             self._judged(integrity_failed(name, str(stream), failure.message))
             return
@@ -213,7 +219,9 @@ class RangeAudit:
         """The job's name and tenant from its JobStarted, verified first; None (the stream
         reported as a failure) when even that does not verify: nothing then names the job."""
         try:
-            first = verify_stream(self.keyring, stream, records[:1], first_version=1)[0]
+            first = verify_stream(
+                self.keyring, stream, records[:1], first_version=1, check=self._check
+            )[0]
         except IntegrityFailure as failure:
             self._stream_failed(stream, failure)
             return None

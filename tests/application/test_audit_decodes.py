@@ -2,10 +2,13 @@
 PostgreSQL, on checkpointed stores as CLI writes leave them: counted, never timed, so that a
 second decode that comes back fails here.
 
-Each record is decoded once, as the event its topic names (`SignedMapper.decode`); the job is
-folded from those events without eventsourcing's ``mutate`` (the stream was verified whole
-before it: versions, MACs, seal); each fact's payload is decoded as its typed Run Event at most
-once, when the replay first looks at it, and not at all when the replay stops before it does.
+Each record is decoded once (`SignedMapper.decode_stream`): a job's recorded facts straight
+from their verified bodies as the facts the job holds, not validated again as events, but the
+last (the job takes its version and time from it); every other record as the event its topic
+names. The job is folded from those without eventsourcing's ``mutate`` (the stream was verified
+whole before it: versions, MACs, seal); each fact's payload is decoded as its typed Run Event at
+most once, when the replay first looks at it, and not at all when the replay stops before it
+does.
 """
 
 from __future__ import annotations
@@ -94,10 +97,11 @@ def test_an_audited_job_decodes_each_record_once_and_each_fact_once(
         report = audited(ledger, settings)
     assert report.ok, report.summary()
     assert [(j.job, j.verdict) for j in report.findings.jobs] == [(job_id, Verdict.OK)]
-    # The job's stream: its start, five facts, its seal; each record decoded once, folded
-    # without eventsourcing's mutate, each fact's payload decoded once as its Run Event.
+    # The job's stream: its start, five facts, its seal; each record decoded once, its facts
+    # but the last not validated as events, folded without eventsourcing's mutate, each
+    # fact's payload decoded once as its Run Event.
     assert counted["Started"] == 1
-    assert counted["Recorded"] == 5
+    assert counted["Recorded"] == 1
     assert counted["Sealed"] == 1
     assert counted["mutate Recorded"] == 0
     assert facts_decoded(counted) == STAGE0_FACTS
@@ -118,7 +122,7 @@ def test_a_replay_decodes_each_record_once_and_each_fact_once(
     with decodes(monkeypatch) as counted:
         result = ledger.replays.run(job_id, ReplayMode.AUDIT, AUDITOR)
     assert result.outcome.ok
-    assert counted["Recorded"] == 5
+    assert counted["Recorded"] == 1
     assert counted["mutate Recorded"] == 0
     assert facts_decoded(counted) == STAGE0_FACTS
     # Each declared snapshot parsed once: its usability checked by the parse the re-run uses.
@@ -142,7 +146,7 @@ def test_facts_a_replay_never_looks_at_are_not_decoded(
     (job,) = report.findings.jobs
     assert (job.verdict, job.code) == (Verdict.NOT_REPLAYABLE, "MISSING_SNAPSHOT")
     assert job.check_counts is not None and job.check_counts["not_checked"] == 3
-    assert counted["Recorded"] == 4
+    assert counted["Recorded"] == 1  # its completion, the last fact
     assert counted["mutate Recorded"] == 0
     # Its completion is read (step 2 asks which snapshots it found); nothing else is.
     assert facts_decoded(counted) == Counter(["JobCompleted"])

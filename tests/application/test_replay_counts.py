@@ -28,7 +28,11 @@ from domain.stage0.config import parse_config
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.keys.keyring import Keyring
-from infrastructure.storage.records.signed_record import VerifiedRecord, verify_record
+from infrastructure.storage.records.signed_record import (
+    RecordCheck,
+    VerifiedRecord,
+    verify_record,
+)
 from infrastructure.storage.settings import Settings
 from projections.audit import AuditScope, Verdict
 from projections.replay import replay_job
@@ -145,16 +149,27 @@ def test_an_audit_checks_each_record_of_a_job_once(
 ) -> None:
     """The scan verifies a sealed job's stream whole (versions, MACs, seal) and names the job
     from its verified start: no record's MAC checked twice (the start was, once to name the
-    job and again with its stream)."""
+    job and again with its stream), each by the scan's own `RecordCheck`, none by the general
+    path of a stream read (`verify_record`, left to judge a record that fails:
+    `test_audit_macs.py`)."""
     streams = {Job.id_for(job_id) for job_id in record_jobs(ledger)}
     checked: Counter[tuple[object, int]] = Counter()
+    general: list[tuple[object, int]] = []
+    in_read = RecordCheck.verified
 
-    def checking(keyring: Keyring, stored: StoredEvent) -> VerifiedRecord:
+    def checking(check: RecordCheck, stored: StoredEvent) -> VerifiedRecord | None:
         if stored.originator_id in streams:
             checked[stored.originator_id, stored.originator_version] += 1
+        return in_read(check, stored)
+
+    def verifying(keyring: Keyring, stored: StoredEvent) -> VerifiedRecord:
+        if stored.originator_id in streams:
+            general.append((stored.originator_id, stored.originator_version))
         return verify_record(keyring, stored)
 
-    monkeypatch.setattr("infrastructure.storage.records.integrity.verify_record", checking)
+    monkeypatch.setattr(RecordCheck, "verified", checking)
+    monkeypatch.setattr("infrastructure.storage.records.integrity.verify_record", verifying)
     audit(ledger, settings)
     assert len(checked) == 7 * JOBS  # a job's start, its five facts, its seal
     assert set(checked.values()) == {1}
+    assert general == []

@@ -139,11 +139,17 @@ run_events: st.SearchStrategy[RunEvent] = st.one_of(
 
 
 def read_back(job: Job) -> Job:
-    """The job as replay reads it: each of its events signed and stored, verified, decoded."""
+    """The job as replay reads it: each of its events signed and stored, verified, decoded
+    (its facts but the last straight from their records), folded; the same job, field for
+    field, as its records each decoded as an event make."""
     events = job.collect_events()
     stored = [MAPPER.to_stored_event(event) for event in events]
-    folded = Job.folded(MAPPER.decode(verify_record(MAPPER.keyring, record)) for record in stored)
+    verified = [verify_record(MAPPER.keyring, record) for record in stored]
+    folded = Job.folded(MAPPER.decode_stream(verified))
     assert isinstance(folded, Job)
+    each = Job.folded(MAPPER.decode(record) for record in verified)
+    assert isinstance(each, Job)
+    assert vars(folded) == vars(each)
     return folded
 
 

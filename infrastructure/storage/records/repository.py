@@ -57,8 +57,7 @@ class LedgerRepository(Repository[UUID]):
         """The aggregate of type ``cls`` a whole stream's verified records make; None if none."""
         if not verified:
             return None
-        decode = self._events.signed_mapper.decode
-        aggregate = cls.folded([decode(record) for record in verified])
+        aggregate = cls.folded(self._events.signed_mapper.decode_stream(verified))
         if not isinstance(aggregate, cls):
             raise IntegrityFailure(stream, 1, f"stream is not a {cls.__name__}")
         return aggregate

@@ -150,6 +150,26 @@ class RecordCheck:
         self._keyed = keyring.keyed_by_stored_id()
 
     def __call__(self, header: bytes, version: int, topic: str, state: bytes) -> bytes | None:
+        held = self._held(header, version, topic, state)
+        return None if held is None else held[1]
+
+    def verified(self, stored: StoredEvent) -> VerifiedRecord | None:
+        """``stored`` as `verify_record` would verify it, when this check accepts it; else
+        None, for `verify_record` to judge (a stream read's records, one at a time)."""
+        version, topic, state = stored.originator_version, stored.topic, stored.state
+        if type(version) is not int or type(topic) is not str or type(state) is not bytes:
+            return None
+        held = self._held(stream_header(stored.originator_id), version, topic, state)
+        if held is None:
+            return None
+        key_id, mac, body = held
+        # A key id this check knows is ASCII: the keyring's ids, encoded.
+        return VerifiedRecord(stored, key_id.decode("ascii"), mac, body)
+
+    def _held(
+        self, header: bytes, version: int, topic: str, state: bytes
+    ) -> tuple[bytes, bytes, bytes] | None:
+        """The record's key id (as stored), MAC and body, when its MAC holds."""
         parts = state.split(SEPARATOR, 3)
         if len(parts) != 4 or parts[0] != MAGIC or len(parts[2]) != MAC_HEX_LENGTH:
             return None
@@ -167,7 +187,7 @@ class RecordCheck:
         hashed.update(
             b"".join((header, str(version).encode(), b",", _json_string(topic), b"]", body))
         )
-        return mac if compare_digest(hashed.finalize(), mac) else None
+        return (parts[1], mac, body) if compare_digest(hashed.finalize(), mac) else None
 
 
 def signer_prefix(key_id: str) -> bytes:
