@@ -284,7 +284,9 @@ class HeadCheck:
             if self._due(newest, len(unproven)):
                 whole = WholeIndex.proven(self._tables.head_buckets(), expected)
                 if whole is not None:
-                    newest.whole, newest.proven = whole, {}
+                    # The buckets proven by their paths stay (at most about a full tree's
+                    # `cost_in_paths` of them): another thread may be looking one up.
+                    newest.whole = whole
                     return newest
             else:
                 entries = self._entries_if_proven(unproven, expected)
