@@ -5,7 +5,8 @@ fails here.
 
 One run of the Stage-0 iteration recorded through ``RunImports.record_once`` (what ``mace
 ingest`` calls): nothing is read before its write but the head proof of the streams it creates
-(one read of the head index, whatever their number), and, for a tenant other than the default,
+(one read of the head index, whatever their number; none once the process has proven the whole
+index), and, for a tenant other than the default,
 the first record of the stream its id alone names (a job that tenant recorded before ids were
 scoped, which no key of the new stream covers). Whether the content or the job id was recorded
 before is the unique keys' answer, in the write itself (`test_resent_runs`).
@@ -89,8 +90,31 @@ def test_a_recorded_run_reads_nothing_before_its_write_but_its_head_proof(
     # Another tenant's id alone may name its job from before ids were scoped: its first record.
     unscoped = [] if tenant == DEFAULT_TENANT else [("select_events", (("lte", 1),))]
     assert sent == [*unscoped, ("insert_events_with", ROWS)]
-    assert len(proofs) == 1  # the job's stream, the index and the unscoped one: one read
+    # The job's stream, the index and the unscoped one: one read. Never checkpointed, the
+    # warm-up has proven enough buckets that the process proved the whole (empty) index once
+    # (`head_check.WholeIndex`): no read at all.
+    assert len(proofs) == (1 if checkpointed else 0)
     assert ledger.jobs.reflective_log(log.job_id, tenant=tenant).job_id == log.job_id
+
+
+@TENANTS
+def test_a_writer_proves_the_head_index_whole_once_a_checkpoint_not_once_a_run(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, tenant: str
+) -> None:
+    """Each run creates streams in buckets of their own, random among 65,536: proved a path at
+    a time, almost every run would read the head index. A writer that has proven enough paths
+    against the newest checkpoint proves the whole index once (`head_check.WholeIndex`), and
+    its next runs read nothing before their writes but the unscoped first record."""
+    first, *runs, last = record_runs(ledger, "writer", 8)
+    ledger.run_imports.record_once(first, "warm")
+    ledger.checkpoints.write()
+    for run in runs:
+        ledger.run_imports.record_once(run, tenant)
+    with head_proofs(monkeypatch) as proofs, statements(ledger) as sent:
+        ledger.run_imports.record_once(last, tenant)
+    unscoped = [] if tenant == DEFAULT_TENANT else [("select_events", (("lte", 1),))]
+    assert sent == [*unscoped, ("insert_events_with", ROWS)]
+    assert proofs == []
 
 
 def run_of(facts: int) -> ParsedRun:

@@ -179,6 +179,20 @@ class CheckpointTables:
             nodes = {(row["level"], row["idx"]): bytes(row["hash"]) for row in cursor.fetchall()}
         return buckets, nodes
 
+    def head_index_size(self) -> tuple[int, int]:
+        """The head index's bucket rows: how many, and their stored bytes together."""
+        statement = self._sql(
+            "SELECT count(*) AS n, coalesce(sum(length(entries)), 0) AS size FROM {b}",
+            b=HEAD_BUCKETS,
+        )
+        (row,) = self._rows(statement, [])
+        return int(row["n"]), int(row["size"])
+
+    def head_buckets(self) -> dict[int, bytes]:
+        """Every bucket row of the head index (its stored entries), read by one statement."""
+        statement = self._sql("SELECT bucket, entries FROM {b}", b=HEAD_BUCKETS)
+        return {row["bucket"]: bytes(row["entries"]) for row in self._rows(statement, [])}
+
     def head_paths(
         self, buckets: Sequence[int], positions: Iterable[Position]
     ) -> tuple[dict[int, bytes], dict[Position, bytes]]:
