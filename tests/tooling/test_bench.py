@@ -175,8 +175,11 @@ def test_ctrl_c_stops_the_bench_with_130_and_leaves_nothing_behind(
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
-@pytest.mark.parametrize("lose", LOST_CTRL_C.values(), ids=LOST_CTRL_C.keys())
-@pytest.mark.parametrize("line", [1, 7], ids=["before the first figure", "after scan"])
+@pytest.mark.parametrize(
+    ("lose", "line"),
+    [(LOST_CTRL_C["finaliser"], 1), (LOST_CTRL_C["sqlite callback"], 7)],
+    ids=["in a finaliser before the first figure", "in a sqlite callback after scan"],
+)
 def test_a_ctrl_c_lost_where_python_ignores_it_still_stops_the_bench(
     cli_env: Settings,
     tmp_path: Path,
