@@ -37,6 +37,7 @@ from eventsourcing.projection import Projection
 
 from domain.errors import IntegrityFailure
 from domain.snapshot import Snapshot
+from infrastructure.application.interrupts import stop_if_interrupted
 from infrastructure.storage.read_models.memory import MemoryReadModelView
 from infrastructure.storage.read_models.tables import TABLE, ReadModelView, Row
 from infrastructure.storage.store import LedgerStore
@@ -203,6 +204,7 @@ class ReadModels:
         lock; PostgreSQL readers stop at `settled_head`, see docs/ordering.md)."""
         self._caught_up(reached, report_none=True)
         while not stop.wait(FOLLOW_POLL):
+            stop_if_interrupted()  # a Ctrl-C lost where Python ignores exceptions
             self._caught_up(reached)
 
     def _caught_up(self, reached: Callable[[int], None], *, report_none: bool = False) -> None:

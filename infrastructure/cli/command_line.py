@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from domain.errors import InvalidInput
 from infrastructure.application.errors import EXIT_INTERRUPTED, EXIT_OK, failure_of
+from infrastructure.application.interrupts import ctrl_c_stops
 from infrastructure.application.settings import Settings, SettingsError
 from infrastructure.cli.command_table import ENVIRONMENT, CommandsOnUse, add_commands, overview
 from infrastructure.cli.common import Parser
@@ -63,21 +64,27 @@ def run(arguments: Sequence[str]) -> int:
     logging.basicConfig(level=logging.WARNING, handlers=[warnings])
     # Until the command line parses, asking for --json anywhere in it asks for a JSON error.
     as_json = "--json" in arguments
-    try:
-        args = build_parser().parse_args(arguments)
-        as_json = bool(getattr(args, "json", False))
-        return int(args.handler(args, load_settings()))
-    except KeyboardInterrupt:
-        print("mace: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:  # the reader (e.g. `head`) has all it wanted
-        return EXIT_OK
-    except Exception as exc:
-        failure = failure_of(exc)
-        if failure is None:
-            raise
-        print(failure.line(as_json), file=sys.stderr)
-        return failure.exit_code
+    with ctrl_c_stops() as ctrl_c:
+        try:
+            args = build_parser().parse_args(arguments)
+            as_json = bool(getattr(args, "json", False))
+            code = int(args.handler(args, load_settings()))
+        except KeyboardInterrupt:
+            ctrl_c.requested = True
+        except BrokenPipeError:  # the reader (e.g. `head`) has all it wanted
+            return EXIT_OK
+        except Exception as exc:
+            failure = failure_of(exc)
+            if failure is None:
+                raise
+            print(failure.line(as_json), file=sys.stderr)
+            return failure.exit_code
+        # A Ctrl-C lost where Python ignores exceptions (`interrupts`) and never met by a
+        # check before the command ended stops it all the same.
+        if ctrl_c.requested:
+            print("mace: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        return code
 
 
 class OneLineFormatter(logging.Formatter):

@@ -82,6 +82,7 @@ from domain.receipt import MemoryView, ReceiptKind
 from domain.replay_access import ReplayMode
 from domain.run_file import ParsedRun, parse_run
 from infrastructure.application.audit_workers import AuditWorkers
+from infrastructure.application.interrupts import stop_if_interrupted
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
 from infrastructure.application.settings import Settings
@@ -600,6 +601,7 @@ class Bench:
         for round_number in range(rounds):
             runs: dict[str, list[Sample]] = {"read": [], "verify": []}
             for name, work in self._round(round_number, runs, steps):
+                stop_if_interrupted()
                 head = self._head()
                 sample = self._measured(name, work, raw if size.picked(name) else None)
                 if raw is not None and name == "write" and not job_rows:
@@ -640,6 +642,7 @@ class Bench:
         many of the most raw writers' inserts failed (None: no raw baseline)."""
         figures, raw_failures = [], None
         for writers in WRITER_COUNTS:
+            stop_if_interrupted()
             tag = f"bench concurrency {writers}"
             run = writers_at_once(self.settings, writers, self.size.jobs, tag)
             raw_run = (
@@ -686,6 +689,7 @@ class Bench:
         log = memories.log(FLAT_TENANT)
         n = 0 if log is None else log.version
         while n < entries - FLAT_TIMED:
+            stop_if_interrupted()
             memories.remember_fact(FLAT_TENANT, _flat_key(n), _words(n), [], ACTOR, None)
             n += 1
         # Untimed, once: the first receipt after the fill brings the read models up to date
@@ -718,6 +722,7 @@ class Bench:
         """Record runs until the store holds ``verify_events`` events."""
         number = 0
         while self._head() < self.size.verify_events:
+            stop_if_interrupted()
             lines = [{"type": "RunStarted", "seed": number, "input": f"bulk run {number}"}]
             lines += [
                 {"type": "ErrorEvent", "code": "E_BENCH", "message": f"step {step} of {number}"}

@@ -4,6 +4,7 @@ error on stderr and nothing on stdout; the same code the HTTP service answers; C
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import orjson
@@ -11,13 +12,14 @@ import pytest
 from support.api_support import Api, assert_error
 from support.cli_output import canonical_line, json_error
 from support.ledger_fixtures import (
+    INTERRUPT_GUARD_SECONDS,
     TEST_CHECKPOINT_KEY,
     RawTable,
-    interrupted,
     mace_to_interrupt,
     run,
     settings_for,
 )
+from support.lost_ctrl_c import MACE_LOSING_CTRL_C
 
 from domain.snapshot import Snapshot
 from infrastructure.application.ledger import Ledger
@@ -93,11 +95,16 @@ def test_http_and_cli_give_an_unknown_job_the_same_code(
     assert json_error(err) == {"code": "NOT_FOUND", "message": message}
 
 
-def test_ctrl_c_prints_one_line_and_exits_130(postgres_url: str) -> None:
-    """``mace follow`` waits for commits until interrupted; Ctrl-C there is no traceback."""
-    Ledger.open(settings_for(postgres_url)).close()
-    with mace_to_interrupt(postgres_url, "follow") as follower:
+def test_a_ctrl_c_lost_in_a_finaliser_stops_follow_in_one_line(store_url: str) -> None:
+    """``mace follow`` waits for commits until interrupted. A Ctrl-C whose KeyboardInterrupt a
+    finaliser swallowed (SIGUSR1 delivers one there: `MACE_LOSING_CTRL_C`) stops it at its next
+    poll all the same: 130, one line, no traceback, no "Exception ignored". (One that gets
+    through: `test_follow_applies_each_commit_and_stops_on_ctrl_c`.)"""
+    Ledger.open(settings_for(store_url)).close()
+    with mace_to_interrupt(store_url, "follow", program=MACE_LOSING_CTRL_C) as follower:
         assert follower.stderr is not None
-        # The command says it is following once it waits: interrupt it then.
+        # The command says it is following once it waits: lose a Ctrl-C then.
         assert follower.stderr.readline().startswith("following ")
-        assert interrupted(follower) == (130, "", "mace: interrupted\n")
+        follower.send_signal(signal.SIGUSR1)
+        out, err = follower.communicate(timeout=INTERRUPT_GUARD_SECONDS)
+    assert (follower.returncode, out, err) == (130, "", "mace: interrupted\n")

@@ -96,12 +96,15 @@ INTERRUPT_GUARD_SECONDS = 300.0
 
 
 @contextmanager
-def mace_to_interrupt(store_url: str, *argv: str) -> Iterator[subprocess.Popen[str]]:
-    """``mace *argv`` on the test store, started as a shell starts it (`MACE_WITH_CTRL_C`), its
-    output in pipes; killed if it runs `INTERRUPT_GUARD_SECONDS` (a line it never prints then
-    reads as the end of its output) and when the block ends."""
+def mace_to_interrupt(
+    store_url: str, *argv: str, program: str = MACE_WITH_CTRL_C
+) -> Iterator[subprocess.Popen[str]]:
+    """``mace *argv`` on the test store, started as a shell starts it (`MACE_WITH_CTRL_C`, or
+    another ``python -c`` ``program`` that runs it), its output in pipes; killed if it runs
+    `INTERRUPT_GUARD_SECONDS` (a line it never prints then reads as the end of its output) and
+    when the block ends."""
     process = subprocess.Popen(
-        [sys.executable, "-c", MACE_WITH_CTRL_C, *argv],
+        [sys.executable, "-c", program, *argv],
         env=subprocess_env(store_url),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
