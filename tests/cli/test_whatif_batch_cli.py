@@ -1,4 +1,4 @@
-"""``mace audit --with KEY=ID`` on SQLite and PostgreSQL, in process: the totals line, exit 1 when
+"""``mace audit --with KEY=ID`` on SQLite and PostgreSQL, in one or two workers: the totals line, exit 1 when
 a job changes, 0 when ``--expect`` lists that change, canonical JSON per job then the totals, and
 one line, exit 2, nothing written for a bad ``--with``, ``--jobs`` or ``--expect``."""
 
@@ -72,6 +72,22 @@ def test_a_changed_job_fails_the_gate_until_it_is_expected(
         "failed": 0,
         "open": 0,
     }
+    # Two workers (processes, each the jobs of its range of streams): the same rows and totals.
+    code, out, err = run(
+        capsys,
+        "audit",
+        "--with",
+        f"router={router}",
+        "--expect",
+        str(expect),
+        "--json",
+        "--workers",
+        "2",
+    )
+    assert (code, err) == (0, "")
+    *split_jobs, split_totals = json_lines(out)
+    assert split_jobs == jobs
+    assert split_totals["totals"] == totals["totals"]
 
 
 @pytest.mark.parametrize(
@@ -79,7 +95,6 @@ def test_a_changed_job_fails_the_gate_until_it_is_expected(
     [
         (["--with", f"model={ID}"], {}, f"--with model={ID}: unknown key 'model'"),
         (["--with", "router=12"], {}, "--with router=12: expected a router snapshot id"),
-        (["--with", f"router={ID}", "--workers", "2"], {}, "it takes no --workers"),
         (["--until", "3"], {}, "--until selects jobs for a what-if: it goes with --with KEY=ID"),
         (["--with", f"router={ID}", "--jobs", "jobs"], {"jobs": "ok\nnot ok\n"}, "jobs line 2:"),
         (["--with", f"router={ID}", "--jobs", "missing"], {}, "cannot read missing"),
