@@ -26,6 +26,10 @@ minutes.
   completed job replayed in audit mode, every stream held to the newest checkpoint), its record
   left out: events read per second, beside the raw read of as many rows.
 - ``replay``: audit replays of the recorded jobs (load, verify, fold, re-decide, compare, record).
+- ``whatif``: the round's jobs re-run under another router as ``mace audit --with router=ID``
+  re-runs them (`WhatIfBatchService.report`, one worker, its record left out: two audit-mode
+  replays a job, the declared snapshots' and the changed one's), jobs per second, beside the raw
+  store reading as many rows as the what-if read.
 - ``memory``: memory writes to one tenant's log, which grows by ``memories`` each round.
 - ``context`` and ``receipt replay``: receipts emitted over that log under a policy bundle, and
   replayed as emitted.
@@ -47,7 +51,7 @@ assemblies timed on a tenant's log of `FLAT_SMALL` entries and again once the sa
 on the longer log (the goal is at most 1.5x; snapshots keep it flat in the log's length).
 
 ``only`` runs some of these (`FIGURES`); a figure that needs another's work first (``replay``
-the jobs of ``write``, ``receipt replay`` the receipts of ``context``) gets it done untimed.
+and ``whatif`` the jobs of ``write``, ``receipt replay`` the receipts of ``context``) gets it done untimed.
 
 With ``compare_raw``, each figure but ``checkpoint`` gets its raw baseline, measured right after
 it in the same round on the same store (`bench_raw`), so that the ledger and its baseline
@@ -81,11 +85,15 @@ from domain.governance import Actor
 from domain.receipt import MemoryView, ReceiptKind
 from domain.replay_access import ReplayMode
 from domain.run_file import ParsedRun, parse_run
+from domain.snapshot import Snapshot, SnapshotKind
+from domain.whatif import WhatIfChanges, changes_of
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
 from infrastructure.application.settings import Settings
+from infrastructure.application.snapshots import default_snapshots
 from infrastructure.application.store_status import IoTally, WireTally
+from infrastructure.application.whatif_batch import BatchSelection
 from infrastructure.tooling.bench_http import HTTP_BATCHES, Served, http_runs
 from infrastructure.tooling.bench_otlp import SPANS_A_TRACE, otlp_spans
 from infrastructure.tooling.bench_raw import RawStore, Row, raw_store, raw_work
@@ -117,6 +125,7 @@ UNITS: Final = {
     "verify": "events",
     "scan": "events",
     "replay": "replays",
+    "whatif": "jobs",
     "memory": "writes",
     "context": "receipts",
     "receipt replay": "replays",
@@ -125,7 +134,7 @@ SERVED: Final = {"http runs": "events", "otlp spans": "spans"}
 """The figures a service process records (`bench_http`, `bench_otlp`), and their units."""
 FIGURES: Final = (*UNITS, "concurrency", *SERVED, "flatness")
 """Every figure the bench can measure, in the order it measures them (``only`` picks some)."""
-NEEDS: Final = {"replay": "write", "receipt replay": "context"}
+NEEDS: Final = {"replay": "write", "whatif": "write", "receipt replay": "context"}
 """The figures whose work another figure's work needs first (done untimed when not picked)."""
 VERIFIES_BY_SCAN: Final = ("read", "verify", "scan")
 FLAT_SMALL: Final = 100
@@ -730,12 +739,19 @@ class Bench:
     def _head(self) -> int:
         return self.ledger.status.head()
 
+    def _whatif_changes(self) -> WhatIfChanges:
+        """``whatif``'s change: the default router's rules under another seed namespace, a
+        router each job is re-decided under (stored once, untimed: a second put finds it)."""
+        payload = default_snapshots()[SnapshotKind.ROUTER].payload
+        router = Snapshot.declare("router", payload, seed_namespace="bench-whatif")
+        return changes_of([("router", self.ledger.snapshots.put(router)[0].snapshot_id)])
+
     def _round(
         self, number: int, runs: dict[str, list[Sample]], steps: set[str]
     ) -> list[tuple[str, Callable[[], int]]]:
         """The round's ``steps``; ``read`` and ``verify`` keep each of their verifies in
         ``runs``. Whatever a step needs made beforehand (``record``'s runs) is made here,
-        before any step is timed."""
+        before any step is timed (``whatif``'s router)."""
         job_ids: list[str] = []
         receipt_ids: list[str] = []
         recorded = (
@@ -743,6 +759,7 @@ class Bench:
             if "record" in steps
             else []
         )
+        changes = self._whatif_changes() if "whatif" in steps else None
 
         def write() -> int:
             before = self._head()
@@ -783,6 +800,13 @@ class Bench:
                 self.ledger.replays.run(job_id, ReplayMode.AUDIT, ACTOR)
             return len(job_ids)
 
+        def whatif() -> int:
+            assert changes is not None
+            selection = BatchSelection(jobs=tuple(job_ids))
+            with AuditWorkers(self.settings, 1) as one:
+                report = self.ledger.whatif_batches.report(selection, changes, ACTOR, workers=one)
+            return int(report["totals"]["jobs"])
+
         def memory() -> int:
             for i in range(self.size.memories):
                 labels = ["pii"] if i % 7 == 0 else ["secret"] if i % 11 == 0 else []
@@ -806,6 +830,7 @@ class Bench:
             ("verify", verifies("verify", tree=True)),
             ("scan", scan),
             ("replay", replay),
+            ("whatif", whatif),
             ("memory", memory),
             ("context", context),
             ("receipt replay", receipt_replay),

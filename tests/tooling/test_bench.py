@@ -59,6 +59,7 @@ def test_every_path_is_measured(settings: Settings) -> None:
         "verify",
         "scan",
         "replay",
+        "whatif",
         "memory",
         "context",
         "receipt replay",
@@ -84,7 +85,7 @@ def test_every_path_is_measured(settings: Settings) -> None:
         (8, 16, 0),
     ]
     assert all(c["first_failure"] is None and c["per_second"] > 0 for c in writers)
-    assert figures["replay"]["count"] == 2
+    assert figures["replay"]["count"] == figures["whatif"]["count"] == 2
     assert figures["memory"]["count"] == 3
     assert figures["context"]["count"] == figures["receipt replay"]["count"] == 2
     assert figures["write"]["count"] > 2 * 2  # more than one event per job
