@@ -28,7 +28,6 @@ from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.store import LedgerStore
 from projections.whatif import whatif_report
 
-
 RECORD_FIELDS: Final = (
     "record_id",
     "kind",

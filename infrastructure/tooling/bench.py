@@ -51,7 +51,8 @@ assemblies timed on a tenant's log of `FLAT_SMALL` entries and again once the sa
 on the longer log (the goal is at most 1.5x; snapshots keep it flat in the log's length).
 
 ``only`` runs some of these (`FIGURES`); a figure that needs another's work first (``replay``
-and ``whatif`` the jobs of ``write``, ``receipt replay`` the receipts of ``context``) gets it done untimed.
+and ``whatif`` the jobs of ``write``, ``receipt replay`` the receipts of ``context``) gets it
+done untimed.
 
 With ``compare_raw``, each figure but ``checkpoint`` gets its raw baseline, measured right after
 it in the same round on the same store (`bench_raw`), so that the ledger and its baseline

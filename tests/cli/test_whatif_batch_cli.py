@@ -1,6 +1,7 @@
-"""``mace audit --with KEY=ID`` on SQLite and PostgreSQL, in one or two workers: the totals line, exit 1 when
-a job changes, 0 when ``--expect`` lists that change, canonical JSON per job then the totals, and
-one line, exit 2, nothing written for a bad ``--with``, ``--jobs`` or ``--expect``."""
+"""``mace audit --with KEY=ID`` on SQLite and PostgreSQL, in one or two workers: the totals line,
+exit 1 when a job changes, 0 when ``--expect`` lists that change, canonical JSON per job then the
+totals (the same with two workers), and one line, exit 2, nothing written for a bad ``--with``,
+``--jobs`` or ``--expect``."""
 
 from __future__ import annotations
 
