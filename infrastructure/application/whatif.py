@@ -136,9 +136,13 @@ class WhatIfService:
         """A recorded what-if of any kind, verified, as ``GET /v1/whatif/{id}`` answers it and
         the dashboard shows it. ACCESS_DENIED for an actor who could not have run it (an
         audit-mode replay role: a report shows the jobs' decisions); NOT_FOUND for another
-        tenant's."""
+        tenant's, and for a batch over every tenant's jobs (``mace audit --with`` without
+        ``--tenant``, recorded under the default tenant): its rows are other tenants' too."""
         check_audit_roles(actor, "reading a what-if")
         record = self.get(record_id, tenant=tenant)
+        selection = record.parameters.get("selection")
+        if selection is not None and selection["tenant"] != tenant:
+            raise NotFoundError(f"no what-if record {record_id}")
         return {name: getattr(record, name) for name in RECORD_FIELDS}
 
     def get(self, record_id: str, *, tenant: str = DEFAULT_TENANT) -> CounterfactualRecord:

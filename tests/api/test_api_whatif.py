@@ -7,24 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.api_support import Api, assert_error
+from support.api_support import NEVER_MATH, Api, assert_error, stored_router
 from support.hand_written_runs import R1
 
-from domain.snapshot import Snapshot, SnapshotKind
-from infrastructure.application.snapshots import default_snapshots
-
-NEVER_MATH = r"^never$"
 FREE = "0123456789abcdef-1"
-
-
-def stored_router(api: Api, math_pattern: str) -> str:
-    payload: dict[str, Any] = default_snapshots()[SnapshotKind.ROUTER].payload
-    rules = [
-        {**rule, "pattern": math_pattern} if rule["rule_id"] == "R1" else rule
-        for rule in payload["rules"]
-    ]
-    snapshot, _ = api.ledger.snapshots.put(Snapshot.declare("router", {"rules": rules}))
-    return snapshot.snapshot_id
 
 
 def test_a_route_changed_by_new_router_rules_is_answered_first_then_the_rest(api: Api) -> None:
