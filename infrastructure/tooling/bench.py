@@ -29,7 +29,7 @@ minutes.
 - ``whatif``: the round's jobs re-run under another router as ``mace audit --with router=ID``
   re-runs them (`WhatIfBatchService.report`, one worker, its record left out: two audit-mode
   replays a job, the declared snapshots' and the changed one's), jobs per second, beside the raw
-  store reading as many rows as the what-if read.
+  store reading as many rows as those jobs stored (their events, witnesses and SEM writes).
 - ``memory``: memory writes to one tenant's log, which grows by ``memories`` each round.
 - ``context`` and ``receipt replay``: receipts emitted over that log under a policy bundle, and
   replayed as emitted.
@@ -602,6 +602,7 @@ class Bench:
         samples: dict[str, list[Sample]] = {}
         costs: list[TreeCost] = []
         job_rows: list[Row] = []
+        written = 0
         rounds, size = self.size.rounds, self.size
         steps = {name for name in UNITS if size.picked(name)}
         steps |= {NEEDS[name] for name in steps if name in NEEDS}
@@ -611,7 +612,12 @@ class Bench:
             runs: dict[str, list[Sample]] = {"read": [], "verify": []}
             for name, work in self._round(round_number, runs, steps):
                 head = self._head()
-                sample = self._measured(name, work, raw if size.picked(name) else None)
+                # ``whatif`` re-runs the jobs ``write`` stored this round: its raw baseline reads
+                # as many rows as those jobs stored.
+                reads = written if name == "whatif" else None
+                sample = self._measured(name, work, raw if size.picked(name) else None, reads)
+                if name == "write":
+                    written = sample.count
                 if raw is not None and name == "write" and not job_rows:
                     job_rows = raw.written_after(head, sample.count // self.size.jobs)
                 if not size.picked(name):
@@ -705,8 +711,11 @@ class Bench:
         _, assemble = _timed(lambda: _assemblies(self.ledger, FLAT_TENANT, FLAT_TIMED), None)
         return write.seconds / FLAT_TIMED, assemble.seconds / FLAT_TIMED
 
-    def _measured(self, name: str, work: Callable[[], int], raw: RawStore | None) -> Sample:
-        """``work`` timed; then, with ``raw``, the raw store timed doing the same rows."""
+    def _measured(
+        self, name: str, work: Callable[[], int], raw: RawStore | None, reads: int | None = None
+    ) -> Sample:
+        """``work`` timed; then, with ``raw``, the raw store timed doing the same rows (reading
+        ``reads`` rows, when given: the rows the work's jobs are made of)."""
         io = self.ledger.status.io
         before, head = io.snapshot(), self._head()
         count, cost = _timed(work, self.wire)
@@ -715,7 +724,10 @@ class Bench:
             return sample
         # A verify or an audit reads the store with its own cursor, outside the tally: every
         # event, once (the few streams an audit's replays read besides are left out).
-        did = IoTally(rows_read=count) if name in VERIFIES_BY_SCAN else io.since(before)
+        if reads is not None:
+            did = IoTally(rows_read=reads)
+        else:
+            did = IoTally(rows_read=count) if name in VERIFIES_BY_SCAN else io.since(before)
         return replace(sample, raw=self._raw_cost(raw, did, head))
 
     def _raw_cost(self, raw: RawStore, did: IoTally, written_after: int) -> Cost:
