@@ -207,7 +207,9 @@ class WhatIfBatchService:
         )
 
     def record(self, report: dict[str, Any], actor: Actor) -> BatchResult:
-        """The batch's one signed record (`WhatIfService.record`), never authoritative."""
+        """The batch's one signed record (`WhatIfService.record`), never authoritative; the
+        roles of `report` again, since this may be another ledger's (the primary's)."""
+        check_audit_roles(actor, "a what-if")
         parameters = {
             "changes": report["changes"],
             "selection": report["selection"],
