@@ -146,7 +146,7 @@ def test_the_bench_runs_on_a_store_of_its_own(
     lines = err.splitlines()
     assert lines[0].startswith("mace bench: on a store of its own, removed when it ends: ")
     assert "mace bench: round 1/1 write: " in lines[1]
-    assert len(lines) == 1 + 10 + 4  # ten figures a round, four writers' runs
+    assert len(lines) == 1 + 11 + 4  # eleven figures a round, four writers' runs
     assert (fingerprint(cli_env.store), sorted(tmp_path.iterdir())) == before
     assert _bench_schemas(cli_env) == []
 
