@@ -122,6 +122,45 @@ class WhatIfAsk(Body):
     changes: WhatIfChangesAsk
 
 
+MAX_BATCH_NAMES = 10_000
+"""Jobs a batch names, and changes it expects, at most: a bigger batch is a window of the log."""
+
+
+class ExpectedChangeAsk(Body):
+    """A change a batch expects: the job's first change is on this field."""
+
+    job_id: JobId
+    field: OneLine
+
+
+class WhatIfBatchAsk(Body):
+    """The caller's jobs to re-run under ``changes``: those named in ``jobs``, else every job
+    whose JobStarted is after notification ``since`` up to ``until`` (the head when omitted)."""
+
+    changes: WhatIfChangesAsk
+    since: StrictInt = Field(default=0, ge=0, description="after this notification")
+    until: StrictInt | None = Field(default=None, ge=1, description="up to this notification")
+    jobs: list[JobId] | None = Field(
+        default=None, min_length=1, max_length=MAX_BATCH_NAMES, description="by id, in order"
+    )
+    expected: list[ExpectedChangeAsk] = Field(
+        default_factory=list,
+        max_length=MAX_BATCH_NAMES,
+        description="changes that do not fail the batch: a job's first change, on this field",
+    )
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> Self:
+        if self.until is not None and self.until <= self.since:
+            msg = f"until ({self.until}) must be after since ({self.since}): the window is empty"
+            raise ValueError(msg)
+        if self.jobs is not None and (self.since or self.until is not None):
+            raise ValueError("jobs names the jobs itself: it takes no since or until")
+        if self.jobs is not None and len(set(self.jobs)) < len(self.jobs):
+            raise ValueError("jobs names a job twice: expected each once")
+        return self
+
+
 class AuditAsk(Body):
     since: StrictInt = Field(
         default=0, ge=0, description="audit only jobs whose first event is after this notification"

@@ -5,13 +5,16 @@ each lacks, recent replays with their outcome, error code and authority, and hal
 the tenant's jobs, searched and paged in the store (`projections.job_search`: the filters are the
 URL's query parameters, so a search can be bookmarked); each job links to its events (payloads
 laid out as definition lists, personal data as the API shows it to the caller) and its
-governance log, and each replay to its report, a divergence shown side by side. The audits page
-lists the tenant's batch audits and their totals; the governance page, every governance event the
-tenant sees, newest first. Every page only reads. A person signs in with a token from the tokens
-file, which opens a session (`application.sessions`): the browser keeps the session's
-id, never the token, in a ``Secure``, ``HttpOnly``, ``SameSite=Strict`` cookie that only the
-dashboard's pages take. Its two forms post only from its own pages (``Origin`` and
-``Sec-Fetch-Site`` are checked), and signing out carries the session's CSRF token.
+governance log, and each replay to its report, a divergence shown side by side; a recorded
+what-if (``/dashboard/whatif/{record_id}``, the id ``mace`` and the API answer) is shown the
+same way: one job's first change then the rest, or a batch's jobs, each changed job's first
+change side by side. The audits page lists the tenant's batch audits and their totals; the
+governance page, every governance event the tenant sees, newest first. Every page only reads.
+A person signs in with a token from the tokens file, which opens a session (`application.sessions`):
+the browser keeps the session's id, never the token, in a ``Secure``, ``HttpOnly``,
+``SameSite=Strict`` cookie that only the dashboard's pages take. Its two forms post only from its
+own pages (``Origin`` and ``Sec-Fetch-Site`` are checked), and signing out carries the session's
+CSRF token.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from domain.canonical import canonical_json
 from domain.errors import ErrorCode, InvalidInput, NotFoundError
+from domain.whatif_record import WHATIF_BATCH_KIND
 from infrastructure.api.context import (
     DASHBOARD,
     SESSION_COOKIE,
@@ -36,6 +40,7 @@ from infrastructure.api.context import (
 )
 from infrastructure.api.errors import ApiError, not_found, refusal
 from infrastructure.api.metrics import tenant_evidence, tenant_replays
+from infrastructure.api.whatif import WhatIfRecordId
 from infrastructure.application.governance import ABANDONED
 from infrastructure.application.personal_data import HTTP_CHANNEL
 from infrastructure.application.tokens import Principal, TokenRefused, accepted, utc_text
@@ -173,6 +178,21 @@ def job_page(job_id: OwnedJobId, ctx: Ctx, who: Caller) -> HTMLResponse:
 def audits_page(ctx: Ctx, who: Caller) -> HTMLResponse:
     """The tenant's batch audits, newest first, and what each found, by job status."""
     return _page("audits.html", who=who, audits=ctx.ledger.read_models.audit_records(who.tenant))
+
+
+@router.get("/whatif/{record_id}", response_class=HTMLResponse)
+def whatif_page(record_id: WhatIfRecordId, ctx: Ctx, who: Caller) -> HTMLResponse:
+    """A recorded what-if as a diff: one job's first change then the rest, or a batch's jobs
+    and each changed job's first change, recorded and replayed side by side."""
+    record = ctx.reader.whatif.shown(record_id, who.actor, tenant=who.tenant)
+    report = record["report"]
+    # A batch's row (its first change inside), or one job's difference, beside its diff.
+    if record["kind"] == WHATIF_BATCH_KIND:
+        shown = [(row, row["first_change"]) for row in report["jobs"] if row["first_change"]]
+    else:
+        shown = [(d, d) for d in report.get("differences", [])]
+    diffs = [(item, side_by_side(d["recorded"], d["replayed"])) for item, d in shown]
+    return _page("whatif.html", who=who, record=record, diffs=diffs)
 
 
 @router.get("/governance", response_class=HTMLResponse)

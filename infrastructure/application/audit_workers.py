@@ -13,6 +13,9 @@ spawned (a fresh interpreter: slower to start, safe anywhere). Each opens its le
 then waits for the window it is to read, which this process decides once its own ledger is open
 (the same head for every worker). A child reports how far it has read, then its findings or the
 exception it raised (re-raised here); leaving early (this process failed) ends every child.
+
+A what-if batch (`whatif_batch`) re-runs its jobs in the same processes: each child the selected
+jobs whose streams are in its range (`each_range`, given a task of its own instead of a window).
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ import multiprocessing
 import pickle
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import pairwise
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from types import TracebackType
-from typing import Final
+from typing import Any, Final, Protocol, TypeVar
 from uuid import UUID
 
 from domain.errors import InvalidInput
@@ -39,6 +43,27 @@ from infrastructure.storage.verification.side_pass import may_fork
 from projections.audit import AuditFindings
 
 UUID_SPACE: Final = 2**128
+Part = TypeVar("Part")
+Part_co = TypeVar("Part_co", covariant=True)
+
+
+class RangeTask(Protocol[Part_co]):
+    """What a child does over its range of streams, sent to it through its pipe (picklable):
+    an audit's window (`_RangeAudit`), a what-if batch's jobs (`whatif_batch.BatchPart`)."""
+
+    def run(self, ledger: Ledger, streams: StreamRange, progress: Callable[[int], None]) -> Part_co:
+        """The part of the work in ``streams``, read through ``ledger``; ``progress`` told the
+        units done so far."""
+
+
+@dataclass(frozen=True)
+class _RangeAudit:
+    window: AuditWindow
+
+    def run(
+        self, ledger: Ledger, streams: StreamRange, progress: Callable[[int], None]
+    ) -> AuditFindings:
+        return ledger.audits.audit_range(self.window, streams, progress)
 
 
 def stream_ranges(count: int) -> list[StreamRange]:
@@ -105,25 +130,40 @@ class AuditWorkers:
         self, audits: AuditService, window: AuditWindow, progress: Callable[[int], None]
     ) -> AuditFindings:
         """Every range audited: the first here through ``audits``, the others by the children."""
+        found, *others = self.each_range(
+            _RangeAudit(window),
+            lambda streams, own: audits.audit_range(window, streams, own),
+            progress,
+        )
+        for part in others:
+            found = found.then(part)
+        return found
+
+    def each_range(
+        self,
+        task: RangeTask[Part],
+        here: Callable[[StreamRange, Callable[[int], None]], Part],
+        progress: Callable[[int], None],
+    ) -> list[Part]:
+        """``task`` done over every range, first to last: the first here (``here``), each other
+        by its child through its own ledger; ``progress`` told the units done by all so far."""
         for _, answers in self._children:
-            answers.send(window)
+            answers.send(task)
         read = [0] * len(self.ranges)
-        answered: dict[int, AuditFindings] = {}
+        answered: dict[int, Any] = {}
 
         def own(done: int) -> None:
             read[0] = done
             self._listen(read, answered, block=False)
             progress(sum(read))
 
-        found = audits.audit_range(window, self.ranges[0], own)
+        first = here(self.ranges[0], own)
         while len(answered) < len(self._children):
             self._listen(read, answered, block=True)
             progress(sum(read))
-        for worker in sorted(answered):
-            found = found.then(answered[worker])
-        return found
+        return [first, *(answered[worker] for worker in sorted(answered))]
 
-    def _listen(self, read: list[int], answered: dict[int, AuditFindings], *, block: bool) -> None:
+    def _listen(self, read: list[int], answered: dict[int, Any], *, block: bool) -> None:
         """Take what the children have said: progress, findings, or an exception (raised)."""
         pending = {
             answers: n for n, (_, answers) in enumerate(self._children, 1) if n not in answered
@@ -151,18 +191,15 @@ class AuditWorkers:
 
 
 def _work(settings: Settings, streams: StreamRange, answers: Connection) -> None:
-    """In a child: open the ledger, wait for the window, audit the range, answer."""
+    """In a child: open the ledger, wait for the task, do it over the range, answer."""
     answer: tuple[str, object]
     try:
         with Ledger.open_for_reading(settings) as ledger:
-            window = answers.recv()
-            assert isinstance(window, AuditWindow)
-            found = ledger.audits.audit_range(
-                window, streams, lambda done: answers.send(("progress", done))
-            )
-        answer = ("done", found)
+            task = answers.recv()
+            done = task.run(ledger, streams, lambda read: answers.send(("progress", read)))
+        answer = ("done", done)
     except EOFError:
-        return  # the audit was called off before it began
+        return  # the work was called off before it began
     except BaseException as exc:  # every failure goes back to the parent, which raises it
         answer = ("raised", exc if _sendable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}"))
     answers.send(answer)

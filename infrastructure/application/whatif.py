@@ -13,7 +13,7 @@ not its governance record, no halt.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from domain.audit_record import audit_name
 from domain.canonical import digest
@@ -27,6 +27,22 @@ from infrastructure.application.replays import ReplayService, SharedReads
 from infrastructure.storage.ops_clock import recorded_at
 from infrastructure.storage.store import LedgerStore
 from projections.whatif import whatif_report
+
+RECORD_FIELDS: Final = (
+    "record_id",
+    "kind",
+    "kind_version",
+    "tenant",
+    "actor_id",
+    "roles",
+    "parameters",
+    "outcome",
+    "totals",
+    "report",
+    "authoritative",
+    "recorded_at",
+)
+"""What a recorded what-if shows: every field of its one event."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +131,19 @@ class WhatIfService:
             ),
             f"{kind} record",
         )
+
+    def shown(self, record_id: str, actor: Actor, *, tenant: str) -> dict[str, Any]:
+        """A recorded what-if of any kind, verified, as ``GET /v1/whatif/{id}`` answers it and
+        the dashboard shows it. ACCESS_DENIED for an actor who could not have run it (an
+        audit-mode replay role: a report shows the jobs' decisions); NOT_FOUND for another
+        tenant's, and for a batch over every tenant's jobs (``mace audit --with`` without
+        ``--tenant``, recorded under the default tenant): its rows are other tenants' too."""
+        check_audit_roles(actor, "reading a what-if")
+        record = self.get(record_id, tenant=tenant)
+        selection = record.parameters.get("selection")
+        if selection is not None and selection["tenant"] != tenant:
+            raise NotFoundError(f"no what-if record {record_id}")
+        return {name: getattr(record, name) for name in RECORD_FIELDS}
 
     def get(self, record_id: str, *, tenant: str = DEFAULT_TENANT) -> CounterfactualRecord:
         """A counterfactual's record, verified; another tenant's is NOT_FOUND as a free id is."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import orjson
 
@@ -30,7 +30,8 @@ from domain.errors import (
     OpenJob,
 )
 from domain.governance import Actor
-from domain.job import DEFAULT_TENANT
+from domain.job import DEFAULT_TENANT, Job
+from domain.naming import tenant_scoped
 from domain.receipt import Unreplayable
 from domain.replay_access import check_audit_roles
 from domain.whatif import WhatIfChanges
@@ -42,9 +43,13 @@ from infrastructure.application.whatif import WhatIfService
 from infrastructure.storage.records.signed_record import verify_record
 from infrastructure.storage.store import LedgerStore
 from infrastructure.storage.verification.ledger import JOB_STARTED_TOPIC
+from infrastructure.storage.verification.scan import StreamRange
 from projections.whatif_batch import OPEN, BatchVerdict, batch_report, failed_row, job_row
 
 PAGE: Final = 1000
+UNVERIFIED_START: Final = (
+    "a job's JobStarted in the window does not verify: nothing it names is trusted"
+)
 
 JOB_FAILURES: Final = (MaceError, NotFoundError, InvalidInput, Unreplayable)
 """What stops one job's what-if and not the batch: its record (not found, open, not intact) or
@@ -84,6 +89,50 @@ class BatchResult:
         return BatchVerdict(self.report["verdict"]).passed
 
 
+Row = dict[str, Any]
+Told = Callable[[int], None]
+"""Told how many of its jobs a worker has re-run so far."""
+
+
+@dataclass(frozen=True)
+class BatchPart:
+    """What every worker of a batch is given: the selected jobs that can be re-run (each with
+    its place in the selection), the changes, who acts and what is expected. Each worker re-runs
+    the jobs whose streams are in its range (`WhatIfBatchService.rows`)."""
+
+    jobs: tuple[tuple[int, str, str], ...]
+    changes: WhatIfChanges
+    actor: Actor
+    expected: frozenset[ExpectedChange]
+
+    def run(self, ledger: HoldsBatches, streams: StreamRange, progress: Told) -> dict[int, Row]:
+        """In a worker (`audit_workers.RangeTask`): its jobs re-run through its own ledger."""
+        return ledger.whatif_batches.rows(self, streams, progress)
+
+
+class HoldsBatches(Protocol):
+    """A ledger, as a worker opens it: its batch use case re-runs the worker's jobs."""
+
+    @property
+    def whatif_batches(self) -> WhatIfBatchService: ...
+
+
+class Workers(Protocol):
+    """The processes a batch re-runs its jobs in: `audit_workers.AuditWorkers`, started before
+    any store was opened (this process takes the first range of streams itself)."""
+
+    def each_range(
+        self,
+        task: BatchPart,
+        here: Callable[[StreamRange, Told], dict[int, Row]],
+        progress: Told,
+    ) -> list[dict[int, Row]]:
+        """``task`` done over every range, the first here through ``here``."""
+
+
+EVERY_STREAM: Final[StreamRange] = (None, None)
+
+
 class WhatIfBatchService:
     def __init__(self, store: LedgerStore, whatif: WhatIfService) -> None:
         self.store = store
@@ -97,53 +146,106 @@ class WhatIfBatchService:
         expected: frozenset[ExpectedChange] = frozenset(),
         progress: Callable[[int, int], None] | None = None,
     ) -> BatchResult:
-        """Every selected job re-run under ``changes``, one record for the batch. ACCESS_DENIED
-        (nothing read or written) for an actor without an audit-mode replay role. ``progress``
-        is told the jobs re-run so far and how many are selected."""
+        """Every selected job re-run under ``changes`` in this process, one record for the
+        batch (`report`, then `record`)."""
+        return self.record(self.report(selection, changes, actor, expected, progress), actor)
+
+    def report(
+        self,
+        selection: BatchSelection,
+        changes: WhatIfChanges,
+        actor: Actor,
+        expected: frozenset[ExpectedChange] = frozenset(),
+        progress: Callable[[int, int], None] | None = None,
+        workers: Workers | None = None,
+    ) -> dict[str, Any]:
+        """Every selected job re-run under ``changes``, unrecorded: in this process, or split by
+        stream among ``workers``; the same rows either way, in selection order. ACCESS_DENIED
+        (nothing read) for an actor without an audit-mode replay role. ``progress`` is told the
+        jobs re-run so far and how many are selected."""
         check_audit_roles(actor, "a what-if")
         through = selection.until
         if selection.jobs is None and through is None:
             through = self.store.recorder.max_notification_id() or 0
         selected = list(self._selected(selection, through))
-        # Each snapshot and halt record read, verified and judged once for the batch, as an
-        # audit does (`SharedReads`): a halt appended while the batch runs is left to the next.
-        shared = SharedReads()
-        rows = []
-        for job_id, tenant in selected:
-            rows.append(self._row(job_id, tenant, changes, actor, expected, shared))
+        # A JobStarted that did not verify (`_selected`) names nothing: its row is known now.
+        rows: dict[int, Row] = {
+            n: failed_row(None, None, ErrorCode.INTEGRITY_FAILURE.value, UNVERIFIED_START)
+            for n, (job_id, tenant) in enumerate(selected)
+            if job_id is None or tenant is None
+        }
+        part = BatchPart(
+            tuple(
+                (n, job_id, tenant)
+                for n, (job_id, tenant) in enumerate(selected)
+                if job_id is not None and tenant is not None
+            ),
+            changes,
+            actor,
+            expected,
+        )
+
+        def told(done: int) -> None:
             if progress is not None:
-                progress(len(rows), len(selected))
+                progress(len(rows) + done, len(selected))
+
+        if workers is None:
+            rows.update(self.rows(part, EVERY_STREAM, told))
+        else:
+            for found in workers.each_range(
+                part, lambda streams, own: self.rows(part, streams, own), told
+            ):
+                rows.update(found)
         shown = {
             "tenant": selection.tenant,
             "since": selection.since,
             "until": through,
             "jobs": None if selection.jobs is None else list(selection.jobs),
         }
-        report = batch_report(rows, changes, actor, shown, expected)
+        return batch_report(
+            [rows[n] for n in range(len(selected))], changes, actor, shown, expected
+        )
+
+    def record(self, report: dict[str, Any], actor: Actor) -> BatchResult:
+        """The batch's one signed record (`WhatIfService.record`), never authoritative; the
+        roles of `report` again, since this may be another ledger's (the primary's)."""
+        check_audit_roles(actor, "a what-if")
         parameters = {
-            "changes": changes.as_json(),
-            "selection": shown,
+            "changes": report["changes"],
+            "selection": report["selection"],
             "expected": report["expected"],
         }
-        tenant = selection.tenant or DEFAULT_TENANT
+        tenant = report["selection"]["tenant"] or DEFAULT_TENANT
         record = self.whatif.record(
             WHATIF_BATCH_KIND, WHATIF_BATCH_KIND_VERSION, parameters, report, actor, tenant
         )
         return BatchResult(record.record_id, report)
 
+    def rows(self, part: BatchPart, streams: StreamRange, progress: Told) -> dict[int, Row]:
+        """The rows of ``part``'s jobs whose streams are in ``streams``, by place in the
+        selection. Each snapshot and halt record read, verified and judged once for them all, as
+        an audit does (`SharedReads`): a halt appended while the batch runs is left to the next."""
+        shared = SharedReads()
+        found: dict[int, Row] = {}
+        lower, upper = streams
+        for n, job_id, tenant in part.jobs:
+            stream = Job.id_for(tenant_scoped(tenant, job_id))
+            if (lower is None or lower <= stream) and (upper is None or stream < upper):
+                found[n] = self._row(
+                    job_id, tenant, part.changes, part.actor, part.expected, shared
+                )
+                progress(len(found))
+        return found
+
     def _row(
         self,
-        job_id: str | None,
-        tenant: str | None,
+        job_id: str,
+        tenant: str,
         changes: WhatIfChanges,
         actor: Actor,
         expected: frozenset[ExpectedChange],
         shared: SharedReads,
-    ) -> dict[str, Any]:
-        if job_id is None or tenant is None:
-            # A JobStarted that did not verify (`_selected`): nothing it says can be trusted.
-            why = "a job's JobStarted in the window does not verify: nothing it names is trusted"
-            return failed_row(job_id, tenant, ErrorCode.INTEGRITY_FAILURE.value, why)
+    ) -> Row:
         try:
             report = self.whatif.report(job_id, changes, actor, tenant, shared)
         except OpenJob as exc:

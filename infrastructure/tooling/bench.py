@@ -26,6 +26,10 @@ minutes.
   completed job replayed in audit mode, every stream held to the newest checkpoint), its record
   left out: events read per second, beside the raw read of as many rows.
 - ``replay``: audit replays of the recorded jobs (load, verify, fold, re-decide, compare, record).
+- ``whatif``: the round's jobs re-run under another router as ``mace audit --with router=ID``
+  re-runs them (`WhatIfBatchService.report`, one worker, its record left out: two audit-mode
+  replays a job, the declared snapshots' and the changed one's), jobs per second, beside the raw
+  store reading as many rows as those jobs stored (their events, witnesses and SEM writes).
 - ``memory``: memory writes to one tenant's log, which grows by ``memories`` each round.
 - ``context`` and ``receipt replay``: receipts emitted over that log under a policy bundle, and
   replayed as emitted.
@@ -47,7 +51,8 @@ assemblies timed on a tenant's log of `FLAT_SMALL` entries and again once the sa
 on the longer log (the goal is at most 1.5x; snapshots keep it flat in the log's length).
 
 ``only`` runs some of these (`FIGURES`); a figure that needs another's work first (``replay``
-the jobs of ``write``, ``receipt replay`` the receipts of ``context``) gets it done untimed.
+and ``whatif`` the jobs of ``write``, ``receipt replay`` the receipts of ``context``) gets it
+done untimed.
 
 With ``compare_raw``, each figure but ``checkpoint`` gets its raw baseline, measured right after
 it in the same round on the same store (`bench_raw`), so that the ledger and its baseline
@@ -81,12 +86,16 @@ from domain.governance import Actor
 from domain.receipt import MemoryView, ReceiptKind
 from domain.replay_access import ReplayMode
 from domain.run_file import ParsedRun, parse_run
+from domain.snapshot import Snapshot, SnapshotKind
+from domain.whatif import WhatIfChanges, changes_of
 from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.interrupts import stop_if_interrupted
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.receipts import Assembly
 from infrastructure.application.settings import Settings
+from infrastructure.application.snapshots import default_snapshots
 from infrastructure.application.store_status import IoTally, WireTally
+from infrastructure.application.whatif_batch import BatchSelection
 from infrastructure.tooling.bench_http import HTTP_BATCHES, Served, http_runs
 from infrastructure.tooling.bench_otlp import SPANS_A_TRACE, otlp_spans
 from infrastructure.tooling.bench_raw import RawStore, Row, raw_store, raw_work
@@ -118,6 +127,7 @@ UNITS: Final = {
     "verify": "events",
     "scan": "events",
     "replay": "replays",
+    "whatif": "jobs",
     "memory": "writes",
     "context": "receipts",
     "receipt replay": "replays",
@@ -126,7 +136,7 @@ SERVED: Final = {"http runs": "events", "otlp spans": "spans"}
 """The figures a service process records (`bench_http`, `bench_otlp`), and their units."""
 FIGURES: Final = (*UNITS, "concurrency", *SERVED, "flatness")
 """Every figure the bench can measure, in the order it measures them (``only`` picks some)."""
-NEEDS: Final = {"replay": "write", "receipt replay": "context"}
+NEEDS: Final = {"replay": "write", "whatif": "write", "receipt replay": "context"}
 """The figures whose work another figure's work needs first (done untimed when not picked)."""
 VERIFIES_BY_SCAN: Final = ("read", "verify", "scan")
 FLAT_SMALL: Final = 100
@@ -593,6 +603,7 @@ class Bench:
         samples: dict[str, list[Sample]] = {}
         costs: list[TreeCost] = []
         job_rows: list[Row] = []
+        written = 0
         rounds, size = self.size.rounds, self.size
         steps = {name for name in UNITS if size.picked(name)}
         steps |= {NEEDS[name] for name in steps if name in NEEDS}
@@ -603,7 +614,12 @@ class Bench:
             for name, work in self._round(round_number, runs, steps):
                 stop_if_interrupted()
                 head = self._head()
-                sample = self._measured(name, work, raw if size.picked(name) else None)
+                # ``whatif`` re-runs the jobs ``write`` stored this round: its raw baseline reads
+                # as many rows as those jobs stored.
+                reads = written if name == "whatif" else None
+                sample = self._measured(name, work, raw if size.picked(name) else None, reads)
+                if name == "write":
+                    written = sample.count
                 if raw is not None and name == "write" and not job_rows:
                     job_rows = raw.written_after(head, sample.count // self.size.jobs)
                 if not size.picked(name):
@@ -699,8 +715,11 @@ class Bench:
         _, assemble = _timed(lambda: _assemblies(self.ledger, FLAT_TENANT, FLAT_TIMED), None)
         return write.seconds / FLAT_TIMED, assemble.seconds / FLAT_TIMED
 
-    def _measured(self, name: str, work: Callable[[], int], raw: RawStore | None) -> Sample:
-        """``work`` timed; then, with ``raw``, the raw store timed doing the same rows."""
+    def _measured(
+        self, name: str, work: Callable[[], int], raw: RawStore | None, reads: int | None = None
+    ) -> Sample:
+        """``work`` timed; then, with ``raw``, the raw store timed doing the same rows (reading
+        ``reads`` rows, when given: the rows the work's jobs are made of)."""
         io = self.ledger.status.io
         before, head = io.snapshot(), self._head()
         count, cost = _timed(work, self.wire)
@@ -709,7 +728,10 @@ class Bench:
             return sample
         # A verify or an audit reads the store with its own cursor, outside the tally: every
         # event, once (the few streams an audit's replays read besides are left out).
-        did = IoTally(rows_read=count) if name in VERIFIES_BY_SCAN else io.since(before)
+        if reads is not None:
+            did = IoTally(rows_read=reads)
+        else:
+            did = IoTally(rows_read=count) if name in VERIFIES_BY_SCAN else io.since(before)
         return replace(sample, raw=self._raw_cost(raw, did, head))
 
     def _raw_cost(self, raw: RawStore, did: IoTally, written_after: int) -> Cost:
@@ -735,12 +757,19 @@ class Bench:
     def _head(self) -> int:
         return self.ledger.status.head()
 
+    def _whatif_changes(self) -> WhatIfChanges:
+        """``whatif``'s change: the default router's rules under another seed namespace, a
+        router each job is re-decided under (stored once, untimed: a second put finds it)."""
+        payload = default_snapshots()[SnapshotKind.ROUTER].payload
+        router = Snapshot.declare("router", payload, seed_namespace="bench-whatif")
+        return changes_of([("router", self.ledger.snapshots.put(router)[0].snapshot_id)])
+
     def _round(
         self, number: int, runs: dict[str, list[Sample]], steps: set[str]
     ) -> list[tuple[str, Callable[[], int]]]:
         """The round's ``steps``; ``read`` and ``verify`` keep each of their verifies in
         ``runs``. Whatever a step needs made beforehand (``record``'s runs) is made here,
-        before any step is timed."""
+        before any step is timed (``whatif``'s router)."""
         job_ids: list[str] = []
         receipt_ids: list[str] = []
         recorded = (
@@ -748,6 +777,7 @@ class Bench:
             if "record" in steps
             else []
         )
+        changes = self._whatif_changes() if "whatif" in steps else None
 
         def write() -> int:
             before = self._head()
@@ -788,6 +818,13 @@ class Bench:
                 self.ledger.replays.run(job_id, ReplayMode.AUDIT, ACTOR)
             return len(job_ids)
 
+        def whatif() -> int:
+            assert changes is not None
+            selection = BatchSelection(jobs=tuple(job_ids))
+            with AuditWorkers(self.settings, 1) as one:
+                report = self.ledger.whatif_batches.report(selection, changes, ACTOR, workers=one)
+            return int(report["totals"]["jobs"])
+
         def memory() -> int:
             for i in range(self.size.memories):
                 labels = ["pii"] if i % 7 == 0 else ["secret"] if i % 11 == 0 else []
@@ -811,6 +848,7 @@ class Bench:
             ("verify", verifies("verify", tree=True)),
             ("scan", scan),
             ("replay", replay),
+            ("whatif", whatif),
             ("memory", memory),
             ("context", context),
             ("receipt replay", receipt_replay),

@@ -185,6 +185,13 @@ def store_some_records(client: TestClient) -> KnownIds:
     receipts = [post("/v1/context", {"query": "alice plan"})["receipt"]["receipt_id"]]
     receipts.append(post("/v1/context", {"query": "alice"}, headers=other)["receipt"]["receipt_id"])
     reexecution = post("/v1/reexecutions", {"job_id": jobs[0]})["reexecution_id"]
+    changes = {"changes": {"router": snapshot}}
+    whatifs = [
+        post("/v1/whatif", {"job_id": jobs[0], **changes})["record_id"],
+        post("/v1/whatif/batch", changes)["record_id"],
+        post("/v1/whatif/batch", changes, headers=other)["record_id"],
+        "0123456789abcdef-1",  # free
+    ]
     return KnownIds(
         path_values={
             "job_id": [*jobs, foreign, run["run_id"]],
@@ -195,6 +202,7 @@ def store_some_records(client: TestClient) -> KnownIds:
             "receipt_id": receipts,
             "number": [1, 2],  # checkpoint 1 is written below; 2 is not
             "reexecution_id": [reexecution, "0" * 32],
+            "record_id": whatifs,
         },
         jobs=[*jobs, foreign],
     )

@@ -20,6 +20,7 @@ from domain.snapshot import Snapshot, SnapshotKind
 from domain.whatif import changes_of
 from domain.whatif_batch import ExpectedChange, parse_expectations, parse_job_list
 from domain.whatif_record import CounterfactualRecord
+from infrastructure.application.audit_workers import AuditWorkers
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.replays import LedgerReplaySource
 from infrastructure.application.snapshots import default_snapshots
@@ -305,3 +306,48 @@ def test_each_snapshot_is_read_and_judged_once_for_the_whole_batch(
     # Three jobs, two replays each, the same declared snapshots and one named change: each read
     # once for the batch (three times each, once a job, when each job read its own).
     assert reads == Counter(declared | {router})
+
+
+def test_two_workers_give_the_report_one_gives(cli_env: Settings) -> None:
+    """The jobs split among two processes by stream id (`AuditWorkers`): the same rows in the
+    same order, the same totals, each first change exact, a tampered job failing alone."""
+    record_jobs(cli_env, {f"{name}-{n}": text for n in range(4) for name, text in JOBS.items()})
+    record_jobs(cli_env, JOBS, tenant="acme")
+    raw = RawTable(cli_env)
+    stream = Job.id_for("hello-2")
+    state = raw.state(stream, 2)
+    raw.set_column(stream, 2, "state", state[:-2] + bytes([state[-2] ^ 1]) + state[-1:])
+    router = addition_only_router(cli_env)
+    changes = changes_of([("router", router)])
+    reports = {}
+    told: list[tuple[int, int]] = []
+    for count in (1, 2):
+        told.clear()
+        with AuditWorkers(cli_env, count) as workers, Ledger.open(cli_env) as ledger:
+            reports[count] = ledger.whatif_batches.report(
+                BatchSelection(),
+                changes,
+                ANA,
+                progress=lambda done, total: told.append((done, total)),
+                workers=workers,
+            )
+        assert told[-1] == (15, 15)
+    one, two = reports[1], reports[2]
+    assert two == one
+    assert one["totals"] == {
+        "jobs": 15,
+        "unchanged": 9,
+        "changed": 5,
+        "unexpected": 5,
+        "failed": 1,
+        "open": 0,
+    }
+    failed = [row for row in two["jobs"] if row["verdict"] == "failed"]
+    assert [(row["job_id"], row["error"]["code"]) for row in failed] == [
+        ("hello-2", "INTEGRITY_FAILURE")
+    ]
+    changed = {
+        (r["tenant"], r["job_id"]): r["first_change"] for r in two["jobs"] if r["first_change"]
+    }
+    assert set(changed) == {("default", f"product-{n}") for n in range(4)} | {("acme", "product")}
+    assert all(first == {**PRODUCT_FIRST_CHANGE, "expected": False} for first in changed.values())

@@ -1,9 +1,11 @@
-"""``mace audit --with KEY=ID`` on SQLite and PostgreSQL, in process: the totals line, exit 1 when
-a job changes, 0 when ``--expect`` lists that change, canonical JSON per job then the totals, and
-one line, exit 2, nothing written for a bad ``--with``, ``--jobs`` or ``--expect``."""
+"""``mace audit --with KEY=ID`` on SQLite and PostgreSQL, in one or two workers: the totals line,
+exit 1 when a job changes, 0 when ``--expect`` lists that change, canonical JSON per job then the
+totals (the same with two workers), and one line, exit 2, nothing written for a bad ``--with``,
+``--jobs`` or ``--expect``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 from support.cli_output import assert_usage_error, json_lines
 from support.ledger_fixtures import run
 from support.replay_cli import act, new_job, written_state
+from support.store_copies import fingerprint
 
 from domain.snapshot import Snapshot, SnapshotKind
 from infrastructure.application.ledger import Ledger
@@ -72,6 +75,22 @@ def test_a_changed_job_fails_the_gate_until_it_is_expected(
         "failed": 0,
         "open": 0,
     }
+    # Two workers (processes, each the jobs of its range of streams): the same rows and totals.
+    code, out, err = run(
+        capsys,
+        "audit",
+        "--with",
+        f"router={router}",
+        "--expect",
+        str(expect),
+        "--json",
+        "--workers",
+        "2",
+    )
+    assert (code, err) == (0, "")
+    *split_jobs, split_totals = json_lines(out)
+    assert split_jobs == jobs
+    assert split_totals["totals"] == totals["totals"]
 
 
 @pytest.mark.parametrize(
@@ -79,7 +98,6 @@ def test_a_changed_job_fails_the_gate_until_it_is_expected(
     [
         (["--with", f"model={ID}"], {}, f"--with model={ID}: unknown key 'model'"),
         (["--with", "router=12"], {}, "--with router=12: expected a router snapshot id"),
-        (["--with", f"router={ID}", "--workers", "2"], {}, "it takes no --workers"),
         (["--until", "3"], {}, "--until selects jobs for a what-if: it goes with --with KEY=ID"),
         (["--with", f"router={ID}", "--jobs", "jobs"], {"jobs": "ok\nnot ok\n"}, "jobs line 2:"),
         (["--with", f"router={ID}", "--jobs", "missing"], {}, "cannot read missing"),
@@ -113,3 +131,29 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(
     code, out, err = run(capsys, "audit", *argv)
     assert_usage_error(code, out, err, message)
     assert written_state(cli_env, capsys) == before
+
+
+def test_the_batch_reads_the_read_store_and_records_on_the_primary(
+    cli_env: Settings,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    store_copy: Callable[[], str],
+) -> None:
+    """As ``mace audit`` reads: the jobs from ``MACE_READ_STORE`` (named, with its head), the
+    record written to ``MACE_STORE``; a job recorded after the copy is not in the batch."""
+    first = new_job(capsys, "2 + 3")
+    product = new_job(capsys, "4 * 5")
+    router = addition_only_router(cli_env)
+    replica = store_copy()
+    new_job(capsys, "6 * 7")  # on the primary only
+    act(monkeypatch, "aude", "auditor")
+    monkeypatch.setenv("MACE_READ_STORE", replica)
+    before = fingerprint(replica)
+    code, out, err = run(capsys, "audit", "--with", f"router={router}", "--json")
+    assert (code, err) == (1, "")
+    *jobs, totals = json_lines(out)
+    assert [row["job_id"] for row in jobs] == [first, product]
+    assert totals["read_store"]["head"] == totals["selection"]["until"]
+    assert fingerprint(replica) == before
+    with Ledger.open(cli_env, create=False) as primary:
+        assert primary.whatif.get(totals["record_id"]).report["jobs"] == jobs

@@ -28,8 +28,10 @@ from schemathesis.core.failures import Failure, FailureGroup
 
 from domain.canonical import canonical_json
 from domain.governance import Role
+from domain.snapshot import Snapshot, SnapshotKind
 from infrastructure.api.app import create_app
 from infrastructure.application.ledger import Ledger
+from infrastructure.application.snapshots import default_snapshots
 from infrastructure.application.tokens import TokenBook, TokenEntry
 from infrastructure.storage.settings import Settings
 from support.ledger_fixtures import settings_for, store_of
@@ -254,6 +256,21 @@ def assert_error(
     if field is not None and field != ANY_FIELD:
         assert error["field"] == field
     return text
+
+
+NEVER_MATH = r"^never$"
+"""A math rule's pattern no input matches: a math job then routes to the fallback agent."""
+
+
+def stored_router(api: Api, math_pattern: str) -> str:
+    """The default router with its math rule (R1) matching ``math_pattern``, stored; its id."""
+    payload: dict[str, Any] = default_snapshots()[SnapshotKind.ROUTER].payload
+    rules = [
+        {**rule, "pattern": math_pattern} if rule["rule_id"] == "R1" else rule
+        for rule in payload["rules"]
+    ]
+    snapshot, _ = api.ledger.snapshots.put(Snapshot.declare("router", {"rules": rules}))
+    return snapshot.snapshot_id
 
 
 def not_found_body(what: str) -> bytes:

@@ -62,6 +62,7 @@ def test_every_path_is_measured(settings: Settings) -> None:
         "verify",
         "scan",
         "replay",
+        "whatif",
         "memory",
         "context",
         "receipt replay",
@@ -87,7 +88,7 @@ def test_every_path_is_measured(settings: Settings) -> None:
         (8, 16, 0),
     ]
     assert all(c["first_failure"] is None and c["per_second"] > 0 for c in writers)
-    assert figures["replay"]["count"] == 2
+    assert figures["replay"]["count"] == figures["whatif"]["count"] == 2
     assert figures["memory"]["count"] == 3
     assert figures["context"]["count"] == figures["receipt replay"]["count"] == 2
     assert figures["write"]["count"] > 2 * 2  # more than one event per job
@@ -148,7 +149,7 @@ def test_the_bench_runs_on_a_store_of_its_own(
     lines = err.splitlines()
     assert lines[0].startswith("mace bench: on a store of its own, removed when it ends: ")
     assert "mace bench: round 1/1 write: " in lines[1]
-    assert len(lines) == 1 + 10 + 4  # ten figures a round, four writers' runs
+    assert len(lines) == 1 + 11 + 4  # eleven figures a round, four writers' runs
     assert (fingerprint(cli_env.store), sorted(tmp_path.iterdir())) == before
     assert _bench_schemas(cli_env) == []
 

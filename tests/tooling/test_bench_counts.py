@@ -209,6 +209,28 @@ def test_only_measures_the_figures_named_with_their_counts_and_baselines(
     assert said == [f" round {n}/2 {name}" for n in (1, 2) for name in ("record", "replay")]
 
 
+def test_the_batch_whatif_is_measured_in_jobs_beside_the_raw_read(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``whatif``: the round's jobs (``write``'s, made untimed) re-run under another router as
+    ``mace audit --with`` re-runs them, one worker, its record left out; jobs per second beside
+    the raw store reading the rows the what-if read."""
+    code, out, err = run(
+        capsys, "bench", *TINY, "--jobs", "2", "--only", "whatif", "--compare-raw", "--json"
+    )
+    assert code == 0, err
+    report = orjson.loads(out)
+    [whatif] = report["figures"]
+    assert (whatif["name"], whatif["unit"], whatif["count"], whatif["rounds"]) == (
+        "whatif",
+        "jobs",
+        2,
+        2,
+    )
+    assert whatif["raw_per_second"] > 0 and whatif["ratio"] > 0
+    assert whatif["per_unit"]["statements"] > 0 and whatif["raw_per_unit"]["statements"] > 0
+
+
 def test_an_unknown_figure_is_refused_in_one_line_naming_the_known_ones(
     cli_env: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
