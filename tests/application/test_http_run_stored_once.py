@@ -84,17 +84,23 @@ def test_each_event_of_a_run_sent_in_batches_is_stored_once(ledger: Ledger) -> N
 def test_completing_a_run_encodes_none_of_its_events_again(
     ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Completion reads the job once, verified, and writes its closing events only: the same
-    encodings whether the run holds 10 events or 110."""
+    """Completion reads the job once, verified, and writes its closing events only: none of
+    the run's events is encoded again, whether the run holds 10 events or 110.
+
+    Only the encodings of a value holding an event's content (``stored-once-``) are counted:
+    the closing events' own encodings are the same for both runs, but the first completion of
+    the process also encodes the topics and stream headers that signing memoises process-wide
+    (`signed_record`), so a count of every encoding depended on which tests the worker ran
+    before (10 or 13)."""
     made: dict[int, int] = {}
     for held in (10, 110):
         run_id = f"r-{held}"
         ledger.run_uploads.open(RunStarted(seed=7, input="hi", job_id=run_id), DEFAULT_TENANT)
         ledger.run_uploads.append(run_id, DEFAULT_TENANT, [stage(n) for n in range(held)])
-        with encodings(monkeypatch) as count:
+        with encodings(monkeypatch, holding="stored-once-") as count:
             ledger.run_uploads.complete(run_id, DEFAULT_TENANT, "done")
         made[held] = count[0]
-    assert made[110] == made[10]
+    assert made == {10: 0, 110: 0}
 
 
 def old_draft(ledger: Ledger, run_id: str, started: dict[str, Any], events: list[Any]) -> None:

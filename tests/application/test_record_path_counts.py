@@ -31,6 +31,7 @@ from domain.run_file import ParsedRun, parse_run
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.checkpoints.head_check import HeadCheck
 from infrastructure.storage.checkpoints.tables import CheckpointTables
+from infrastructure.storage.records import mapper, signed_record
 from infrastructure.tooling.bench import record_runs
 
 CHECKPOINTED = pytest.mark.parametrize("checkpointed", [True, False], ids=["checkpointed", "not"])
@@ -225,3 +226,56 @@ def test_a_fact_written_otherwise_than_it_holds_is_folded_as_replay_decodes_it(
     assert decoded == ["ModelCallEnvelope"]
     assert log.completion is not None
     assert log.completion == ledger.jobs.reflective_log(log.job_id).completion
+
+
+@contextmanager
+def dumps_of(run: ParsedRun, monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
+    """Every dump of ``run``'s own parts (its start, facts, completion) while the block runs, by
+    mode; not those of the events the ledger makes for its job (its completion's verdict)."""
+    parts = {id(part) for part in (run.started, *run.events, run.completed)}
+    dump = run_events.RunEvent.model_dump
+    made: Counter[str] = Counter()
+
+    def counted(event: run_events.RunEvent, **kwargs: Any) -> dict[str, Any]:
+        if id(event) in parts:
+            made[kwargs.get("mode", "python")] += 1
+        return dump(event, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(run_events.RunEvent, "model_dump", counted)
+        yield made
+
+
+@CHECKPOINTED
+def test_the_privacy_rules_walk_what_the_run_dumped_once(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, checkpointed: bool
+) -> None:
+    """Each part of a recorded run (start, facts, completion) is dumped to its JSON form once,
+    for its content digest, its limits and the privacy rules together (`RunContents`): the
+    rules walk those forms, never a dump of their own (its payload again, for every part)."""
+    warmed(ledger, checkpointed)
+    run = run_of(6)
+    with dumps_of(run, monkeypatch) as dumps:
+        ledger.run_imports.record_once(run, DEFAULT_TENANT)
+    assert dumps == Counter({"json": 1 + 6 + 1})
+
+
+@CHECKPOINTED
+def test_each_record_of_a_recorded_run_is_signed_once(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, checkpointed: bool
+) -> None:
+    """The job's events are signed once, before its seal digests their MACs (`sign_ahead`), and
+    stored as signed then: eventsourcing's save takes those records, not new ones. One MAC a
+    row, nothing else signed."""
+    warmed(ledger, checkpointed)
+    sign = signed_record.sign_record
+    signed: list[str] = []
+
+    def counted(keyring: Any, stream: Any, version: int, topic: str, *rest: Any) -> bytes:
+        signed.append(topic)
+        return sign(keyring, stream, version, topic, *rest)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(mapper, "sign_record", counted)
+        ledger.run_imports.record_once(run_of(6), DEFAULT_TENANT)
+    assert len(signed) == ROWS + 2  # two facts more than the Stage-0 run's four

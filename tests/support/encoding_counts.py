@@ -13,14 +13,21 @@ from domain import canonical
 
 
 @contextmanager
-def encodings(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+def encodings(
+    monkeypatch: pytest.MonkeyPatch, *, holding: str | None = None
+) -> Iterator[list[int]]:
     """Counts every canonical encoding made while the block runs (`canonical.canonical_json`
-    starts each one with a top-level `_orjson_writes_it_so`; nested values recurse deeper)."""
+    starts each one with a top-level `_orjson_writes_it_so`; nested values recurse deeper).
+
+    ``holding``: only the encodings of a value that holds this text somewhere (a run's events'
+    own content), so that the count does not depend on what the process encoded before: a
+    process-wide memo (a topic's JSON string, a stream's MAC header) encodes its value the first
+    time the process needs it, whichever test that is."""
     made = [0]
     walk = canonical._orjson_writes_it_so
 
     def counted(obj: Any, depth: int = 0) -> bool:
-        if depth == 0:
+        if depth == 0 and (holding is None or holding in repr(obj)):
             made[0] += 1
         return walk(obj, depth)
 
