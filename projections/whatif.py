@@ -56,7 +56,7 @@ def whatif_report(
     error: dict[str, str] | None = None
     if whatif is None:
         verdict = WhatIfVerdict.FAILED
-        error = _baseline_error(baseline)
+        error = baseline_error(baseline)
     elif whatif.error_code is not None:
         verdict = WhatIfVerdict.FAILED
         error = {"code": whatif.error_code.value, "message": whatif.error_message or ""}
@@ -95,7 +95,7 @@ def whatif_report(
     }
 
 
-def _baseline_error(baseline: ReplayOutcome) -> dict[str, str]:
+def baseline_error(baseline: ReplayOutcome) -> dict[str, str]:
     assert baseline.error_code is not None
     code, message = baseline.error_code, baseline.error_message or ""
     if code in _DIVERGED:
