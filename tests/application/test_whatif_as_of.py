@@ -19,12 +19,14 @@ from support.hand_written_runs import (
     run_file,
     with_brainstates,
 )
-from support.ledger_fixtures import run
+from support.ledger_fixtures import RawTable, run
 
 from domain.as_of import LogPoint, parse_point
 from domain.canonical import canonical_json
 from domain.errors import InvalidInput
 from domain.events import hash_of
+from domain.job import Job
+from domain.memories import MemoryLog
 from domain.run_file import parse_run
 from domain.whatif_record import CounterfactualRecord
 from infrastructure.application.ledger import Ledger
@@ -205,6 +207,33 @@ def test_a_job_that_read_nothing_from_memory_says_so(cli_env: Settings, tmp_path
     assert report["verdict"] == "unchanged"
     assert report["served"] == {"retrievals": 0, "sem_reads": 0}
     assert report["nothing_read"] == "nothing read from memory: as of the point, nothing differs"
+
+
+def test_an_as_of_over_a_tampered_job_fails_closed_before_any_point(
+    cli_env: Settings, churned: dict[str, Any]
+) -> None:
+    table = RawTable(cli_env)
+    stream = Job.id_for("launch")
+    state = table.state(stream, 2)
+    table.set_column(stream, 2, "state", state.replace(b"2 + 3", b"2 + 4"))
+    report = as_of(cli_env, "launch", str(churned["after"])).report
+    assert (report["verdict"], report["error"]["code"]) == ("failed", "INTEGRITY_FAILURE")
+    assert report["data_drift"] == [] and report["first_change"] is None
+
+
+def test_a_memory_log_edited_after_the_job_fails_closed(
+    cli_env: Settings, churned: dict[str, Any]
+) -> None:
+    # The forgetting is edited in the memory log: the log does not verify, and nothing is
+    # served from it as of any point.
+    table = RawTable(cli_env)
+    stream = MemoryLog.id_for("default")
+    version = churned["served_at"] + 2
+    state = table.state(stream, version)
+    table.set_column(stream, version, "state", state.replace(b"moved again", b"moved later"))
+    report = as_of(cli_env, "launch", str(churned["after"])).report
+    assert (report["verdict"], report["error"]["code"]) == ("failed", "INTEGRITY_FAILURE")
+    assert report["data_drift"] == [] and report["first_change"] is None
 
 
 def head(settings: Settings) -> int:
