@@ -32,7 +32,7 @@ from domain.whatif_record import (
 from projections.replay import Divergence, ReplayOutcome
 from projections.replay_checks import Check, FactCheck
 from projections.replay_report import replay_report
-from projections.whatif import WhatIfVerdict, baseline_error
+from projections.whatif import WhatIfVerdict, baseline_error, headline
 
 NOTHING_READ: Final = "nothing read from memory: as of the point, nothing differs"
 POLICY_HELD: Final = (
@@ -180,15 +180,10 @@ def hits_diff(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]])
 def render_text(report: dict[str, Any]) -> list[str]:
     """The lines ``mace replay --as-of`` prints: the verdict, what was served as of the point
     and what could not be, then each difference, data drift first."""
-    actor = report["actor"]
     where = _label(report["as_of"])
     if report["compare_to"] is not None:
         where += f" compared to {_label(report['compare_to'])}"
-    lines = [
-        f"{report['kind']}: {report['verdict'].upper()}, NON-AUTHORITATIVE; job"
-        f" {report['job_id']} as of {where} (by {actor['actor_id']}"
-        f" [{', '.join(actor['roles'])}])"
-    ]
+    lines = [headline(report, report["kind"], f"job {report['job_id']} ", f"as of {where}")]
     if report["error"] is not None:
         lines.append(f"  {report['error']['code']}: {report['error']['message']}")
         return lines

@@ -5,18 +5,15 @@ served from the tenant's memory as it stood at a point of the log, or at two and
 from __future__ import annotations
 
 import argparse
-import sys
 
 from domain.as_of import parse_point
 from domain.errors import InvalidInput
 from domain.governance import Actor
 from domain.job import DEFAULT_TENANT
-from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
-from infrastructure.cli.common import emit_json
+from infrastructure.cli import counterfactuals
 from projections.as_of import render_text
-from projections.whatif import WhatIfVerdict
 
 
 def as_of_job(args: argparse.Namespace, settings: Settings, actor: Actor) -> int:
@@ -38,11 +35,4 @@ def as_of_job(args: argparse.Namespace, settings: Settings, actor: Actor) -> int
             compare_to=compare_to,
         )
     report = result.report
-    if args.json:
-        emit_json(result.answer())
-    else:
-        print("\n".join(render_text(report)))
-        print(f"recorded: {report['kind']} record {result.record_id} (never authoritative)")
-    if report["error"] is not None:
-        print("mace: {code}: {message}".format(**report["error"]), file=sys.stderr)
-    return EXIT_OK if result.verdict == WhatIfVerdict.UNCHANGED else EXIT_FAILED
+    return counterfactuals.shown(result, args.json, render_text(report), report["kind"])
