@@ -209,6 +209,36 @@ def test_a_job_that_read_nothing_from_memory_says_so(cli_env: Settings, tmp_path
     assert report["nothing_read"] == "nothing read from memory: as of the point, nothing differs"
 
 
+def mace_run(capsys: pytest.CaptureFixture[str], text: str, seed: str) -> str:
+    """``mace run TEXT --user u1 --json`` (a CLI write: the store checkpointed), its job id."""
+    code, out, err = run(capsys, "run", text, "--seed", seed, "--user", "u1", "--json")
+    assert (code, err) == (0, ""), err
+    job_id: str = orjson.loads(out)["job_id"]
+    return job_id
+
+
+def test_a_sem_read_is_served_as_the_key_stood_at_the_point(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mace_run(capsys, "my favorite color is blue", "s1")
+    blue = newest_checkpoint(cli_env)
+    asked = mace_run(capsys, "what is my favorite color", "s2")
+    mace_run(capsys, "my favorite color is red", "s3")
+    red = newest_checkpoint(cli_env)
+    same = as_of(cli_env, asked, str(blue)).report
+    assert (same["verdict"], same["served"]["sem_reads"]) == ("unchanged", 1), same
+    later = as_of(cli_env, asked, str(red)).report
+    assert later["verdict"] == "changed"
+    (drift,) = later["data_drift"]
+    assert drift["field"] == "sem_read user/person/u1/favorite_color"
+    assert (drift["recorded"]["value"], drift["replayed"]["value"]) == ("blue", "red")
+    # What the job answered on it follows from the drift: listed apart, never policy drift.
+    assert later["consequences"] and later["policy_drift"]["differences"] == []
+    compared = as_of(cli_env, asked, str(blue), str(red)).report
+    (between,) = compared["data_drift"]
+    assert (between["as_of"]["value"], between["compare_to"]["value"]) == ("blue", "red")
+
+
 def test_an_as_of_over_a_tampered_job_fails_closed_before_any_point(
     cli_env: Settings, churned: dict[str, Any]
 ) -> None:

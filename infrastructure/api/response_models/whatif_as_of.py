@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, JsonValue, RootModel
+from pydantic import Field, JsonValue
 
 from domain.errors import ErrorCode
-from domain.snapshot import SnapshotKind
 from infrastructure.api.response_models import ResponseModel
-from infrastructure.api.response_models.governance import ActorShown
 from infrastructure.api.response_models.replays import DivergenceShown, ReplayReport
-from infrastructure.api.response_models.whatif import NotRedecided, WhatIfAnswer, WhatIfError
-from projections.whatif import WhatIfVerdict
+from infrastructure.api.response_models.whatif import (
+    NotRedecided,
+    WhatIfAnswer,
+    WhatIfTotals,
+)
 
 
 class PointShown(ResponseModel):
@@ -31,13 +32,29 @@ class Served(ResponseModel):
     sem_reads: int = Field(description="SEM reads re-read from the tenant's SEM log")
 
 
+class HitShown(ResponseModel):
+    """A retrieval's hit, as served or recorded."""
+
+    uri: str
+    score: float
+    explain: dict[str, str | int | float | bool | None] = Field(
+        description="rank and log position; an emitter may explain more"
+    )
+
+
+class Rescored(ResponseModel):
+    uri: str
+    as_of: float
+    compare_to: float
+
+
 class HitsDiff(ResponseModel):
     """Two points' hits matched by memory URI, as a receipt diff matches entries by memory."""
 
-    added: list[dict[str, JsonValue]]
-    removed: list[dict[str, JsonValue]]
+    added: list[HitShown]
+    removed: list[HitShown]
     common: int
-    rescored: list[dict[str, JsonValue]] = Field(description="scores apart beyond epsilon")
+    rescored: list[Rescored] = Field(description="scores apart beyond epsilon")
     reranked: bool
 
 
@@ -65,37 +82,38 @@ class AsOfTotals(ResponseModel):
     policy_drift: int
 
 
-class AsOfAnswer(ResponseModel):
-    """An as-of (``kind`` as_of) or compare (``kind`` compare), recorded: never authoritative."""
+class CounterfactualAnswer(WhatIfAnswer):
+    """A counterfactual, recorded (``record_id``), never authoritative: a what-if (``kind``
+    whatif: ``changes``, ``differences``, ``not_redecided``) or an as-of (``kind`` as_of, one
+    point; compare, two: ``as_of``, ``compare_to``, ``served``, ``data_drift``...)."""
 
-    record_id: str = Field(description="the signed counterfactual record that keeps it")
-    report_version: Literal[1]
-    kind: Literal["as_of", "compare"]
-    kind_version: Literal[1]
-    tenant: str
-    job_id: str
-    actor: ActorShown
-    as_of: PointShown
-    compare_to: PointShown | None
-    declared_snapshot_ids: dict[SnapshotKind, str | None]
-    verdict: WhatIfVerdict
-    authoritative: Literal[False]
-    error: WhatIfError | None
-    served: Served
-    not_served: list[NotRedecided] = Field(description="memory reads not served as of the point")
-    nothing_read: str | None = Field(description="set when the job read nothing from memory")
-    first_change: DivergenceShown | PointsDiffer | None
-    data_drift: list[DivergenceShown | PointsDiffer]
-    consequences: list[DivergenceShown | PointsDiffer] = Field(
-        description="differences in decisions made on what memory served"
+    kind: Literal["whatif", "as_of", "compare"]  # type: ignore[assignment]
+    changes: dict[str, str] | None = Field(  # type: ignore[assignment]
+        default=None, description="a what-if: key (a snapshot kind, or policy) -> id"
     )
-    policy_drift: PolicyDrift
-    totals: AsOfTotals
-    replay: ReplayReport = Field(description="the replay as of the (first) point")
+    differences: list[DivergenceShown] | None = Field(  # type: ignore[assignment]
+        default=None, description="a what-if: every difference, first to last"
+    )
+    not_redecided: list[NotRedecided] | None = None  # type: ignore[assignment]
+    not_redecided_why: str | None = None  # type: ignore[assignment]
+    first_change: DivergenceShown | PointsDiffer | None = Field(  # type: ignore[assignment]
+        description="null: nothing changed"
+    )
+    totals: WhatIfTotals | AsOfTotals  # type: ignore[assignment]
+    as_of: PointShown | None = Field(default=None, description="an as-of: the (first) point")
+    compare_to: PointShown | None = Field(default=None, description="a compare: the second")
+    served: Served | None = None
+    not_served: list[NotRedecided] | None = Field(
+        default=None, description="an as-of: memory reads not served as of the point"
+    )
+    nothing_read: str | None = Field(
+        default=None, description="an as-of: set when the job read nothing from memory"
+    )
+    data_drift: list[DivergenceShown | PointsDiffer] | None = None
+    consequences: list[DivergenceShown | PointsDiffer] | None = Field(
+        default=None, description="an as-of: differences in decisions made on what memory served"
+    )
+    policy_drift: PolicyDrift | None = None
     replay_compared: ReplayReport | None = Field(
         default=None, description="a compare: the replay as of compare_to"
     )
-
-
-class CounterfactualAnswer(RootModel[WhatIfAnswer | AsOfAnswer]):
-    """A what-if's answer (``kind`` whatif) or an as-of's (``kind`` as_of or compare)."""
