@@ -5,11 +5,11 @@ the job and changes nothing of it, so its record is never authoritative and live
 stream, not in the job's governance record (no replay of the job is made or unmade by it).
 
 One event type for every kind of counterfactual (issue 31): ``kind`` names it (``whatif`` for
-one job, ``whatif_batch`` for a batch; ``as_of``, ``compare`` and ``fork`` are to be recorded the
-same way), ``kind_version`` the version of that kind's ``parameters`` and ``report`` shapes, so a
-kind can grow without a new event type. A reader switches on ``(kind, kind_version)``; a change
-to the fields every kind shares bumps ``class_version`` with an ``upcast_v1_v2``, as
-`ReplayRecord.Opened` does.
+one job, ``whatif_batch`` for a batch, ``as_of`` and ``compare`` for one job served memory as of
+one point or two; ``fork`` is to be recorded the same way), ``kind_version`` the version of that
+kind's ``parameters`` and ``report`` shapes, so a kind can grow without a new event type. A
+reader switches on ``(kind, kind_version)``; a change to the fields every kind shares bumps
+``class_version`` with an ``upcast_v1_v2``, as `ReplayRecord.Opened` does.
 
 No store-wide counter numbers the records: a record is named, as an audit record is
 (`domain.audit_record`), by a digest of what it says (and when it was asked: the same what-if is
@@ -34,6 +34,17 @@ WHATIF_BATCH_KIND_VERSION: Final = 1
 """1: ``parameters`` ``{"changes", "selection": {"tenant", "since", "until", "jobs"},
 "expected"}``; ``report`` as `projections.whatif_batch` writes it (``report_version`` 1): one
 row per job (its first change, not its whole what-if), the totals, the batch's first change."""
+
+
+AS_OF_KIND: Final = "as_of"
+AS_OF_KIND_VERSION: Final = 1
+"""1: ``parameters`` ``{"job_id", "as_of": {"checkpoint"|"position": N}}``; ``report`` as
+`projections.as_of` writes it (``report_version`` 1)."""
+
+COMPARE_KIND: Final = "compare"
+COMPARE_KIND_VERSION: Final = 1
+"""1: ``parameters`` ``{"job_id", "as_of", "compare_to"}`` (each ``{"checkpoint"|"position":
+N}``); ``report`` as `projections.as_of` writes it (``report_version`` 1)."""
 
 
 class CounterfactualRecord(MaceAggregate):

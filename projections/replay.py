@@ -23,6 +23,7 @@ from typing import Any, Final, NoReturn, Protocol
 
 import orjson
 
+from domain.as_of import MemoryAsOf
 from domain.canonical import canonical_json, digest
 from domain.capture import (
     missing_artifacts,
@@ -101,6 +102,10 @@ _RE_EXECUTED = frozenset({Check.REEXECUTED, Check.DIVERGED})
 WHATIF_REASON = (
     "a what-if: the job re-run under snapshots or a policy bundle it was not recorded under;"
     " never authoritative"
+)
+AS_OF_REASON = (
+    "as of a point in the log: the job's retrievals and SEM reads served from the tenant's memory"
+    " as it stood there, not where the job met it; never authoritative"
 )
 _SEM_AS_HELD = (
     ": the re-run met the key as the tenant's SEM log held it where the ledger recorded the job"
@@ -194,6 +199,14 @@ class ReplayRequest:
     """A what-if: re-run the job under these snapshots and policy bundle instead of the ones it
     declared. Every difference is then a change the what-if lists (none stops it), and the
     outcome is never authoritative."""
+    as_of: MemoryAsOf | None = None
+    """An as-of replay: retrievals and SEM reads served from the tenant's memory as it stood at
+    this point of the log instead of where the job met it; a counterfactual as a what-if is."""
+
+    @property
+    def counterfactual(self) -> bool:
+        """A what-if or an as-of: its differences are listed, never a divergence of the record."""
+        return self.changes is not None or self.as_of is not None
 
 
 @dataclass
@@ -283,7 +296,7 @@ class _Replay:
         missing = self.persisted_outputs(job, events)
         self.outside_facts(events, missing)
         body = [event for _, event in events]
-        if self.request.changes is None:
+        if not self.request.counterfactual:
             self.reducers(job, snapshots, body, completion)
             computed = self.iterations(job, snapshots, body, missing)
         else:
@@ -321,10 +334,10 @@ class _Replay:
         self.outcome.divergences.append(divergence)
         where = "job" if divergence.iteration is None else f"iteration {divergence.iteration}"
         step = f"compare {divergence.field} ({where})"
-        if self.request.changes is not None:
+        if self.request.counterfactual:
             # Not a divergence of the record (it reproduced before the what-if ran) but a
             # consequence of the change: listed, and the what-if goes on to the rest.
-            self.step(step, "changed", f"{where}: {divergence.field} changes under the what-if")
+            self.step(step, "changed", f"{where}: {divergence.field} changes {self.under()}")
             return
         message = f"{where}: {divergence.field} differs from the record{why}"
         if not self.request.force_continue:
@@ -337,6 +350,13 @@ class _Replay:
                 " approval for this job in its governance record",
             )
         self.step(step, "failed", f"{divergence.code.value}: {message} (forced: continuing)")
+
+    def under(self) -> str:
+        """What a counterfactual's differences are under: the what-if's changes, or the point."""
+        as_of = self.request.as_of
+        if as_of is None:
+            return "under the what-if's changes"
+        return f"with memory as of {as_of.point.label()}"
 
     # Seed 000 section 6, steps 1 to 9
 
@@ -575,7 +595,7 @@ class _Replay:
             if answered is None:
                 continue  # its answer is missing (`unpersisted`), as a tool call's would be
             subject = f"event {index} RetrievalRequest"
-            position = request.memory_position
+            position = self.memory_version(request.memory_position)
             self.within_time(f"6b outside facts: retrieval event {index}")
             if not self.source.carries_tenant_state:
                 self.not_carried(index, subject, "the tenant's memory log")
@@ -606,8 +626,8 @@ class _Replay:
                 )
                 continue
             served = (
-                f"served again from the tenant's memory log at position {position};"
-                " request_hash is the hash of its query"
+                f"served again from the tenant's memory log at position {position}"
+                f"{self.as_of_said()}; request_hash is the hash of its query"
             )
             self.rows[index] = FactCheck(subject, Check.REEXECUTED, served, index)
             matched = (
@@ -621,6 +641,16 @@ class _Replay:
             self.rows[at] = FactCheck(
                 f"event {at} RetrievalResponse", Check.REEXECUTED, matched, at
             )
+
+    def memory_version(self, recorded: int) -> int:
+        """The memory log version a retrieval is served from: the one it names, or, as of a
+        point, the one the log had reached there."""
+        as_of = self.request.as_of
+        return recorded if as_of is None else as_of.memory_version
+
+    def as_of_said(self) -> str:
+        as_of = self.request.as_of
+        return "" if as_of is None else f" (as of {as_of.point.label()})"
 
     def deciding_bundles(self) -> Mapping[str, str]:
         """The bundle each held hash's gates are decided under: its own, or, in a what-if that
@@ -801,7 +831,7 @@ class _Replay:
         A recorded router (stored before its rules were checked) may be too costly to re-decide
         on the recorded input: the replay stops, bounded, with REPLAY_TIMEOUT."""
         # A what-if's later iteration follows what its earlier ones did under the change.
-        before = body[:start] if self.request.changes is None else self.as_rerun(body[:start])
+        before = self.as_rerun(body[:start]) if self.request.counterfactual else body[:start]
         try:
             return run_iteration(
                 job.job_id,
@@ -847,7 +877,10 @@ class _Replay:
         return MemoryAsRecorded(self.source, job.tenant, ahead)
 
     def recorded_at(self, job: Job) -> int:
-        """Where the ledger recorded the job in its log, read when SEM is first met."""
+        """Where the ledger recorded the job in its log, read when SEM is first met; as of a
+        point, just after that point (versions placed at or before it are the ones met)."""
+        if self.request.as_of is not None:
+            return self.request.as_of.log_position + 1
         if self.job_position is None:
             self.job_position = self.source.job_position(job)
         return self.job_position
@@ -1037,10 +1070,11 @@ class _Replay:
                 "none of the run's events was re-executed: each was taken as recorded or"
                 " compared by its hash"
             )
-        if self.request.changes is not None:
-            self.outcome.non_authoritative.append(WHATIF_REASON)
+        if self.request.counterfactual:
+            as_of = self.request.as_of is not None and self.request.changes is None
+            self.outcome.non_authoritative.append(AS_OF_REASON if as_of else WHATIF_REASON)
             changed = len(self.outcome.divergences)
-            self.step("result", "ok", f"{changed} difference(s) under the what-if's changes")
+            self.step("result", "ok", f"{changed} difference(s) {self.under()}")
             return
         if self.outcome.divergences:
             first = self.outcome.divergences[0]

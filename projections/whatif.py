@@ -56,7 +56,7 @@ def whatif_report(
     error: dict[str, str] | None = None
     if whatif is None:
         verdict = WhatIfVerdict.FAILED
-        error = _baseline_error(baseline)
+        error = baseline_error(baseline)
     elif whatif.error_code is not None:
         verdict = WhatIfVerdict.FAILED
         error = {"code": whatif.error_code.value, "message": whatif.error_message or ""}
@@ -95,7 +95,7 @@ def whatif_report(
     }
 
 
-def _baseline_error(baseline: ReplayOutcome) -> dict[str, str]:
+def baseline_error(baseline: ReplayOutcome) -> dict[str, str]:
     assert baseline.error_code is not None
     code, message = baseline.error_code, baseline.error_message or ""
     if code in _DIVERGED:
@@ -108,13 +108,14 @@ def _baseline_error(baseline: ReplayOutcome) -> dict[str, str]:
     return {"code": code.value, "message": message}
 
 
-def headline(report: dict[str, Any], what: str, subject: str) -> str:
-    """A what-if's first line, one job's or a batch's: its verdict, never authoritative, the
-    changes and who asked."""
-    changes = ", ".join(f"{key}={value}" for key, value in report["changes"].items())
+def headline(report: dict[str, Any], what: str, subject: str, under: str | None = None) -> str:
+    """A counterfactual's first line, one job's or a batch's: its verdict, never authoritative,
+    what it ran under (``under``; by default the what-if's changes) and who asked."""
+    if under is None:
+        under = "under " + ", ".join(f"{key}={value}" for key, value in report["changes"].items())
     actor = report["actor"]
     return (
-        f"{what}: {report['verdict'].upper()}, NON-AUTHORITATIVE; {subject}under {changes}"
+        f"{what}: {report['verdict'].upper()}, NON-AUTHORITATIVE; {subject}{under}"
         f" (by {actor['actor_id']} [{', '.join(actor['roles'])}])"
     )
 

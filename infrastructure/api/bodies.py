@@ -119,7 +119,17 @@ class WhatIfChangesAsk(Body):
 
 class WhatIfAsk(Body):
     job_id: JobId
-    changes: WhatIfChangesAsk
+    changes: WhatIfChangesAsk | None = Field(
+        default=None, description="a what-if's changes; not with as_of"
+    )
+    as_of: StrictStr | None = Field(
+        default=None,
+        description="serve the job's memory reads as of N or checkpoint:N (a checkpoint) or"
+        " position:N (a log position), instead of a what-if's changes",
+    )
+    compare_to: StrictStr | None = Field(
+        default=None, description="with as_of: a second point, diffed with the first"
+    )
 
 
 MAX_BATCH_NAMES = 10_000

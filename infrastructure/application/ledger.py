@@ -42,6 +42,7 @@ from infrastructure.application.store_status import StoreStatus
 from infrastructure.application.trace_imports import TraceImports
 from infrastructure.application.trace_intake import TraceIntake
 from infrastructure.application.whatif import WhatIfService
+from infrastructure.application.whatif_as_of import AsOfService
 from infrastructure.application.whatif_batch import WhatIfBatchService
 from infrastructure.storage.keys.keyring import Keyring
 from infrastructure.storage.settings import Settings, Store
@@ -89,6 +90,7 @@ class Ledger:
         self.audits = AuditService(store, self.jobs, self.replays)
         self.whatif = WhatIfService(store, self.replays)
         self.whatif_batches = WhatIfBatchService(store, self.whatif)
+        self.whatif_as_of = AsOfService(store, self.whatif, self.checkpoints)
         self.receipts = ReceiptService(store, self.memories, self.policy, self.read_models)
 
     @classmethod

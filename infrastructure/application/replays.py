@@ -32,6 +32,7 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 
 from domain.aggregate import MaceAggregate
+from domain.as_of import MemoryAsOf
 from domain.canonical import digest
 from domain.errors import ErrorCode, IntegrityFailure, MaceError, NotFoundError, OpenJob
 from domain.governance import (
@@ -492,16 +493,40 @@ class ReplayService:
         reproducing itself, says nothing about a change), under ``changes``. Both read each
         stream once (``SharedReads``; a batch's ``shared``: once for all its jobs). The caller
         checked who acts (`check_audit_roles`)."""
+        baseline, changed = self._counterfactuals(job_id, tenant, shared, [{"changes": changes}])
+        return baseline, changed[0] if changed else None
+
+    def replay_as_of(
+        self, job_id: str, points: Sequence[MemoryAsOf], *, tenant: str = DEFAULT_TENANT
+    ) -> tuple[ReplayOutcome, list[ReplayOutcome]]:
+        """An as-of's audit-mode replays of the tenant's job, nothing recorded: under what it
+        declared, then, only when that one stopped on no error, once with memory as of each of
+        ``points`` (none when it did). The caller checked who acts."""
+        return self._counterfactuals(job_id, tenant, None, [{"as_of": p} for p in points])
+
+    def _counterfactuals(
+        self,
+        job_id: str,
+        tenant: str,
+        shared: SharedReads | None,
+        variants: Sequence[Mapping[str, Any]],
+    ) -> tuple[ReplayOutcome, list[ReplayOutcome]]:
+        """The job replayed under what it declared, then, if that reproduced with no error,
+        once under each variant of its request (`ReplayRequest` fields), each stream read once."""
         name = self.jobs.owned_name(job_id, tenant)
         job = self._job_if_intact(name)
         shared = SharedReads() if shared is None else shared
         declared = ReplayRequest(job_id, ReplayMode.AUDIT, elapsed=stopwatch())
         baseline = self._run_replay(LedgerReplaySource(self, job, tenant, shared=shared), declared)
         if baseline.error_code is not None:
-            return baseline, None
-        changed = replace(declared, changes=changes, elapsed=stopwatch())
-        source = LedgerReplaySource(self, job, tenant, shared=shared)
-        return baseline, self._run_replay(source, changed)
+            return baseline, []
+        return baseline, [
+            self._run_replay(
+                LedgerReplaySource(self, job, tenant, shared=shared),
+                replace(declared, **variant, elapsed=stopwatch()),
+            )
+            for variant in variants
+        ]
 
     def _decided(
         self,

@@ -1,5 +1,6 @@
 """``mace replay JOB_ID``: replay a job, record the attempt, print and write its report; with
-``--with KEY=ID``, a what-if of the job under other snapshots or another policy bundle."""
+``--with KEY=ID``, a what-if of the job under other snapshots or another policy bundle; with
+``--as-of POINT [--compare-to POINT]``, its memory served as of a point (`replay_as_of`)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ from infrastructure.application.ledger import Ledger
 from infrastructure.application.replays import ReplayResult
 from infrastructure.application.settings import Settings
 from infrastructure.bundles.format import Bundle
+from infrastructure.cli import counterfactuals
 from infrastructure.cli.bundles import open_bundle, replay_from_bundle
 from infrastructure.cli.common import acting_actor, emit_json, read_json_object
+from infrastructure.cli.replay_as_of import as_of_job
 from projections.replay import NOT_REPRODUCED, NOT_REPRODUCED_WHY
 from projections.replay_checks import LABELS, Check
 from projections.replay_report import verdict
-from projections.whatif import WhatIfVerdict, render_text
+from projections.whatif import render_text
 
 REPORT_JSON = "replay_report.json"
 REPORT_MD = "replay_report.md"
@@ -33,6 +36,9 @@ REPORT_MD = "replay_report.md"
 
 def replay_job(args: argparse.Namespace, settings: Settings) -> int:
     actor = acting_actor(settings)
+    if args.as_of is not None or args.compare_to is not None:
+        counterfactuals.of_stored_job(args, "--as-of")
+        return as_of_job(args, settings, actor)
     if args.changes:
         return _whatif(args, settings, actor)
     mode = ReplayMode(args.mode)
@@ -81,36 +87,13 @@ def replay_job(args: argparse.Namespace, settings: Settings) -> int:
 
 def _whatif(args: argparse.Namespace, settings: Settings, actor: Actor) -> int:
     """``mace replay JOB --with KEY=ID ...``: the job re-run under the changes, recorded."""
-    given = [
-        option
-        for option, set_ in (
-            ("--bundle", args.bundle is not None),
-            ("--mode", args.mode != ReplayMode.AUDIT.value),
-            ("--force-continue", args.force_continue),
-            ("--mock", bool(args.mock)),
-            ("--report-dir", args.report_dir is not None),
-            ("--public-key", args.public_key is not None),
-        )
-        if set_
-    ]
-    if given:
-        raise InvalidInput(f"--with re-runs a stored job in audit mode: it takes no {given[0]}")
-    if args.job_id is None:
-        raise InvalidInput("mace replay --with needs JOB_ID")
+    counterfactuals.of_stored_job(args, "--with")
     changes = parse_with(args.changes)
     with Ledger.open(settings, create=False) as ledger:
         result = ledger.whatif.run(
             args.job_id, changes, actor, tenant=args.tenant or DEFAULT_TENANT
         )
-    report = result.report
-    if args.json:
-        emit_json(result.answer())
-    else:
-        print("\n".join(render_text(report)))
-        print(f"recorded: what-if record {result.record_id} (never authoritative)")
-    if report["error"] is not None:
-        print("mace: {code}: {message}".format(**report["error"]), file=sys.stderr)
-    return EXIT_OK if result.verdict == WhatIfVerdict.UNCHANGED else EXIT_FAILED
+    return counterfactuals.shown(result, args.json, render_text(result.report), "what-if")
 
 
 def _bundle(args: argparse.Namespace, settings: Settings) -> Bundle | None:

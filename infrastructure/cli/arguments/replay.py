@@ -49,5 +49,18 @@ def add_replay_arguments(replay: argparse.ArgumentParser) -> None:
         " governance) or policy=BUNDLE_HASH instead of the declared one; repeatable, recorded,"
         " never authoritative (exit 0 nothing changed, 1 a decision changed)",
     )
+    replay.add_argument(
+        "--as-of",
+        metavar="POINT",
+        help="as-of: serve the job's retrievals and SEM reads from the tenant's memory as it stood"
+        " at POINT (N or checkpoint:N, a checkpoint; position:N, a log position); recorded, never"
+        " authoritative (exit 0 nothing differs, 1 something does)",
+    )
+    replay.add_argument(
+        "--compare-to",
+        metavar="POINT",
+        help="with --as-of: serve them at this point too and diff the two (hit sets, scores"
+        " within epsilon; data drift apart from policy drift)",
+    )
     replay.add_argument("--json", action="store_true", help="print the report as canonical JSON")
     replay.set_defaults(handler="infrastructure.cli.replay:replay_job")
