@@ -206,10 +206,8 @@ def _cosignatures(url: str, answer: httpx.Response) -> tuple[NoteSignature, ...]
     except InvalidInput as problem:
         raise WitnessFailed(f"witness {url} answered no cosignature lines: {problem}") from None
     for line in lines:
-        problem = timestamped(line)
-        if isinstance(problem, str):
-            msg = (
-                f"witness {url} answered a line by {line.name} that is no cosignature: it {problem}"
-            )
+        held = timestamped(line)
+        if isinstance(held, str):
+            msg = f"witness {url} answered a line by {line.name} that is no cosignature: it {held}"
             raise WitnessFailed(msg)
     return lines
