@@ -18,7 +18,7 @@ policy's witnesses that have a URL) of at least a quorum of the listed witnesses
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -32,6 +32,7 @@ from domain.errors import IntegrityFailure, InvalidInput
 from domain.witness_policy import WitnessPolicy, parse_witness_policy
 from infrastructure.application.checkpoints import CheckpointService, checked_note
 from infrastructure.application.errors import WitnessFailed
+from infrastructure.application.settings import Settings
 
 MAX_POLICY_BYTES: Final = 1024 * 1024
 
@@ -51,6 +52,22 @@ def read_policy(path: Path) -> WitnessPolicy:
     except UnicodeDecodeError:
         raise InvalidInput(f"witness policy {path} is not UTF-8 text") from None
     return parse_witness_policy(text, f"witness policy {path}")
+
+
+def policy_witnessing(
+    settings: Settings, checkpoints: CheckpointService
+) -> Callable[[], object] | None:
+    """What the notary calls to witness the newest checkpoint: `Witnesses.witness` with the
+    URLs of ``MACE_WITNESS_POLICY``'s witnesses; None without a policy (or URLs in it). The
+    policy is read now: a bad one stops the service from starting, in one line."""
+    if settings.witness_policy is None:
+        return None
+    policy = read_policy(settings.witness_policy)
+    urls = [witness.url for witness in policy.witnesses if witness.url is not None]
+    if not urls:
+        return None
+    witnesses = Witnesses(checkpoints, settings.witness_timeout)
+    return lambda: witnesses.witness(urls, checkpoints.log_origin(settings.log_origin))
 
 
 SIZE_CONTENT_TYPE: Final = "text/x.tlog.size"
