@@ -6,6 +6,7 @@ Without it, a new key is a configuration error (KEY_MISMATCH), never tampering."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -29,7 +30,7 @@ def new_key(path: Path) -> Path:
     return path
 
 
-def verified(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+def verified(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     code, out, err = run(capsys, "verify", "--all", "--json")
     assert (code, err) == (0, ""), err
     return canonical_line(out)
