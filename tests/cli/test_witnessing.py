@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.cli_output import canonical_line
@@ -44,6 +45,24 @@ def write_policy(path: Path, log: VerifierKey, quorum: int, *witnesses: str) -> 
     lines = [f"log {log.encoded()}", *witnesses, f"quorum {quorum}  # at least this many"]
     path.write_text("# the ledger and who witnesses it\n" + "\n".join(lines) + "\n")
     return path
+
+
+def one_witness_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], w: SpecWitness, url: str
+) -> Path:
+    """A policy of the test store's log, ``w`` at ``url`` its one witness, quorum 1."""
+    line = f"witness w1 {w.vkey.encoded()} {url}"
+    return write_policy(tmp_path / "p.policy", log_vkey(capsys), 1, line)
+
+
+def rolled_back(url: str, cosigned: int, older: dict[str, Any]) -> str:
+    """What ``verify --all --policy`` says of a store whose newest checkpoint is ``older`` while
+    the witness at ``url`` cosigned ``cosigned`` events of the log."""
+    return (
+        f"mace: INTEGRITY_FAILURE: stream {CHECKPOINT_STREAM} version {older['number']}: witness"
+        f" {url} has cosigned tree size {cosigned} of this log, but the store's newest checkpoint"
+        f" covers {older['tree_size']} events: the store was rolled back or its tail deleted\n"
+    )
 
 
 @pytest.fixture
@@ -205,9 +224,7 @@ def test_a_store_restored_from_before_a_witnessed_checkpoint_fails_naming_the_co
     tmp_path: Path,
 ) -> None:
     w, url = spec_witness
-    policy = write_policy(
-        tmp_path / "p.policy", log_vkey(capsys), 1, f"witness w1 {w.vkey.encoded()} {url}"
-    )
+    policy = one_witness_policy(tmp_path, capsys, w, url)
     assert witness(capsys, url)[0] == 0
     older = canonical_line(run(capsys, "checkpoint", "--json")[1])
     backup, head = save(cli_env, tmp_path)
@@ -219,11 +236,7 @@ def test_a_store_restored_from_before_a_witnessed_checkpoint_fails_naming_the_co
     assert run(capsys, "verify", "--all")[0] == 0  # intact on its own: the documented limit
     code, out, err = run(capsys, "verify", "--all", "--policy", str(policy))
     assert (code, out) == (1, "")
-    assert err == (
-        f"mace: INTEGRITY_FAILURE: stream {CHECKPOINT_STREAM} version {older['number']}: witness"
-        f" {url} has cosigned tree size {cosigned} of this log, but the store's newest checkpoint"
-        f" covers {older['tree_size']} events: the store was rolled back or its tail deleted\n"
-    )
+    assert err == rolled_back(url, cosigned, older)
 
 
 def test_a_tail_deleted_after_a_witnessed_checkpoint_fails_naming_the_cosigned_size(
@@ -233,9 +246,7 @@ def test_a_tail_deleted_after_a_witnessed_checkpoint_fails_naming_the_cosigned_s
     tmp_path: Path,
 ) -> None:
     w, url = spec_witness
-    policy = write_policy(
-        tmp_path / "p.policy", log_vkey(capsys), 1, f"witness w1 {w.vkey.encoded()} {url}"
-    )
+    policy = one_witness_policy(tmp_path, capsys, w, url)
     older = canonical_line(run(capsys, "checkpoint", "--json")[1])
     raw = RawTable(cli_env)
     column = "rowid" if isinstance(cli_env.parsed_store(), SQLiteStore) else "notification_id"
@@ -247,8 +258,4 @@ def test_a_tail_deleted_after_a_witnessed_checkpoint_fails_naming_the_cosigned_s
     raw.execute(f"DELETE FROM {{table}} WHERE {column} > %s", (head,))
     code, out, err = run(capsys, "verify", "--all", "--policy", str(policy))
     assert (code, out) == (1, "")
-    assert err == (
-        f"mace: INTEGRITY_FAILURE: stream {CHECKPOINT_STREAM} version {older['number']}: witness"
-        f" {url} has cosigned tree size {cosigned} of this log, but the store's newest checkpoint"
-        f" covers {older['tree_size']} events: the store was rolled back or its tail deleted\n"
-    )
+    assert err == rolled_back(url, cosigned, older)
