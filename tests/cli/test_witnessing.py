@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from support.cli_output import canonical_line
+from support.go_note_verifier import GoNoteVerifier
 from support.ledger_fixtures import RawTable, run
 from support.replay_cli import new_job
 from support.store_backups import roll_back, save
@@ -78,12 +79,18 @@ def spec_witness(
 
 
 def test_a_witness_cosigns_the_newest_checkpoint_and_the_note_carries_its_cosignature(
-    spec_witness: tuple[SpecWitness, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+    spec_witness: tuple[SpecWitness, str],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    go_note_verifier: GoNoteVerifier,
 ) -> None:
     w, url = spec_witness
     code, out, err = witness(capsys, url)
     assert (code, err) == (0, ""), err
     note = parse_note(exported_note(capsys, tmp_path / "note"))
+    # Go's verifier, holding the log's key alone, ignores the cosignature line as the spec says.
+    vkey = log_vkey(capsys).encoded()
+    assert go_note_verifier.verify(vkey, tmp_path / "note")[0] == 0
     size = int(note.text.split("\n")[1])
     assert out.startswith(f"witness {url} cosigned checkpoint ")
     assert f"({size} events, root " in out
@@ -190,6 +197,15 @@ def test_verify_all_policy_requires_a_quorum_of_valid_cosignatures(
     assert (code, err) == (0, ""), err
     assert f"witness policy {one}: checkpoint " in out
     assert "is cosigned by w1 (quorum 1); no listed witness holds a larger tree" in out
+    code, out, err = run(capsys, "verify", "--all", "--policy", str(one), "--json")
+    answer = canonical_line(out)
+    assert (code, err, answer["ok"]) == (0, "", True)
+    assert answer["witnessed"] == {
+        "number": answer["checkpoints"],
+        "tree_size": answer["checkpointed"],
+        "cosigners": ["w1"],
+        "quorum": 1,
+    }
 
     two = write_policy(tmp_path / "two.policy", log, 2, *listed)
     code, out, err = run(capsys, "verify", "--all", "--policy", str(two))
