@@ -48,6 +48,7 @@ from infrastructure.application.sessions import Sessions
 from infrastructure.application.settings import Settings
 from infrastructure.application.tokens import Tokens
 from infrastructure.application.trace_intake import TraceCloser
+from infrastructure.application.witnesses import policy_witnessing
 
 METHODS: Final = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
@@ -104,7 +105,11 @@ def create_app(
             )
             app.state.service = Service(settings, opened, tokens, reading, sessions, reexecutions)
             notarised = (
-                Notary(opened.checkpoints, settings.checkpoint_interval).running()
+                Notary(
+                    opened.checkpoints,
+                    settings.checkpoint_interval,
+                    policy_witnessing(settings, opened.checkpoints),
+                ).running()
                 if notary
                 else nullcontext()
             )

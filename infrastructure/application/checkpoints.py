@@ -31,6 +31,7 @@ from domain.checkpoint_note import (
     VerifierKey,
     name_problem,
     parse_checkpoint_text,
+    parse_note,
 )
 from domain.errors import ErrorCode, IntegrityFailure, InvalidInput, MaceError, NotFoundError
 from domain.merkle_tiles import Tile
@@ -42,7 +43,12 @@ from infrastructure.storage.checkpoints.inclusion_proofs import (
     event_key,
     inclusion_proofs,
 )
-from infrastructure.storage.checkpoints.proofs import Consistency, check_extends, consistency
+from infrastructure.storage.checkpoints.proofs import (
+    Consistency,
+    check_extends,
+    consistency,
+    proof_from_size,
+)
 from infrastructure.storage.checkpoints.tiles import checkpoint_tiles
 from infrastructure.storage.keys.checkpoint_key import PublicCheckpointKey, load_checkpoint_key
 from infrastructure.storage.settings import Settings
@@ -231,18 +237,42 @@ class CheckpointService:
         return VerifierKey.ed25519(origin, self.public_key.raw)
 
     def note(self, signed: SignedCheckpoint, origin: str) -> SignedNote:
-        """``signed`` as a tlog-checkpoint note for ``origin``, signed by the checkpoint key.
+        """``signed`` as a tlog-checkpoint note for ``origin``, signed by the checkpoint key, with
+        the witnesses' cosignatures kept for it: the one note that exports, the HTTP service,
+        tiles and bundles hand out.
 
         Ed25519 (RFC 8032) is deterministic: the same checkpoint, origin and key make the same
         note bytes every time, so nothing of it is stored; a witness's cosignature of it stays
-        valid for the note made again.
+        valid for the note made again. The kept cosignature lines are as the witnesses sent them,
+        unchecked: a verifier checks them against the witness keys it trusts (and ignores others).
         """
         body = signed.checkpoint
-        text = CheckpointBody(origin, body.tree_size, bytes.fromhex(body.root)).text()
+        root = bytes.fromhex(body.root)
+        text = CheckpointBody(origin, body.tree_size, root).text()
         key = self._chain.key
         vkey = self.verifier_key(origin)
         line = NoteSignature(origin, vkey.key_id, key.sign(text.encode("utf-8")))
-        return SignedNote(text, (line,))
+        kept = self._chain.tables.cosignatures(body.tree_size, root)
+        cosignatures = parse_note(f"{text}\n{''.join(kept)}".encode()).signatures if kept else ()
+        return SignedNote(text, (line, *cosignatures))
+
+    def proof_from(self, old_size: int, signed: SignedCheckpoint) -> tuple[bytes, ...]:
+        """The consistency proof from the log's first ``old_size`` events to ``signed``'s tree."""
+        return proof_from_size(self._chain.tables, old_size, signed.checkpoint, f"size {old_size}")
+
+    def keep_cosignatures(
+        self, signed: SignedCheckpoint, witness: str, lines: Sequence[NoteSignature]
+    ) -> None:
+        """Keep ``witness``'s cosignature lines of ``signed``'s note beside the checkpoint."""
+        body = signed.checkpoint
+        encoded = [line.line() for line in lines]
+        self._chain.tables.add_cosignatures(
+            body.tree_size, bytes.fromhex(body.root), witness, encoded
+        )
+
+    def witnessed_size(self, witness: str) -> int:
+        """The largest tree size ``witness`` is kept as having cosigned (0: none)."""
+        return self._chain.tables.witnessed_size(witness)
 
     def tiles(self, signed: SignedCheckpoint) -> dict[Tile, bytes]:
         """Every tile of ``signed``'s tree (tlog-tiles), made from the store's log nodes and

@@ -49,6 +49,12 @@ class Code(StrEnum):
     UNAUTHENTICATED = "UNAUTHENTICATED"
     METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
     NOT_READY = "NOT_READY"
+    WITNESS_FAILED = "WITNESS_FAILED"
+
+
+class WitnessFailed(Exception):
+    """A witness did not cosign (`infrastructure.application.witnesses`): it refused, answered
+    out of spec, or did not answer; or too few of a policy's witnesses cosigned."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,8 @@ ANSWERS: Final[Mapping[str, Answer]] = {
     Code.UNAUTHENTICATED: Answer(401, EXIT_USAGE),
     Code.METHOD_NOT_ALLOWED: Answer(405, EXIT_USAGE),
     Code.NOT_READY: Answer(503, EXIT_FAILED),
+    # A witness refused to cosign, or did not answer: witnessing ran and failed.
+    Code.WITNESS_FAILED: Answer(502, EXIT_FAILED),
 }
 """Every code, by its exact string."""
 
@@ -143,6 +151,7 @@ ERRORS: Final[Mapping[type[Exception], Callable[[Any], tuple[str, str]]]] = {
     # More than a run may hold (`limits.InputLimits`), whichever way it came in.
     RunTooLarge: _fixed(Code.PAYLOAD_TOO_LARGE),
     KeyMismatch: _fixed(Code.KEY_MISMATCH),
+    WitnessFailed: _fixed(Code.WITNESS_FAILED),
     # A key retired and removed from the keyring: the configuration lacks it (not tampering).
     MissingSigningKey: _fixed(Code.KEY_MISMATCH),
     ValidationError: _invalid_model,

@@ -16,6 +16,10 @@ Two notaries on one store (two service processes) both write: they race for the 
 number, and `CheckpointService.write` makes the loser go on from the winner's checkpoint, so the
 chain never forks.
 
+With a witness policy (``MACE_WITNESS_POLICY``), a round that wrote a checkpoint then sends it to
+the policy's witnesses that have a URL (`Witnesses.witness`) and keeps their cosignatures; a
+witness that refuses or does not answer is a warning, and later rounds try again until all cosign.
+
 A round that fails (the store unreachable, a stored event that no longer verifies) logs one
 warning line and a later round tries again: an integrity failure is said again until someone
 repairs it, and the service goes on serving. After each failure in a row the pause before the next
@@ -34,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from threading import Event, Thread
 from typing import Final, Self
@@ -60,9 +64,19 @@ def backoff(interval: float, failures: int, draw: float) -> float:
 
 
 class Notary:
-    def __init__(self, checkpoints: CheckpointService, interval: float) -> None:
+    def __init__(
+        self,
+        checkpoints: CheckpointService,
+        interval: float,
+        witnessing: Callable[[], object] | None = None,
+    ) -> None:
+        """``witnessing``: sends the newest checkpoint to the witnesses (`Witnesses.witness`),
+        after each round that wrote one, and again each round until it succeeds."""
         self.checkpoints = checkpoints
         self.interval = interval
+        self.witnessing = witnessing
+        # A checkpoint the witnesses have not cosigned yet (the first round checks the store's).
+        self._witness_due = witnessing is not None
         # The log's head when a round last found every event checkpointed: until the head
         # moves past it, a round reads nothing else.
         self._covered = 0
@@ -79,7 +93,7 @@ class Notary:
         try:
             head = self.checkpoints.head()
             if head == self._covered:
-                return 0
+                return self._witness(0)
             written = self.checkpoints.write().written
         except Exception as problem:
             self.failures += 1
@@ -89,6 +103,22 @@ class Notary:
         # Only the head read before writing is known to be covered: a commit after that read,
         # and this round's own checkpoint, move the head, and the next round looks again.
         self._covered = head
+        self._witness_due = self._witness_due or (written > 0 and self.witnessing is not None)
+        return self._witness(written)
+
+    def _witness(self, written: int) -> int:
+        """Witness the newest checkpoint if it is due; ``written`` is passed through. A failure
+        is a warning, and the next round (after the backoff) tries again."""
+        if not self._witness_due or self.witnessing is None:
+            return written
+        try:
+            self.witnessing()
+        except Exception as problem:
+            self.failures += 1
+            logger.warning("notary: checkpoint not witnessed: %s", _one_line(problem))
+            return written
+        self.failures = 0
+        self._witness_due = False
         return written
 
     @contextmanager

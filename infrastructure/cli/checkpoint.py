@@ -1,7 +1,8 @@
 """``mace checkpoint``: write a checkpoint now; ``public-key``: the key that checks them (PEM, or
 the notes' verifier key); ``export``: the newest for an outside witness (JSON, or a C2SP signed
 note); ``verify``: check an exported one with a public key alone (no store is opened);
-``prove``: the consistency proof between two exported ones; ``tiles``: the tree as tlog-tiles."""
+``prove``: the consistency proof between two exported ones; ``tiles``: the tree as tlog-tiles;
+``witness``: send the newest to witnesses (tlog-witness) and keep their cosignatures."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from infrastructure.application.checkpoints import (
 from infrastructure.application.errors import EXIT_OK
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
+from infrastructure.application.witnesses import Witnesses, read_policy
 from infrastructure.bundles.checkpoint_tiles import staged_tiles
 from infrastructure.bundles.exported_checkpoints import (
     read_checkpoint_file,
@@ -125,6 +127,34 @@ def export_tiles(args: argparse.Namespace, settings: Settings) -> int:
             f"checkpoint {body.number} ({body.tree_size} events, root {body.root}) written as"
             f" {len(tiles)} tiles and its signed note of {origin} to {staged.directory}{extended}"
         )
+    return EXIT_OK
+
+
+def witness_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
+    """The URLs named, and the policy's witnesses that have one, each asked once."""
+    policy = None if args.policy is None else read_policy(args.policy)
+    listed = [] if policy is None else [w.url for w in policy.witnesses if w.url is not None]
+    urls = list(dict.fromkeys([*args.urls, *listed]))
+    if not urls:
+        raise InvalidInput("name at least one witness URL, or a --policy that lists witness URLs")
+    with Ledger.open(settings, create=False, checkpoint_on_close=False) as ledger:
+        origin = ledger.checkpoints.log_origin(settings.log_origin)
+        witnesses = Witnesses(ledger.checkpoints, settings.witness_timeout)
+        signed, answers = witnesses.witness(urls, origin)
+    body = signed.checkpoint
+    if args.json:
+        cosigned = [
+            {"url": a.witness, "old_size": a.old_size, "cosignatures": len(a.lines)}
+            for a in answers
+        ]
+        emit_json(_summary(body) | {"origin": origin, "witnesses": cosigned})
+    else:
+        for answer in answers:
+            print(
+                f"witness {answer.witness} cosigned checkpoint {body.number} ({body.tree_size}"
+                f" events, root {body.root}) from size {answer.old_size}:"
+                f" {len(answer.lines)} cosignature(s) kept"
+            )
     return EXIT_OK
 
 

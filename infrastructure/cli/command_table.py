@@ -298,6 +298,11 @@ environment:
   MACE_KEYRING_FILE           development keyring file (default: <store>.keys.json beside SQLite)
   MACE_CHECKPOINT_KEY         Ed25519 private key (PEM) that signs checkpoints (development
                               default: <store>.checkpoint-key.pem beside SQLite)
+  MACE_CHECKPOINT_RETIRED_KEYS  public keys (PEM files, ':'-separated) of earlier checkpoint
+                              keys, whose checkpoints still verify after a rotation
+  MACE_WITNESS_POLICY         witness policy file whose witnesses mace serve's notary sends each
+                              new checkpoint to (default: unset, no witnessing)
+  MACE_WITNESS_TIMEOUT        seconds one request to a witness may take (10)
   MACE_CHECKPOINT_INTERVAL    at most how many seconds mace serve leaves a commit without a
                               checkpoint (1)
   MACE_LOG_ORIGIN             the origin (and key name) of the checkpoint notes, such as

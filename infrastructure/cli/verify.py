@@ -14,10 +14,12 @@ from typing import Any
 from domain.errors import ErrorCode, InvalidInput, MaceError
 from domain.events import RetrievalRequest
 from domain.job import DEFAULT_TENANT
+from domain.witness_policy import WitnessPolicy
 from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.governance import ABANDONED, RUNNING, UNRESOLVED
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
+from infrastructure.application.witnesses import Witnesses, read_policy
 from infrastructure.bundles.exported_checkpoints import verified_exported
 from infrastructure.cli.common import emit_json
 from infrastructure.cli.read_store import print_read_store, read_store_note
@@ -25,21 +27,18 @@ from projections.reflective_log import recorded_events
 
 
 def verify_command(args: argparse.Namespace, settings: Settings) -> int:
-    if (args.job_id is None) == (not args.all):
-        raise InvalidInput("name one JOB_ID or give --all (see 'mace verify --help')")
-    if args.all and args.check_sequence:
-        raise InvalidInput("--check-sequence applies to one job: name a JOB_ID")
-    if args.all and args.tenant is not None:
-        raise InvalidInput("--tenant names the tenant of one job: --all verifies every tenant's")
-    if args.checkpoint is not None and not args.all:
-        raise InvalidInput("--checkpoint applies to --all: the whole store must extend it")
-    if args.all and args.check_retrievals:
-        raise InvalidInput("--check-retrievals applies to one job: name a JOB_ID")
+    _check_arguments(args)
+    # Read before the store is: a bad policy file is bad input, nothing opened.
+    policy = None if args.policy is None else read_policy(args.policy)
     # Integrity only, nothing written: MACE_READ_STORE answers when set (named in the output).
     with Ledger.open_for_reading(settings) as ledger:
         note = read_store_note(ledger)
         try:
-            counts = _verify_all(ledger, args.checkpoint) if args.all else _verify_job(ledger, args)
+            counts = (
+                _verify_all(ledger, settings, args.checkpoint, policy)
+                if args.all
+                else _verify_job(ledger, args)
+            )
         except MaceError as exc:
             if args.json:
                 emit_json({"ok": False, "error_code": exc.code.value, **exc.details, **note})
@@ -58,6 +57,13 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
             f" {counts['checkpoints']} verified, the newest covers {counts['checkpointed']}"
             f" events; not yet checkpointed: {counts['not_yet_checkpointed']}"
         )
+        if policy is not None:
+            witnessed = counts["witnessed"]
+            print(
+                f"witness policy {args.policy}: checkpoint {witnessed['number']} is cosigned by"
+                f" {', '.join(witnessed['cosigners']) or 'none'} (quorum {witnessed['quorum']});"
+                " no listed witness holds a larger tree of the log"
+            )
         if args.checkpoint is not None:
             extended = counts["extends"]
             print(
@@ -89,9 +95,28 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def _verify_all(ledger: Ledger, witness: Path | None) -> dict[str, Any]:
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Options that do not go together are bad usage, refused before anything is read."""
+    if (args.job_id is None) == (not args.all):
+        raise InvalidInput("name one JOB_ID or give --all (see 'mace verify --help')")
+    if args.all and args.check_sequence:
+        raise InvalidInput("--check-sequence applies to one job: name a JOB_ID")
+    if args.all and args.tenant is not None:
+        raise InvalidInput("--tenant names the tenant of one job: --all verifies every tenant's")
+    if args.checkpoint is not None and not args.all:
+        raise InvalidInput("--checkpoint applies to --all: the whole store must extend it")
+    if args.policy is not None and not args.all:
+        raise InvalidInput("--policy applies to --all: the store's newest checkpoint must meet it")
+    if args.all and args.check_retrievals:
+        raise InvalidInput("--check-retrievals applies to one job: name a JOB_ID")
+
+
+def _verify_all(
+    ledger: Ledger, settings: Settings, witness: Path | None, policy: WitnessPolicy | None
+) -> dict[str, Any]:
     """Integrity of every checkpoint and every stream, then that the store extends the exported
-    checkpoint ``witness`` (if given), then the replay requests left without a result. Events
+    checkpoint ``witness`` (if given), then the replay requests left without a result; before
+    all, that its newest checkpoint meets the witness ``policy`` (if given). Events
     after the newest checkpoint are counted: nothing has signed them yet.
 
     Without a witness a store restored from an older copy verifies: its shorter chain is intact.
@@ -103,10 +128,28 @@ def _verify_all(ledger: Ledger, witness: Path | None) -> dict[str, Any]:
     checkpoints = ledger.checkpoints
     # The file is read and its signature checked before the store is: bad input writes nothing.
     kept = None if witness is None else verified_exported(witness, checkpoints.public_key)
+    witnessed = {}
+    if policy is not None:
+        # The witnesses first: what they cosigned is the outside evidence, and a store rolled
+        # back or cut short is then named by the size a witness holds, whatever else it breaks.
+        origin = checkpoints.log_origin(settings.log_origin)
+        signed, cosigners = Witnesses(checkpoints, settings.witness_timeout).check_policy(
+            policy, origin
+        )
+        body = signed.checkpoint
+        witnessed = {
+            "witnessed": {
+                "number": body.number,
+                "tree_size": body.tree_size,
+                "cosigners": cosigners,
+                "quorum": policy.quorum,
+            }
+        }
     audit = checkpoints.verify_ledger(kept, str(witness))
     unanswered = ledger.governance.unanswered_replays()
     return {
         **audit.counts(),
+        **witnessed,
         "abandoned_replays": [u.as_json() for u in unanswered if u.status == ABANDONED],
         "running_replays": [u.as_json() for u in unanswered if u.status == RUNNING],
         "unresolved_replays": [u.as_json() for u in unanswered if u.status == UNRESOLVED],

@@ -203,6 +203,14 @@ class Settings(BaseSettings):
     # The origin line of the checkpoint notes (c2sp.org/tlog-checkpoint) and their key name;
     # unset: made from the store's first checkpoint (`CheckpointService.log_origin`).
     log_origin: str | None = None
+    # Public keys (PEM files, separated by the path separator) of earlier checkpoint keys: the
+    # checkpoints they signed before a rotation still verify (`Checkpoints.checked`).
+    checkpoint_retired_keys: str | None = None
+    # The witness policy (`domain.witness_policy`) whose witnesses `mace serve`'s notary sends
+    # each new checkpoint to; unset: no witnessing.
+    witness_policy: Path | None = None
+    # How long one request to a witness may take before it fails naming the witness (seconds).
+    witness_timeout: float = Field(default=10.0, gt=0, le=600, allow_inf_nan=False)
     # How long, at most, `mace serve`'s notary leaves a commit without a checkpoint (seconds).
     checkpoint_interval: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     # How long `mace serve` waits, after the last span of a whole trace arrived over OTLP, before

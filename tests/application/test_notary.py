@@ -12,15 +12,18 @@ import logging
 import queue
 from collections.abc import Iterator
 from itertools import pairwise
+from pathlib import Path
 from threading import Barrier, Event, Thread
 
 import pytest
 from support.ledger_fixtures import RawTable, store_of
+from support.witness_server import SpecWitness, serving
 
 from domain.checkpoint import CHECKPOINT_STREAM, LedgerCheckpoints
 from domain.sem import SemEntry
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.notary import MAX_PAUSE, Notary, backoff
+from infrastructure.application.witnesses import policy_witnessing
 from infrastructure.storage.checkpoints.chain import Checkpoints
 from infrastructure.storage.settings import Settings
 from infrastructure.storage.store import LedgerStore
@@ -241,3 +244,43 @@ def test_two_notaries_writing_concurrently_never_fork_the_chain(
         assert after.previous == before.digest()
         assert after.tree_size > before.tree_size
     assert bodies[-1].tree_size == leaves(store_of(ledger))
+
+
+def test_with_a_witness_policy_each_new_checkpoint_is_witnessed_and_a_refusal_is_retried(
+    ledger: Ledger,
+    settings: Settings,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    checkpoints = ledger.checkpoints
+    checkpoints.write()
+    origin = checkpoints.log_origin(None)
+    w = SpecWitness("witness.example/w1")
+    w.trust(checkpoints.verifier_key(origin))
+    with serving(w) as url:
+        policy = tmp_path / "witnesses.policy"
+        policy.write_text(
+            f"log {checkpoints.verifier_key(origin).encoded()}\n"
+            f"witness w1 {w.vkey.encoded()} {url}\nquorum 1\n"
+        )
+        with_policy = settings.model_copy(update={"witness_policy": policy})
+        notary = Notary(checkpoints, NEVER, policy_witnessing(with_policy, checkpoints))
+        remember(ledger, "france")
+        assert notary.tick() == 1
+        assert w.latest[origin][0] == covered(store_of(ledger))
+
+        trusted = dict(w.logs)
+        w.logs.clear()  # the witness forgets the log: it refuses (404) until told again
+        remember(ledger, "spain")
+        with caplog.at_level(logging.WARNING, logger="mace.checkpoints"):
+            assert notary.tick() == 1
+        assert caplog.messages == [
+            f"notary: checkpoint not witnessed: WITNESS_FAILED: witness {url} refused the"
+            " checkpoint: it does not know the log's origin (404): add the origin and vkey to it"
+        ]
+        assert notary.failures == 1
+        w.logs.update(trusted)
+        assert notary.tick() == 0  # nothing new to checkpoint: the witnessing is retried
+        assert (notary.failures, w.latest[origin][0]) == (0, covered(store_of(ledger)))
+        note = checkpoints.note(checkpoints.newest() or pytest.fail("no checkpoint"), origin)
+        assert [line.name for line in note.signatures] == [origin, w.name]

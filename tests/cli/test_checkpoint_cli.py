@@ -15,24 +15,12 @@ from pathlib import Path
 import orjson
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from support.checkpoint_chain import assert_covers_every_event, chain
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from support.checkpoint_chain import assert_covers_every_event, chain, new_key_file
 from support.ledger_fixtures import development_env, mace_process, run
 
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
-
-
-def new_key_file(directory: Path) -> Path:
-    path = directory / "checkpoint.pem"
-    pem = Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    path.write_bytes(pem)
-    path.chmod(0o600)
-    return path
 
 
 def raw_public(pem: str) -> bytes:

@@ -8,7 +8,6 @@ fails.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +16,15 @@ import pytest
 from support.cli_output import assert_failure_line, canonical_line
 from support.ledger_fixtures import TEST_CHECKPOINT_KEY, RawTable, run
 from support.replay_cli import new_job
+from support.store_backups import roll_back, save
 
 from domain.canonical import canonical_json
 from domain.checkpoint import CHECKPOINT_STREAM
 from domain.merkle import verify_consistency
 from infrastructure.application.ledger import Ledger
-from infrastructure.storage.checkpoints.tables import HEAD_BUCKETS, HEAD_NODES, TABLES
+from infrastructure.storage.checkpoints.tables import HEAD_BUCKETS, HEAD_NODES
 from infrastructure.storage.keys.checkpoint_key import read_checkpoint_key
-from infrastructure.storage.settings import Settings, SQLiteStore
+from infrastructure.storage.settings import Settings
 
 KEY = read_checkpoint_key(TEST_CHECKPOINT_KEY)
 
@@ -148,38 +148,6 @@ def test_a_forged_or_foreign_checkpoint_file_is_an_integrity_failure(
         assert (code, out) == (1, ""), err
         assert_failure_line(err, "INTEGRITY_FAILURE")
         assert message in err, err
-
-
-def roll_back(settings: Settings, saved: Path, before: int, checkpoints: int) -> None:
-    """Restore the store to the copy ``saved`` (SQLite), or undo everything after notification
-    id ``before`` and checkpoint ``checkpoints`` by hand, head index restored (PostgreSQL)."""
-    store = settings.parsed_store()
-    if isinstance(store, SQLiteStore):
-        shutil.copy(saved, store.path)
-        return
-    table = RawTable(settings)
-    table.execute("DELETE FROM {table} WHERE notification_id > %s", (before,))
-    assert table.execute(
-        "SELECT max(originator_version) FROM {table} WHERE originator_id = %s",
-        (CHECKPOINT_STREAM,),
-    ) == [(checkpoints,)]
-    for name in TABLES:
-        table.execute(f"DELETE FROM {name}")
-        table.execute(f"INSERT INTO {name} SELECT * FROM saved_{name}")
-
-
-def save(settings: Settings, tmp_path: Path) -> tuple[Path, int]:
-    store = settings.parsed_store()
-    saved = tmp_path / "backup.db"
-    if isinstance(store, SQLiteStore):
-        shutil.copy(store.path, saved)
-    else:
-        table = RawTable(settings)
-        for name in TABLES:
-            table.execute(f"CREATE TABLE saved_{name} AS SELECT * FROM {name}")
-    column = "rowid" if isinstance(store, SQLiteStore) else "notification_id"
-    (head,) = RawTable(settings).execute(f"SELECT max({column}) FROM {{table}}")[0]
-    return saved, int(head)
 
 
 def test_a_store_rolled_back_to_an_older_copy_fails_only_against_an_exported_checkpoint(

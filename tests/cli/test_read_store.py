@@ -314,7 +314,8 @@ def test_a_read_store_without_a_ledger_is_refused_and_left_as_it_was(
 
 NO_TABLES = (
     "no ledger at {where}: its tables are not set up (missing {events}, mace_log_nodes,"
-    " mace_log_leaves, mace_head_buckets, mace_head_nodes, {tracking}, mace_read_models; point"
+    " mace_log_leaves, mace_head_buckets, mace_head_nodes, mace_cosignatures, {tracking},"
+    " mace_read_models; point"
     " MACE_READ_STORE at a replica or copy of the ledger)"
 )
 

@@ -26,6 +26,7 @@ from infrastructure.application.errors import (
     ERRORS,
     Code,
     Failure,
+    WitnessFailed,
     failure_of,
 )
 from infrastructure.storage.backends.schema import StoreNotSetUp
@@ -85,6 +86,15 @@ EXAMPLES: list[tuple[BaseException, Failure]] = [
         Failure("KEY_MISMATCH", str(MISSING_KEY), 503, 2),
     ),
     (KeyringError("bad key"), Failure("INVALID_INPUT", "bad key", 422, 2)),
+    (
+        WitnessFailed("witness http://w refused the checkpoint: it answered HTTP 500"),
+        Failure(
+            "WITNESS_FAILED",
+            "witness http://w refused the checkpoint: it answered HTTP 500",
+            502,
+            1,
+        ),
+    ),
     (CheckpointKeyError("not PEM"), Failure("INVALID_INPUT", "not PEM", 422, 2)),
     (SettingsError("bad store"), Failure("INVALID_INPUT", "bad store", 422, 2)),
     (

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from uuid import UUID
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from domain.checkpoint import (
     CHECKPOINT_STREAM,
@@ -66,3 +70,16 @@ def assert_covers_every_event(settings: Settings) -> Checkpoint:
     assert leaves[-1][0] <= newest.last_notification_id
     assert newest.root == root([leaf for _, leaf in leaves]).hex()
     return newest
+
+
+def new_key_file(directory: Path) -> Path:
+    """A new Ed25519 checkpoint key, PEM, mode 0600, at ``directory``/checkpoint.pem."""
+    path = directory / "checkpoint.pem"
+    pem = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    path.write_bytes(pem)
+    path.chmod(0o600)
+    return path

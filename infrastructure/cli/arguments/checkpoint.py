@@ -66,6 +66,29 @@ def add_checkpoint_arguments(checkpoint: argparse.ArgumentParser) -> None:
         help="print canonical JSON: number, tree_size, root, directory, tiles, previous_tree_size",
     )
     tiles.set_defaults(handler="infrastructure.cli.checkpoint:export_tiles")
+    witness = actions.add_parser(
+        "witness",
+        help="send the newest checkpoint (after checkpointing every event) to witnesses per"
+        " c2sp.org/tlog-witness and keep their cosignatures beside it",
+    )
+    witness.add_argument(
+        "urls",
+        nargs="*",
+        metavar="URL",
+        help="a witness's submission prefix (its add-checkpoint is URL/add-checkpoint)",
+    )
+    witness.add_argument(
+        "--policy",
+        type=Path,
+        metavar="FILE",
+        help="also send it to every witness with a URL in this witness policy",
+    )
+    witness.add_argument(
+        "--json",
+        action="store_true",
+        help="print canonical JSON: number, tree_size, root, origin, witnesses",
+    )
+    witness.set_defaults(handler="infrastructure.cli.checkpoint:witness_checkpoint")
     verify = actions.add_parser(
         "verify",
         help="check an exported checkpoint's signature, JSON or signed note, with a public key"

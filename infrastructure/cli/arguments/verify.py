@@ -30,5 +30,13 @@ def add_verify_arguments(verify: argparse.ArgumentParser) -> None:
         help="with --all: an exported checkpoint kept elsewhere that the store must extend"
         " (catches a store rolled back, truncated or rewritten)",
     )
+    verify.add_argument(
+        "--policy",
+        type=Path,
+        metavar="FILE",
+        help="with --all: a witness policy (log key, witness keys, quorum) the newest checkpoint"
+        " must meet; its witnesses with a URL are asked (catches a store rolled back or its tail"
+        " deleted after a witnessed checkpoint)",
+    )
     verify.add_argument("--json", action="store_true", help="print canonical JSON")
     verify.set_defaults(handler="infrastructure.cli.verify:verify_command")

@@ -109,7 +109,8 @@ class CheckpointKeyMismatch(KeyMismatch):
         Exception.__init__(
             self,
             f"{key.source} (key id {key.key_id}) is not the key this store's checkpoints are"
-            f" signed with (key id {stored_key_id}): configure the store's checkpoint key",
+            f" signed with (key id {stored_key_id}): configure the store's checkpoint key, or"
+            " after a rotation list the earlier key's public key in MACE_CHECKPOINT_RETIRED_KEYS",
         )
         self.key_id = key.key_id
 
@@ -182,9 +183,10 @@ class Checkpoints:
 
     def prove_key(self) -> None:
         """`CheckpointKeyMismatch` unless the newest checkpoint (its MAC checked) names the
-        configured key: what a process proves at open, as it proves its HMAC keys."""
+        configured key or a retired one: what a process proves at open, as it proves its HMAC
+        keys."""
         last = self._newest_event()
-        if last is not None and last.key_id != self.key.key_id:
+        if last is not None and self.key.verifier(last.key_id) is None:
             raise CheckpointKeyMismatch(self.key, last.key_id)
 
     def _newest_event(self) -> LedgerCheckpoints.Signed | None:
@@ -194,15 +196,18 @@ class Checkpoints:
 
     def checked(self, event: LedgerCheckpoints.Signed) -> SignedCheckpoint:
         """The checkpoint a verified checkpoint event holds, once its number and signature hold;
-        one signed under another key id than the configured key's is `CheckpointKeyMismatch`."""
+        one signed under a key id that is neither the configured key's nor a retired key's is
+        `CheckpointKeyMismatch`."""
         number = event.originator_version
         signed = SignedCheckpoint(event.checkpoint, event.key_id, decoded(event.signature))
         if event.checkpoint.number != number:
             reason = f"holds checkpoint number {event.checkpoint.number}, not {number}"
             raise IntegrityFailure(CHECKPOINT_STREAM, number, reason)
-        if signed.key_id != self.key.key_id:
+        # A retired key (rotated away, `load_checkpoint_key`) still checks what it signed.
+        key = self.key.verifier(signed.key_id)
+        if key is None:
             raise CheckpointKeyMismatch(self.key, signed.key_id)
-        problem = signature_problem(signed, self.key.public)
+        problem = signature_problem(signed, key)
         if problem is not None:
             raise IntegrityFailure(CHECKPOINT_STREAM, number, problem)
         return signed

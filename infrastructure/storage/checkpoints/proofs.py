@@ -34,22 +34,31 @@ def consistency(tables: CheckpointTables, old: Checkpoint, new: Checkpoint) -> C
     A node the proof needs that the store does not hold is an `IntegrityFailure`: the writer
     stores every complete subtree, so a missing one was removed.
     """
+    proof = proof_from_size(tables, old.tree_size, new, f"checkpoint {old.number}")
+    holds = verify_consistency(
+        old.tree_size, new.tree_size, bytes.fromhex(old.root), bytes.fromhex(new.root), proof
+    )
+    return Consistency(old, new, proof, holds)
+
+
+def proof_from_size(
+    tables: CheckpointTables, old_size: int, new: Checkpoint, old: str
+) -> tuple[bytes, ...]:
+    """The consistency proof from the tree's first ``old_size`` leaves (``old`` names them) to
+    ``new``'s tree, from the stored nodes, unchecked: whoever holds the old root checks it (a
+    witness holds the root of the size it cosigned, which need not be one of the checkpoints)."""
 
     def node(level: int, index: int) -> bytes:
         return tables.log_nodes([(level, index)])[(level, index)]
 
     try:
-        proof = consistency_proof_from_nodes(old.tree_size, new.tree_size, node)
+        return tuple(consistency_proof_from_nodes(old_size, new.tree_size, node))
     except KeyError as missing:
         reason = (
             f"the log node {missing.args[0]} that proves checkpoint {new.number} extends"
-            f" checkpoint {old.number} is not stored"
+            f" {old} is not stored"
         )
         raise IntegrityFailure(CHECKPOINT_STREAM, new.number, reason) from None
-    holds = verify_consistency(
-        old.tree_size, new.tree_size, bytes.fromhex(old.root), bytes.fromhex(new.root), proof
-    )
-    return Consistency(old, new, tuple(proof), holds)
 
 
 def check_extends(checkpoints: Checkpoints, witness: SignedCheckpoint, source: str) -> Consistency:

@@ -8,6 +8,9 @@ proof of one event starts with one indexed look-up, not a count of the events be
 ``mace_head_buckets`` and ``mace_head_nodes`` are the head index (`domain.stream_heads`) as of
 the newest checkpoint; they change with it, in the checkpoint's own transaction
 (`insert_events_with`), so the index never runs ahead of or behind the checkpoint it is bound to.
+``mace_cosignatures`` keeps the witnesses' cosignature lines (tlog-cosignature) of a checkpoint's
+note, by tree size and root, with the URL of the witness that answered them: the size a witness
+last cosigned is where the next consistency proof to it starts.
 Rows anyone with database access can edit are never trusted: every use recomputes a root.
 """
 
@@ -28,7 +31,8 @@ LOG_NODES: Final = "mace_log_nodes"
 LOG_LEAVES: Final = "mace_log_leaves"
 HEAD_BUCKETS: Final = "mace_head_buckets"
 HEAD_NODES: Final = "mace_head_nodes"
-TABLES: Final = (LOG_NODES, LOG_LEAVES, HEAD_BUCKETS, HEAD_NODES)
+COSIGNATURES: Final = "mace_cosignatures"
+TABLES: Final = (LOG_NODES, LOG_LEAVES, HEAD_BUCKETS, HEAD_NODES, COSIGNATURES)
 
 Position = tuple[int, int]  # (level, index) of a tree node
 EventKey = tuple[UUID, int]  # (originator id, version) of a stored event
@@ -79,12 +83,14 @@ class CheckpointTables:
             f" entries {self._blob} NOT NULL)",
             f"CREATE TABLE IF NOT EXISTS {{h}} (level INTEGER NOT NULL, idx BIGINT NOT NULL,"
             f" hash {self._blob} NOT NULL, PRIMARY KEY (level, idx))",
+            f"CREATE TABLE IF NOT EXISTS {{c}} (tree_size BIGINT NOT NULL, root {self._blob} NOT"
+            " NULL, witness TEXT NOT NULL, line TEXT NOT NULL,"
+            " PRIMARY KEY (tree_size, root, witness, line))",
         ]
+        tables = {"t": LOG_NODES, "leaves": LOG_LEAVES, "b": HEAD_BUCKETS, "h": HEAD_NODES}
         with self._datastore.transaction(commit=True) as cursor:
             for text in statements:
-                cursor.execute(
-                    self._sql(text, t=LOG_NODES, leaves=LOG_LEAVES, b=HEAD_BUCKETS, h=HEAD_NODES)
-                )
+                cursor.execute(self._sql(text, **tables, c=COSIGNATURES))
 
     # The log's nodes
 
@@ -115,6 +121,41 @@ class CheckpointTables:
         with self._datastore.transaction(commit=True) as cursor:
             for table in (LOG_NODES, LOG_LEAVES):
                 cursor.execute(self._sql("DELETE FROM {t}", t=table))
+
+    # Cosignatures
+
+    def add_cosignatures(
+        self, tree_size: int, root: bytes, witness: str, lines: Sequence[str]
+    ) -> None:
+        """Keep ``witness``'s cosignature lines of the checkpoint note of ``tree_size`` and
+        ``root``; a line kept already stays as it is."""
+        statement = self._sql(
+            "INSERT INTO {c} (tree_size, root, witness, line) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT DO NOTHING",
+            c=COSIGNATURES,
+        )
+        with self._datastore.transaction(commit=True) as cursor:
+            cursor.executemany(statement, [(tree_size, root, witness, line) for line in lines])
+
+    def cosignatures(self, tree_size: int, root: bytes) -> list[str]:
+        """The cosignature lines kept for the note of ``tree_size`` and ``root``, in order."""
+        statement = self._sql(
+            "SELECT line FROM {c} WHERE tree_size = ? AND root = ? ORDER BY witness, line",
+            c=COSIGNATURES,
+        )
+        with self._datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, [tree_size, root])
+            return [row["line"] for row in cursor.fetchall()]
+
+    def witnessed_size(self, witness: str) -> int:
+        """The largest tree size ``witness`` cosigned for this store (0: none kept)."""
+        statement = self._sql(
+            "SELECT max(tree_size) AS size FROM {c} WHERE witness = ?", c=COSIGNATURES
+        )
+        with self._datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, [witness])
+            row = cursor.fetchone()
+        return 0 if row is None or row["size"] is None else int(row["size"])
 
     # The log's leaves
 

@@ -9,11 +9,19 @@ hold anyone to. The private key never leaves this module: not in a repr, a log o
 
 A key's id is the first 16 hex digits of the SHA-256 of its raw 32-byte public key, so anyone
 holding the public key computes the same id, and a checkpoint names the key that signed it.
+
+Rotation: ``MACE_CHECKPOINT_RETIRED_KEYS`` lists the public keys (PEM files, separated by the
+path separator, ``:`` on POSIX) of the keys used before the current one. The checkpoints they
+signed still verify, as the event keyring's retired HMAC keys still verify old events; new
+checkpoints are signed by the current key only, and chain on from the last one the retired key
+signed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -94,18 +102,29 @@ def verify(public_pem: str, message: bytes, signature: bytes) -> bool:
 
 
 class CheckpointKey:
-    """The private key that signs checkpoints. Its repr names the key id and its source only."""
+    """The private key that signs checkpoints, and the public halves of the keys it replaced
+    (``retired``, by key id). Its repr names the key id and its source only."""
 
-    __slots__ = ("_private", "public", "source")
+    __slots__ = ("_private", "public", "retired", "source")
 
-    def __init__(self, private: Ed25519PrivateKey, source: str) -> None:
+    def __init__(
+        self,
+        private: Ed25519PrivateKey,
+        source: str,
+        retired: Mapping[str, PublicCheckpointKey] | None = None,
+    ) -> None:
         self._private = private
         self.public = PublicCheckpointKey(private.public_key())
         self.source = source
+        self.retired = dict(retired or {})
 
     @property
     def key_id(self) -> str:
         return self.public.key_id
+
+    def verifier(self, key_id: str) -> PublicCheckpointKey | None:
+        """The public key of ``key_id``: the current key's or a retired one's (None: neither)."""
+        return self.public if key_id == self.key_id else self.retired.get(key_id)
 
     def sign(self, message: bytes) -> bytes:
         """The 64-byte Ed25519 signature of ``message``."""
@@ -124,8 +143,34 @@ class CheckpointKey:
 
 
 def load_checkpoint_key(settings: Settings, *, create: bool = True) -> CheckpointKey:
-    """The key ``MACE_CHECKPOINT_KEY`` names; in development, the store's own, made if missing
+    """The key ``MACE_CHECKPOINT_KEY`` names, with the retired keys
+    ``MACE_CHECKPOINT_RETIRED_KEYS`` lists; in development, the store's own, made if missing
     unless ``create`` is False (a read store's reader makes no file: it is refused instead)."""
+    key = _current_key(settings, create=create)
+    if settings.checkpoint_retired_keys:
+        paths = [Path(part) for part in settings.checkpoint_retired_keys.split(os.pathsep) if part]
+        key.retired.update(
+            (retired.key_id, retired) for retired in (_retired_key(path) for path in paths)
+        )
+    return key
+
+
+def _retired_key(path: Path) -> PublicCheckpointKey:
+    """The public key in the PEM file ``path``, named in every refusal."""
+    try:
+        with path.open("rb") as handle:
+            pem = handle.read(MAX_KEY_FILE_BYTES + 1)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        msg = f"MACE_CHECKPOINT_RETIRED_KEYS: cannot read {path}: {reason}"
+        raise CheckpointKeyError(msg) from None
+    try:
+        return PublicCheckpointKey.from_pem(pem.decode("utf-8", "replace"))
+    except CheckpointKeyError as problem:
+        raise CheckpointKeyError(f"MACE_CHECKPOINT_RETIRED_KEYS: {path}: {problem}") from None
+
+
+def _current_key(settings: Settings, *, create: bool) -> CheckpointKey:
     if settings.checkpoint_key is not None:
         return read_checkpoint_key(settings.checkpoint_key)
     if settings.env == "production":
