@@ -70,6 +70,28 @@ def policy_witnessing(
     return lambda: witnesses.witness(urls, checkpoints.log_origin(settings.log_origin))
 
 
+def cosigned_quorum(
+    policy: WitnessPolicy,
+    note_text: str,
+    lines: Sequence[NoteSignature],
+    what: str,
+    refused: Sequence[str] = (),
+) -> list[str]:
+    """The names of the policy's witnesses whose cosignatures among ``lines`` are valid for
+    ``note_text``, once they are a quorum; `WitnessFailed` naming ``what`` and who cosigned (and
+    why the ``refused`` witnesses did not) otherwise."""
+    cosigners = policy.cosigners(note_text, lines)
+    if len(cosigners) < policy.quorum:
+        named = ", ".join(cosigners) or "none"
+        why = "" if not refused else f" ({'; '.join(refused)})"
+        msg = (
+            f"{what} is cosigned by {len(cosigners)} of the policy's witnesses ({named}), below"
+            f" its quorum of {policy.quorum}{why}"
+        )
+        raise WitnessFailed(msg)
+    return cosigners
+
+
 SIZE_CONTENT_TYPE: Final = "text/x.tlog.size"
 MAX_ANSWER_BYTES: Final = 64 * 1024
 """More than the cosignature lines of any witness (the spec's answers are a few lines)."""
@@ -138,18 +160,9 @@ class Witnesses:
                     lines.extend(self._submit(client, witness.url, signed, note).lines)
                 except WitnessFailed as failure:
                     refused.append(str(failure))
-        cosigners = policy.cosigners(note.text, lines)
-        if len(cosigners) < policy.quorum:
-            body = signed.checkpoint
-            named = ", ".join(cosigners) or "none"
-            why = "" if not refused else f" ({'; '.join(refused)})"
-            msg = (
-                f"checkpoint {body.number} (tree size {body.tree_size}) is cosigned by"
-                f" {len(cosigners)} of the policy's witnesses ({named}), below its quorum of"
-                f" {policy.quorum}{why}"
-            )
-            raise WitnessFailed(msg)
-        return signed, cosigners
+        body = signed.checkpoint
+        what = f"checkpoint {body.number} (tree size {body.tree_size})"
+        return signed, cosigned_quorum(policy, note.text, lines, what, refused)
 
     def _submit(
         self, client: httpx.Client, url: str, signed: SignedCheckpoint, note: SignedNote

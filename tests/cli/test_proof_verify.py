@@ -24,6 +24,7 @@ from support.go_note_verifier import GoNoteVerifier
 from support.ledger_fixtures import run
 from support.replay_cli import act, new_job
 from support.verifier_keys import ledger_vkey, signer
+from support.witness_server import SpecWitness
 
 from domain.checkpoint import parse_leaf_data
 from domain.checkpoint_note import NoteSignature, VerifierKey, parse_checkpoint_text, parse_note
@@ -97,6 +98,7 @@ def test_a_records_proof_verifies_alone_with_mace_and_with_go(
         "origin": body.origin,
         "tree_size": body.tree_size,
         "root": body.root.hex(),
+        "cosigners": None,  # no policy checked any
         "signed_by": signer(vkey),
         "other_signatures_not_checked": 0,
     }
@@ -217,3 +219,69 @@ def test_unusable_input_is_one_line_exit_2(
     ]
     for argv, message in cases:
         assert_usage_error(*run(capsys, "proof", "verify", *argv), message)
+
+
+def _policy(tmp_path: Path, vkey: str, *witnesses: SpecWitness, quorum: int) -> Path:
+    listed = "".join(f"witness {w.name} {w.vkey.encoded()}\n" for w in witnesses)
+    path = tmp_path / "policy.txt"
+    path.write_text(f"# the ledger and its witnesses\nlog {vkey}\n{listed}quorum {quorum}\n")
+    return path
+
+
+def _cosigned_by(path: Path, *lines: Callable[[str], NoteSignature]) -> None:
+    """The proof file at ``path`` with its note cosigned by each of ``lines`` (given its text)."""
+    proof = parse_tlog_proof(path.read_bytes())
+    note = parse_note(proof.note)
+    for line in lines:
+        note = note.signed_by(line(note.text))
+    path.write_bytes(TlogProof(proof.index, proof.path, note.encoded(), proof.extra).encoded())
+
+
+def test_a_policy_needs_a_quorum_of_valid_cosignatures_on_the_proofs_note(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, exported: Exported
+) -> None:
+    """Offline, as a relying party holds a proof: the note must carry valid cosignatures of a
+    quorum of the policy's witnesses; one forged (it signs another text) does not count."""
+    path, vkey = exported.proof, exported.vkey
+    first, second = SpecWitness("w1.example"), SpecWitness("w2.example")
+    policy = _policy(tmp_path, vkey, first, second, quorum=2)
+    pristine = path.read_bytes()
+    _cosigned_by(path, first.cosign, lambda text: second.cosign(text + "forged\n"))
+    code, out, err = run(capsys, "proof", "verify", str(path), "--policy", str(policy))
+    assert (code, out) == (1, ""), err
+    assert err.startswith("mace: WITNESS_FAILED: tlog-proof ") and err.count("\n") == 1
+    assert "cosigned by 1 of the policy's witnesses (w1.example), below its quorum of 2" in err
+    path.write_bytes(pristine)
+    _cosigned_by(path, first.cosign, second.cosign)
+    code, out, err = run(capsys, "proof", "verify", str(path), "--policy", str(policy), "--json")
+    assert (code, err) == (0, ""), err
+    answer = canonical_line(out)
+    assert answer["cosigners"] == ["w1.example", "w2.example"]
+    assert answer["other_signatures_not_checked"] == 0
+    # The same with --vkey named too; the text answer names the cosigners and the quorum.
+    code, out, err = run(
+        capsys, "proof", "verify", str(path), "--vkey", vkey, "--policy", str(policy)
+    )
+    assert (code, err) == (0, ""), err
+    assert "cosigned by 2 of the policy's witnesses (w1.example, w2.example), quorum 2" in out
+
+
+def test_a_bundle_without_cosignatures_fails_a_policy_and_bad_keys_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, exported: Exported
+) -> None:
+    vkey = exported.vkey
+    policy = _policy(tmp_path, vkey, SpecWitness("w1.example"), quorum=1)
+    code, out, err = run(capsys, "proof", "verify", str(exported.bundle), "--policy", str(policy))
+    assert (code, out) == (1, "")
+    assert f"WITNESS_FAILED: bundle {exported.bundle}'s checkpoint is cosigned by 0" in err
+    assert err.count("\n") == 1
+    origin = vkey.split("+")[0]
+    other = VerifierKey.ed25519(origin, _raw(OTHER_KEY)).encoded()
+    given = ("proof", "verify", str(exported.proof))
+    assert_usage_error(
+        *run(capsys, *given, "--vkey", other, "--policy", str(policy)),
+        f"--vkey {other} is not the policy's log key {vkey}: name one",
+    )
+    assert_usage_error(
+        *run(capsys, *given), "proof verify needs --vkey KEY, or --policy FILE whose log line is it"
+    )

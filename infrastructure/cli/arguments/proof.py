@@ -22,10 +22,16 @@ def add_proof_arguments(proof: argparse.ArgumentParser) -> None:
     )
     verify.add_argument(
         "--vkey",
-        required=True,
         metavar="KEY",
         help="the ledger's verifier key (mace checkpoint public-key --vkey): the checkpoint note"
-        " must be signed by it, for its origin",
+        " must be signed by it, for its origin (default: the --policy file's log line)",
+    )
+    verify.add_argument(
+        "--policy",
+        type=Path,
+        metavar="FILE",
+        help="a witness policy (log, witness and quorum lines, as mace verify --all --policy"
+        " takes): the note must also carry valid cosignatures of a quorum of its witnesses",
     )
     verify.add_argument("--json", action="store_true", help="print canonical JSON")
     verify.set_defaults(handler="infrastructure.cli.proof:verify_proof")
