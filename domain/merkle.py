@@ -243,26 +243,44 @@ class MerkleBuilder:
         of listed one by one: a verifier holding a whole log's nodes to the stored ones pays
         only for the hashes, which it makes once per event. At each level the nodes come in
         index order, consecutive from ``size >> level`` (``size`` as it was before them)."""
-        peaks, size, sha256 = self._peaks, self._size, hashlib.sha256
-        level_lists: list[list[bytes]] = []  # ``completed``'s, by level, fetched once each
-        try:
-            for leaf in leaf_hashes:
-                if len(leaf) != HASH_SIZE:
-                    raise ValueError(f"leaf hash must be {HASH_SIZE} bytes, got {len(leaf)}")
-                node, index, level = leaf, size, 0
-                while True:
-                    if level == len(level_lists):
-                        level_lists.append(completed.setdefault(level, []))
-                    level_lists[level].append(node)
-                    if not index & 1:
-                        break
-                    node = sha256(_NODE_PREFIX + peaks.pop() + node).digest()
-                    index >>= 1
-                    level += 1
-                peaks.append(node)
-                size += 1
-        finally:
-            self._size = size  # the leaves before a refused one are in, as with `append`
+        leaves = list(leaf_hashes)
+        lengths = list(map(len, leaves))  # one C-level pass; the search below only on a refusal
+        if lengths.count(HASH_SIZE) != len(lengths):
+            refused = next(at for at, length in enumerate(lengths) if length != HASH_SIZE)
+            self.append_all(leaves[:refused], completed)  # those before it are in, as with `append`
+            raise ValueError(f"leaf hash must be {HASH_SIZE} bytes, got {lengths[refused]}")
+        old_size, old_peaks = self._size, self._peaks
+        size = old_size + len(leaves)
+        # The old peaks by level: the one at an odd index's level is its left sibling.
+        peak_at = {
+            level: old_peaks[-1 - rank]
+            for rank, level in enumerate(
+                level for level in range(old_size.bit_length()) if old_size >> level & 1
+            )
+        }
+        # A level at a time, each parent one hash over a pair of the level below: the loop is
+        # over levels, not leaves, and the hashes are hashlib's, made in a comprehension.
+        sha256, prefix = hashlib.sha256, _NODE_PREFIX
+        new_peaks: dict[int, bytes] = {}
+        level, nodes = 0, leaves
+        while nodes:
+            first = old_size >> level  # the index of ``nodes[0]`` at its level
+            completed.setdefault(level, []).extend(nodes)
+            if (first + len(nodes)) & 1:
+                new_peaks[level] = nodes[-1]  # its right sibling is still to come
+            if first & 1:
+                nodes = [peak_at[level], *nodes]
+            nodes = [
+                sha256(prefix + left + right).digest()
+                for left, right in zip(nodes[::2], nodes[1::2], strict=False)
+            ]
+            level += 1
+        self._peaks = [
+            new_peaks.get(level) or peak_at[level]
+            for level in reversed(range(size.bit_length()))
+            if size >> level & 1
+        ]
+        self._size = size
 
     def root(self) -> bytes:
         if not self._peaks:

@@ -24,6 +24,7 @@ from domain.merkle import (
     EMPTY_ROOT,
     CompletedLevels,
     MerkleBuilder,
+    MerkleNode,
     NodeLookup,
     consistency_proof,
     consistency_proof_from_nodes,
@@ -729,3 +730,25 @@ def test_a_log_rewritten_below_the_old_size_does_not_extend_it(
     assert not verify_consistency(
         old_size, new_size, old_root, root(rewritten), consistency_proof(rewritten, old_size)
     )
+
+
+@pytest.mark.parametrize("cuts", [(1, 2, 3), (3, 5, 7), (6, 31, 33), (32, 33, 64), (13, 40, 66)])
+def test_append_all_in_runs_of_any_length_makes_what_append_makes(cuts: tuple[int, ...]) -> None:
+    # Runs that start and end at odd and even indices of every level, over a tree of 67 leaves:
+    # where a level's first node is a right child, its left sibling is a peak made before.
+    leaves = [leaf_hash(bytes([number])) for number in range(67)]
+    appended = MerkleBuilder()
+    nodes = sorted(node for leaf in leaves for node in appended.append(leaf))
+    extended = MerkleBuilder()
+    made: list[MerkleNode] = []
+    for start, end in zip((0, *cuts), (*cuts, len(leaves)), strict=True):
+        completed: CompletedLevels = {}
+        extended.append_all(leaves[start:end], completed)
+        made += [
+            (level, (start >> level) + offset, hashed)
+            for level, hashes in completed.items()
+            for offset, hashed in enumerate(hashes)
+        ]
+        assert (extended.size, extended.root()) == (end, root(leaves[:end]))
+    assert sorted(made) == nodes
+    assert extended.peaks == appended.peaks

@@ -319,6 +319,21 @@ def test_rows_of_a_stream_out_of_version_order_in_the_log_are_judged_by_version(
         _verify(checkpointed)
 
 
+def test_intact_merkle_nodes_are_compared_as_read_not_looked_up_one_by_one(
+    checkpointed: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stored nodes of an intact tree equal the nodes made as one list: the look-up that
+    names a node that differs (`StoreReader.log_nodes`) is made only on a failure."""
+
+    def looked_up(*_: object) -> None:
+        raise AssertionError("the nodes of an intact tree were looked up one by one")
+
+    monkeypatch.setattr(StoreReader, "log_nodes", looked_up)
+    verified = _verify(checkpointed)
+    assert verified.tree is not None
+    assert verified.tree.log_nodes is None
+
+
 @pytest.mark.parametrize(
     ("edits", "named"),
     [

@@ -189,9 +189,12 @@ def _log_nodes_problem(
     for read in reads:
         if not read:
             continue
-        stored = reader.log_nodes(
-            {level: (start, start + len(run) - 1) for level, (start, run) in read.items()}
-        )
+        spans = {level: (start, start + len(run) - 1) for level, (start, run) in read.items()}
+        # The key (level, idx) is unique, the rows come in its order: the stored hashes are the
+        # nodes made, one for one, exactly when the two lists are equal.
+        if reader.log_node_hashes(spans) == [hashed for _, run in read.values() for hashed in run]:
+            continue
+        stored = reader.log_nodes(spans)  # which node differs, read again on a failure only
         for level, (start, run) in read.items():
             if list(stored[level].values()) == run:
                 continue

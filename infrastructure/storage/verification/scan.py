@@ -402,24 +402,30 @@ class StoreReader:
         index to its last, by level, then by index in index order (not verified): one
         statement of range reads of the table's key, where a look-up by pairs made one index
         probe a node."""
+        found: dict[int, dict[int, bytes]] = {level: {} for level in spans}
+        for level, index, hashed in self._log_node_rows("level, idx, hash", spans):
+            found[int(level)][int(index)] = bytes(hashed)
+        return found
+
+    def log_node_hashes(self, spans: Mapping[int, tuple[int, int]]) -> list[Any]:
+        """The hashes `log_nodes` finds, as stored, in its order (level, then index): all a
+        check that they are the nodes expected needs, as (level, idx) is the table's key."""
+        return [row[0] for row in self._log_node_rows("hash", spans)]
+
+    def _log_node_rows(self, columns: str, spans: Mapping[int, tuple[int, int]]) -> list[Any]:
         conn = self._connection()
         ranges = [part for level, (first, last) in spans.items() for part in (level, first, last)]
         within = " OR ".join(["(level = ? AND idx >= ? AND idx <= ?)"] * len(spans))
         if isinstance(conn, sqlite3.Connection):
-            rows = conn.execute(
-                f'SELECT level, idx, hash FROM "{LOG_NODES}" WHERE {within}'  # noqa: S608
+            return conn.execute(
+                f'SELECT {columns} FROM "{LOG_NODES}" WHERE {within}'  # noqa: S608
                 " ORDER BY level, idx",
                 ranges,
             ).fetchall()
-        else:
-            query = sql.SQL("SELECT level, idx, hash FROM {} WHERE {} ORDER BY level, idx").format(
-                self._table(LOG_NODES), sql.SQL(within.replace("?", "%s"))
-            )
-            rows = conn.execute(query, ranges).fetchall()
-        found: dict[int, dict[int, bytes]] = {level: {} for level in spans}
-        for level, index, hashed in rows:
-            found[int(level)][int(index)] = bytes(hashed)
-        return found
+        query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY level, idx").format(
+            sql.SQL(columns), self._table(LOG_NODES), sql.SQL(within.replace("?", "%s"))
+        )
+        return conn.execute(query, ranges).fetchall()
 
     def count_through(self, through: int, skip: UUID) -> int:
         """How many events of streams other than ``skip`` have a notification id up to
