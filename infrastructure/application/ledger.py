@@ -21,6 +21,7 @@ from eventsourcing.persistence import StoredEvent
 
 from infrastructure.application.audit import AuditService
 from infrastructure.application.checkpoints import CheckpointService
+from infrastructure.application.fork import ForkService
 from infrastructure.application.governance import GovernanceService
 from infrastructure.application.jobs import JobService
 from infrastructure.application.limits import InputLimits
@@ -89,6 +90,9 @@ class Ledger:
         self.audits = AuditService(store, self.jobs, self.replays)
         self.whatif = WhatIfService(store, self.replays)
         self.whatif_batches = WhatIfBatchService(store, self.whatif)
+        self.forks = ForkService(
+            store, self.jobs, self.snapshots, self.sem, self.replays, self.whatif
+        )
         self.receipts = ReceiptService(store, self.memories, self.policy, self.read_models)
 
     @classmethod

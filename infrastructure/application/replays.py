@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final, TypeVar
 from uuid import UUID
@@ -492,16 +492,26 @@ class ReplayService:
         reproducing itself, says nothing about a change), under ``changes``. Both read each
         stream once (``SharedReads``; a batch's ``shared``: once for all its jobs). The caller
         checked who acts (`check_audit_roles`)."""
+        shared = SharedReads() if shared is None else shared
+        job, baseline = self.replay_declared(job_id, tenant=tenant, shared=shared)
+        if baseline.error_code is not None:
+            return baseline, None
+        changed = ReplayRequest(job_id, ReplayMode.AUDIT, elapsed=stopwatch(), changes=changes)
+        source = LedgerReplaySource(self, job, tenant, shared=shared)
+        return baseline, self._run_replay(source, changed)
+
+    def replay_declared(
+        self, job_id: str, *, tenant: str = DEFAULT_TENANT, shared: SharedReads | None = None
+    ) -> tuple[Job | None, ReplayOutcome]:
+        """The tenant's job (None when not intact) and its audit-mode replay under what it
+        declared, nothing recorded: whether the record is intact and reproduces itself, before
+        a what-if or a fork builds on it. The caller checked who acts."""
         name = self.jobs.owned_name(job_id, tenant)
         job = self._job_if_intact(name)
         shared = SharedReads() if shared is None else shared
         declared = ReplayRequest(job_id, ReplayMode.AUDIT, elapsed=stopwatch())
-        baseline = self._run_replay(LedgerReplaySource(self, job, tenant, shared=shared), declared)
-        if baseline.error_code is not None:
-            return baseline, None
-        changed = replace(declared, changes=changes, elapsed=stopwatch())
         source = LedgerReplaySource(self, job, tenant, shared=shared)
-        return baseline, self._run_replay(source, changed)
+        return job, self._run_replay(source, declared)
 
     def _decided(
         self,
