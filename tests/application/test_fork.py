@@ -13,6 +13,7 @@ import pytest
 from support.hand_written_runs import ANA, R1, R4, math_iteration
 from support.ledger_fixtures import RawTable
 from support.policy_gates import NOTHING_DENIED_HASH, SECRETS_DENIED, gate
+from test_whatif import ADDITION_ONLY, ingested, job_rows, router, stage0_job, stored
 
 from domain.errors import ConflictError, ErrorCode, InvalidInput, MaceError, NotFoundError
 from domain.fork import ForkCode, NotForkable, lineage_of
@@ -23,8 +24,6 @@ from domain.whatif import WhatIfChanges, changes_of
 from infrastructure.application.fork import ForkResult
 from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
-
-from test_whatif import ADDITION_ONLY, ingested, job_rows, router, stage0_job, stored
 
 TWO = [*math_iteration(0, "2 + 3", 5), *math_iteration(1, "4 * 5", 20)]
 
@@ -156,7 +155,8 @@ def test_an_outside_run_is_not_forked_and_nothing_is_written(
     before = every_row(cli_env)
     with pytest.raises(NotForkable, match="event 4 GateDecision") as refused:
         fork(cli_env, "gated", 0, router=addition_only)
-    assert refused.value.code == ForkCode.NOT_REDECIDABLE == "FORK_NOT_REDECIDABLE"
+    assert refused.value.code is ForkCode.NOT_REDECIDABLE
+    assert refused.value.code.value == "FORK_NOT_REDECIDABLE"
     with pytest.raises(NotForkable, match="no policy bundle decides"):
         fork(cli_env, "gated", 0, policy=NOTHING_DENIED_HASH)
     assert every_row(cli_env) == before

@@ -1,0 +1,56 @@
+"""``mace fork JOB --at ITERATION`` on SQLite and PostgreSQL, in process: exit 0 with the fork
+recorded and shown as a diff against the original, which a plain ``mace replay`` of the fork
+reproduces; 2 with one line and nothing written for the same fork again, a bad ``--at`` or a
+job a fork cannot decide again; 1 for an original that does not verify."""
+
+from __future__ import annotations
+
+import pytest
+from support.cli_output import assert_usage_error, canonical_line
+from support.ledger_fixtures import RawTable, run
+from support.replay_cli import act, new_job, written_state
+
+from domain.job import Job
+from infrastructure.storage.settings import Settings
+
+
+def test_a_fork_is_recorded_shown_as_a_diff_and_replays_to_itself(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = new_job(capsys)
+    act(monkeypatch, "aude", "auditor")
+    code, out, err = run(capsys, "fork", job_id, "--at", "0", "--input", "4 * 5")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].startswith(f"fork: CHANGED, NON-AUTHORITATIVE; job {job_id} from iteration 0")
+    assert lines[1].startswith("  recorded as job fork-")
+    assert "  then: job, field final_answer:" in lines
+    assert '    fork:     "4 * 5 = 20"' in lines
+    assert lines[-1].startswith("recorded: fork record ")
+    fork_id = lines[1].split()[3].rstrip(":")
+    code, out, err = run(capsys, "replay", fork_id, "--json")
+    report = canonical_line(out)
+    assert (code, report["ok"], report["authoritative"]) == (0, True, False)
+
+    before = written_state(cli_env, capsys)
+    code, out, err = run(capsys, "fork", job_id, "--at", "0", "--input", "4 * 5", "--json")
+    assert_usage_error(code, out, err, f"as job {fork_id}: a fork is recorded once")
+    assert '"CONFLICT"' in err
+    code, out, err = run(capsys, "fork", job_id, "--at", "1")
+    assert_usage_error(code, out, err, f"--at 1: job {job_id} recorded iterations 0 to 0")
+    code, out, err = run(capsys, "fork", job_id, "--at", "x")
+    assert code == 2
+    assert written_state(cli_env, capsys) == before
+
+
+def test_a_tampered_original_exits_1(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = new_job(capsys)
+    act(monkeypatch, "aude", "auditor")
+    table = RawTable(cli_env)
+    stream = Job.id_for(job_id)
+    table.set_column(stream, 2, "state", table.state(stream, 2).replace(b"2 + 3", b"2 + 4"))
+    code, out, err = run(capsys, "fork", job_id, "--at", "0", "--input", "4 * 5")
+    assert (code, out) == (1, "")
+    assert err.startswith("mace: INTEGRITY_FAILURE: ")
