@@ -471,6 +471,13 @@ class _Replay:
         lineage = lineage_of(job.provenance)
         if lineage is None:
             return
+        self.outcome.non_authoritative.append(
+            f"a fork of job {lineage.job_id}: its iterations before {lineage.iteration} are that"
+            f" job's, the rest re-run under {lineage.changes or 'its snapshots'}"
+            f"{' and another input' if lineage.input is not None else ''}; never authoritative"
+        )
+        if lineage.iteration == 0:
+            return  # nothing kept: every iteration ran under the fork's own snapshots
         step = "3b fork prefix snapshots"
         configs: dict[str, Any] = {}
         for kind in SnapshotKind:
@@ -491,11 +498,6 @@ class _Replay:
                 self.stop(ErrorCode.MISSING_SNAPSHOT, step, message)
             configs[kind.value] = config
         self.fork_prefix = (lineage.iteration, Stage0Snapshots(**configs))
-        self.outcome.non_authoritative.append(
-            f"a fork of job {lineage.job_id}: its iterations before {lineage.iteration} are that"
-            f" job's, the rest re-run under {lineage.changes or 'its snapshots'}"
-            f"{' and another input' if lineage.input is not None else ''}; never authoritative"
-        )
         detail = f"iterations before {lineage.iteration} re-run under job {lineage.job_id}'s"
         self.step(step, "ok", f"{detail} snapshots, verified")
 

@@ -39,7 +39,14 @@ from domain.events import (
     SemWrite,
     decode_recorded,
 )
-from domain.fork import ForkLineage, NotForkable, check_iteration, fork_changes, fork_job_id
+from domain.fork import (
+    ForkLineage,
+    NotForkable,
+    check_iteration,
+    fork_changes,
+    fork_job_id,
+    lineage_of,
+)
 from domain.governance import Actor
 from domain.job import DEFAULT_TENANT, CaptureMode, Job, validate_tenant
 from domain.replay_access import check_audit_roles
@@ -124,7 +131,7 @@ class ForkService:
         lineage = ForkLineage(
             job_id=original.job.job_id,
             iteration=at,
-            prefix_snapshot_ids=original.job.snapshot_ids,
+            prefix_snapshot_ids=_kept_under(original.job, at),
             changes=changed.as_json(),
             input=text,
         )
@@ -264,6 +271,25 @@ def _kept(original: _Original, at: int) -> int:
         )
         raise NotForkable(msg)
     return kept
+
+
+def _kept_under(job: Job, at: int) -> dict[str, str]:
+    """The snapshots the iterations before ``at`` were decided under: those ``job`` declared, or,
+    for a fork kept short of where it re-ran, those its own kept iterations ran under. A fork's
+    kept iterations that span both are not one set: NotForkable (fork the original instead)."""
+    lineage = lineage_of(job.provenance)
+    if lineage is None or lineage.iteration == 0:
+        return dict(job.snapshot_ids)
+    if at <= lineage.iteration:
+        return dict(lineage.prefix_snapshot_ids)
+    if dict(lineage.prefix_snapshot_ids) == job.snapshot_ids:
+        return dict(job.snapshot_ids)
+    msg = (
+        f"job {job.job_id} is a fork of job {lineage.job_id} from iteration {lineage.iteration}:"
+        f" its iterations before {at} ran under two sets of snapshots; fork it from iteration"
+        f" {lineage.iteration} or before, or fork job {lineage.job_id}"
+    )
+    raise NotForkable(msg)
 
 
 def _iteration_of(event: RunEvent) -> int:

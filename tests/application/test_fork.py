@@ -201,3 +201,27 @@ def test_a_tampered_original_is_not_forked(cli_env: Settings) -> None:
     with pytest.raises(MaceError) as refused:
         fork(cli_env, "sum", 0, text="4 * 5")
     assert refused.value.code is ErrorCode.INTEGRITY_FAILURE
+
+
+def test_a_fork_of_a_fork_keeps_what_each_kept_iteration_ran_under(
+    cli_env: Settings, tmp_path: Path
+) -> None:
+    three = [*TWO, *math_iteration(2, "1 + 1", 2)]
+    ingested(cli_env, tmp_path, "three", three)
+    addition_only = stored(cli_env, router(ADDITION_ONLY))
+    first = fork(cli_env, "three", 1, router=addition_only).fork_job_id
+    # Its iteration 0 ran under the original's router, its iterations 1 and 2 under
+    # addition_only: kept together, they ran under no one set of snapshots.
+    before = every_row(cli_env)
+    with pytest.raises(NotForkable, match="two sets of snapshots"):
+        fork(cli_env, first, 2)
+    assert every_row(cli_env) == before
+    again = fork(cli_env, first, 1, text="6 + 7")
+    assert again.report["first_change"]["field"] == "router_decision"  # 6 + 7 is math again
+    with Ledger.open(cli_env) as ledger:
+        lineage = lineage_of(ledger.jobs.get(again.fork_job_id).provenance)
+        replay = ledger.replays.run(again.fork_job_id, ReplayMode.AUDIT, ANA)
+    assert lineage is not None
+    assert lineage.job_id == first
+    assert lineage.prefix_snapshot_ids["router"] != addition_only
+    assert replay.outcome.ok, replay.outcome.steps[-1]

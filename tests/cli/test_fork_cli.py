@@ -5,12 +5,17 @@ job a fork cannot decide again; 1 for an original that does not verify."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from support.cli_output import assert_usage_error, canonical_line
+from support.hand_written_runs import math_iteration, run_file, with_brainstates
 from support.ledger_fixtures import RawTable, run
 from support.replay_cli import act, new_job, written_state
+from test_whatif_cli import stored_router
 
 from domain.job import Job
+from infrastructure.application.ledger import Ledger
 from infrastructure.storage.settings import Settings
 
 
@@ -54,3 +59,27 @@ def test_a_tampered_original_exits_1(
     code, out, err = run(capsys, "fork", job_id, "--at", "0", "--input", "4 * 5")
     assert (code, out) == (1, "")
     assert err.startswith("mace: INTEGRITY_FAILURE: ")
+
+
+def test_a_forks_bundle_carries_what_its_kept_iterations_ran_under(
+    cli_env: Settings,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    act(monkeypatch, "aude", "auditor")
+    with Ledger.open(cli_env) as ledger:
+        ids = ledger.snapshots.default_ids()
+    two = with_brainstates([*math_iteration(0, "2 + 3", 5), *math_iteration(1, "4 * 5", 20)])
+    assert run(capsys, "ingest", run_file(tmp_path, "two", ids, two, "4 * 5 = 20"))[0] == 0
+    no_math = stored_router(cli_env, r"^never$", None)
+    argv = ("--at", "1", "--with", f"router={no_math}", "--json")
+    code, out, err = run(capsys, "fork", "two", *argv)
+    assert (code, err) == (0, "")
+    fork_id = canonical_line(out)["fork_job_id"]
+    bundle = tmp_path / "fork.bundle"
+    code, out, err = run(capsys, "export", fork_id, "-o", str(bundle), "--include-full-io")
+    assert code == 0, err
+    code, out, err = run(capsys, "replay", "--bundle", str(bundle), "--json")
+    report = canonical_line(out.splitlines(keepends=True)[0])
+    assert (code, report["ok"], report["authoritative"]) == (0, True, False), report["steps"]
