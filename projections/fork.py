@@ -18,7 +18,7 @@ from domain.events import EQUALITY_FIELDS, IterationTrace, RunEvent
 from domain.fork import ForkLineage
 from domain.governance import Actor
 from domain.whatif_record import FORK_KIND, FORK_KIND_VERSION
-from projections.whatif import WhatIfVerdict
+from projections.whatif import WhatIfVerdict, difference_lines
 
 
 def fork_report(
@@ -110,11 +110,4 @@ def render_text(report: dict[str, Any]) -> list[str]:
         f" ({kept['events']} events) kept from the recording,"
         f" {report['totals']['iterations_rerun']} re-run"
     )
-    for number, difference in enumerate(report["differences"]):
-        where = difference["iteration"]
-        label = "first change" if number == 0 else "then"
-        place = "job" if where is None else f"iteration {where}"
-        lines.append(f"  {label}: {place}, field {difference['field']}:")
-        lines.append(f"    original: {canonical_json(difference['recorded']).decode()}")
-        lines.append(f"    fork:     {canonical_json(difference['replayed']).decode()}")
-    return lines
+    return [*lines, *difference_lines(report["differences"], "original: ", "fork:     ")]
