@@ -83,3 +83,10 @@ def test_a_forks_bundle_carries_what_its_kept_iterations_ran_under(
     code, out, err = run(capsys, "replay", "--bundle", str(bundle), "--json")
     report = canonical_line(out.splitlines(keepends=True)[0])
     assert (code, report["ok"], report["authoritative"]) == (0, True, False), report["steps"]
+    # An audit of the whole store replays the fork as any job, every fact re-executed and
+    # matched, and counts it apart from the authoritative ones, saying why.
+    code, out, err = run(capsys, "audit")
+    assert code == 0, out + err
+    shown = next(line for line in out.splitlines() if line.startswith(f"job {fork_id}: "))
+    assert "a fork of job two: its iterations before 1 are that job's" in shown
+    assert "11 re-executed and matched" in shown
