@@ -172,6 +172,22 @@ def test_a_kept_iteration_that_met_memory_is_not_forked(cli_env: Settings) -> No
     assert every_row(cli_env) == before
 
 
+def test_a_reran_iteration_reads_memory_as_it_stands_and_its_fork_replays(
+    cli_env: Settings,
+) -> None:
+    stage0_job(cli_env)
+    with Ledger.open(cli_env) as ledger:
+        ledger.jobs.run("my favorite color is blue", "s1", job_id="told")
+    result = fork(cli_env, "sum", 0, text="what is my favorite color")
+    answers = [d for d in result.report["differences"] if d["field"] == "final_answer"]
+    assert [a["replayed"] for a in answers] == ["Your favorite color is blue."]
+    with Ledger.open(cli_env) as ledger:
+        facts = ledger.jobs.get(result.fork_job_id).facts
+        replay = ledger.replays.run(result.fork_job_id, ReplayMode.AUDIT, ANA)
+    assert any(f.event_type == "SemRead" and f.payload["exists"] for f in facts)
+    assert replay.outcome.ok, replay.outcome.steps[-1]
+
+
 @pytest.mark.parametrize(
     ("at", "actor", "tenant", "error"),
     [
