@@ -8,7 +8,7 @@ from fastapi.responses import Response
 
 from domain.whatif import changes_of
 from infrastructure.api.bodies import ForkAsk
-from infrastructure.api.context import Caller, Ctx, JobIdPath
+from infrastructure.api.context import Caller, Ctx, OwnedJobId
 from infrastructure.api.response_models.fork import ForkAnswer
 from infrastructure.api.responses import CanonicalJSONResponse, answers
 
@@ -27,7 +27,7 @@ router = APIRouter(tags=["replay"])
         (422, "bad input, or a job a fork cannot decide again (FORK_NOT_REDECIDABLE)"),
     ),
 )
-def fork_job(job_id: JobIdPath, body: ForkAsk, ctx: Ctx, who: Caller) -> Response:
+def fork_job(job_id: OwnedJobId, body: ForkAsk, ctx: Ctx, who: Caller) -> Response:
     named = None if body.changes is None else body.changes.model_dump(exclude_none=True)
     changes = None if not named else changes_of(named.items())
     result = ctx.ledger.forks.fork(
