@@ -146,8 +146,10 @@ class Job(MaceAggregate):
         tenant: str = DEFAULT_TENANT,
         *,
         job_id_derived: bool = False,
+        forked_from: dict[str, Any] | None = None,
     ) -> Job:
-        """``job_id_derived``: the ledger derived the id (seed 004 D3); the caller named none."""
+        """``job_id_derived``: the ledger derived the id (seed 004 D3); the caller named none.
+        ``forked_from``: a fork's lineage (`domain.fork`), recorded with its rules."""
         cls.check_start(job_id, job_seed, job_input, snapshot_ids)
         return cls(
             job_id=job_id,
@@ -156,7 +158,7 @@ class Job(MaceAggregate):
             snapshot_ids=dict(sorted(snapshot_ids.items())),
             capture_mode=CaptureMode(capture_mode).value,
             tenant=validate_tenant(tenant),
-            provenance=job_provenance(job_id_derived),
+            provenance=job_provenance(job_id_derived, forked_from),
         )
 
     @staticmethod

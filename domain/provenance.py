@@ -31,16 +31,24 @@ NUMERIC_RULES: Final[dict[str, Any]] = {
 NAMED_BY_CALLER: Final = "named by the caller"
 JOB_ID_NAMESPACE: Final = "job"
 """The `derive_id` namespace of a job id the ledger derives (seed 004 D3)."""
+FORK_ID: Final = "fork-sha256(tenant,job_id,iteration,changes,input)[:40]"
+"""How a fork's job id is derived (`domain.fork.fork_job_id`)."""
 
 
-def job_provenance(job_id_derived: bool) -> dict[str, Any]:
-    """The rules a job started now is recorded under."""
+def job_provenance(
+    job_id_derived: bool, forked_from: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The rules a job started now is recorded under; ``forked_from``: a fork's lineage
+    (`domain.fork`), whose id the ledger derived from it."""
     job_id: dict[str, str] = (
         {"function": ID_GENERATORS["derive_id"], "seed": "job_seed", "namespace": JOB_ID_NAMESPACE}
         if job_id_derived
         else {"function": NAMED_BY_CALLER}
     )
-    return {
+    if forked_from is not None:
+        job_id = {"function": FORK_ID}
+    lineage = {} if forked_from is None else {"forked_from": forked_from}
+    return lineage | {
         "serializer": SERIALIZER,
         "numeric": dict(NUMERIC_RULES),
         "id_generators": {
@@ -55,7 +63,7 @@ def job_provenance(job_id_derived: bool) -> dict[str, Any]:
     }
 
 
-_KNOWN_FUNCTIONS: Final = frozenset(ID_GENERATORS.values()) | {NAMED_BY_CALLER}
+_KNOWN_FUNCTIONS: Final = frozenset(ID_GENERATORS.values()) | {NAMED_BY_CALLER, FORK_ID}
 
 
 def unimplemented(provenance: dict[str, Any]) -> str | None:

@@ -35,6 +35,12 @@ WHATIF_BATCH_KIND_VERSION: Final = 1
 "expected"}``; ``report`` as `projections.whatif_batch` writes it (``report_version`` 1): one
 row per job (its first change, not its whole what-if), the totals, the batch's first change."""
 
+FORK_KIND: Final = "fork"
+FORK_KIND_VERSION: Final = 1
+"""1: ``parameters`` ``{"job_id", "iteration", "changes", "input", "fork_job_id"}``; ``report``
+as `projections.fork` writes it (``report_version`` 1): the fork's differences from the job it
+forked, what it kept."""
+
 
 AS_OF_KIND: Final = "as_of"
 AS_OF_KIND_VERSION: Final = 1

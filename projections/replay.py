@@ -53,6 +53,7 @@ from domain.events import (
     ToolResult,
     decode_recorded,
 )
+from domain.fork import lineage_of
 from domain.job import CaptureMode, Job, RecordedFact
 from domain.memories import Memory as StoredMemory
 from domain.provenance import SERIALIZER, unimplemented
@@ -285,12 +286,16 @@ class _Replay:
         self.sem_written: dict[str, SemEntry] = {}
         """The SEM entries the re-run iterations wrote so far, by key: a later iteration's
         memory holds them over the tenant's SEM."""
+        self.fork_prefix: tuple[int, Stage0Snapshots] | None = None
+        """A fork's: the iteration it re-ran from, and the snapshots the iterations before it
+        were decided under (`fork_prefix_snapshots`)."""
 
     def run(self) -> None:
         job, completion = self.load_reflective_log()
         ids = self.required_snapshots(job, completion)
         self.no_force_halt(job, ids)
         snapshots = self.verified_snapshots(ids)
+        self.fork_prefix_snapshots(job)
         events = self.ordered_events()
         self.seed_rng(job)
         missing = self.persisted_outputs(job, events)
@@ -477,6 +482,44 @@ class _Replay:
         self.seconds = parsed.governance.replay_max_seconds
         self.step(step, "ok", "every snapshot's signature and content address verified")
         return parsed
+
+    def fork_prefix_snapshots(self, job: Job) -> None:
+        """A fork (`domain.fork`) kept the iterations before the one it re-ran from as the job it
+        forked recorded them, decided under that job's snapshots: they are re-run under those
+        (present and verified as the declared ones are), the rest under the fork's own. A fork is
+        a counterfactual: never authoritative."""
+        lineage = lineage_of(job.provenance)
+        if lineage is None:
+            return
+        self.outcome.non_authoritative.append(
+            f"a fork of job {lineage.job_id}: its iterations before {lineage.iteration} are that"
+            f" job's, the rest re-run under {lineage.changes or 'its snapshots'}"
+            f"{' and another input' if lineage.input is not None else ''}; never authoritative"
+        )
+        if lineage.iteration == 0:
+            return  # nothing kept: every iteration ran under the fork's own snapshots
+        step = "3b fork prefix snapshots"
+        configs: dict[str, Any] = {}
+        for kind in SnapshotKind:
+            snapshot_id = lineage.prefix_snapshot_ids.get(kind.value)
+            absent = None if snapshot_id is None else self.source.snapshot_absent(snapshot_id)
+            if snapshot_id is None or absent is not None:
+                message = f"{kind.value} snapshot {snapshot_id} of fork's kept iterations is absent"
+                self.stop(ErrorCode.MISSING_SNAPSHOT, step, message)
+            try:
+                config = _parsed(kind, self.source.load_snapshot(snapshot_id))
+            except MaceError as exc:
+                if exc.code is not ErrorCode.INTEGRITY_FAILURE:
+                    raise
+                self.outcome.halt_snapshots.append(snapshot_id)
+                self.stop(ErrorCode.INTEGRITY_FAILURE, step, f"{kind.value}: {exc.message}")
+            if isinstance(config, _Unusable):
+                message = f"no usable {kind.value} snapshot: {snapshot_id} {config.problem}"
+                self.stop(ErrorCode.MISSING_SNAPSHOT, step, message)
+            configs[kind.value] = config
+        self.fork_prefix = (lineage.iteration, Stage0Snapshots(**configs))
+        detail = f"iterations before {lineage.iteration} re-run under job {lineage.job_id}'s"
+        self.step(step, "ok", f"{detail} snapshots, verified")
 
     def ordered_events(self) -> list[tuple[int, RunEvent]]:
         """The job's events without its completion, in order, each decoded (once) here."""
@@ -771,7 +814,10 @@ class _Replay:
             events = recorded[iteration]
             trace = next(((i, e) for i, e in events if isinstance(e, IterationTrace)), None)
             percept = next(((i, e) for i, e in events if isinstance(e, InputReceived)), None)
-            run = None if percept is None else self.rerun(job, snapshots, body, *percept)
+            under = snapshots
+            if self.fork_prefix is not None and iteration < self.fork_prefix[0]:
+                under = self.fork_prefix[1]
+            run = None if percept is None else self.rerun(job, under, body, *percept)
             self.reruns[iteration] = None if run is None else run.events
             if run is not None:
                 self.compare_sem(job, iteration, [e for _, e in events], run.events)

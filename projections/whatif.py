@@ -132,13 +132,21 @@ def render_text(report: dict[str, Any]) -> list[str]:
         f" changed; {totals['facts_redecided']} facts re-decided,"
         f" {totals['facts_not_redecided']} not re-decided"
     )
-    for number, difference in enumerate(report["differences"]):
+    lines.extend(difference_lines(report["differences"], "recorded: ", "what-if:  "))
+    for row in report["not_redecided"]:
+        lines.append(f"  not re-decided ({row['check']}): {row['subject']}: {row['detail']}")
+    return lines
+
+
+def difference_lines(differences: list[dict[str, Any]], was: str, now: str) -> list[str]:
+    """Each difference as ``mace replay --with`` and ``mace fork`` print it: where, the field,
+    then both values, labelled ``was`` (the record's) and ``now`` (the re-run's)."""
+    lines: list[str] = []
+    for number, difference in enumerate(differences):
         where = difference["iteration"]
         label = "first change" if number == 0 else "then"
         at = "job" if where is None else f"iteration {where}"
         lines.append(f"  {label}: {at}, field {difference['field']}:")
-        lines.append(f"    recorded: {canonical_json(difference['recorded']).decode()}")
-        lines.append(f"    what-if:  {canonical_json(difference['replayed']).decode()}")
-    for row in report["not_redecided"]:
-        lines.append(f"  not re-decided ({row['check']}): {row['subject']}: {row['detail']}")
+        lines.append(f"    {was}{canonical_json(difference['recorded']).decode()}")
+        lines.append(f"    {now}{canonical_json(difference['replayed']).decode()}")
     return lines

@@ -171,6 +171,18 @@ class WhatIfBatchAsk(Body):
         return self
 
 
+class ForkAsk(Body):
+    at: StrictInt = Field(ge=0, description="the iteration re-run from; those before it are kept")
+    input: StrictStr | None = Field(
+        default=None,
+        max_length=MAX_INPUT_CHARS,
+        description="iteration ``at``'s input in place of the recorded one",
+    )
+    changes: WhatIfChangesAsk | None = Field(
+        default=None, description="the snapshots re-run under (policy: FORK_NOT_REDECIDABLE)"
+    )
+
+
 class AuditAsk(Body):
     since: StrictInt = Field(
         default=0, ge=0, description="audit only jobs whose first event is after this notification"

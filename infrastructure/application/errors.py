@@ -26,6 +26,7 @@ from domain.errors import (
     NotFoundError,
     StoreBusyError,
 )
+from domain.fork import ForkCode, NotForkable
 from domain.receipt import Unreplayable, UnreplayableCode
 from domain.run_draft import RunTooLarge
 from infrastructure.storage.records.key_checks import KeyMismatch, MissingSigningKey
@@ -77,6 +78,9 @@ ANSWERS: Final[Mapping[str, Answer]] = {
     UnreplayableCode.MISSING_POLICY_SNAPSHOT: Answer(422, EXIT_FAILED),
     UnreplayableCode.NESTED_REPLAY: Answer(422, EXIT_FAILED),
     UnreplayableCode.INVALID_SNAPSHOT: Answer(422, EXIT_FAILED),
+    # The request cannot be served for this job (what it holds cannot be decided again):
+    # nothing was written, as for bad input.
+    ForkCode.NOT_REDECIDABLE: Answer(422, EXIT_USAGE),
     Code.NOT_FOUND: Answer(404, EXIT_USAGE),
     Code.CONFLICT: Answer(409, EXIT_USAGE),
     Code.INVALID_INPUT: Answer(422, EXIT_USAGE),
@@ -142,6 +146,7 @@ def _fixed(code: Code) -> Callable[[Any], tuple[str, str]]:
 ERRORS: Final[Mapping[type[Exception], Callable[[Any], tuple[str, str]]]] = {
     MaceError: _mace_error,
     Unreplayable: _unreplayable,
+    NotForkable: _unreplayable,
     NotFoundError: _fixed(Code.NOT_FOUND),
     ConflictError: _fixed(Code.CONFLICT),
     # Bad input of every kind (an argument, a file, a body, a setting, a snapshot named for a job

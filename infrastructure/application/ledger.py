@@ -21,6 +21,7 @@ from eventsourcing.persistence import StoredEvent
 
 from infrastructure.application.audit import AuditService
 from infrastructure.application.checkpoints import CheckpointService
+from infrastructure.application.fork import ForkService
 from infrastructure.application.governance import GovernanceService
 from infrastructure.application.jobs import JobService
 from infrastructure.application.limits import InputLimits
@@ -91,6 +92,9 @@ class Ledger:
         self.whatif = WhatIfService(store, self.replays)
         self.whatif_batches = WhatIfBatchService(store, self.whatif)
         self.whatif_as_of = AsOfService(store, self.whatif, self.checkpoints)
+        self.forks = ForkService(
+            store, self.jobs, self.snapshots, self.sem, self.replays, self.whatif
+        )
         self.receipts = ReceiptService(store, self.memories, self.policy, self.read_models)
 
     @classmethod

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final, TypeVar
 from uuid import UUID
@@ -513,20 +513,30 @@ class ReplayService:
     ) -> tuple[ReplayOutcome, list[ReplayOutcome]]:
         """The job replayed under what it declared, then, if that reproduced with no error,
         once under each variant of its request (`ReplayRequest` fields), each stream read once."""
-        name = self.jobs.owned_name(job_id, tenant)
-        job = self._job_if_intact(name)
         shared = SharedReads() if shared is None else shared
-        declared = ReplayRequest(job_id, ReplayMode.AUDIT, elapsed=stopwatch())
-        baseline = self._run_replay(LedgerReplaySource(self, job, tenant, shared=shared), declared)
+        job, baseline = self.replay_declared(job_id, tenant=tenant, shared=shared)
         if baseline.error_code is not None:
             return baseline, []
         return baseline, [
             self._run_replay(
                 LedgerReplaySource(self, job, tenant, shared=shared),
-                replace(declared, **variant, elapsed=stopwatch()),
+                ReplayRequest(job_id, ReplayMode.AUDIT, elapsed=stopwatch(), **variant),
             )
             for variant in variants
         ]
+
+    def replay_declared(
+        self, job_id: str, *, tenant: str = DEFAULT_TENANT, shared: SharedReads | None = None
+    ) -> tuple[Job | None, ReplayOutcome]:
+        """The tenant's job (None when not intact) and its audit-mode replay under what it
+        declared, nothing recorded: whether the record is intact and reproduces itself, before
+        a what-if or a fork builds on it. The caller checked who acts."""
+        name = self.jobs.owned_name(job_id, tenant)
+        job = self._job_if_intact(name)
+        shared = SharedReads() if shared is None else shared
+        declared = ReplayRequest(job_id, ReplayMode.AUDIT, elapsed=stopwatch())
+        source = LedgerReplaySource(self, job, tenant, shared=shared)
+        return job, self._run_replay(source, declared)
 
     def _decided(
         self,

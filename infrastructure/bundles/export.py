@@ -20,6 +20,7 @@ from eventsourcing.utils import get_topic
 from domain.canonical import canonical_json, digest
 from domain.determinism import iso_text
 from domain.errors import InvalidInput
+from domain.fork import lineage_of
 from domain.governance import Governance, governance_scope_of_job, halt_scopes
 from domain.job import DEFAULT_TENANT, Job, JobSealWitness
 from domain.naming import tenant_and_key, tenant_scoped
@@ -120,7 +121,12 @@ def collect_streams(
     ]
     missing: list[str] = []
     present: list[str] = []
-    for _, snapshot_id in sorted(job.snapshot_ids.items()):
+    # A fork's kept iterations were decided under the snapshots of the job it forked: its
+    # replay needs them too (`domain.fork`).
+    lineage = lineage_of(job.provenance)
+    kept = {} if lineage is None else lineage.prefix_snapshot_ids
+    declared = [snapshot_id for _, snapshot_id in sorted(job.snapshot_ids.items())]
+    for snapshot_id in [*declared, *(snapshot_id for _, snapshot_id in sorted(kept.items()))]:
         if snapshot_id in present or snapshot_id in missing:
             continue
         if not ledger.records.exists(Snapshot.id_for(snapshot_id)):

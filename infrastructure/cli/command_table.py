@@ -110,6 +110,12 @@ COMMANDS: tuple[Command, ...] = (
         _cli("replay", "add_replay_arguments"),
     ),
     Command(
+        "fork",
+        Group.REPLAY,
+        "fork a job from an iteration: keep the rest as recorded, re-run from there under changes",
+        _cli("fork", "add_fork_arguments"),
+    ),
+    Command(
         "reexecute",
         Group.REPLAY,
         "run an agent's code against its recorded job: exit 0 on an authoritative match",

@@ -170,6 +170,7 @@ def test_help_lists_the_commands_by_group(capsys: pytest.CaptureFixture[str]) ->
         "recording:": ["run", "ingest", "schema", "sem", "snapshot", "runs", "events", "jobs"],
         "replay and governance:": [
             "replay",
+            "fork",
             "reexecute",
             "verify",
             "audit",
