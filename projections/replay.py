@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final, NoReturn, Protocol
 
 import orjson
@@ -819,14 +820,13 @@ class _Replay:
                 under = self.fork_prefix[1]
             run = None if percept is None else self.rerun(job, under, body, *percept)
             self.reruns[iteration] = None if run is None else run.events
-            if run is not None:
-                self.compare_sem(job, iteration, [e for _, e in events], run.events)
             replayed = (
                 None
                 if run is None
                 else next(e for e in run.events if isinstance(e, IterationTrace))
             )
-            self.compare_iteration(iteration, trace, replayed, missing)
+            sem = None if run is None else partial(self.compare_sem, job, iteration, events, run)
+            self.compare_iteration(iteration, trace, replayed, missing, sem)
             if run is not None:
                 self.compare_events(iteration, events, run.events)
                 self.sem_written.update({entry.key: entry for entry in run.sem_writes})
@@ -932,12 +932,13 @@ class _Replay:
         return self.job_position
 
     def compare_sem(
-        self, job: Job, iteration: int, recorded: list[RunEvent], replayed: list[RunEvent]
+        self, job: Job, iteration: int, events: list[tuple[int, RunEvent]], run: Stage0Run
     ) -> None:
-        """SEM first, each fact named by its key (`replay_sem.sem_differences`)."""
+        """The iteration's SEM facts, each named by its key (`replay_sem.sem_differences`)."""
         held = self.source.carries_tenant_state
+        recorded = [event for _, event in events]
         for field_name, claimed, met in sem_differences(
-            self.source if held else None, job.tenant, job.job_id, recorded, replayed
+            self.source if held else None, job.tenant, job.job_id, recorded, run.events
         ):
             self.diverge(
                 Divergence(ErrorCode.REPLAY_DIVERGENCE, iteration, field_name, claimed, met),
@@ -1019,11 +1020,17 @@ class _Replay:
         trace: tuple[int, IterationTrace] | None,
         rerun: IterationTrace | None,
         missing: list[MissingArtifact],
+        sem: Callable[[], None] | None = None,
     ) -> None:
         """Each seed 004 section 5 field of the recorded trace (at its position in the job's
         events) against the re-run's: all of them at once when the trace is stored as the
-        re-run writes it (`stored_as_rerun`), else one by one, the first that differs diverging."""
+        re-run writes it (`stored_as_rerun`), else one by one, the first that differs diverging.
+        ``sem`` compares the iteration's SEM facts where the run met them: after the routing
+        (``router_decision``, ``selected_agents``), before the agents' outputs, so a what-if
+        whose routing changed names the routing first, not a read the new route no longer makes."""
         if trace is None or rerun is None:
+            if sem is not None:
+                sem()
             self.diverge(
                 Divergence(
                     ErrorCode.REPLAY_DIVERGENCE,
@@ -1048,6 +1055,8 @@ class _Replay:
                 self.step(f"8 iteration {iteration}: {name}", "ok", "matches the record")
             if name == "router_decision" and self.request.mode is ReplayMode.PRODUCTION:
                 self.production_outputs(iteration, missing)
+            if name == "selected_agents" and sem is not None:
+                sem()
 
     def production_outputs(self, iteration: int, missing: list[MissingArtifact]) -> None:
         """Production never re-creates an output that was not persisted (seed 000 section 7)."""

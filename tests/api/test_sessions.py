@@ -75,6 +75,7 @@ def path_values(job_id: str) -> dict[str, str]:
         "receipt_id": "rct-" + "0" * 32,
         "number": "1",
         "reexecution_id": "0" * 32,
+        "record_id": "0" * 16 + "-0",
     }
 
 

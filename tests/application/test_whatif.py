@@ -117,6 +117,29 @@ def test_new_router_rules_change_the_route_first_at_the_known_iteration(
     assert job_rows(cli_env, "two-sums") == before
 
 
+def test_a_route_that_no_longer_reads_memory_changes_first_at_the_route(cli_env: Settings) -> None:
+    """The differences come in the order the run met them: the routing, then the SEM read the
+    old route's agent made and the new one does not, then the agents' outputs. A batch's
+    ``--expect`` names a job's first change, so that must be the decision that changed."""
+    with Ledger.open(cli_env) as ledger:
+        ledger.sem.put("world/country/france/capital", "Paris")
+    stage0_job(cli_env, "capital", "What is the capital of France?")
+    payload: dict[str, Any] = default_snapshots()[SnapshotKind.ROUTER].payload
+    no_knowledge = [rule for rule in payload["rules"] if rule["agent"] != "knowledge_agent"]
+    without = stored(cli_env, Snapshot.declare("router", {"rules": no_knowledge}))
+    report = whatif(cli_env, "capital", router=without).report
+    assert report["verdict"] == "changed"
+    assert (report["first_change"]["iteration"], report["first_change"]["field"]) == (
+        0,
+        "router_decision",
+    )
+    fields = [d["field"] for d in report["differences"] if d["iteration"] == 0]
+    read = "sem_read world/country/france/capital"
+    assert fields.index("selected_agents") < fields.index(read) < fields.index("agent_outputs")
+    sem_read = report["differences"][fields.index(read)]
+    assert (sem_read["recorded"]["value"], sem_read["replayed"]) == ("Paris", None)
+
+
 def test_a_selfrep_without_the_math_agent_routes_to_the_fallback(cli_env: Settings) -> None:
     stage0_job(cli_env)
     payload = default_snapshots()[SnapshotKind.SELFREP].payload

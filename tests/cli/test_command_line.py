@@ -32,11 +32,12 @@ HEAVY = (
     "infrastructure.application",
     "infrastructure.api.app",
 )
-# The application layer's own entry, which every command answers through: the error table and
-# the settings (no use case among them).
+# The application layer's own entry, which every command answers through: the error table, the
+# settings and the Ctrl-C handling every command runs under (no use case among them).
 ENTRY = (
     "infrastructure.application",
     "infrastructure.application.errors",
+    "infrastructure.application.interrupts",
     "infrastructure.application.settings",
 )
 # Runs main() with each argument list in turn, in one fresh interpreter; prints what it loaded.
