@@ -148,6 +148,13 @@ def parse_note(data: bytes) -> SignedNote:
     for char in decoded:
         if ord(char) < 0x20 and char != "\n":
             raise InvalidInput(f"the note holds a control character {char!r}: {EXPECTED_NOTE}")
+    if decoded.endswith("\n\n"):
+        # What `jq -r` or `echo` leave after a note they print: a spec note ends in its last
+        # signature line's newline, and a verifier must not guess where the signatures are.
+        raise InvalidInput(
+            f"the note ends in a blank line, a newline too many after its last signature (as"
+            f" jq -r or echo add): {EXPECTED_NOTE}"
+        )
     split = decoded.rfind("\n\n")
     if split < 0:
         raise InvalidInput(f"the note has no blank line before its signatures: {EXPECTED_NOTE}")

@@ -168,10 +168,11 @@ def test_a_text_that_is_no_checkpoint_is_refused(text: str, message: str) -> Non
         (b"text\n\xe2\x80\x94 a AAAAAAAA\n", "no blank line before its signatures"),
         (b"text\n\n\xe2\x80\x94 a AAAA\n", "shorter than a key id and a signature"),
         (b"text\n\n\xe2\x80\x94 a AAAAAAAA", "does not end in a newline"),
+        (b"text\n\n\xe2\x80\x94 a AAAAAAAA\n\n", "ends in a blank line, a newline too many"),
         (b"te\x00xt\n\n\xe2\x80\x94 a AAAAAAAA\n", "control character"),
         (b"text\n\n\xe2\x80\x94 a+b AAAAAAAA\n", "key name 'a\\+b' holds a '\\+'"),
     ],
-    ids=["no-signature", "no-blank", "short", "no-final-newline", "nul", "plus"],
+    ids=["no-signature", "no-blank", "short", "no-final-newline", "a-newline-too-many", "nul", "plus"],
 )
 def test_a_malformed_note_is_refused(data: bytes, message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
