@@ -172,7 +172,15 @@ def test_a_text_that_is_no_checkpoint_is_refused(text: str, message: str) -> Non
         (b"te\x00xt\n\n\xe2\x80\x94 a AAAAAAAA\n", "control character"),
         (b"text\n\n\xe2\x80\x94 a+b AAAAAAAA\n", "key name 'a\\+b' holds a '\\+'"),
     ],
-    ids=["no-signature", "no-blank", "short", "no-final-newline", "a-newline-too-many", "nul", "plus"],
+    ids=[
+        "no-signature",
+        "no-blank",
+        "short",
+        "no-final-newline",
+        "a-newline-too-many",
+        "nul",
+        "plus",
+    ],
 )
 def test_a_malformed_note_is_refused(data: bytes, message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
