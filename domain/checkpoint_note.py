@@ -148,7 +148,7 @@ def parse_note(data: bytes) -> SignedNote:
     for char in decoded:
         if ord(char) < 0x20 and char != "\n":
             raise InvalidInput(f"the note holds a control character {char!r}: {EXPECTED_NOTE}")
-    if decoded.endswith("\n\n") and decoded[:-1].rsplit("\n", 2)[-2].startswith("\u2014 "):
+    if decoded.endswith("\n\n") and decoded[:-1].rsplit("\n", 2)[-2].startswith(SIGNATURE_PREFIX):
         # What `jq -r` or `echo` leave after a note they print: a spec note ends in its last
         # signature line's newline, and a verifier must not guess where the signatures are.
         raise InvalidInput(
