@@ -18,6 +18,7 @@ from domain.errors import (
     SnapshotError,
     StoreBusyError,
 )
+from domain.fork import ForkCode, NotForkable
 from domain.governance import AccessDenied
 from domain.receipt import Unreplayable, UnreplayableCode
 from domain.run_draft import RunTooLarge
@@ -66,6 +67,15 @@ EXAMPLES: list[tuple[BaseException, Failure]] = [
     (
         Unreplayable(UnreplayableCode.NESTED_REPLAY, "a replay"),
         Failure("unreplayable.nested_replay", "a replay", 422, 1),
+    ),
+    (
+        NotForkable("job j holds tool calls: a fork decides again only Stage-0 iterations"),
+        Failure(
+            "FORK_NOT_REDECIDABLE",
+            "job j holds tool calls: a fork decides again only Stage-0 iterations",
+            422,
+            2,
+        ),
     ),
     (NotFoundError("no job j"), Failure("NOT_FOUND", "no job j", 404, 2)),
     (StoreNotSetUp("no ledger at x"), Failure("NOT_FOUND", "no ledger at x", 404, 2)),
@@ -134,7 +144,7 @@ def test_every_mapped_error_has_an_example_above() -> None:
 
 
 def test_every_code_is_in_the_table_by_its_exact_string() -> None:
-    codes = [*ErrorCode, *UnreplayableCode, *Code]
+    codes = [*ErrorCode, *UnreplayableCode, *ForkCode, *Code]
     assert sorted(ANSWERS) == sorted(c.value for c in codes)
     assert all(code == code.name for code in (*ErrorCode, *Code))
     assert {answer.exit_code for answer in ANSWERS.values()} == {1, 2}
