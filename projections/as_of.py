@@ -180,9 +180,9 @@ def hits_diff(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]])
 def render_text(report: dict[str, Any]) -> list[str]:
     """The lines ``mace replay --as-of`` prints: the verdict, what was served as of the point
     and what could not be, then each difference, data drift first."""
-    where = _label(report["as_of"])
+    where = point_label(report["as_of"])
     if report["compare_to"] is not None:
-        where += f" compared to {_label(report['compare_to'])}"
+        where += f" compared to {point_label(report['compare_to'])}"
     lines = [headline(report, report["kind"], f"job {report['job_id']} ", f"as of {where}")]
     if report["error"] is not None:
         lines.append(f"  {report['error']['code']}: {report['error']['message']}")
@@ -228,5 +228,6 @@ def _values(row: dict[str, Any]) -> list[str]:
     ]
 
 
-def _label(point: dict[str, int]) -> str:
+def point_label(point: dict[str, int]) -> str:
+    """A recorded point as the caller named it: ``checkpoint N`` or ``log position N``."""
     return LogPoint(point.get("checkpoint"), point.get("position")).label()

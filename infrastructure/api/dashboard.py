@@ -8,8 +8,10 @@ laid out as definition lists, personal data as the API shows it to the caller) a
 governance log, and each replay to its report, a divergence shown side by side; a recorded
 what-if (``/dashboard/whatif/{record_id}``, the id ``mace`` and the API answer) is shown the
 same way: one job's first change then the rest, or a batch's jobs, each changed job's first
-change side by side. The audits page lists the tenant's batch audits and their totals; the
-governance page, every governance event the tenant sees, newest first. Every page only reads.
+change side by side; an as-of or a compare, its points, what was served, its data drift and what
+follows from it side by side; a fork, its new job, what was kept, then original beside fork.
+The audits page lists the tenant's batch audits and their totals; the governance page, every
+governance event the tenant sees, newest first. Every page only reads.
 A person signs in with a token from the tokens file, which opens a session (`application.sessions`):
 the browser keeps the session's id, never the token, in a ``Secure``, ``HttpOnly``,
 ``SameSite=Strict`` cookie that only the dashboard's pages take. Its two forms post only from its
@@ -29,7 +31,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from domain.canonical import canonical_json
 from domain.errors import ErrorCode, InvalidInput, NotFoundError
-from domain.whatif_record import WHATIF_BATCH_KIND
+from domain.whatif_record import AS_OF_KIND, COMPARE_KIND, FORK_KIND, WHATIF_BATCH_KIND
 from infrastructure.api.context import (
     DASHBOARD,
     SESSION_COOKIE,
@@ -44,6 +46,7 @@ from infrastructure.api.whatif import WhatIfRecordId
 from infrastructure.application.governance import ABANDONED
 from infrastructure.application.personal_data import HTTP_CHANNEL
 from infrastructure.application.tokens import Principal, TokenRefused, accepted, utc_text
+from projections.as_of import point_label
 from projections.job_search import (
     PAGE_SIZE,
     STATUSES,
@@ -58,6 +61,7 @@ from projections.side_by_side import side_by_side
 router = APIRouter(prefix=DASHBOARD, include_in_schema=False)
 RECENT = 50
 _GOVERNANCE_COLUMNS = frozenset({"scope", "event", "actor_id", "recorded_at"})
+_AS_OF_KINDS = frozenset({AS_OF_KIND, COMPARE_KIND})
 TEMPLATES = Environment(
     loader=FileSystemLoader(FilePath(__file__).parent / "web" / "templates"),
     autoescape=select_autoescape(["html"]),
@@ -65,6 +69,7 @@ TEMPLATES = Environment(
 # A value as its canonical JSON, for a person: Jinja's own tojson writes ' as \u0027 (it is
 # meant for scripts); autoescape makes this text safe in HTML.
 TEMPLATES.filters["json"] = lambda value: canonical_json(value).decode()
+TEMPLATES.filters["point"] = point_label
 
 
 def _page(template: str, http_status: int = 200, **context: Any) -> HTMLResponse:
@@ -182,17 +187,44 @@ def audits_page(ctx: Ctx, who: Caller) -> HTMLResponse:
 
 @router.get("/whatif/{record_id}", response_class=HTMLResponse)
 def whatif_page(record_id: WhatIfRecordId, ctx: Ctx, who: Caller) -> HTMLResponse:
-    """A recorded what-if as a diff: one job's first change then the rest, or a batch's jobs
-    and each changed job's first change, recorded and replayed side by side."""
+    """A recorded counterfactual as a diff: one job's what-if or a fork, its first change then
+    the rest; a batch's jobs and each changed job's first change; an as-of or a compare, its
+    data drift and what follows from it. Each value beside the one it is held to."""
     record = ctx.reader.whatif.shown(record_id, who.actor, tenant=who.tenant)
     report = record["report"]
-    # A batch's row (its first change inside), or one job's difference, beside its diff.
-    if record["kind"] == WHATIF_BATCH_KIND:
-        shown = [(row, row["first_change"]) for row in report["jobs"] if row["first_change"]]
+    kind = record["kind"]
+    # Each part's items (a batch's row, or a difference) beside the difference they show.
+    parts: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]
+    if kind == WHATIF_BATCH_KIND:
+        parts = {
+            "jobs": [(row, row["first_change"]) for row in report["jobs"] if row["first_change"]]
+        }
+    elif kind in _AS_OF_KINDS:
+        parts = {part: [(d, d) for d in report[part]] for part in ("data_drift", "consequences")}
     else:
-        shown = [(d, d) for d in report.get("differences", [])]
-    diffs = [(item, side_by_side(d["recorded"], d["replayed"])) for item, d in shown]
-    return _page("whatif.html", who=who, record=record, diffs=diffs)
+        parts = {"differences": [(d, d) for d in report.get("differences", [])]}
+    # A compare holds what one point served beside what the other did; the rest, the recorded
+    # value beside the re-decided one (a fork's: the original beside the fork).
+    left, right = ("as_of", "compare_to") if kind == COMPARE_KIND else ("recorded", "replayed")
+    diffs = {
+        part: [(item, side_by_side(d[left], d[right])) for item, d in items]
+        for part, items in parts.items()
+    }
+    return _page("whatif.html", who=who, record=record, diffs=diffs, labels=_labels(kind, report))
+
+
+def _labels(kind: str, report: dict[str, Any]) -> tuple[str, str]:
+    """The heads of a diff's two columns."""
+    if kind == FORK_KIND:
+        return "Original", "Fork"
+    if kind == COMPARE_KIND:
+        return (
+            f"As of {point_label(report['as_of'])}",
+            f"Compare to {point_label(report['compare_to'])}",
+        )
+    if kind == AS_OF_KIND:
+        return "Recorded", f"As of {point_label(report['as_of'])}"
+    return "Recorded", "Replayed"
 
 
 @router.get("/governance", response_class=HTMLResponse)

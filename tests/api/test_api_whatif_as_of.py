@@ -9,13 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.api_support import Api, assert_error
-from support.hand_written_runs import ANA, math_iteration, run_file, with_brainstates
-
-from domain.events import hash_of
-from domain.run_file import parse_run
-
-QUERY = "when is the launch"
+from support.api_support import Api, assert_error, churned_launch
 
 
 def test_as_of_a_log_position_is_answered_and_recorded(api: Api) -> None:
@@ -41,35 +35,10 @@ def test_as_of_a_log_position_is_answered_and_recorded(api: Api) -> None:
 def test_a_compare_answers_the_hits_added_and_removed_between_two_points(
     api: Api, tmp_path: Path
 ) -> None:
-    remember = api.ledger.memories.remember_episode
-    texts = ("the launch moved to friday", "lunch is at noon", "the launch needs a review")
-    moved, lunch, review = (remember("acme", text, [], ANA, None) for text in texts)
-
-    def hit(memory: Any, rank: int, score: float) -> dict[str, Any]:
-        uri = f"mace://acme/memory/{memory.memory_id}"
-        return {"uri": uri, "score": score, "explain": {"rank": rank, "position": memory.position}}
-
-    hits = [hit(review, 1, 2.0), hit(moved, 2, 2.0), hit(lunch, 3, 1.0)]
-    request = {"request_id": "r1", "query": QUERY, "request_hash": hash_of(QUERY)}
-    body = [
-        *math_iteration(0, "2 + 3", 5),
-        {"type": "RetrievalRequest", **request, "memory_position": review.position},
-        {
-            "type": "RetrievalResponse",
-            "request_id": "r1",
-            "hits": hits,
-            "response_hash": hash_of(hits),
-        },
-    ]
-    ids = api.ledger.snapshots.default_ids()
-    path = run_file(tmp_path, "launch", ids, with_brainstates(body), "2 + 3 = 5")
-    api.ledger.run_imports.record_once(parse_run(Path(path).read_bytes().split(b"\n")), "acme")
-    recorded = api.position()
-    added = remember("acme", "the launch is on", [], ANA, None)
-    api.ledger.memories.forget("acme", moved.memory_id, "moved again", ANA)
+    churned = churned_launch(api, tmp_path)
     body_asked = {
         "job_id": "launch",
-        "as_of": f"position:{recorded}",
+        "as_of": f"position:{churned.recorded}",
         "compare_to": f"position:{api.position()}",
     }
     response = api.post("/v1/whatif", body_asked, "auditor")
@@ -77,8 +46,8 @@ def test_a_compare_answers_the_hits_added_and_removed_between_two_points(
     answer = response.json()
     assert (answer["kind"], answer["verdict"]) == ("compare", "changed")
     (drift,) = answer["data_drift"]
-    assert [h["uri"] for h in drift["hits"]["added"]] == [f"mace://acme/memory/{added.memory_id}"]
-    assert [h["uri"] for h in drift["hits"]["removed"]] == [f"mace://acme/memory/{moved.memory_id}"]
+    assert [h["uri"] for h in drift["hits"]["added"]] == [churned.added]
+    assert [h["uri"] for h in drift["hits"]["removed"]] == [churned.forgotten]
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any, TypeAlias
 
 import httpx
@@ -27,13 +28,16 @@ from fastapi.testclient import TestClient
 from schemathesis.core.failures import Failure, FailureGroup
 
 from domain.canonical import canonical_json
+from domain.events import hash_of
 from domain.governance import Role
+from domain.run_file import parse_run
 from domain.snapshot import Snapshot, SnapshotKind
 from infrastructure.api.app import create_app
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.snapshots import default_snapshots
 from infrastructure.application.tokens import TokenBook, TokenEntry
 from infrastructure.storage.settings import Settings
+from support.hand_written_runs import ANA, math_iteration, run_file, with_brainstates
 from support.ledger_fixtures import settings_for, store_of
 
 Response: TypeAlias = httpx.Response | httpx2.Response
@@ -271,6 +275,51 @@ def stored_router(api: Api, math_pattern: str) -> str:
     ]
     snapshot, _ = api.ledger.snapshots.put(Snapshot.declare("router", {"rules": rules}))
     return snapshot.snapshot_id
+
+
+@dataclass(frozen=True)
+class Churned:
+    """Memories that moved after a job's retrieval was served from them."""
+
+    recorded: int
+    """The log position right after the job was recorded."""
+    added: str
+    """The URI of the memory remembered since."""
+    forgotten: str
+    """The URI of a memory the job's retrieval served, forgotten since."""
+
+
+def churned_launch(api: Api, tmp_path: Path) -> Churned:
+    """Three of acme's episodes; job ``launch``, whose retrieval they served, recorded as ``mace
+    ingest`` records it; then one memory remembered and one of those served forgotten."""
+    remember = api.ledger.memories.remember_episode
+    texts = ("the launch moved to friday", "lunch is at noon", "the launch needs a review")
+    moved, lunch, review = (remember("acme", text, [], ANA, None) for text in texts)
+    served = ((review, 2.0), (moved, 2.0), (lunch, 1.0))
+    hits = [
+        {
+            "uri": f"mace://acme/memory/{memory.memory_id}",
+            "score": score,
+            "explain": {"rank": rank, "position": memory.position},
+        }
+        for rank, (memory, score) in enumerate(served, 1)
+    ]
+    query = "when is the launch"
+    request = {"request_id": "r1", "query": query, "request_hash": hash_of(query)}
+    body = [
+        *math_iteration(0, "2 + 3", 5),
+        {"type": "RetrievalRequest", **request, "memory_position": review.position},
+        {"type": "RetrievalResponse", "request_id": "r1", "hits": hits},
+    ]
+    body[-1]["response_hash"] = hash_of(hits)
+    ids = api.ledger.snapshots.default_ids()
+    path = run_file(tmp_path, "launch", ids, with_brainstates(body), "2 + 3 = 5")
+    api.ledger.run_imports.record_once(parse_run(Path(path).read_bytes().split(b"\n")), "acme")
+    recorded = api.position()
+    added = remember("acme", "the launch is on", [], ANA, None)
+    api.ledger.memories.forget("acme", moved.memory_id, "moved again", ANA)
+    uri = "mace://acme/memory/{}".format
+    return Churned(recorded, uri(added.memory_id), uri(moved.memory_id))
 
 
 def not_found_body(what: str) -> bytes:
