@@ -309,8 +309,11 @@ class CheckpointService:
         return self.store.recorder.max_notification_id() or 0
 
     def verified(self, algorithm: str, signed: SignedCheckpoint, source: str) -> SignedCheckpoint:
-        """An exported checkpoint once it is signed by this ledger's checkpoint key."""
-        return checked_signature(algorithm, signed, self.public_key, source)
+        """An exported checkpoint once it is signed by this ledger's checkpoint key, or by a
+        retired one it names (`MACE_CHECKPOINT_RETIRED_KEYS`): a witness's export made before a
+        rotation still holds the store to what it signed."""
+        key = self._chain.key.verifier(signed.key_id) or self.public_key
+        return checked_signature(algorithm, signed, key, source)
 
     def prove(self, old: Checkpoint, new: Checkpoint) -> Consistency:
         """The consistency proof from ``old`` to ``new`` (both this ledger's, the older first),

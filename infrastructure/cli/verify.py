@@ -20,7 +20,7 @@ from infrastructure.application.governance import ABANDONED, RUNNING, UNRESOLVED
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
 from infrastructure.application.witnesses import Witnesses, read_policy
-from infrastructure.bundles.exported_checkpoints import verified_exported
+from infrastructure.bundles.exported_checkpoints import read_exported
 from infrastructure.cli.common import emit_json
 from infrastructure.cli.read_store import print_read_store, read_store_note
 from projections.reflective_log import recorded_events
@@ -127,7 +127,11 @@ def _verify_all(
     """
     checkpoints = ledger.checkpoints
     # The file is read and its signature checked before the store is: bad input writes nothing.
-    kept = None if witness is None else verified_exported(witness, checkpoints.public_key)
+    kept = (
+        None
+        if witness is None
+        else checkpoints.verified(*read_exported(witness), f"checkpoint file {witness}")
+    )
     witnessed = {}
     if policy is not None:
         # The witnesses first: what they cosigned is the outside evidence, and a store rolled

@@ -40,6 +40,8 @@ def test_a_rotated_checkpoint_key_keeps_the_chain_with_the_retired_public_key(
 ) -> None:
     new_job(capsys)
     before = verified(capsys)
+    witness = tmp_path / "witness.json"  # exported for a witness before the rotation
+    assert run(capsys, "checkpoint", "export", "-o", str(witness))[0] == 0
     retired = tmp_path / "retired.pub"
     retired.write_text(read_checkpoint_key(TEST_CHECKPOINT_KEY).public_pem())
     path = new_key_file(tmp_path)
@@ -54,6 +56,10 @@ def test_a_rotated_checkpoint_key_keeps_the_chain_with_the_retired_public_key(
     new_job(capsys, "3 + 4", "s2")  # checkpointed on close, by the new key
     after = verified(capsys)
     assert after["checkpoints"] == before["checkpoints"] + 1
+    # The witness's export, signed by the retired key, still holds the rotated store to it.
+    code, out, err = run(capsys, "verify", "--all", "--checkpoint", str(witness), "--json")
+    assert (code, err) == (0, ""), err
+    assert canonical_line(out)["checkpoints"] == after["checkpoints"]
     code, out, err = run(capsys, "checkpoint", "public-key", "--json")
     assert (code, err) == (0, "")
     assert canonical_line(out)["key_id"] == rotated.key_id
