@@ -299,6 +299,22 @@ class CheckpointService:
         assert isinstance(event, LedgerCheckpoints.Signed)
         return chain.checked(event)
 
+    def of_size(self, tree_size: int) -> SignedCheckpoint | None:
+        """The store's checkpoint of ``tree_size`` (checked as `get` checks one), None when no
+        checkpoint of the chain has that size: found by bisection, sizes grow along the chain."""
+        newest = self.newest()
+        low, high = 1, 0 if newest is None else newest.checkpoint.number
+        while low <= high:
+            middle = (low + high) // 2
+            found = self.get(middle)
+            if found.checkpoint.tree_size == tree_size:
+                return found
+            if found.checkpoint.tree_size < tree_size:
+                low = middle + 1
+            else:
+                high = middle - 1
+        return None
+
     def rebuild_log_tables(self) -> int:
         """Make the log's stored Merkle nodes and leaf index again from the log, up to the
         newest checkpoint (its signed root checked); the number of leaves."""

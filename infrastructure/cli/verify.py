@@ -11,16 +11,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from domain.errors import ErrorCode, InvalidInput, MaceError
+from domain.checkpoint import CHECKPOINT_STREAM, SignedCheckpoint
+from domain.checkpoint_note import SignedNote
+from domain.errors import ErrorCode, IntegrityFailure, InvalidInput, MaceError
 from domain.events import RetrievalRequest
 from domain.job import DEFAULT_TENANT
 from domain.witness_policy import WitnessPolicy
+from infrastructure.application.checkpoints import CheckpointService, checked_note
 from infrastructure.application.errors import EXIT_FAILED, EXIT_OK
 from infrastructure.application.governance import ABANDONED, RUNNING, UNRESOLVED
 from infrastructure.application.ledger import Ledger
 from infrastructure.application.settings import Settings
-from infrastructure.application.witnesses import Witnesses, read_policy
-from infrastructure.bundles.exported_checkpoints import read_exported
+from infrastructure.application.witnesses import Witnesses, cosigned_quorum, read_policy
+from infrastructure.bundles.exported_checkpoints import read_checkpoint_file
 from infrastructure.cli.common import emit_json
 from infrastructure.cli.read_store import print_read_store, read_store_note
 from projections.reflective_log import recorded_events
@@ -62,7 +65,11 @@ def verify_command(args: argparse.Namespace, settings: Settings) -> int:
             print(
                 f"witness policy {args.policy}: checkpoint {witnessed['number']} is cosigned by"
                 f" {', '.join(witnessed['cosigners']) or 'none'} (quorum {witnessed['quorum']});"
-                " no listed witness holds a larger tree of the log"
+                + (
+                    " no listed witness holds a larger tree of the log"
+                    if witnessed["witnesses_asked"]
+                    else f" as {args.checkpoint} carries them (no witness asked)"
+                )
             )
         if args.checkpoint is not None:
             extended = counts["extends"]
@@ -115,9 +122,11 @@ def _verify_all(
     ledger: Ledger, settings: Settings, witness: Path | None, policy: WitnessPolicy | None
 ) -> dict[str, Any]:
     """Integrity of every checkpoint and every stream, then that the store extends the exported
-    checkpoint ``witness`` (if given), then the replay requests left without a result; before
-    all, that its newest checkpoint meets the witness ``policy`` (if given). Events
-    after the newest checkpoint are counted: nothing has signed them yet.
+    checkpoint ``witness`` (if given: a JSON export, or a signed note such as ``checkpoint export
+    --note`` writes), then the replay requests left without a result; before all, that the
+    witness ``policy`` (if given) is met: by the note's own cosignatures when ``witness`` is a
+    note, else by the newest checkpoint, the listed witnesses asked. Events after the newest
+    checkpoint are counted: nothing has signed them yet.
 
     Without a witness a store restored from an older copy verifies: its shorter chain is intact.
 
@@ -126,29 +135,25 @@ def _verify_all(
     so that the interrupted audit is seen and run again.
     """
     checkpoints = ledger.checkpoints
+    origin = checkpoints.log_origin(settings.log_origin)
     # The file is read and its signature checked before the store is: bad input writes nothing.
-    kept = (
-        None
-        if witness is None
-        else checkpoints.verified(*read_exported(witness), f"checkpoint file {witness}")
-    )
-    witnessed = {}
-    if policy is not None:
-        # The witnesses first: what they cosigned is the outside evidence, and a store rolled
-        # back or cut short is then named by the size a witness holds, whatever else it breaks.
-        origin = checkpoints.log_origin(settings.log_origin)
-        signed, cosigners = Witnesses(checkpoints, settings.witness_timeout).check_policy(
-            policy, origin
-        )
-        body = signed.checkpoint
-        witnessed = {
-            "witnessed": {
-                "number": body.number,
-                "tree_size": body.tree_size,
-                "cosigners": cosigners,
-                "quorum": policy.quorum,
-            }
-        }
+    held = None if witness is None else read_checkpoint_file(witness)
+    witnessed: dict[str, Any] = {}
+    kept: SignedCheckpoint | None
+    if isinstance(held, SignedNote):
+        kept, cosigners = _noted(checkpoints, held, origin, policy, f"checkpoint note {witness}")
+    else:
+        kept = None if held is None else checkpoints.verified(*held, f"checkpoint file {witness}")
+        cosigners = None
+        if policy is not None:
+            # The witnesses first: what they cosigned is the outside evidence, and a store rolled
+            # back or cut short is then named by the size a witness holds, whatever else it breaks.
+            newest, cosigners = Witnesses(checkpoints, settings.witness_timeout).check_policy(
+                policy, origin
+            )
+            witnessed = _witnessed(newest, cosigners, policy, asked=True)
+    if kept is not None and cosigners is not None and policy is not None:
+        witnessed = _witnessed(kept, cosigners, policy, asked=False)
     audit = checkpoints.verify_ledger(kept, str(witness))
     unanswered = ledger.governance.unanswered_replays()
     return {
@@ -157,6 +162,56 @@ def _verify_all(
         "abandoned_replays": [u.as_json() for u in unanswered if u.status == ABANDONED],
         "running_replays": [u.as_json() for u in unanswered if u.status == RUNNING],
         "unresolved_replays": [u.as_json() for u in unanswered if u.status == UNRESOLVED],
+    }
+
+
+def _noted(
+    checkpoints: CheckpointService,
+    note: SignedNote,
+    origin: str,
+    policy: WitnessPolicy | None,
+    source: str,
+) -> tuple[SignedCheckpoint, list[str] | None]:
+    """The store's checkpoint the note states, once the note is signed by the log's key (the
+    policy's ``log`` line, else this ledger's) and cosigned by the policy's quorum (checked
+    offline: the note is the witnesses' word as it was kept); the policy's cosigners. A store
+    holding no checkpoint of the note's size and root was rolled back or rewritten."""
+    vkey = checkpoints.verifier_key(origin) if policy is None else policy.log
+    body = checked_note(note, vkey, source)
+    cosigners = (
+        None
+        if policy is None
+        else cosigned_quorum(policy, note.text, note.signatures, f"{source}'s checkpoint")
+    )
+    stored = checkpoints.of_size(body.tree_size)
+    if stored is None or bytes.fromhex(stored.checkpoint.root) != body.root:
+        newest = checkpoints.newest()
+        covers = 0 if newest is None else newest.checkpoint.tree_size
+        reason = (
+            f"{source} states tree size {body.tree_size} with root {body.root.hex()}, but the"
+            f" store holds no checkpoint of that size and root (its newest covers {covers}"
+            " events): the store was rolled back, its tail deleted or its log rewritten"
+        )
+        raise IntegrityFailure(
+            CHECKPOINT_STREAM, 0 if newest is None else newest.checkpoint.number, reason
+        )
+    return stored, cosigners
+
+
+def _witnessed(
+    signed: SignedCheckpoint, cosigners: list[str], policy: WitnessPolicy, *, asked: bool
+) -> dict[str, Any]:
+    """What the policy was held to: the checkpoint, its cosigners, and whether the listed
+    witnesses were asked (the newest checkpoint) or a note's kept cosignatures counted."""
+    body = signed.checkpoint
+    return {
+        "witnessed": {
+            "number": body.number,
+            "tree_size": body.tree_size,
+            "cosigners": cosigners,
+            "quorum": policy.quorum,
+            "witnesses_asked": asked,
+        }
     }
 
 

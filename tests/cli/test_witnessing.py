@@ -205,6 +205,7 @@ def test_verify_all_policy_requires_a_quorum_of_valid_cosignatures(
         "tree_size": answer["checkpointed"],
         "cosigners": ["w1"],
         "quorum": 1,
+        "witnesses_asked": True,
     }
 
     two = write_policy(tmp_path / "two.policy", log, 2, *listed)
@@ -253,6 +254,47 @@ def test_a_store_restored_from_before_a_witnessed_checkpoint_fails_naming_the_co
     code, out, err = run(capsys, "verify", "--all", "--policy", str(policy))
     assert (code, out) == (1, "")
     assert err == rolled_back(url, cosigned, older)
+
+
+def test_a_kept_cosigned_note_holds_the_store_to_it_with_no_witness_asked(
+    spec_witness: tuple[SpecWitness, str],
+    cli_env: Settings,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """``verify --all --checkpoint NOTE --policy``: a given checkpoint, as an auditor kept its
+    cosigned note, must carry the quorum itself, and the store must hold it and extend it."""
+    w, url = spec_witness
+    older = canonical_line(run(capsys, "checkpoint", "--json")[1])
+    backup, head = save(cli_env, tmp_path)
+    new_job(capsys, "3 + 4", "s2")
+    assert witness(capsys, url)[0] == 0
+    note = tmp_path / "kept.note"
+    exported_note(capsys, note)
+    asked = len(w.requests)
+    policy = one_witness_policy(tmp_path, capsys, w, url)
+    given = ("verify", "--all", "--checkpoint", str(note), "--policy")
+    code, out, err = run(capsys, *given, str(policy))
+    assert (code, err) == (0, ""), err
+    assert f"is cosigned by w1 (quorum 1); as {note} carries them (no witness asked)" in out
+    assert len(w.requests) == asked
+
+    absent = SpecWitness("witness.example/w2")
+    listed = [f"witness w1 {w.vkey.encoded()} {url}", f"witness w2 {absent.vkey.encoded()}"]
+    two = write_policy(tmp_path / "two.policy", log_vkey(capsys), 2, *listed)
+    code, out, err = run(capsys, *given, str(two))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"mace: WITNESS_FAILED: checkpoint note {note}'s checkpoint is cosigned by 1 of the"
+        " policy's witnesses (w1), below its quorum of 2\n"
+    )
+
+    roll_back(cli_env, backup, head, older["number"])
+    code, out, err = run(capsys, *given, str(policy))
+    assert (code, out) == (1, "")
+    assert err.startswith(f"mace: INTEGRITY_FAILURE: stream {CHECKPOINT_STREAM} version ")
+    assert "but the store holds no checkpoint of that size and root (its newest covers" in err
+    assert err.endswith("the store was rolled back, its tail deleted or its log rewritten\n")
 
 
 def test_a_tail_deleted_after_a_witnessed_checkpoint_fails_naming_the_cosigned_size(
