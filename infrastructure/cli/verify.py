@@ -135,13 +135,15 @@ def _verify_all(
     so that the interrupted audit is seen and run again.
     """
     checkpoints = ledger.checkpoints
-    origin = checkpoints.log_origin(settings.log_origin)
     # The file is read and its signature checked before the store is: bad input writes nothing.
     held = None if witness is None else read_checkpoint_file(witness)
     witnessed: dict[str, Any] = {}
     kept: SignedCheckpoint | None
+    # The log origin is made only where a note or a policy needs it: a store with no checkpoint
+    # yet has none to make it from, and a plain `verify --all` must still answer there.
     if isinstance(held, SignedNote):
-        kept, cosigners = _noted(checkpoints, held, origin, policy, f"checkpoint note {witness}")
+        source = f"checkpoint note {witness}"
+        kept, cosigners = _noted(checkpoints, held, settings.log_origin, policy, source)
     else:
         kept = None if held is None else checkpoints.verified(*held, f"checkpoint file {witness}")
         cosigners = None
@@ -149,7 +151,7 @@ def _verify_all(
             # The witnesses first: what they cosigned is the outside evidence, and a store rolled
             # back or cut short is then named by the size a witness holds, whatever else it breaks.
             newest, cosigners = Witnesses(checkpoints, settings.witness_timeout).check_policy(
-                policy, origin
+                policy, checkpoints.log_origin(settings.log_origin)
             )
             witnessed = _witnessed(newest, cosigners, policy, asked=True)
     if kept is not None and cosigners is not None and policy is not None:
@@ -168,7 +170,7 @@ def _verify_all(
 def _noted(
     checkpoints: CheckpointService,
     note: SignedNote,
-    origin: str,
+    configured_origin: str | None,
     policy: WitnessPolicy | None,
     source: str,
 ) -> tuple[SignedCheckpoint, list[str] | None]:
@@ -176,7 +178,11 @@ def _noted(
     policy's ``log`` line, else this ledger's) and cosigned by the policy's quorum (checked
     offline: the note is the witnesses' word as it was kept); the policy's cosigners. A store
     holding no checkpoint of the note's size and root was rolled back or rewritten."""
-    vkey = checkpoints.verifier_key(origin) if policy is None else policy.log
+    vkey = (
+        checkpoints.verifier_key(checkpoints.log_origin(configured_origin))
+        if policy is None
+        else policy.log
+    )
     body = checked_note(note, vkey, source)
     cosigners = (
         None
