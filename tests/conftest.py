@@ -17,11 +17,12 @@ from support.postgres_server import (
 )
 
 # Stores, ledgers and raw table access for storage tests (SQLite and PostgreSQL); the HTTP client.
+# A plugin is registered (and its asserts rewritten) before any plugin that imports it.
 pytest_plugins = [
     "support.store_copies",
     "support.ledger_fixtures",
-    "support.api_support",
     "support.hand_written_runs",
+    "support.api_support",
     "support.go_note_verifier",
 ]
 
